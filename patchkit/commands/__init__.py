@@ -1,0 +1,1 @@
+"""CLI subcommands. Each module exposes ``COMMANDS: list[click.Command]``."""

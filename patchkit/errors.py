@@ -1,0 +1,85 @@
+"""One exception base for every user-facing failure, each class with its own exit code.
+
+Only the CLI catches these; everything below it raises and never prints tracebacks
+for a user error.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "BuildError",
+    "CheckFailed",
+    "ConfigError",
+    "FatalError",
+    "LockBusy",
+    "PatchError",
+    "PEError",
+    "RecipeError",
+    "ReleaseError",
+    "SmokeError",
+    "SourceError",
+    "ToolMissing",
+]
+
+
+class FatalError(Exception):
+    """A failure reported to the user as one line (plus optional detail lines)."""
+
+    exit_code: int = 1
+
+    def __init__(self, message: str, *, detail: str = "", hint: str = "") -> None:
+        super().__init__(message)
+        self.message = message
+        self.detail = detail  # extra lines shown under the message (log tail, ...)
+        self.hint = hint  # "what to do", shown after the message
+
+    def __str__(self) -> str:
+        return self.message
+
+
+class ConfigError(FatalError):
+    """Bad command-line input or environment that is not a recipe."""
+
+    exit_code = 2
+
+
+class RecipeError(FatalError):
+    exit_code = 3
+
+
+class SourceError(FatalError):
+    exit_code = 4
+
+
+class PatchError(FatalError):
+    exit_code = 5
+
+
+class BuildError(FatalError):
+    exit_code = 6
+
+
+class SmokeError(FatalError):
+    exit_code = 7
+
+
+class ToolMissing(FatalError):
+    exit_code = 8
+
+
+class LockBusy(FatalError):
+    exit_code = 9
+
+
+class PEError(FatalError):
+    exit_code = 10
+
+
+class CheckFailed(FatalError):
+    """`patchkit check` found an in-range patch that no longer applies."""
+
+    exit_code = 11
+
+
+class ReleaseError(FatalError):
+    exit_code = 12

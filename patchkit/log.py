@@ -1,0 +1,74 @@
+"""Console output: steps with timing and ✓/✕, CI fold groups, warnings.
+
+Everything user-facing goes to stderr through one rich Console so that
+machine output (``--json``) on stdout stays clean.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import time
+from collections.abc import Iterator
+
+from rich.console import Console
+
+__all__ = ["Logger", "log"]
+
+
+def _in_ci() -> str | None:
+    if os.environ.get("GITHUB_ACTIONS") == "true":
+        return "github"
+    if os.environ.get("TF_BUILD"):
+        return "azure"
+    return None
+
+
+class Logger:
+    def __init__(self) -> None:
+        self.console = Console(stderr=True, highlight=False, soft_wrap=True)
+        self.verbose = False
+        self.timings: dict[str, float] = {}
+
+    def info(self, msg: str) -> None:
+        self.console.print(msg, markup=False)
+
+    def detail(self, msg: str) -> None:
+        if self.verbose:
+            self.console.print(f"  {msg}", markup=False, style="dim")
+
+    def warning(self, msg: str) -> None:
+        self.console.print(f"warning: {msg}", markup=False, style="yellow")
+
+    def error(self, msg: str) -> None:
+        self.console.print(f"error: {msg}", markup=False, style="bold red")
+
+    @contextlib.contextmanager
+    def step(self, name: str, key: str | None = None) -> Iterator[None]:
+        """Run a stage: fold it in CI, time it, end with ✓ or ✕.
+
+        ``key`` (default: ``name``) is where the duration is kept in ``timings``.
+        """
+        ci = _in_ci()
+        if ci == "github":
+            print(f"::group::{name}", flush=True)
+        elif ci == "azure":
+            print(f"##[group]{name}", flush=True)
+        self.console.print(f"[bold]▸ {name}[/bold]")
+        start = time.perf_counter()
+        ok = False
+        try:
+            yield
+            ok = True
+        finally:
+            took = time.perf_counter() - start
+            self.timings[key or name] = round(took, 3)
+            if ci == "github":
+                print("::endgroup::", flush=True)
+            elif ci == "azure":
+                print("##[endgroup]", flush=True)
+            mark = "[green]✓[/green]" if ok else "[red]✕[/red]"
+            self.console.print(f"{mark} {name} [dim]({took:.1f}s)[/dim]")
+
+
+log = Logger()
