@@ -32,7 +32,8 @@ class _Group(click.Group):
                 raise
             log.error(e.message)
             if e.detail:
-                log.console.print(e.detail, markup=False, highlight=False)
+                text = "\n".join(f"  │ {ln}" for ln in e.detail.splitlines())
+                log.console.print(text, markup=False, highlight=False, style="dim")
             if e.hint:
                 log.console.print(f"hint: {e.hint}", markup=False, style="cyan")
             sys.exit(e.exit_code)

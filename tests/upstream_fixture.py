@@ -31,6 +31,7 @@ set(CMAKE_RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/bin)
 set(CMAKE_LIBRARY_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/bin)
 add_library(fixture-core SHARED src/core.c src/rpc.c)
 target_include_directories(fixture-core PUBLIC include)
+set_target_properties(fixture-core PROPERTIES VERSION 0.0.1 SOVERSION 0)
 add_executable(fixture-cli tools/cli.c)
 target_link_libraries(fixture-cli PRIVATE fixture-core)
 add_executable(fixture-bench tools/bench.c)
@@ -158,7 +159,7 @@ GUARD_PATCH_BODY = """\
 diff --git a/src/rpc.c b/src/rpc.c
 --- a/src/rpc.c
 +++ b/src/rpc.c
-@@ -1,7 +1,10 @@
+@@ -1,6 +1,9 @@
  #include "fixture.h"
  
  int rpc_check_bounds(size_t data, size_t nbytes, size_t base, size_t size) {

@@ -1,0 +1,96 @@
+"""The output dir: the built executables, the shared libraries they need, LICENSE
+and build-info.json. Written to a temp dir and swapped in, so an interrupted
+run never leaves a half-written output."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+from patchkit.cmake import Artifact
+from patchkit.errors import ConfigError
+from patchkit.util import atomic_write_json, sha256_file
+
+__all__ = ["BUILD_INFO", "read_build_info", "write_output"]
+
+BUILD_INFO = "build-info.json"
+
+
+def _links_to(path: Path) -> list[Path]:
+    """Symlinks beside ``path`` that resolve to it (libfoo.so -> libfoo.so.0 -> libfoo.so.0.1)."""
+    real = path.resolve()
+    out = []
+    for entry in sorted(path.parent.iterdir()):
+        if entry.is_symlink() and entry.resolve() == real:
+            out.append(entry)
+    return out
+
+
+def _check_replaceable(out_dir: Path) -> None:
+    if out_dir.exists() and any(out_dir.iterdir()) and not (out_dir / BUILD_INFO).is_file():
+        raise ConfigError(f"{out_dir} exists and is not a patchkit output dir (no {BUILD_INFO})",
+                          hint="pick another --out, or empty that folder")
+
+
+def write_output(out_dir: Path, artifacts: list[Artifact], license_file: Path | None,
+                 info: dict[str, Any]) -> list[dict[str, Any]]:
+    """Copy artifacts into ``out_dir/bin`` and write build-info.json; returns the file list."""
+    _check_replaceable(out_dir)
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out_dir.parent / f".{out_dir.name}.tmp-{os.getpid()}"
+    old = out_dir.parent / f".{out_dir.name}.old-{os.getpid()}"
+    shutil.rmtree(tmp, ignore_errors=True)
+    entries: list[dict[str, Any]] = []
+    try:
+        (tmp / "bin").mkdir(parents=True)
+        for a in artifacts:
+            real = a.path.resolve()
+            dest = tmp / "bin" / real.name
+            if not dest.exists():
+                shutil.copy2(real, dest)
+                entries.append({"target": a.target, "type": a.type, "path": f"bin/{real.name}",
+                                "sha256": sha256_file(dest), "size": dest.stat().st_size})
+            for link in _links_to(a.path) if a.type != "EXECUTABLE" else []:
+                ldest = tmp / "bin" / link.name
+                if ldest.exists() or ldest.is_symlink():
+                    continue
+                try:
+                    os.symlink(real.name, ldest)
+                    entries.append({"target": a.target, "type": "SYMLINK",
+                                    "path": f"bin/{link.name}", "link": real.name})
+                except OSError:  # no symlink privilege (Windows): copy instead
+                    shutil.copy2(real, ldest)
+                    entries.append({"target": a.target, "type": a.type,
+                                    "path": f"bin/{link.name}", "sha256": sha256_file(ldest),
+                                    "size": ldest.stat().st_size})
+        if license_file is not None and license_file.is_file():
+            shutil.copy2(license_file, tmp / "LICENSE")
+        entries.sort(key=lambda e: e["path"])
+        atomic_write_json(tmp / BUILD_INFO, {**info, "artifacts": entries})
+        if out_dir.exists():
+            os.replace(out_dir, old)
+        os.replace(tmp, out_dir)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+        with contextlib.suppress(OSError):
+            shutil.rmtree(old)
+    return entries
+
+
+def read_build_info(out_dir: Path) -> dict[str, Any]:
+    import json
+
+    path = out_dir / BUILD_INFO
+    if not path.is_file():
+        raise ConfigError(f"{out_dir} holds no {BUILD_INFO}: not a patchkit build output",
+                          hint="run `patchkit build RECIPE` first")
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except ValueError as e:
+        raise ConfigError(f"{path} is not valid JSON ({e})") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path} is not a JSON object")
+    return data

@@ -1,0 +1,251 @@
+"""`patchkit build`: source -> patches -> configure -> build -> post -> output.
+
+State kept per recipe in the cache (``work/<recipe>-<upstream>/state.json``)
+decides what can be reused: the same commit and patch hashes reuse the
+worktree; the same configure inputs skip CMake configure. The state file is
+written only after a stage succeeded, so an interrupted run redoes that stage.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+from patchkit import __version__
+from patchkit import cmake as cm
+from patchkit.errors import SourceError
+from patchkit.lock import cache_lock
+from patchkit.log import log
+from patchkit.output import write_output
+from patchkit.patching import PatchResult, apply_series
+from patchkit.paths import cache_dir
+from patchkit.recipe import Recipe
+from patchkit.series import Series
+from patchkit.source import (
+    ensure_clone,
+    ensure_commit,
+    prepare_worktree,
+    remove_worktree,
+    run_git,
+)
+from patchkit.util import atomic_write_json, sha256_file
+
+__all__ = ["BuildOptions", "BuildResult", "offline_defines", "run_build", "series_hash"]
+
+# What llama.cpp needs to build offline and portably; a recipe may override any.
+OFFLINE_DEFINES = {
+    "LLAMA_BUILD_UI": "OFF",
+    "LLAMA_USE_PREBUILT_UI": "OFF",
+    "LLAMA_BUILD_TESTS": "OFF",
+    "GGML_NATIVE": "OFF",
+    "CMAKE_BUILD_RPATH_USE_ORIGIN": "ON",
+}
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class BuildOptions:
+    recipe: Recipe
+    series: Series
+    project: Path
+    upstream: str | None = None
+    out: Path | None = None
+    jobs: int | None = None
+    clean: bool = False
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class BuildResult:
+    out_dir: Path
+    info: dict[str, Any]
+
+
+def series_hash(patches: list[tuple[str, str]]) -> str:
+    text = "".join(f"{name} {sha}\n" for name, sha in patches)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def offline_defines(recipe: Recipe) -> dict[str, str]:
+    defines = dict(OFFLINE_DEFINES)
+    if any(t.startswith("test-") for t in recipe.build.targets):
+        defines["LLAMA_BUILD_TESTS"] = "ON"
+    defines.update(recipe.build.defines_dict)
+    return defines
+
+
+def _digest(obj: object) -> str:
+    return hashlib.sha256(json.dumps(obj, sort_keys=True).encode()).hexdigest()
+
+
+def _read_state(path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _worktree_matches(path: Path, tree: str | None) -> bool:
+    """True if the worktree is exactly as patchkit left it (tree id, no stray edits)."""
+    if not tree or not (path / ".git").exists():
+        return False
+    try:
+        run_git(path, "update-index", "-q", "--refresh")
+        unstaged = run_git(path, "diff", "--name-only")
+        untracked = run_git(path, "ls-files", "--others", "--exclude-standard")
+        current = run_git(path, "write-tree")
+    except SourceError:
+        return False
+    return not unstaged and not untracked and current == tree
+
+
+def _tool_version(path: Path | None) -> str | None:
+    if path is None:
+        return None
+    import subprocess
+
+    try:
+        out = subprocess.run([str(path), "--version"], capture_output=True, text=True,
+                             timeout=30, check=False).stdout
+    except OSError:
+        return None
+    return out.splitlines()[0].split()[-1] if out.strip() else None
+
+
+def run_build(opts: BuildOptions) -> BuildResult:
+    recipe = opts.recipe
+    url = opts.upstream or recipe.upstream.url
+    cache = cache_dir()
+    log.timings = {}
+    with cache_lock(cache, f"patchkit build {recipe.name}"):
+        return _run_locked(opts, recipe, url, cache)
+
+
+def _run_locked(opts: BuildOptions, recipe: Recipe, url: str, cache: Path) -> BuildResult:
+    patches = opts.series.select(recipe.patches)
+    tools = cm.find_tools()
+    key = hashlib.sha256(url.encode()).hexdigest()[:8]
+    work = cache / "work" / f"{recipe.name}-{key}"
+    src, build_dir, state_file = work / "src", work / "build", work / "state.json"
+    log_path = work / "build.log"
+    work.mkdir(parents=True, exist_ok=True)
+    log_path.write_text(f"patchkit {__version__} build {recipe.name}\n", encoding="utf-8")
+
+    with log.step("source", "source"):
+        repo = ensure_clone(cache, url)
+        ensure_commit(repo, url, recipe.upstream.commit, recipe.upstream.ref)
+        if opts.clean:
+            log.info("--clean: removing the worktree and build dir")
+            remove_worktree(repo, src)
+            shutil.rmtree(build_dir, ignore_errors=True)
+            state_file.unlink(missing_ok=True)
+        state = _read_state(state_file)
+        source_id = _digest({"commit": recipe.upstream.commit, "url": url,
+                             "patches": [(p.name, p.sha256) for p in patches],
+                             "sparse": list(recipe.build.sparse_exclude)})
+        reuse = state.get("source_id") == source_id and _worktree_matches(src, state.get("tree"))
+        if not reuse and state.get("tree") and (src / ".git").exists() and \
+                not _worktree_matches(src, state.get("tree")):
+            changed = run_git(src, "status", "--porcelain")
+            if changed and state.get("source_id") == source_id:
+                raise SourceError(
+                    f"the worktree {src} has changes patchkit did not make",
+                    detail=changed[:2000],
+                    hint="save them if you need them, then rerun with --clean")
+    with log.step("patch", "patch"):
+        if reuse:
+            log.info(f"worktree {src} is up to date at {recipe.upstream.commit[:12]} "
+                     f"with {len(patches)} patch(es)")
+            results = [PatchResult(patch=p, result=r) for p, r in
+                       zip(patches, state.get("results", []))]
+            wt_date, wt_subject = state["commit_date"], state["subject"]
+        else:
+            state_file.unlink(missing_ok=True)
+            wt = prepare_worktree(repo, src, recipe.upstream.commit, recipe.build.sparse_exclude)
+            results = apply_series(src, recipe.upstream.commit, patches, work)
+            for r in results:
+                mark = "✓ applied" if r.result == "applied" else "= already present upstream"
+                log.info(f"  {mark}: {r.patch.filename}")
+            wt_date, wt_subject = wt.commit_date, wt.subject
+            state = {"source_id": source_id, "tree": run_git(src, "write-tree"),
+                     "results": [r.result for r in results],
+                     "commit_date": wt_date, "subject": wt_subject}
+            atomic_write_json(state_file, state)
+
+    defines = offline_defines(recipe)
+    if tools.ccache is not None:
+        defines.setdefault("CMAKE_C_COMPILER_LAUNCHER", str(tools.ccache))
+        defines.setdefault("CMAKE_CXX_COMPILER_LAUNCHER", str(tools.ccache))
+    env = dict(os.environ)
+    if tools.ccache is not None:
+        # one cache root for every worktree path, so ccache hits across builds
+        env.setdefault("CCACHE_BASEDIR", str(cache))
+        env.setdefault("CCACHE_NOHASHDIR", "true")
+    toolchain = recipe.build.toolchain
+    config_id = _digest({"defines": defines, "generator": recipe.build.generator,
+                         "build_type": recipe.build.build_type,
+                         "toolchain": sha256_file(toolchain) if toolchain else None,
+                         "cmake": str(tools.cmake.version), "src": str(src)})
+    with log.step("configure", "configure"):
+        reply = build_dir / ".cmake" / "api" / "v1" / "reply"
+        if state.get("config_id") == config_id and (build_dir / "CMakeCache.txt").is_file() \
+                and reply.is_dir():
+            log.info("configure inputs unchanged: reusing the build dir")
+        else:
+            fresh = (build_dir / "CMakeCache.txt").is_file()
+            state.pop("config_id", None)
+            atomic_write_json(state_file, state)
+            cm.configure(tools, source=src, build_dir=build_dir, defines=defines,
+                         generator=recipe.build.generator, build_type=recipe.build.build_type,
+                         toolchain=toolchain, fresh=fresh, log_path=log_path, env=env)
+            state["config_id"] = config_id
+            atomic_write_json(state_file, state)
+        index = cm.load_index(build_dir)
+        artifacts = cm.target_artifacts(index, recipe.build.targets, build_dir)
+    with log.step(f"build {', '.join(recipe.build.targets)}", "build"):
+        log.info(f"log: {log_path}")
+        cm.build(tools, build_dir=build_dir, targets=recipe.build.targets, jobs=opts.jobs,
+                 log_path=log_path, env=env)
+
+    applied = [(r.patch.name, r.patch.sha256) for r in results]
+    info: dict[str, Any] = {
+        "schema": 1,
+        "patchkit_version": __version__,
+        "recipe": {"name": recipe.name, "file": _rel(recipe.path, opts.project),
+                   "sha256": recipe.sha256},
+        "identity": _digest({"recipe": recipe.sha256, "source": source_id, "config": config_id}),
+        "upstream": {"url": url, "commit": recipe.upstream.commit, "commit_date": wt_date,
+                     "subject": wt_subject, "ref": recipe.upstream.ref},
+        "patches": [r.summary() for r in results],
+        "series_hash": series_hash(applied),
+        "experimental": any(r.patch.experimental for r in results),
+        "platform": {"os": recipe.os, "arch": recipe.arch},
+        "cmake": {"generator": recipe.build.generator, "build_type": recipe.build.build_type,
+                  "defines": defines,
+                  "toolchain": _rel(toolchain, opts.project) if toolchain else None},
+        "targets": list(recipe.build.targets),
+        "tools": {**cm.toolchain_versions(index), "ninja": tools.ninja_version,
+                  "ccache": _tool_version(tools.ccache)},
+        "cuda": None,
+        "pe_edits": [],
+        "smoke": None,
+        "timings": log.timings,
+        "log": str(log_path),
+        "build_dir": str(build_dir),
+    }
+    out_dir = opts.out or Path("out") / recipe.name
+    with log.step("output", "output"):
+        write_output(out_dir.resolve(), artifacts, src / "LICENSE", info)
+        log.info(f"wrote {out_dir}/ ({len(artifacts)} files + build-info.json)")
+    return BuildResult(out_dir=out_dir, info=info)
+
+
+def _rel(path: Path, base: Path) -> str:
+    try:
+        return path.resolve().relative_to(base.resolve()).as_posix()
+    except ValueError:
+        return str(path)
