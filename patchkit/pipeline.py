@@ -56,6 +56,7 @@ class BuildOptions:
     out: Path | None = None
     jobs: int | None = None
     clean: bool = False
+    smoke: bool = True
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -69,9 +70,10 @@ def series_hash(patches: list[tuple[str, str]]) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-def offline_defines(recipe: Recipe) -> dict[str, str]:
+def offline_defines(recipe: Recipe, smoke: bool = False) -> dict[str, str]:
     defines = dict(OFFLINE_DEFINES)
-    if any(t.startswith("test-") for t in recipe.build.targets):
+    extra = recipe.smoke_tools if smoke else ()
+    if any(t.startswith("test-") for t in (*recipe.build.targets, *extra)):
         defines["LLAMA_BUILD_TESTS"] = "ON"
     defines.update(recipe.build.defines_dict)
     return defines
@@ -176,7 +178,8 @@ def _run_locked(opts: BuildOptions, recipe: Recipe, url: str, cache: Path) -> Bu
                      "commit_date": wt_date, "subject": wt_subject}
             atomic_write_json(state_file, state)
 
-    defines = offline_defines(recipe)
+    smoke = opts.smoke and recipe.smoke_enabled
+    defines = offline_defines(recipe, smoke)
     if tools.ccache is not None:
         defines.setdefault("CMAKE_C_COMPILER_LAUNCHER", str(tools.ccache))
         defines.setdefault("CMAKE_CXX_COMPILER_LAUNCHER", str(tools.ccache))
@@ -206,10 +209,11 @@ def _run_locked(opts: BuildOptions, recipe: Recipe, url: str, cache: Path) -> Bu
             atomic_write_json(state_file, state)
         index = cm.load_index(build_dir)
         artifacts = cm.target_artifacts(index, recipe.build.targets, build_dir)
+        smoke_tools = _available_tools(index, recipe.smoke_tools) if smoke else []
     with log.step(f"build {', '.join(recipe.build.targets)}", "build"):
         log.info(f"log: {log_path}")
-        cm.build(tools, build_dir=build_dir, targets=recipe.build.targets, jobs=opts.jobs,
-                 log_path=log_path, env=env)
+        cm.build(tools, build_dir=build_dir, targets=[*recipe.build.targets, *smoke_tools],
+                 jobs=opts.jobs, log_path=log_path, env=env)
 
     applied = [(r.patch.name, r.patch.sha256) for r in results]
     info: dict[str, Any] = {
@@ -241,7 +245,27 @@ def _run_locked(opts: BuildOptions, recipe: Recipe, url: str, cache: Path) -> Bu
     with log.step("output", "output"):
         write_output(out_dir.resolve(), artifacts, src / "LICENSE", info)
         log.info(f"wrote {out_dir}/ ({len(artifacts)} files + build-info.json)")
+    if smoke:
+        from patchkit.commands.smoke import print_result, report_smoke
+        from patchkit.smoke import run_smoke
+
+        with log.step("smoke", "smoke"):
+            report = run_smoke(out_dir, skip=recipe.smoke_skip, tool_dirs=(build_dir / "bin",),
+                               on_result=print_result)
+        log.info(f"smoke {report.status}")
+        report_smoke(report)
+    else:
+        log.info("smoke: not run (--no-smoke or [smoke] enabled = false)")
     return BuildResult(out_dir=out_dir, info=info)
+
+
+def _available_tools(index: Any, wanted: tuple[str, ...]) -> list[str]:
+    model = index.reply.codemodel_v2
+    names = {t.name for t in model.configurations[0].targets} if model else set()
+    missing = [t for t in wanted if t not in names]
+    for t in missing:
+        log.warning(f"smoke tool {t} is not a target of this upstream: checks needing it skip")
+    return [t for t in wanted if t in names]
 
 
 def _rel(path: Path, base: Path) -> str:

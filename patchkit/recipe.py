@@ -48,7 +48,7 @@ _SCHEMA: dict[str | None, tuple[str, ...]] = {
     "platform": ("os", "arch"),
     "cuda": ("archs", "toolkit_root", "host_compiler", "fa_all_quants"),
     "windows": ("stack_reserve", "stack_commit", "rpc_clients"),
-    "smoke": ("enabled", "skip"),
+    "smoke": ("enabled", "skip", "tools"),
 }
 
 
@@ -104,6 +104,7 @@ class Recipe:
     windows: WindowsSpec | None
     smoke_enabled: bool = True
     smoke_skip: tuple[str, ...] = ()
+    smoke_tools: tuple[str, ...] = ()  # extra targets built for the smoke stage, not shipped
 
 
 class _Ctx:
@@ -287,6 +288,7 @@ def _parse(ctx: _Ctx, data: dict[str, Any], series: Series) -> Recipe:
         windows=windows,
         smoke_enabled=ctx.get(s, "enabled", bool, "smoke", default=True),
         smoke_skip=ctx.str_list(s, "skip", "smoke"),
+        smoke_tools=ctx.str_list(s, "tools", "smoke", pattern=_TARGET),
     )
 
 

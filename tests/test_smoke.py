@@ -1,0 +1,146 @@
+"""Smoke orchestration against fake binaries: ports, timeouts, verdicts, clean-up."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+from patchkit import smoke
+from patchkit.smoke import run_smoke
+
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.skipif(sys.platform == "win32", reason="fake binaries are POSIX scripts"),
+]
+FAKE = Path(__file__).with_name("fake_llama.py")
+TOOLS = ("llama-cli", "llama-bench", "ggml-rpc-server", "test-llama-archs")
+
+
+def make_out(tmp_path: Path, mode: str = "ok", patches: tuple[str, ...] = (smoke.GUARD_PATCH,)) -> Path:
+    out = tmp_path / "out"
+    (out / "bin").mkdir(parents=True)
+    for t in TOOLS:
+        shutil.copy(FAKE, out / "bin" / t)
+        os.chmod(out / "bin" / t, 0o755)
+    (out / "bin" / "fake.json").write_text(json.dumps({"mode": mode, "piddir": str(tmp_path / "pids")}))
+    info = {
+        "platform": {"os": "linux"},
+        "patches": [{"name": p, "result": "applied"} for p in patches],
+        "artifacts": [{"type": "EXECUTABLE", "path": f"bin/{t}"} for t in TOOLS[:3]],
+        "smoke": None,
+    }
+    (out / "build-info.json").write_text(json.dumps(info))
+    return out
+
+
+def alive_pids(tmp_path: Path) -> list[int]:
+    piddir = tmp_path / "pids"
+    alive = []
+    for p in piddir.iterdir() if piddir.exists() else []:
+        try:
+            os.kill(int(p.name), 0)
+        except ProcessLookupError:
+            continue
+        alive.append(int(p.name))
+    return alive
+
+
+def statuses(report) -> dict[str, str]:
+    return {c.name: c.status for c in report.checks}
+
+
+def test_all_checks_pass_and_servers_are_stopped(tmp_path: Path) -> None:
+    out = make_out(tmp_path)
+    report = run_smoke(out, skip=("rpc-guard",), tool_dirs=(out / "bin",))
+    st = statuses(report)
+    assert st == {"version": "pass", "generate": "pass", "tensor-split": "pass", "rpc-guard": "skip"}
+    gen = next(c for c in report.checks if c.name == "generate")
+    assert "the mat and slept" in gen.why
+    ver = next(c for c in report.checks if c.name == "version")
+    assert "ggml-rpc-server (--help)" in ver.why  # --version is not understood: fell back
+    assert report.status == "passed"
+    assert len(list((tmp_path / "pids").iterdir())) == 3  # 1 for generate + 2 for tensor split
+    assert alive_pids(tmp_path) == []
+    recorded = json.loads((out / "build-info.json").read_text())["smoke"]
+    assert recorded["status"] == "passed" and len(recorded["checks"]) == 4
+
+
+def test_unguarded_server_abort_is_reported(tmp_path: Path) -> None:
+    out = make_out(tmp_path, mode="rpc-abort")
+    report = run_smoke(out, only=("tensor-split",), tool_dirs=(out / "bin",))
+    ts = next(c for c in report.checks if c.name == "tensor-split")
+    assert ts.status == "fail"
+    assert "2 RPC servers died" in ts.why and "GGML_ASSERT" in ts.why
+    assert report.status == "failed"
+    assert alive_pids(tmp_path) == []
+
+
+def test_abort_without_the_patch_is_expected_not_a_failure(tmp_path: Path) -> None:
+    out = make_out(tmp_path, mode="rpc-abort", patches=())
+    report = run_smoke(out, only=("tensor-split",), tool_dirs=(out / "bin",))
+    ts = next(c for c in report.checks if c.name == "tensor-split")
+    assert ts.status == "skip"
+    assert "is not in this build; as expected" in ts.why and "died" in ts.why
+
+
+def test_rpc_tokens_differing_fails(tmp_path: Path) -> None:
+    out = make_out(tmp_path, mode="differ")
+    report = run_smoke(out, only=("generate",))
+    gen = next(c for c in report.checks if c.name == "generate")
+    assert gen.status == "fail" and "tokens differ" in gen.why
+
+
+def test_crashing_binaries_fail_version(tmp_path: Path) -> None:
+    out = make_out(tmp_path, mode="crash")
+    report = run_smoke(out, only=("version",))
+    assert statuses(report)["version"] == "fail"
+    assert "exit 1" in report.checks[0].why
+
+
+def test_missing_tool_skips_with_reason(tmp_path: Path) -> None:
+    out = make_out(tmp_path)
+    (out / "bin" / "test-llama-archs").unlink()
+    report = run_smoke(out, only=("tensor-split",))
+    ts = next(c for c in report.checks if c.name == "tensor-split")
+    assert ts.status == "skip" and "test-llama-archs was not built" in ts.why
+
+
+def test_ctrl_c_during_a_check_still_stops_servers(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    out = make_out(tmp_path)
+    real = smoke.SmokeEnv.run
+
+    def interrupted(self, exe, *args, timeout=None):  # noqa: ANN001, ANN002
+        if "--rpc" in args:
+            raise KeyboardInterrupt
+        return real(self, exe, *args, timeout=timeout)
+
+    monkeypatch.setattr(smoke.SmokeEnv, "run", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        run_smoke(out, only=("generate",))
+    assert len(list((tmp_path / "pids").iterdir())) == 1
+    assert alive_pids(tmp_path) == []
+
+
+def test_command_timeout_is_reported(tmp_path: Path) -> None:
+    from patchkit.procs import run_cmd
+
+    r = run_cmd([sys.executable, "-c", "import time; time.sleep(30)"], timeout=0.5)
+    assert r.returncode is None and "timed out" in r.brief()
+
+
+def test_smoke_cli_exit_code(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from patchkit.cli import main
+
+    out = make_out(tmp_path, mode="differ")
+    r = CliRunner().invoke(main, ["smoke", str(out), "--only", "generate"])
+    assert r.exit_code == 7, r.output
+    assert "smoke failed: generate" in r.output
+    r = CliRunner().invoke(main, ["smoke", str(tmp_path / "nope")])
+    assert r.exit_code == 2 and "holds no build-info.json" in r.output
