@@ -77,7 +77,7 @@ def _run_logged(cmd: Sequence[str | os.PathLike[str]], log_path: Path,
                 env: Mapping[str, str], progress_label: str | None = None) -> int:
     """Run ``cmd``, appending all output to ``log_path``; follow ninja's [n/N] if asked."""
     args = [os.fspath(c) for c in cmd]
-    with log_path.open("a", encoding="utf-8", errors="replace") as logf:
+    with log_path.open("a", encoding="utf-8", errors="replace", buffering=1) as logf:
         logf.write(f"\n$ {subprocess.list2cmdline(args)}\n")
         logf.flush()
         proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
