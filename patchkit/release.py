@@ -40,6 +40,7 @@ from typing import Any
 
 from patchkit import __version__
 from patchkit.archive import Member, read_archive, write_archive
+from patchkit.buildinfo import archive_name, load_build_info, variant_name
 from patchkit.errors import ConfigError, ReleaseError
 from patchkit.paths import cache_dir
 from patchkit.recipe import Recipe
@@ -50,20 +51,17 @@ __all__ = [
     "MANIFEST_SCHEMA",
     "ReleaseOptions",
     "ReleaseResult",
-    "archive_name",
+    "SUMS",
     "dump_manifest",
-    "load_build_info",
     "read_sums",
     "release",
     "source_date_epoch_from_env",
-    "variant_name",
     "write_sums",
 ]
 
 MANIFEST_SCHEMA = 1
 SUMS = "SHA256SUMS"
 _EXEC_TYPES = ("EXECUTABLE", "SHARED_LIBRARY", "MODULE_LIBRARY")
-_SAFE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 _SUM_LINE = re.compile(r"^(?P<sha>[0-9a-fA-F]{64}) [ *](?P<name>.+)$")
 
 
@@ -96,86 +94,6 @@ def source_date_epoch_from_env(env: Mapping[str, str] | None = None) -> int | No
     if not raw.isdigit():
         raise ConfigError(f"SOURCE_DATE_EPOCH={raw!r} is not a whole number of seconds")
     return int(raw)
-
-
-def _need(info: Mapping[str, Any], dotted: str, typ: type | tuple[type, ...],
-          *, optional: bool = False) -> Any:
-    value: Any = info
-    for part in dotted.split("."):
-        value = value.get(part) if isinstance(value, Mapping) else None
-    if value is None and optional:
-        return None
-    if not isinstance(value, typ) or isinstance(value, bool) and typ in (int, str):
-        raise ReleaseError(f"build-info.json: {dotted} is missing or not the expected type",
-                           hint="rebuild with `patchkit build <recipe>`")
-    return value
-
-
-def load_build_info(build_dir: Path) -> dict[str, Any]:
-    """build-info.json of a finished build; ReleaseError when there is no usable build."""
-    path = build_dir / "build-info.json"
-    if not path.is_file():
-        what = "does not exist" if not build_dir.exists() else "has no build-info.json"
-        raise ReleaseError(f"no finished build: {build_dir} {what}",
-                           hint="run `patchkit build <recipe>` first")
-    try:
-        info = json.loads(path.read_text(encoding="utf-8"))
-    except (ValueError, UnicodeDecodeError) as e:
-        raise ReleaseError(f"{path}: not valid JSON ({e})",
-                           hint="rebuild with `patchkit build <recipe>`") from None
-    if not isinstance(info, dict) or info.get("schema") != 1:
-        raise ReleaseError(f"{path}: unknown build-info schema {info.get('schema') if isinstance(info, dict) else None!r}"
-                           " (this patchkit reads schema 1)")
-    for key, typ in (("recipe.name", str), ("recipe.sha256", str), ("upstream.url", str),
-                     ("upstream.commit", str), ("upstream.commit_date", str), ("patches", list),
-                     ("series_hash", str), ("platform.os", str), ("platform.arch", str),
-                     ("cmake", dict), ("artifacts", list), ("tools", dict)):
-        _need(info, key, typ)
-    for key in ("platform.os", "platform.arch", "recipe.name"):
-        if not _SAFE.match(_need(info, key, str)):
-            raise ReleaseError(f"build-info.json: {key} {_need(info, key, str)!r} cannot be part of a file name")
-    if not re.fullmatch(r"[0-9a-f]{40}", info["upstream"]["commit"]):
-        raise ReleaseError(f"build-info.json: upstream.commit {info['upstream']['commit']!r} is not a 40-hex sha")
-    if not re.fullmatch(r"[0-9a-f]{8,}", info["series_hash"]):
-        raise ReleaseError(f"build-info.json: series_hash {info['series_hash']!r} is not hex")
-    return info
-
-
-def _cuda_major(cuda: Mapping[str, Any], tools: Mapping[str, Any]) -> str:
-    version = str(cuda.get("nvcc") or tools.get("nvcc") or "")
-    m = re.search(r"(\d+)\.\d+", version) or re.search(r"(\d+)", version)
-    if not m:
-        raise ReleaseError(f"build-info.json: cannot tell the CUDA version from nvcc {version!r}")
-    return m.group(1)
-
-
-def _arch_labels(archs: list[Any]) -> list[str]:
-    labels: dict[str, int] = {}
-    for a in archs:
-        m = re.match(r"^(?:sm_|compute_)?(\d+)([a-z]?)", str(a))
-        if not m:
-            raise ReleaseError(f"build-info.json: cuda.archs entry {a!r} is not a CUDA arch")
-        labels[m.group(1) + m.group(2)] = int(m.group(1))
-    return sorted(labels, key=lambda k: (labels[k], k))
-
-
-def variant_name(info: Mapping[str, Any]) -> str:
-    """``cuda12-sm60-61-75-86`` for CUDA builds, else the recipe name (``cpu-rpc``)."""
-    cuda = info.get("cuda")
-    if cuda:
-        archs = _arch_labels(list(cuda.get("archs") or []))
-        if not archs:
-            raise ReleaseError("build-info.json: cuda.archs is empty")
-        return f"cuda{_cuda_major(cuda, info['tools'])}-sm" + "-".join(archs)
-    return str(info["recipe"]["name"])
-
-
-def archive_name(info: Mapping[str, Any]) -> tuple[str, str]:
-    """(top folder / stem, suffix): ``llama-<sha7>-pk<series8>-<os>-<arch>-<variant>``."""
-    plat = info["platform"]
-    stem = (f"llama-{info['upstream']['commit'][:7]}-pk{info['series_hash'][:8]}"
-            f"-{plat['os']}-{plat['arch']}-{variant_name(info)}")
-    return stem, ".zip" if plat["os"] == "windows" else ".tar.gz"
 
 
 def _mtime(info: Mapping[str, Any], sde: int | None) -> int:
@@ -283,7 +201,8 @@ def _smoke_waiver(info: Mapping[str, Any], allow: bool) -> list[str]:
     status = smoke.get("status") if isinstance(smoke, Mapping) else None
     if status == "passed":
         return []
-    what = "was not run" if status is None else f"{status}"
+    what = {None: "was not run", "failed": "failed", "skipped": "was skipped"}.get(
+        status, f"ended {status!r}")
     if not allow:
         raise ReleaseError(f"the build's smoke stage {what}: refusing to release an untested build",
                            hint="fix the build and rebuild, or pass --allow-unsmoked "
@@ -357,7 +276,8 @@ def read_sums(path: Path) -> tuple[dict[str, str], list[str]]:
 
 
 def write_sums(path: Path, sums: Mapping[str, str]) -> None:
-    atomic_write_bytes(path, "".join(f"{sums[n]}  {n}\n" for n in sorted(sums)).encode())
+    atomic_write_bytes(path, "".join(f"{sums[n]}  {n}\n" for n in sorted(sums)).encode(),
+                       mode=0o644)
 
 
 def _check_collision(out_dir: Path, stem: str, suffix: str, recipe_name: str) -> None:
@@ -423,12 +343,12 @@ def release(opts: ReleaseOptions) -> ReleaseResult:
     if sums_path.is_file():
         sums, problems = read_sums(sums_path)
         if problems:
-            raise ReleaseError(f"{sums_path}: {problems[0]}",
+            raise ReleaseError(f"{out}: {problems[0]}",
                                hint="fix or delete it, then release again")
     archive = out / (stem + suffix)
     digest = write_archive(archive, stem, members, mtime=mtime)
     side = out / f"{stem}.manifest.json"
-    atomic_write_bytes(side, data)
+    atomic_write_bytes(side, data, mode=0o644)
     sums[archive.name] = digest
     sums[side.name] = sha256_file(side)
     write_sums(sums_path, sums)

@@ -23,7 +23,8 @@ from typing import Any
 
 from patchkit.archive import ARCHIVE_SUFFIXES, archive_kind, check_archive, read_archive
 from patchkit.errors import ReleaseError
-from patchkit.release import SUMS, archive_name, dump_manifest, read_sums, variant_name
+from patchkit.buildinfo import archive_name, variant_name
+from patchkit.release import SUMS, dump_manifest, read_sums
 from patchkit.util import sha256_file
 
 __all__ = ["VerifyReport", "verify_dir"]

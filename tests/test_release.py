@@ -20,8 +20,8 @@ from patchkit.ci_template import MatrixEntry, render_workflow
 from patchkit.cli import main
 from patchkit.errors import ReleaseError
 from patchkit.recipe import load_recipe
-from patchkit.release import (ReleaseOptions, archive_name, dump_manifest, release,
-                              variant_name)
+from patchkit.buildinfo import archive_name, variant_name
+from patchkit.release import ReleaseOptions, dump_manifest, release
 from patchkit.series import load_series
 from patchkit.util import sha256_bytes, sha256_file
 from patchkit.verify import verify_dir
@@ -107,7 +107,7 @@ def rewrite_info(build: Path, edit: Any) -> None:
 
 def test_names_cpu_cuda_windows(tmp_path: Path) -> None:
     cpu = json.loads((make_build(tmp_path / "a") / "build-info.json").read_text())
-    assert archive_name(cpu) == (f"llama-82bb485-pk5f3c2a1b-linux-x86_64-cpu-rpc", ".tar.gz")
+    assert archive_name(cpu) == ("llama-82bb485-pk5f3c2a1b-linux-x86_64-cpu-rpc", ".tar.gz")
     cu = json.loads((make_build(tmp_path / "b", name="cuda-pascal-ampere", cuda=True)
                      / "build-info.json").read_text())
     assert variant_name(cu) == "cuda12-sm60-61-75-86"  # sorted, from the build's archs
@@ -167,6 +167,8 @@ def test_release_archive_contents_and_manifest(tmp_path: Path) -> None:
     for host in (str(tmp_path), "timings", "build_dir", '"log"'):
         assert host not in text
     assert m["smoke"]["checks"][0]["why"] == "ran <out>/bin/llama-cli --version"
+    if sys.platform != "win32":  # published files are world-readable
+        assert {p.stat().st_mode & 0o777 for p in dist.iterdir()} == {0o644}
     # gzip header: no name, no time
     head = r.archive.read_bytes()[:10]
     assert head[3] & 0x08 == 0 and head[4:8] == b"\0\0\0\0"
@@ -307,6 +309,29 @@ def test_refuses_tampered_build_dir(tmp_path: Path) -> None:
     with pytest.raises(ReleaseError, match="upstream.commit is missing"):
         do_release(build, dist)
     assert not dist.exists()
+
+
+def test_interrupted_release_leaves_no_half_archive(tmp_path: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    dist = tmp_path / "dist"
+    first = do_release(make_build(tmp_path / "a"), dist)
+    sums_before = (dist / "SHA256SUMS").read_bytes()
+    import patchkit.archive as archive_mod
+    real = archive_mod._write_zip
+
+    def dies_halfway(f: Any, root: str, members: Any, mtime: int) -> None:
+        real(f, root, members[:2], mtime)
+        raise KeyboardInterrupt
+    monkeypatch.setattr(archive_mod, "_write_zip", dies_halfway)
+    with pytest.raises(KeyboardInterrupt):
+        do_release(make_build(tmp_path / "b", name="win", os_name="windows"), dist)
+    assert sorted(p.name for p in dist.iterdir()) == sorted(
+        ["SHA256SUMS", first.archive.name, first.manifest.name])
+    assert (dist / "SHA256SUMS").read_bytes() == sums_before
+    # a damaged SHA256SUMS is refused rather than silently rewritten
+    (dist / "SHA256SUMS").write_text("nonsense\n")
+    with pytest.raises(ReleaseError, match="dist: SHA256SUMS line 1: not"):
+        do_release(make_build(tmp_path / "c"), dist)
 
 
 def test_refuses_name_collision_between_recipes(tmp_path: Path) -> None:
