@@ -248,6 +248,28 @@ def test_sha256sum_checks_the_output(tmp_path: Path) -> None:
     assert res.returncode != 0 and f"{arc.name}: FAILED" in res.stdout
 
 
+@pytest.mark.integration
+@pytest.mark.skipif(shutil.which("tar") is None, reason="needs tar")
+def test_standard_tools_unpack_with_modes(tmp_path: Path) -> None:
+    dist = tmp_path / "dist"
+    linux = do_release(make_build(tmp_path / "a"), dist)
+    win = do_release(make_build(tmp_path / "b", name="win", os_name="windows"), dist)
+    x = tmp_path / "x"
+    x.mkdir()
+    subprocess.run(["tar", "-xzf", str(linux.archive), "-C", str(x)], check=True)
+    cli = x / linux.name / "bin" / "llama-cli"
+    assert cli.read_bytes() == (tmp_path / "a/out/cpu-rpc/bin/llama-cli").read_bytes()
+    if sys.platform != "win32":
+        assert os.access(cli, os.X_OK) and not os.access(x / linux.name / "LICENSE", os.X_OK)
+    if shutil.which("unzip"):
+        subprocess.run(["unzip", "-q", str(win.archive), "-d", str(x)], check=True)
+        exe = x / win.name / "bin" / "llama-cli.exe"
+        assert exe.read_bytes() == (tmp_path / "b/out/win/bin/llama-cli.exe").read_bytes()
+        if sys.platform != "win32":
+            assert os.access(exe, os.X_OK)
+    assert json.loads((x / linux.name / "manifest.json").read_text())["name"] == linux.name
+
+
 # ---------------------------------------------------------------- refusals
 
 
