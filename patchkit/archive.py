@@ -1,0 +1,261 @@
+"""Reproducible archives: the same members give the same bytes on any machine.
+
+Both formats put every member under one top folder (``ROOT/...``), in sorted order,
+with one fixed mtime, owner 0/0 with empty names, and mode 0755 or 0644; there are
+no directory entries. ``.tar.gz``: PAX tar in a gzip stream whose header has mtime 0
+and no file name. ``.zip``: deflate level 9, Unix "made by" (so modes survive on any
+host), no extra fields, dates in UTC (zip cannot hold dates before 1980, so those
+clamp to 1980-01-01; zip keeps even seconds only).
+
+Deflate output is byte-identical for the same zlib; different zlib builds could in
+principle compress differently, which is why ``check_archive`` checks the recorded
+metadata rather than re-compressing.
+"""
+
+from __future__ import annotations
+
+import calendar
+import dataclasses
+import gzip
+import hashlib
+import io
+import os
+import shutil
+import stat
+import tarfile
+import tempfile
+import time
+import zipfile
+import zlib
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+__all__ = [
+    "ARCHIVE_SUFFIXES",
+    "EntryInfo",
+    "Member",
+    "archive_kind",
+    "check_archive",
+    "read_archive",
+    "write_archive",
+    "zip_date_time",
+]
+
+ARCHIVE_SUFFIXES = (".tar.gz", ".zip")
+_ZIP_MIN = 315532800  # 1980-01-01T00:00:00Z
+_LEVEL = 9
+_UNIX = 3  # zip "version made by" host: Unix
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Member:
+    """One file to pack: ``name`` is relative to the archive's top folder (posix)."""
+
+    name: str
+    mode: int  # 0o755 or 0o644
+    data: bytes | None = None
+    source: Path | None = None
+
+    def __post_init__(self) -> None:
+        if (self.data is None) == (self.source is None):
+            raise ValueError("a Member needs exactly one of data or source")
+
+    @property
+    def size(self) -> int:
+        return len(self.data) if self.data is not None else self.source.stat().st_size  # type: ignore[union-attr]
+
+    def open(self) -> io.BufferedIOBase:
+        if self.data is not None:
+            return io.BytesIO(self.data)
+        return self.source.open("rb")  # type: ignore[union-attr]
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class EntryInfo:
+    """One entry as found in an archive (for verify)."""
+
+    name: str  # full name in the archive, top folder included
+    is_file: bool
+    size: int
+    sha256: str
+    data: bytes | None  # kept only for names the caller asked for
+    mode: int
+    mtime: int  # tar: seconds; zip: seconds since epoch of its (UTC) date_time
+    owner: tuple[int, int, str, str] | None  # tar: uid, gid, uname, gname
+    extra: bool  # zip: has extra fields / a comment / a non-Unix "made by"
+
+
+def archive_kind(name: str) -> str:
+    """'tar.gz' or 'zip' from a file name; ValueError for anything else."""
+    for suffix in ARCHIVE_SUFFIXES:
+        if name.endswith(suffix):
+            return suffix[1:]
+    raise ValueError(f"{name}: not a .tar.gz or .zip")
+
+
+def zip_date_time(mtime: int) -> tuple[int, int, int, int, int, int]:
+    t = time.gmtime(max(mtime, _ZIP_MIN))
+    return (t.tm_year, t.tm_mon, t.tm_mday, t.tm_hour, t.tm_min, t.tm_sec - t.tm_sec % 2)
+
+
+def _zip_epoch(date_time: tuple[int, ...]) -> int:
+    return calendar.timegm((*date_time, 0, 0, 0))
+
+
+def _sorted(members: Sequence[Member]) -> list[Member]:
+    names = [m.name for m in members]
+    if len(set(names)) != len(names):
+        raise ValueError("duplicate member names")
+    return sorted(members, key=lambda m: m.name)
+
+
+def _write_tar_gz(f: io.BufferedIOBase, root: str, members: Sequence[Member], mtime: int) -> None:
+    with gzip.GzipFile(filename="", mode="wb", fileobj=f, mtime=0, compresslevel=_LEVEL) as gz:
+        with tarfile.open(fileobj=gz, mode="w", format=tarfile.PAX_FORMAT) as tar:
+            for m in _sorted(members):
+                info = tarfile.TarInfo(f"{root}/{m.name}")
+                info.size = m.size
+                info.mtime = mtime
+                info.mode = m.mode
+                info.uid = info.gid = 0
+                info.uname = info.gname = ""
+                info.type = tarfile.REGTYPE
+                with m.open() as src:
+                    tar.addfile(info, src)
+
+
+def _write_zip(f: io.BufferedIOBase, root: str, members: Sequence[Member], mtime: int) -> None:
+    date_time = zip_date_time(mtime)
+    with zipfile.ZipFile(f, mode="w", compression=zipfile.ZIP_DEFLATED,
+                         compresslevel=_LEVEL) as zf:
+        for m in _sorted(members):
+            info = zipfile.ZipInfo(f"{root}/{m.name}", date_time=date_time)
+            info.compress_type = zipfile.ZIP_DEFLATED
+            info.create_system = _UNIX
+            info.external_attr = (stat.S_IFREG | m.mode) << 16
+            info.file_size = m.size  # decides zip64 up front, so it never depends on timing
+            # ZipFile(compresslevel=) is not applied to open(info, "w"): set it on the entry
+            # (Python 3.13 renamed the private slot)
+            setattr(info, "compress_level" if hasattr(info, "compress_level") else "_compresslevel",
+                    _LEVEL)
+            with m.open() as src, zf.open(info, mode="w") as dst:
+                shutil.copyfileobj(src, dst, 1 << 20)
+
+
+def write_archive(path: Path, root: str, members: Sequence[Member], *, mtime: int) -> str:
+    """Pack ``members`` under ``root/`` into ``path`` (kind from its suffix), atomically.
+
+    The archive is written to a temp file beside ``path`` and renamed over it, so an
+    interrupted run leaves no half archive. Returns the archive's sha256.
+    """
+    kind = archive_kind(path.name)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w+b") as f:
+            if kind == "zip":
+                _write_zip(f, root, members, mtime)
+            else:
+                _write_tar_gz(f, root, members, mtime)
+            f.flush()
+            os.fsync(f.fileno())
+            f.seek(0)
+            digest = _hash_stream(f)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return digest
+
+
+def _hash_stream(f: io.BufferedIOBase) -> str:
+    h = hashlib.sha256()
+    for chunk in iter(lambda: f.read(1 << 20), b""):
+        h.update(chunk)
+    return h.hexdigest()
+
+
+def read_archive(path: Path, keep: Sequence[str] = ()) -> list[EntryInfo]:
+    """Every entry of an archive, in stored order, hashed; the data of ``keep`` names kept.
+
+    Raises ValueError (with a one-line reason) when the file is not a readable archive.
+    """
+    kind = archive_kind(path.name)
+    try:
+        return list(_read_zip(path, keep) if kind == "zip" else _read_tar(path, keep))
+    except (tarfile.TarError, zipfile.BadZipFile, OSError, EOFError, zlib.error) as e:
+        raise ValueError(f"not a readable {kind} archive ({e})") from None
+
+
+def _hash_and_keep(src: io.BufferedIOBase, keep: bool) -> tuple[str, int, bytes | None]:
+    h = hashlib.sha256()
+    size = 0
+    kept = bytearray() if keep else None
+    for chunk in iter(lambda: src.read(1 << 20), b""):
+        h.update(chunk)
+        size += len(chunk)
+        if kept is not None:
+            kept += chunk
+    return h.hexdigest(), size, bytes(kept) if kept is not None else None
+
+
+def _read_tar(path: Path, keep: Sequence[str]) -> Iterator[EntryInfo]:
+    with tarfile.open(path, mode="r:gz") as tar:
+        for info in tar:
+            sha, size, data = "", info.size, None
+            if info.isfile():
+                src = tar.extractfile(info)
+                assert src is not None
+                sha, size, data = _hash_and_keep(src, info.name in keep)  # type: ignore[arg-type]
+            yield EntryInfo(name=info.name, is_file=info.isfile(), size=size, sha256=sha,
+                            data=data, mode=info.mode, mtime=int(info.mtime),
+                            owner=(info.uid, info.gid, info.uname, info.gname), extra=False)
+
+
+def _read_zip(path: Path, keep: Sequence[str]) -> Iterator[EntryInfo]:
+    with zipfile.ZipFile(path) as zf:
+        for info in zf.infolist():
+            with zf.open(info) as src:
+                sha, size, data = _hash_and_keep(src, info.filename in keep)  # type: ignore[arg-type]
+            mode = (info.external_attr >> 16) & 0o7777
+            yield EntryInfo(name=info.filename, is_file=not info.is_dir(), size=size, sha256=sha,
+                            data=data, mode=mode, mtime=_zip_epoch(info.date_time), owner=None,
+                            extra=bool(info.extra or info.comment) or info.create_system != _UNIX
+                            or info.compress_type != zipfile.ZIP_DEFLATED)
+
+
+def check_archive(path: Path, entries: Sequence[EntryInfo], *, root: str, mtime: int) -> list[str]:
+    """What about an archive's layout is not what ``write_archive`` would have written.
+
+    One short sentence per problem (the caller prefixes the archive name).
+    """
+    problems: list[str] = []
+    names = [e.name for e in entries]
+    if names != sorted(names):
+        problems.append("entries are not in sorted order")
+    kind = archive_kind(path.name)
+    want_mtime = _zip_epoch(zip_date_time(mtime)) if kind == "zip" else mtime
+    for e in entries:
+        if not e.name.startswith(f"{root}/"):
+            problems.append(f"{e.name}: outside the top folder {root}/")
+        if not e.is_file:
+            problems.append(f"{e.name}: not a regular file")
+        if e.mode not in (0o755, 0o644):
+            problems.append(f"{e.name}: mode {e.mode:o}, expected 755 or 644")
+        if e.mtime != want_mtime:
+            problems.append(f"{e.name}: mtime {e.mtime}, the manifest declares {want_mtime}")
+        if e.owner is not None and e.owner != (0, 0, "", ""):
+            problems.append(f"{e.name}: owner {e.owner[0]}:{e.owner[1]} "
+                            f"({e.owner[2]!r}:{e.owner[3]!r}), expected 0:0 with no names")
+        if e.extra:
+            problems.append(f"{e.name}: zip entry is not deflated/Unix, or has extra fields")
+    if kind == "tar.gz":
+        with path.open("rb") as f:
+            head = f.read(10)
+        if len(head) == 10 and head[:2] == b"\x1f\x8b":
+            if head[3] & 0x08:
+                problems.append("gzip header holds a file name")
+            if head[4:8] != b"\0\0\0\0":
+                problems.append("gzip header holds a timestamp")
+    return problems
