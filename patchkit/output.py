@@ -19,16 +19,6 @@ __all__ = ["BUILD_INFO", "read_build_info", "write_output"]
 BUILD_INFO = "build-info.json"
 
 
-def _links_to(path: Path) -> list[Path]:
-    """Symlinks beside ``path`` that resolve to it (libfoo.so -> libfoo.so.0 -> libfoo.so.0.1)."""
-    real = path.resolve()
-    out = []
-    for entry in sorted(path.parent.iterdir()):
-        if entry.is_symlink() and entry.resolve() == real:
-            out.append(entry)
-    return out
-
-
 def _check_replaceable(out_dir: Path) -> None:
     if out_dir.exists() and any(out_dir.iterdir()) and not (out_dir / BUILD_INFO).is_file():
         raise ConfigError(f"{out_dir} exists and is not a patchkit output dir (no {BUILD_INFO})",
@@ -49,23 +39,11 @@ def write_output(out_dir: Path, artifacts: list[Artifact], license_file: Path | 
         for a in artifacts:
             real = a.path.resolve()
             dest = tmp / "bin" / real.name
-            if not dest.exists():
-                shutil.copy2(real, dest)
-                entries.append({"target": a.target, "type": a.type, "path": f"bin/{real.name}",
-                                "sha256": sha256_file(dest), "size": dest.stat().st_size})
-            for link in _links_to(a.path) if a.type != "EXECUTABLE" else []:
-                ldest = tmp / "bin" / link.name
-                if ldest.exists() or ldest.is_symlink():
-                    continue
-                try:
-                    os.symlink(real.name, ldest)
-                    entries.append({"target": a.target, "type": "SYMLINK",
-                                    "path": f"bin/{link.name}", "link": real.name})
-                except OSError:  # no symlink privilege (Windows): copy instead
-                    shutil.copy2(real, ldest)
-                    entries.append({"target": a.target, "type": a.type,
-                                    "path": f"bin/{link.name}", "sha256": sha256_file(ldest),
-                                    "size": ldest.stat().st_size})
+            if dest.exists():
+                continue
+            shutil.copy2(real, dest)
+            entries.append({"target": a.target, "type": a.type, "path": f"bin/{real.name}",
+                            "sha256": sha256_file(dest), "size": dest.stat().st_size})
         if license_file is not None and license_file.is_file():
             shutil.copy2(license_file, tmp / "LICENSE")
         entries.sort(key=lambda e: e["path"])

@@ -44,6 +44,8 @@ OFFLINE_DEFINES = {
     "LLAMA_BUILD_TESTS": "OFF",
     "GGML_NATIVE": "OFF",
     "CMAKE_BUILD_RPATH_USE_ORIGIN": "ON",
+    # plain libfoo.so (SONAME libfoo.so): no version symlinks, so bin/ copies flat anywhere
+    "CMAKE_PLATFORM_NO_VERSIONED_SONAME": "ON",
 }
 
 

@@ -246,12 +246,21 @@ def _manifest(info: Mapping[str, Any], *, stem: str, suffix: str, mtime: int, sd
             "archs": cuda.get("archs"), "cmake_architectures": cuda.get("cmake_architectures"),
             "nvcc": cuda.get("nvcc"), "proven": cuda.get("proven")},
         "pe_edits": info.get("pe_edits") or [],
-        "smoke": info.get("smoke"),
+        "smoke": _smoke_summary(info.get("smoke")),
         "waivers": sorted(waivers),
         "source_date_epoch": mtime,
         "mtime_from": "SOURCE_DATE_EPOCH" if sde else "upstream.commit_date",
         "files": sorted(files, key=lambda f: f["path"]),
     }
+
+
+def _smoke_summary(smoke: Any) -> Any:
+    """Smoke results without their timings, so equal builds give equal manifests."""
+    if not isinstance(smoke, Mapping):
+        return smoke
+    checks = [{k: c.get(k) for k in ("name", "status", "why")}
+              for c in smoke.get("checks") or [] if isinstance(c, Mapping)]
+    return {"status": smoke.get("status"), "checks": checks}
 
 
 def read_sums(path: Path) -> tuple[dict[str, str], list[str]]:
