@@ -24,6 +24,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from patchkit.errors import FatalError
 from patchkit.output import BUILD_INFO, read_build_info
 from patchkit.procs import LOOPBACK, Processes, RunResult, free_port, run_cmd
 from patchkit.util import atomic_write_json
@@ -258,9 +259,13 @@ def check_rpc_guard(env: SmokeEnv) -> CheckResult:
         except RuntimeError as e:
             return _result("rpc-guard", start, "fail", str(e))
         host, port = addr.rsplit(":", 1)
-        report = rpcprobe.probe_zero_nbytes_guard(host, int(port), timeout=20)
-    verdict = report.describe()
-    if report.guard_ok:
+        try:
+            report = rpcprobe.probe_zero_nbytes_guard(host, int(port), timeout=20)
+        except FatalError as e:
+            return _result("rpc-guard", start, "fail", f"probe failed: {e.message}")
+    verdict = f"verdict {report.verdict}: " + ", ".join(
+        f"{c.name} {c.outcome.value}" for c in report.cases)
+    if report.ok:
         return _result("rpc-guard", start, "pass", verdict)
     if not guarded:
         return _result("rpc-guard", start, "skip",

@@ -35,6 +35,19 @@ if name == "ggml-rpc-server":
     piddir = Path(cfg["piddir"])
     piddir.mkdir(exist_ok=True)
     (piddir / str(os.getpid())).write_text("")
+    if mode.startswith("proto-"):  # speak the real protocol (tests/rpc_fake_server.py)
+        sys.path.insert(0, str(Path(cfg["tests_dir"])))
+        from rpc_fake_server import FakeRpcServer
+
+        fake = FakeRpcServer(mode.removeprefix("proto-"))
+        fake.listener.close()
+        fake.listener = socket.socket()
+        fake.listener.bind((arg("-H"), int(arg("-p"))))
+        fake.listener.listen(8)
+        with fake:
+            while not fake.aborted.wait(0.1):
+                pass
+        os.abort()
     srv = socket.socket()
     srv.bind((arg("-H"), int(arg("-p"))))
     srv.listen(8)

@@ -27,7 +27,8 @@ def make_out(tmp_path: Path, mode: str = "ok", patches: tuple[str, ...] = (smoke
     for t in TOOLS:
         shutil.copy(FAKE, out / "bin" / t)
         os.chmod(out / "bin" / t, 0o755)
-    (out / "bin" / "fake.json").write_text(json.dumps({"mode": mode, "piddir": str(tmp_path / "pids")}))
+    (out / "bin" / "fake.json").write_text(json.dumps({"mode": mode, "piddir": str(tmp_path / "pids"),
+                                                       "tests_dir": str(Path(__file__).parent)}))
     info = {
         "platform": {"os": "linux"},
         "patches": [{"name": p, "result": "applied"} for p in patches],
@@ -144,3 +145,18 @@ def test_smoke_cli_exit_code(tmp_path: Path) -> None:
     assert "smoke failed: generate" in r.output
     r = CliRunner().invoke(main, ["smoke", str(tmp_path / "nope")])
     assert r.exit_code == 2 and "holds no build-info.json" in r.output
+
+
+@pytest.mark.parametrize(("mode", "patches", "status", "text"), [
+    ("proto-patched", (smoke.GUARD_PATCH,), "pass", "verdict patched"),
+    ("proto-unpatched", (smoke.GUARD_PATCH,), "fail", "verdict unpatched"),
+    ("proto-unpatched", (), "skip", "is not in this build; as expected: verdict unpatched"),
+])
+def test_rpc_guard_check(tmp_path: Path, mode: str, patches: tuple[str, ...], status: str,
+                         text: str) -> None:
+    out = make_out(tmp_path, mode=mode, patches=patches)
+    report = run_smoke(out, only=("rpc-guard",))
+    guard = next(c for c in report.checks if c.name == "rpc-guard")
+    assert guard.status == status, guard.why
+    assert text in guard.why
+    assert alive_pids(tmp_path) == []
