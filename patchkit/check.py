@@ -37,6 +37,8 @@ __all__ = [
     "bisect",
     "check_range",
     "check_series",
+    "in_when_range",
+    "when_bounds",
 ]
 
 JSON_SCHEMA = 1
@@ -160,26 +162,12 @@ class _Engine:
             self.files[name] = set(files)
             paths.extend(f for f in files if f not in paths)
         self.paths = tuple(paths)
-        self.bounds = [self._bounds(p) for p in self.patches]
+        self.bounds = [when_bounds(git, p) for p in self.patches]
         self.memo: dict[_Key, tuple[PatchResult, ...]] = {}
         self.scratch = Scratch(self.data)
 
     def close(self) -> None:
         self.scratch.close()
-
-    def _bounds(self, p: Patch) -> tuple[str | None, str | None]:
-        ends: list[str | None] = []
-        for label, end in (("start", p.when_from), ("end", p.when_to)):
-            if end is None:
-                ends.append(None)
-                continue
-            try:
-                ends.append(self.git.resolve(end))
-            except SourceError:
-                raise PatchError(f"{p.filename}: When {label} {end} is not a commit in "
-                                 f"{self.git.repo}", hint="fetch newer history, or fix the "
-                                 "patch's When header") from None
-        return ends[0], ends[1]
 
     # -- when ranges -------------------------------------------------------------
     def in_range(self, commit: str) -> tuple[bool, ...]:
@@ -244,6 +232,27 @@ class _Engine:
                                    conflicts=tuple(conflicts), note=note))
             left_out.append(name)
         return tuple(out)
+
+
+def when_bounds(git: Git, p: Patch) -> tuple[str | None, str | None]:
+    """The patch's When ends as full shas (None = open)."""
+    ends: list[str | None] = []
+    for label, end in (("start", p.when_from), ("end", p.when_to)):
+        if end is None:
+            ends.append(None)
+            continue
+        try:
+            ends.append(git.resolve(end))
+        except SourceError:
+            raise PatchError(f"{p.filename}: When {label} {end} is not a commit in {git.repo}",
+                             hint="fetch newer history, or fix the patch's When header") from None
+    return ends[0], ends[1]
+
+
+def in_when_range(git: Git, p: Patch, commit: str) -> bool:
+    """Whether ``commit`` lies in the patch's When range (FROM <= commit <= TO by ancestry)."""
+    lo, hi = when_bounds(git, p)
+    return (lo is None or git.is_ancestor(lo, commit)) and (hi is None or git.is_ancestor(commit, hi))
 
 
 def _first_error(text: str) -> str:

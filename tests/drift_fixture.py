@@ -24,6 +24,8 @@ __all__ = [
     "GUARD_PATCH_BODY",
     "README_PATCH_BODY",
     "make_drift_upstream",
+    "make_project",
+    "standard_patches",
     "patch_header",
 ]
 
@@ -154,3 +156,35 @@ def make_drift_upstream(root: Path) -> DriftUpstream:
         c[f"d{i}"] = commit_files(repo, files, msg, date=f"2026-02-{i:02d}T00:00:00+00:00")
     return DriftUpstream(path=repo, c=c)
 
+
+
+def make_project(root: Path, up: DriftUpstream, *, pin: str,
+                 patches: list[tuple[str, str, str]], recipe_patches: str | None = None) -> Path:
+    """A project whose recipe ``fixture`` pins ``pin``; patches = [(file, header, body)]."""
+    from patchkit.util import sha256_file
+
+    proj = root / "project"
+    (proj / "recipes").mkdir(parents=True)
+    (proj / "patches").mkdir()
+    lines = ["# fixture series\n"]
+    for fname, header, body in patches:
+        (proj / "patches" / fname).write_text(header + body, encoding="utf-8")
+        lines.append(f"{fname} sha256={sha256_file(proj / 'patches' / fname)}\n")
+    (proj / "patches" / "series").write_text("".join(lines), encoding="utf-8")
+    text = 'name = "fixture"\ndescription = "drift fixture"  # keep me\n'
+    if recipe_patches is not None:
+        text += f"patches = {recipe_patches}\n"
+    text += (f'\n[upstream]\nurl = "{up.path}"\ncommit = "{pin}"\n'
+             '\n[build]\ntargets = ["fixture-cli"]\n')
+    (proj / "recipes" / "fixture.toml").write_text(text, encoding="utf-8")
+    return proj
+
+
+def standard_patches(up: DriftUpstream) -> list[tuple[str, str, str]]:
+    """guard, guard-comment (on top of guard), cli (When d2..d6)."""
+    return [
+        ("0001-guard.patch", patch_header("rpc: zero-byte guard"), GUARD_PATCH_BODY),
+        ("0002-guard-comment.patch", patch_header("rpc: reword"), GUARD_COMMENT_PATCH_BODY),
+        ("0003-cli.patch", patch_header("cli: say patched", f"{up.c['d2']}..{up.c['d6']}"),
+         CLI_PATCH_BODY),
+    ]
