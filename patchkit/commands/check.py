@@ -8,12 +8,15 @@ applies (or is already upstream), 11 (CheckFailed) when one conflicts, and 2/4
 
 from __future__ import annotations
 
+import io
 import json
 import re
 from collections.abc import Sequence
 from pathlib import Path
 
 import click
+from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from patchkit.applycheck import PatchResult, Status
@@ -89,9 +92,12 @@ _STYLE = {Status.APPLIES: "green", Status.OFFSET: "green", Status.CONFLICTS: "bo
 
 
 def _cell(r: PatchResult) -> str:
-    text = r.label.replace("[", "\\[")
+    text = escape(r.label)
+    for c in r.conflicts:
+        if c.hunk is not None:
+            text += f"\n[dim]{escape(f'hunk {c.hunk}: {c.header[:60]}')}[/dim]"
     if r.note:
-        text += f"\n[dim]({r.note})[/dim]"
+        text += f"\n[dim]({escape(r.note)})[/dim]"
     return f"[{_STYLE[r.status]}]{text}[/]"
 
 
@@ -117,23 +123,44 @@ def render_check(report: CheckReport, *, group: bool) -> Table:
         else:
             name = f"{first.commit.short[:9]}..{last.commit.short[:9]}"
             commit = f"{count} commits, {first.commit.date[:10]} .. {last.commit.date[:10]}"
-        table.add_row(name, commit.replace("[", "\\["), *(_cell(r) for r in first.results))
+        table.add_row(name, escape(commit), *(_cell(r) for r in first.results))
     return table
 
 
-def render_bisect(report: BisectReport) -> Table:
-    table = Table(title=f"bisect {report.old.short}..{report.new.short} "
-                        f"({report.range_size} first-parent commits, {report.probes} probed)",
-                  title_justify="left")
-    for col in ("patch", "verdict", "first bad commit", "date", "subject", "file", "result"):
-        table.add_column(col)
+def render_bisect(report: BisectReport) -> list[str]:
+    """One paragraph per patch: the verdict, and the upstream commit that changed it."""
+    lines = [f"bisect {report.old.short}..{report.new.short}: {report.range_size} first-parent "
+             f"commits, {report.probes} probed"]
+    width = max(len(r.patch) for r in report.results) if report.results else 0
     for r in report.results:
+        head = f"  {r.patch:<{width}}  "
         c = r.first_bad
-        style = "bold red" if r.failed else ("cyan" if r.verdict == "merged-upstream" else "green")
-        table.add_row(r.patch, f"[{style}]{r.verdict}[/]", c.short if c else "",
-                      c.date if c else "", (c.subject[:60] if c else "").replace("[", "\\["),
-                      ", ".join(r.files), (r.result.label if r.result else "").replace("[", "\\["))
-    return table
+        res = r.result.label if r.result else ""
+        if r.verdict in ("broken", "merged-upstream") and c is not None:
+            what = "broken by" if r.verdict == "broken" else "merged upstream by"
+            lines.append(f"{head}{what} {c.short} {c.date} {c.subject}")
+            pad = " " * len(head)
+            if r.files:
+                lines.append(f"{pad}which touched {', '.join(r.files)}")
+            if r.last_good is not None:
+                lines.append(f"{pad}last applies at {r.last_good.short}; then: {res}")
+        elif r.verdict == "fails-at-start" and c is not None:
+            lines.append(f"{head}already fails at the start of the range ({c.short}): {res}")
+        elif r.verdict == "applies-throughout":
+            lines.append(f"{head}applies throughout ({res})")
+        else:
+            lines.append(f"{head}n/a: outside its When range across the whole range")
+    return lines
+
+
+def _print_table(table: Table) -> None:
+    """To the log; off a terminal (CI logs, pipes) wide enough not to wrap every cell."""
+    if log.console.is_terminal:
+        log.console.print(table)
+        return
+    buf = io.StringIO()
+    Console(file=buf, width=200, color_system=None, highlight=False).print(table)
+    log.console.out("\n".join(ln.rstrip() for ln in buf.getvalue().splitlines()), highlight=False)
 
 
 def _fail_check(failures: Sequence[tuple[str, PatchResult]]) -> None:
@@ -195,7 +222,8 @@ def check_cmd(ctx: click.Context, recipe: str | None, refs: tuple[str, ...], ran
         if do_bisect:
             with log.step(f"bisect {len(patches)} patches over {range_}"):
                 breport = bisect(repo_path, patches, old, new)
-            log.console.print(render_bisect(breport))
+            for line in render_bisect(breport):
+                log.info(line)
             if as_json:
                 click.echo(json.dumps(breport.to_json(), indent=2, sort_keys=True))
             bad = [r for r in breport.results if r.failed]
@@ -214,7 +242,7 @@ def check_cmd(ctx: click.Context, recipe: str | None, refs: tuple[str, ...], ran
             raise ConfigError("nothing to check against: pass --ref REF or a recipe")
         with log.step(f"check {len(patches)} patches against {len(targets)} ref(s)"):
             report = check_series(repo_path, patches, targets)
-    log.console.print(render_check(report, group=bool(range_)))
+    _print_table(render_check(report, group=bool(range_)))
     if as_json:
         click.echo(json.dumps(report.to_json(), indent=2, sort_keys=True))
     if not report.ok:
