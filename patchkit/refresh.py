@@ -3,8 +3,12 @@
 The work happens in a scratch repository (``WORKDIR/tree``) that borrows the
 upstream's objects through ``objects/info/alternates`` (nothing is written into
 the upstream repository) and whose base commit holds only the files the series
-touches, taken from the new commit. Each patch is applied with
-``git apply --3way`` and committed. On a real conflict the refresh stops, leaves
+touches. The series is first replayed on the files of its current base (the
+recipe's pin), one commit per patch; the new commit's files then become a second
+root, and each patch commit is cherry-picked onto it: a real 3-way merge whose
+merge base is the patch's parent, so it works for patch N on top of 1..N-1 and
+needs no ``index`` lines. A patch that does not apply on the old base (or when no
+base is known) falls back to ``git apply --3way``. On a real conflict the refresh stops, leaves
 the tree for the user to fix, and records its progress in
 ``WORKDIR/refresh-state.json`` for ``--continue`` / ``--abort``.
 
@@ -31,7 +35,7 @@ from pathlib import Path
 from patchkit.applycheck import parse_hunks
 from patchkit.check import in_when_range
 from patchkit.errors import PatchError, RecipeError
-from patchkit.gitops import Git, git_env
+from patchkit.gitops import Git, TreeEntry, git_env
 from patchkit.series import Patch
 from patchkit.util import atomic_write_json, sha256_bytes, sha256_file
 
@@ -58,6 +62,7 @@ class RefreshOptions:
     patches_dir: Path
     onto: str
     workdir: Path
+    base: str | None = None  # where the series applies today (the recipe pin); see module doc
     recipe_path: Path | None = None
     move_pin: bool = False
 
@@ -135,11 +140,15 @@ def refresh_start(opts: RefreshOptions) -> RefreshResult:
     tree = opts.workdir / "tree"
     tree.mkdir(parents=True)
     try:
-        _make_scratch(git, tree, onto, paths)
         pdir = opts.workdir / "patches"
         pdir.mkdir()
+        pfiles = []
         for i, data in enumerate(datas):
-            (pdir / f"{i:04d}.patch").write_bytes(data)
+            pfiles.append(pdir / f"{i:04d}.patch")
+            pfiles[-1].write_bytes(data)
+        base_sha = git.resolve(opts.base) if opts.base else None
+        old_commits = _make_scratch(git, tree, onto, paths, base_sha,
+                                    [None if s else f for f, s in zip(pfiles, skip)])
     except BaseException:
         _rmtree(opts.workdir)
         raise
@@ -156,6 +165,7 @@ def refresh_start(opts: RefreshOptions) -> RefreshResult:
                     for p, d, s in zip(opts.patches, datas, skip)],
         "next": 0,
         "commits": [],
+        "old_commits": old_commits,
     }
     atomic_write_json(opts.workdir / STATE_FILE, state)
     return _run(opts.workdir, state)
@@ -196,25 +206,51 @@ def refresh_abort(workdir: Path) -> None:
 
 
 # -- the work --------------------------------------------------------------------------
-def _make_scratch(git: Git, tree: Path, onto: str, paths: Sequence[str]) -> None:
-    entries = git.tree_entries([onto], paths)[0]
-    git.read_blobs(e.oid for e in entries.values() if e.mode != "160000")  # fetch if partial
+def _make_scratch(git: Git, tree: Path, onto: str, paths: Sequence[str], base: str | None,
+                  pfiles: Sequence[Path | None]) -> list[str | None]:
+    """Set up the scratch repo; returns the patch commits made on ``base`` (None: not made)."""
+    commits = [base, onto] if base else [onto]
+    all_entries = git.tree_entries(commits, paths)
+    git.read_blobs(e.oid for ents in all_entries for e in ents.values()
+                   if e.mode != "160000")  # fetches them once if the source is partial
     _scratch_git(tree, "init", "-q")
     alt = tree / ".git" / "objects" / "info" / "alternates"
     alt.write_text(str(git.objects_dir()) + "\n", encoding="utf-8")
     promisor = _promisor_url(git)
-    if promisor:  # let the scratch repo fetch base blobs lazily, like its source
+    if promisor:  # let the scratch repo fetch blobs lazily, like its source
         for key, value in (("core.repositoryformatversion", "1"),
                            ("extensions.partialClone", "origin"),
                            ("remote.origin.url", promisor),
                            ("remote.origin.promisor", "true"),
                            ("remote.origin.partialclonefilter", "blob:none")):
             _scratch_git(tree, "config", key, value)
+    old_commits: list[str | None] = [None] * len(pfiles)
+    if base:
+        _load_root(tree, paths, all_entries[0], f"upstream {base[:12]} (the series' base)")
+        for i, pfile in enumerate(pfiles):
+            if pfile is None:
+                continue
+            proc = _scratch_git(tree, "apply", "--index", "--whitespace=nowarn", str(pfile),
+                                check=False)
+            if proc.returncode == 0:
+                _commit(tree, f"patch {i}")
+                old_commits[i] = _out(tree, "rev-parse", "HEAD").strip()
+        _scratch_git(tree, "update-ref", "refs/patchkit/old", "HEAD")
+    _load_root(tree, paths, all_entries[-1], f"upstream {onto[:12]}, the files the series touches")
+    return old_commits
+
+
+def _load_root(tree: Path, paths: Sequence[str], entries: dict[str, TreeEntry], msg: str) -> None:
+    """Make HEAD a new root commit holding exactly ``entries``, and check it out."""
+    for p in paths:
+        (tree / p).unlink(missing_ok=True)
+    _scratch_git(tree, "read-tree", "--empty")
     info = "".join(f"{e.mode} {e.oid}\t{p}\n" for p, e in entries.items())
     _scratch_git(tree, "update-index", "--index-info", input=info.encode("utf-8"))
-    _scratch_git(tree, "checkout-index", "-a", "-f")
-    _scratch_git(tree, "commit", "-q", "--allow-empty", "-m",
-                 f"upstream {onto[:12]}, the files the series touches")
+    _scratch_git(tree, "checkout-index", "-a", "-f", "-u")
+    tree_id = _out(tree, "write-tree").strip()
+    commit = _out(tree, "commit-tree", tree_id, "-m", msg).strip()
+    _scratch_git(tree, "update-ref", "HEAD", commit)
 
 
 def _promisor_url(git: Git) -> str | None:
@@ -244,9 +280,13 @@ def _run(workdir: Path, state: dict[str, object]) -> RefreshResult:
         if p["skip"]:
             commits.append(None)
         else:
-            pfile = workdir / "patches" / f"{i:04d}.patch"
-            proc = _scratch_git(tree, "apply", "--3way", "--whitespace=nowarn", str(pfile),
-                                check=False)
+            old = state["old_commits"][i]  # type: ignore[index]
+            if old:
+                proc = _scratch_git(tree, "cherry-pick", "--no-commit", old, check=False)
+            else:
+                pfile = workdir / "patches" / f"{i:04d}.patch"
+                proc = _scratch_git(tree, "apply", "--3way", "--whitespace=nowarn", str(pfile),
+                                    check=False)
             if proc.returncode != 0:
                 atomic_write_json(workdir / STATE_FILE, state)
                 _stop(tree, p, proc)

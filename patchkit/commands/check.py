@@ -254,15 +254,23 @@ def check_cmd(ctx: click.Context, recipe: str | None, refs: tuple[str, ...], ran
 @click.option("--onto", default=None, metavar="COMMIT", help="The upstream commit to rebase onto.")
 @click.option("--continue", "cont", is_flag=True, help="Go on after fixing a conflict.")
 @click.option("--abort", is_flag=True, help="Drop the refresh in progress.")
+@click.option("--from", "base", default=None, metavar="REF",
+              help="Where the series applies today (default: the recipe's pinned commit).")
 @click.option("--move-pin", is_flag=True, help="Also set the recipe's upstream.commit to COMMIT.")
 @click.option("--workdir", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Scratch folder (default: in the cache, per recipe).")
 @_with_repo_opts
 @click.pass_context
 def refresh_cmd(ctx: click.Context, recipe: str | None, onto: str | None, cont: bool, abort: bool,
-                move_pin: bool, workdir: Path | None, repo: Path | None, upstream: str | None,
+                base: str | None, move_pin: bool, workdir: Path | None, repo: Path | None, upstream: str | None,
                 all_: bool) -> None:
-    """Rebase the series onto COMMIT (3-way), rewriting patch files and their hashes."""
+    """Rebase the series onto COMMIT (3-way), rewriting patch files and their hashes.
+
+    The work happens in a scratch repo (--workdir, default in the cache). On a
+    conflict it stops: fix the files there, `git add` them, then --continue.
+    Patch headers are kept; only the diffs and the series' sha256 change, and the
+    recipe's pin only with --move-pin.
+    """
     if sum((bool(onto), cont, abort)) != 1:
         raise ConfigError("give exactly one of --onto COMMIT, --continue, --abort")
     label = recipe or DEFAULT_RECIPE
@@ -286,7 +294,7 @@ def refresh_cmd(ctx: click.Context, recipe: str | None, onto: str | None, cont: 
         with log.step(f"refresh {len(patches)} patches onto {onto}"):
             result = refresh_start(RefreshOptions(
                 repo=repo_path, patches=patches, patches_dir=series.directory, onto=onto,
-                workdir=workdir, recipe_path=rec.path if rec else None, move_pin=move_pin))
+                base=base or (rec.upstream.commit if rec else None), workdir=workdir, recipe_path=rec.path if rec else None, move_pin=move_pin))
     for f in result.updated:
         log.info(f"updated   {f}")
     for f in result.unchanged:
