@@ -81,6 +81,7 @@ class CheckReport:
             "kind": "check",
             "repo": self.repo,
             "ok": self.ok,
+            "states": self.states,
             "patches": list(self.patches),
             "refs": [{"ref": r.name, "commit": _commit_json(r.commit),
                       "results": [p.to_json() for p in r.results]} for r in self.refs],
@@ -137,6 +138,7 @@ class BisectReport:
             "new": _commit_json(self.new),
             "range_size": self.range_size,
             "probes": self.probes,
+            "states": self.states,
             "results": [r.to_json() for r in self.results],
         }
 
