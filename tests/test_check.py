@@ -333,3 +333,12 @@ def test_check_works_on_a_blobless_partial_clone(drift: DriftUpstream, tmp_path:
     # the mirror path works the same through --upstream
     res = run_cli(proj, "check", "fixture", "--upstream", str(clone), "--ref", "master")
     assert res.exit_code == 0, res.output
+
+
+@pytest.mark.integration
+def test_cli_edited_patch_fails_its_hash(drift: DriftUpstream, tmp_path: Path) -> None:
+    proj = make_project(tmp_path, drift, pin=drift.c["d2"], patches=standard_patches(drift))
+    p = proj / "patches" / "0001-guard.patch"
+    p.write_text(p.read_text() + "\n")
+    res = run_cli(proj, "check", "fixture")
+    assert res.exit_code == 5 and "sha256 is" in res.stderr

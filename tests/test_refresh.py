@@ -194,3 +194,14 @@ def test_refresh_from_a_partial_clone(drift: DriftUpstream, tmp_path: Path) -> N
     res = run_cli(proj, "refresh", "fixture", "--onto", drift.c["d4"], "--repo", str(clone))
     assert res.exit_code == 0, res.output
     assert check_json(proj, drift.c["d4"]) == (0, ["applies", "applies", "applies"])
+
+
+@pytest.mark.integration
+def test_refresh_without_a_base_falls_back_to_git_apply_3way(drift: DriftUpstream,
+                                                            tmp_path: Path) -> None:
+    proj = make_project(tmp_path, drift, pin=drift.c["d2"], patches=standard_patches(drift))
+    (proj / "recipes" / "fixture.toml").unlink()  # no recipe: no pin to replay the series on
+    res = run_cli(proj, "refresh", "--all", "--repo", str(drift.path), "--onto", drift.c["d3"])
+    assert res.exit_code == 0, res.output
+    assert "@@ -6,6 +6,9 @@" in (proj / "patches" / "0001-guard.patch").read_text()
+    assert all(p.read_verified() for p in load_series(proj / "patches").patches)
