@@ -32,6 +32,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "FAMILIES",
+    "build_info",
     "KNOWN_SMS",
     "CudaArchs",
     "CudaError",
@@ -303,13 +304,18 @@ _LIST_LINE = re.compile(r"^(ELF|PTX) file\s+\d+:\s+\S*?\.?sm_(\d+)([a-z]?)\.(?:c
 
 def parse_cuobjdump_list(text: str) -> list[str]:
     """``cuobjdump --list-elf/--list-ptx`` -> ["sm_60", "sm_86", "compute_86"] (sorted, unique)."""
-    found: set[tuple[int, str, str]] = set()
+    found: set[str] = set()
     for line in text.splitlines():
         m = _LIST_LINE.match(line.strip())
         if m:
             kind = "sm" if m.group(1) == "ELF" else "compute"
-            found.add((int(m.group(2)), kind, m.group(3)))
-    return [f"{k}_{n}{suf}" for n, k, suf in sorted(found, key=lambda t: (t[0], t[1] != "sm", t[2]))]
+            found.add(f"{kind}_{m.group(2)}{m.group(3)}")
+    return sorted(found, key=_entry_key)
+
+
+def _entry_key(entry: str) -> tuple[int, bool, str]:
+    """sm_60 < sm_86 < compute_86 < sm_120a: by number, SASS before PTX."""
+    return int(re.sub(r"\D", "", entry)), not entry.startswith("sm_"), entry
 
 
 def _has(entries: Sequence[str], prefix: str, sm: int) -> bool:
@@ -343,7 +349,7 @@ def prove_archs(files: Sequence[Path], archs: CudaArchs, cuobjdump: Path | None,
                 raise CudaError(f"cuobjdump {flag} {key} failed (exit {rc})",
                                 detail=out.strip()[-2000:])
             entries += parse_cuobjdump_list(out)
-        result[key] = sorted(set(entries), key=lambda e: (int(re.sub(r"\D", "", e)), e))
+        result[key] = sorted(set(entries), key=_entry_key)
     with_code = {k: v for k, v in result.items() if v}
     if not with_code:
         raise CudaError(f"no CUDA device code in {', '.join(result) or 'any built file'}",
@@ -360,3 +366,23 @@ def prove_archs(files: Sequence[Path], archs: CudaArchs, cuobjdump: Path | None,
                         hint=f"CMAKE_CUDA_ARCHITECTURES was {archs.cmake}; look for an override "
                              "in the configure log")
     return result
+
+
+def build_info(archs: CudaArchs, toolkit: Toolkit, cubins: Mapping[str, list[str]],
+               notes: Sequence[str] = ()) -> dict[str, object]:
+    """The ``cuda`` section of build-info.json: what was asked, what built it, what is in it."""
+    return {
+        "archs": archs.to_json(),
+        "toolkit": {
+            "version": ".".join(map(str, toolkit.version)),
+            "root": toolkit.root.as_posix(),
+            "nvcc": toolkit.nvcc.as_posix(),
+            "host_compiler": {"kind": toolkit.host.kind, "version": toolkit.host.version_str,
+                              "path": toolkit.host.path.as_posix() if toolkit.host.path else None},
+            "cublas": toolkit.cublas.source if toolkit.cublas else None,
+            "libcuda": toolkit.libcuda_kind,
+            "no_vmm": toolkit.libcuda is None,
+        },
+        "cubins": {k: list(v) for k, v in cubins.items()},
+        "notes": list(notes),
+    }

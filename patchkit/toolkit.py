@@ -185,11 +185,6 @@ def parse_host_compiler(text: str) -> tuple[str, tuple[int, ...] | None]:
     return "unknown", None
 
 
-def msc_ver(version: Sequence[int]) -> int:
-    """cl.exe version 19.38.x -> _MSC_VER 1938."""
-    return version[0] * 100 + version[1]
-
-
 # ---------------------------------------------------------------------------------------
 # Libraries next to the toolkit or in pip wheels
 
@@ -346,7 +341,7 @@ def _default_roots(windows: bool) -> list[Path]:
 
 
 def find_nvcc(spec_root: str | None, cuda_root: Path | None, env: Mapping[str, str], *,
-              windows: bool) -> tuple[Path, str]:
+              windows: bool, default_roots: Sequence[Path] | None = None) -> tuple[Path, str]:
     """(nvcc path, where it came from), or ToolMissing naming what was searched."""
     name = _exe("nvcc", windows)
     for source, root in _candidates(spec_root, cuda_root, env):
@@ -359,7 +354,7 @@ def find_nvcc(spec_root: str | None, cuda_root: Path | None, env: Mapping[str, s
     hit = shutil.which("nvcc", path=env.get("PATH", ""))
     if hit:
         return Path(hit), "PATH"
-    for root in _default_roots(windows):
+    for root in _default_roots(windows) if default_roots is None else default_roots:
         if (root / "bin" / name).is_file():
             return root / "bin" / name, "default location"
     raise ToolMissing(
@@ -404,11 +399,17 @@ def _pick_host(host_compiler: str | None, version: tuple[int, int, int], env: Ma
 
 def find_toolkit(spec: object | None, cuda_root: Path | None, env: Mapping[str, str], *,
                  run: Runner = default_runner, sites: Sequence[Path] | None = None,
-                 windows: bool = sys.platform == "win32") -> Toolkit:
-    """Locate and probe the toolkit a recipe's [cuda] section (a CudaSpec, or None) asks for."""
+                 windows: bool = sys.platform == "win32",
+                 default_roots: Sequence[Path] | None = None) -> Toolkit:
+    """Locate and probe the toolkit a recipe's [cuda] section (a CudaSpec, or None) asks for.
+
+    ``default_roots``: install folders tried last (default: /usr/local/cuda*, or
+    ``%ProgramFiles%/NVIDIA GPU Computing Toolkit/CUDA/v*``).
+    """
     spec_root = getattr(spec, "toolkit_root", None)
     host_cmd = getattr(spec, "host_compiler", None)
-    nvcc, source = find_nvcc(spec_root, cuda_root, env, windows=windows)
+    nvcc, source = find_nvcc(spec_root, cuda_root, env, windows=windows,
+                             default_roots=default_roots)
     try:
         rc, out = run([str(nvcc), "--version"])
     except OSError as e:

@@ -93,8 +93,8 @@ def host_os() -> str:
 
 
 def _first_version(text: str) -> str | None:
-    m = re.search(r"\d+\.\d+(?:\.\d+)?", text)
-    return m.group(0) if m else None
+    m = re.search(r"\d+\.\d+(?:\.\d+)?", text) or re.search(r"\) (\d+)", text)
+    return m.group(m.lastindex or 0) if m else None
 
 
 def _probe(name: str, command: str, args: Sequence[str], env: Mapping[str, str], run: Runner,
