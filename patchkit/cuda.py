@@ -1,7 +1,7 @@
 """CUDA builds: GPU families -> archs, toolkit checks before configuring, CMake defines,
 and the proof after building that every requested SM is in the binaries.
 
-The pipeline calls, in order::
+The pipeline calls ``prepare`` (which is the first four steps) or, in order::
 
     archs = resolve_archs(recipe.cuda, source=label)      # right after loading the recipe
     tk = find_toolkit(recipe.cuda, cuda_root, os.environ)  # patchkit.toolkit
@@ -17,6 +17,7 @@ real SASS (``60-real``) and the highest also as PTX (``86-virtual``) so newer GP
 from __future__ import annotations
 
 import dataclasses
+import os
 import re
 import shutil
 from collections.abc import Mapping, Sequence
@@ -24,7 +25,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from patchkit.errors import FatalError, RecipeError, ToolMissing
-from patchkit.toolkit import TOOLKIT_LIMITS, Runner, Toolkit, default_runner, limits_for
+from patchkit.toolkit import (
+    TOOLKIT_LIMITS,
+    Runner,
+    Toolkit,
+    default_runner,
+    find_toolkit,
+    limits_for,
+)
 from patchkit.util import did_you_mean
 
 if TYPE_CHECKING:
@@ -36,6 +44,9 @@ __all__ = [
     "KNOWN_SMS",
     "CudaArchs",
     "CudaError",
+    "CudaPlan",
+    "cuda_files",
+    "prepare",
     "cmake_defines",
     "family_of",
     "parse_cuobjdump_list",
@@ -386,3 +397,43 @@ def build_info(archs: CudaArchs, toolkit: Toolkit, cubins: Mapping[str, list[str
         "cubins": {k: list(v) for k, v in cubins.items()},
         "notes": list(notes),
     }
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class CudaPlan:
+    archs: CudaArchs
+    toolkit: Toolkit
+    notes: tuple[str, ...]
+    defines: dict[str, str]
+
+
+def prepare(recipe: Recipe, *, cuda_root: Path | None = None,
+            env: Mapping[str, str] | None = None, ccache: str | None | bool = True,
+            run: Runner = default_runner, sites: Sequence[Path] | None = None) -> CudaPlan:
+    """Everything before configuring: validate, find the toolkit, refuse early, the defines."""
+    archs = validate(recipe)
+    if archs is None:
+        raise RecipeError(f"{recipe.path.name}: has no [cuda] section")
+    tk = find_toolkit(recipe.cuda, cuda_root, os.environ if env is None else env, run=run,
+                      sites=sites)
+    notes = preflight(archs, tk)
+    return CudaPlan(archs=archs, toolkit=tk, notes=tuple(notes),
+                    defines=cmake_defines(recipe, archs, tk, ccache=ccache))
+
+
+def cuda_files(build_dir: Path, targets: Sequence[str], *,
+               patterns: Sequence[str] = ("*ggml-cuda*",)) -> list[Path]:
+    """The files whose cubins prove_archs checks: the CUDA backend library (shared builds)
+    and the targets' executables (static builds), each real file once, symlinks skipped."""
+    found: dict[Path, Path] = {}
+    for pat in patterns:
+        for f in sorted(build_dir.rglob(pat)):
+            name = f.name.lower()
+            if f.is_file() and not f.is_symlink() and (
+                    name.endswith((".so", ".dll")) or ".so." in name):
+                found.setdefault(f.resolve(), f)
+    for t in targets:
+        for f in sorted(build_dir.rglob(t)) + sorted(build_dir.rglob(f"{t}.exe")):
+            if f.is_file() and not f.is_symlink() and "CMakeFiles" not in f.parts:
+                found.setdefault(f.resolve(), f)
+    return list(found.values())

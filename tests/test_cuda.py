@@ -25,6 +25,8 @@ from patchkit.cuda import (
     FAMILIES,
     CudaArchs,
     build_info,
+    cuda_files,
+    prepare,
     CudaError,
     cmake_defines,
     parse_cuobjdump_list,
@@ -450,6 +452,23 @@ def test_preflight_notes_for_a_buildable_setup() -> None:
     assert preflight(RIG, toolkit((12, 4, 131))) == []
 
 
+def test_prepare_runs_validate_find_and_preflight(tmp_path: Path) -> None:
+    root = make_toolkit_dir(tmp_path / "cuda-12.4", cublas=True, cuobjdump=True)
+    make_exe(tmp_path / "bin" / "g++")
+    run = FakeRun(nvcc_answers(NVCC_12_4, root) | {("g++", "--version"): (0, GXX_12)})
+    r = recipe_from(tmp_path, '[build]\ntargets = ["t"]\n[cuda]\narchs = ["pascal", "turing", 86]\n')
+    plan = prepare(r, cuda_root=root, env={"PATH": str(tmp_path / "bin")}, ccache=False,
+                   run=run, sites=[])
+    assert plan.archs.sms == (60, 61, 75, 86)
+    assert plan.toolkit.version == (12, 4, 131)
+    assert plan.defines["CUDAToolkit_ROOT"] == root.as_posix()
+    assert plan.defines["GGML_CUDA_NO_VMM"] == "ON"
+    assert plan.notes == ("no libcuda stub in the toolkit and no driver library: building with "
+                          "GGML_CUDA_NO_VMM=ON (no virtual-memory pools)",)
+    with pytest.raises(RecipeError, match="has no \\[cuda\\] section"):
+        prepare(recipe_from(tmp_path, '[build]\ntargets = ["t"]\n'), run=run, sites=[])
+
+
 def test_windows_toolkit_needs_msvc() -> None:
     with pytest.raises(CudaError, match="needs MSVC"):
         preflight(RIG, toolkit((12, 4, 131), windows=True))
@@ -645,6 +664,21 @@ def test_prove_archs_fails_when_a_requested_sm_is_missing() -> None:
     assert "60-real;61-real;75-real;86-real;86-virtual" in e.value.hint
 
 
+def test_cuda_files_finds_the_backend_library_and_executables(tmp_path: Path) -> None:
+    b = tmp_path / "build"
+    (b / "bin").mkdir(parents=True)
+    real = b / "bin" / "libggml-cuda.so.0.9.7"
+    real.write_bytes(b"x")
+    (b / "bin" / "libggml-cuda.so").symlink_to(real.name)
+    (b / "bin" / "llama-server").write_bytes(b"x")
+    (b / "bin" / "ggml-rpc-server.exe").write_bytes(b"x")
+    (b / "ggml/src/ggml-cuda/CMakeFiles/ggml-cuda.dir").mkdir(parents=True)
+    (b / "ggml/src/ggml-cuda/CMakeFiles/ggml-cuda.dir/llama-server").write_bytes(b"x")
+    got = cuda_files(b, ["llama-server", "ggml-rpc-server", "llama-bench"])
+    assert [p.relative_to(b).as_posix() for p in got] == [
+        "bin/libggml-cuda.so.0.9.7", "bin/llama-server", "bin/ggml-rpc-server.exe"]
+
+
 def test_prove_archs_fails_without_ptx_or_device_code() -> None:
     with pytest.raises(CudaError, match="PTX of sm_86"):
         prove_archs([Path("/b/lib.so")], ARCHS_75_86, Path("c"), run=_cuobjdump_run(lib_ptx=""))
@@ -786,9 +820,8 @@ def test_fixture_builds_for_two_archs_and_cuobjdump_proves_them(tmp_path: Path,
     assert b.returncode == 0, b.stdout[-3000:] + b.stderr[-3000:]
     if tk.cuobjdump is None:
         pytest.skip("built, but no cuobjdump to prove the archs: pip install nvidia-cuda-cuobjdump")
-    lib = next((build / "bin").glob("*fixcuda*.so")) if sys.platform != "win32" \
-        else build / "bin" / "fixcuda.dll"
-    exe = build / "bin" / ("fixmain.exe" if sys.platform == "win32" else "fixmain")
+    lib, exe = cuda_files(build, ["fixmain"], patterns=["*fixcuda*"])
+    assert exe.stem == "fixmain"
     got = prove_archs([lib, exe], archs, tk.cuobjdump, base=build)
     assert got[f"bin/{lib.name}"] == [f"sm_{two[0]}", f"sm_{two[1]}", f"compute_{two[1]}"]
     assert got[f"bin/{exe.name}"] == []
