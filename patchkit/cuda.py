@@ -40,6 +40,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "FAMILIES",
+    "build_env",
     "build_info",
     "KNOWN_SMS",
     "CudaArchs",
@@ -437,3 +438,18 @@ def cuda_files(build_dir: Path, targets: Sequence[str], *,
             if f.is_file() and not f.is_symlink() and "CMakeFiles" not in f.parts:
                 found.setdefault(f.resolve(), f)
     return list(found.values())
+
+
+def build_env(toolkit: Toolkit, env: Mapping[str, str]) -> dict[str, str]:
+    """Environment additions for configure/build: on Linux the toolkit's library folder
+    goes on LD_LIBRARY_PATH, so links that pull libcublasLt's own dependencies (and a
+    Debian-layout CUDA 11.8) resolve. Empty on Windows."""
+    if toolkit.windows:
+        return {}
+    libs = [d for d in (toolkit.root / "lib64", toolkit.root / "lib") if d.is_dir()]
+    if toolkit.cublas is not None and toolkit.cublas.source == "wheel":
+        libs.append(toolkit.cublas.library.parent)
+    if not libs:
+        return {}
+    old = env.get("LD_LIBRARY_PATH", "")
+    return {"LD_LIBRARY_PATH": os.pathsep.join([str(d) for d in libs] + ([old] if old else []))}
