@@ -383,10 +383,16 @@ def prove_archs(files: Sequence[Path], archs: CudaArchs, cuobjdump: Path | None,
 def build_info(archs: CudaArchs, toolkit: Toolkit, cubins: Mapping[str, list[str]],
                notes: Sequence[str] = ()) -> dict[str, object]:
     """The ``cuda`` section of build-info.json: what was asked, what built it, what is in it."""
+    version = ".".join(map(str, toolkit.version))
     return {
-        "archs": archs.to_json(),
+        "archs": list(archs.sms),
+        "ptx": archs.ptx,
+        "requested": list(archs.requested),
+        "cmake_architectures": archs.cmake,
+        "nvcc": version,
+        "proven": {k: list(v) for k, v in cubins.items()},
         "toolkit": {
-            "version": ".".join(map(str, toolkit.version)),
+            "version": version,
             "root": toolkit.root.as_posix(),
             "nvcc": toolkit.nvcc.as_posix(),
             "host_compiler": {"kind": toolkit.host.kind, "version": toolkit.host.version_str,
@@ -395,7 +401,6 @@ def build_info(archs: CudaArchs, toolkit: Toolkit, cubins: Mapping[str, list[str
             "libcuda": toolkit.libcuda_kind,
             "no_vmm": toolkit.libcuda is None,
         },
-        "cubins": {k: list(v) for k, v in cubins.items()},
         "notes": list(notes),
     }
 

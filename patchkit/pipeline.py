@@ -59,6 +59,7 @@ class BuildOptions:
     jobs: int | None = None
     clean: bool = False
     smoke: bool = True
+    cuda_root: Path | None = None
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -125,13 +126,24 @@ def run_build(opts: BuildOptions) -> BuildResult:
     url = opts.upstream or recipe.upstream.url
     cache = cache_dir()
     log.timings = {}
-    with cache_lock(cache, f"patchkit build {recipe.name}"):
-        return _run_locked(opts, recipe, url, cache)
-
-
-def _run_locked(opts: BuildOptions, recipe: Recipe, url: str, cache: Path) -> BuildResult:
-    patches = opts.series.select(recipe.patches)
     tools = cm.find_tools()
+    cuda_plan = None
+    if recipe.cuda is not None:
+        from patchkit import cuda
+
+        with log.step("cuda preflight", "cuda"):  # refuse before cloning or configuring
+            cuda_plan = cuda.prepare(recipe, cuda_root=opts.cuda_root, env=os.environ,
+                                     ccache=tools.ccache is not None)
+            log.info(f"  {cuda_plan.archs.describe()}")
+            for note in cuda_plan.notes:
+                log.info(f"  note: {note}")
+    with cache_lock(cache, f"patchkit build {recipe.name}"):
+        return _run_locked(opts, recipe, url, cache, tools, cuda_plan)
+
+
+def _run_locked(opts: BuildOptions, recipe: Recipe, url: str, cache: Path,
+                tools: cm.BuildTools, cuda_plan: Any) -> BuildResult:
+    patches = opts.series.select(recipe.patches)
     key = hashlib.sha256(url.encode()).hexdigest()[:8]
     work = cache / "work" / f"{recipe.name}-{key}"
     src, build_dir, state_file = work / "src", work / "build", work / "state.json"
@@ -186,6 +198,11 @@ def _run_locked(opts: BuildOptions, recipe: Recipe, url: str, cache: Path) -> Bu
         defines.setdefault("CMAKE_C_COMPILER_LAUNCHER", str(tools.ccache))
         defines.setdefault("CMAKE_CXX_COMPILER_LAUNCHER", str(tools.ccache))
     env = dict(os.environ)
+    if cuda_plan is not None:
+        from patchkit import cuda
+
+        defines.update(cuda_plan.defines)  # CUDA's own settings win over the recipe's
+        env.update(cuda.build_env(cuda_plan.toolkit, env))
     if tools.ccache is not None:
         # one cache root for every worktree path, so ccache hits across builds
         env.setdefault("CCACHE_BASEDIR", str(cache))
@@ -217,6 +234,19 @@ def _run_locked(opts: BuildOptions, recipe: Recipe, url: str, cache: Path) -> Bu
         cm.build(tools, build_dir=build_dir, targets=[*recipe.build.targets, *smoke_tools],
                  jobs=opts.jobs, log_path=log_path, env=env)
 
+    cuda_info = None
+    if cuda_plan is not None:
+        from patchkit import cuda
+
+        with log.step("prove CUDA archs (cuobjdump)", "cuda_proof"):
+            files = [a.path for a in artifacts]
+            cubins = cuda.prove_archs(files, cuda_plan.archs, cuda_plan.toolkit.cuobjdump,
+                                      base=build_dir)
+            for f, found in cubins.items():
+                if found:
+                    log.info(f"  {f}: {' '.join(found)}")
+            cuda_info = cuda.build_info(cuda_plan.archs, cuda_plan.toolkit, cubins,
+                                        cuda_plan.notes)
     applied = [(r.patch.name, r.patch.sha256) for r in results]
     info: dict[str, Any] = {
         "schema": 1,
@@ -235,8 +265,9 @@ def _run_locked(opts: BuildOptions, recipe: Recipe, url: str, cache: Path) -> Bu
                   "toolchain": _rel(toolchain, opts.project) if toolchain else None},
         "targets": list(recipe.build.targets),
         "tools": {**cm.toolchain_versions(index), "ninja": tools.ninja_version,
-                  "ccache": _tool_version(tools.ccache)},
-        "cuda": None,
+                  "ccache": _tool_version(tools.ccache),
+                  "nvcc": cuda_info["nvcc"] if cuda_info else None},
+        "cuda": cuda_info,
         "pe_edits": [],
         "smoke": None,
         "timings": log.timings,

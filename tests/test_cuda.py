@@ -657,13 +657,13 @@ def test_build_info_records_archs_toolkit_and_cubins() -> None:
     cubins = {"bin/libggml-cuda.so": ["sm_75", "sm_86", "compute_86"]}
     info = build_info(ARCHS_75_86, tk, cubins, ["n"])
     assert json.loads(json.dumps(info)) == {
-        "archs": {"sms": [75, 86], "ptx": 86, "cmake": "75-real;86-real;86-virtual",
-                  "requested": ["75", "86"]},
+        "archs": [75, 86], "ptx": 86, "requested": ["75", "86"],
+        "cmake_architectures": "75-real;86-real;86-virtual", "nvcc": "12.4.131",
+        "proven": cubins,
         "toolkit": {"version": "12.4.131", "root": "/opt/cuda-12.4",
                     "nvcc": "/opt/cuda-12.4/bin/nvcc",
                     "host_compiler": {"kind": "gcc", "version": "12.2.0", "path": "/usr/bin/g++"},
                     "cublas": "wheel", "libcuda": None, "no_vmm": True},
-        "cubins": cubins,
         "notes": ["n"],
     }
 
