@@ -30,6 +30,7 @@ __all__ = [
     "prepare_worktree",
     "remove_worktree",
     "run_git",
+    "update_clone",
 ]
 
 DEFAULT_SPARSE_EXCLUDE = ("/models/*.gguf", "/docs/ops/*.csv")
@@ -116,13 +117,29 @@ def ensure_clone(cache: Path, url: str) -> Path:
         args.append("--filter=blob:none")
     log.info(f"cloning {url} into the cache ({'local' if local else 'partial, blob:none'})")
     try:
-        run_git(cache, *args, source, str(tmp), what=f"cloning {url}")
-        # keep the remote so later fetches (new commits, lazy blobs) know where to go
+        try:
+            run_git(cache, *args, source, str(tmp), what=f"cloning {url}")
+        except SourceError as e:
+            raise SourceError(e.message, detail=e.detail,
+                              hint="offline? pass --upstream PATH (a local llama.cpp clone or "
+                                   "mirror)") from None
+        # keep the remote so later fetches (new commits, lazy blobs) know where to go,
+        # and track its branches as origin/* (`patchkit check --ref origin/master`)
         run_git(tmp, "config", "remote.origin.url", source)
+        run_git(tmp, "config", "remote.origin.fetch", "+refs/heads/*:refs/remotes/origin/*")
         os.replace(tmp, target)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return target
+
+
+def update_clone(repo: Path, url: str) -> None:
+    """Fetch the remote's branches and tags (origin/*); offline, keep what the clone has."""
+    extra = [] if is_local(url) else ["--filter=blob:none"]
+    try:
+        run_git(repo, "fetch", "--quiet", "--tags", *extra, "origin")
+    except SourceError as e:
+        log.warning(f"could not fetch {url} ({e.message}): using the cached clone as it is")
 
 
 def _has_commit(repo: Path, commit: str) -> bool:

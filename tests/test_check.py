@@ -304,13 +304,16 @@ def test_cli_bad_refs_and_ranges(drift: DriftUpstream, tmp_path: Path, args: lis
 
 
 @pytest.mark.integration
-def test_cli_remote_url_needs_repo(drift: DriftUpstream, tmp_path: Path) -> None:
+def test_cli_unreachable_remote_url_says_what_to_do(drift: DriftUpstream, tmp_path: Path) -> None:
     proj = make_project(tmp_path, drift, pin=drift.c["d2"], patches=standard_patches(drift))
     rpath = proj / "recipes" / "fixture.toml"
-    rpath.write_text(rpath.read_text().replace(str(drift.path), "https://example.invalid/x.git"))
+    rpath.write_text(rpath.read_text().replace(str(drift.path), "https://127.0.0.1:9/x.git"))
     res = run_cli(proj, "check", "fixture")
-    assert res.exit_code == 2
-    assert "pass --repo PATH" in res.stderr
+    assert res.exit_code == 4, res.output
+    assert "cloning https://127.0.0.1:9/x.git failed" in res.stderr
+    assert "pass --upstream PATH" in res.stderr
+    from patchkit.paths import cache_dir
+    assert not list((cache_dir() / "repos").glob("*"))  # nothing half-cloned left
     res = run_cli(proj, "check", "fixture", "--repo", str(drift.path), "--json")
     assert res.exit_code == 0, res.output
 

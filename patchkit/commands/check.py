@@ -58,9 +58,15 @@ def resolve_repo(*, repo: Path | None, upstream: str | None, recipe: Recipe | No
     if url is None:
         raise ConfigError("no upstream repository: pass --repo PATH or --upstream URL_OR_PATH")
     local = _local_path(url)
-    if local is None:
-        raise ConfigError(f"upstream {url} is a remote URL and has no local clone here: "
-                          "pass --repo PATH (a clone or mirror) or --upstream PATH")
+    if local is None:  # a remote URL: the cache's partial clone, freshly fetched
+        from patchkit.lock import cache_lock
+        from patchkit.paths import cache_dir
+        from patchkit.source import ensure_clone, update_clone
+
+        with cache_lock(cache_dir(), f"patchkit check ({url})"):
+            clone = ensure_clone(cache_dir(), url)
+            update_clone(clone, url)
+        return clone
     if not local.exists():
         raise ConfigError(f"upstream path {local} does not exist: pass --repo PATH")
     return local.resolve()
