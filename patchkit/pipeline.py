@@ -283,8 +283,11 @@ def _run_locked(opts: BuildOptions, recipe: Recipe, url: str, cache: Path,
         from patchkit.smoke import run_smoke
 
         with log.step("smoke", "smoke"):
+            # CUDA builds run with the toolkit's runtime libraries (cuBLAS) on the path
+            runtime_env = ({k: env[k] for k in ("LD_LIBRARY_PATH",) if k in env}
+                           if cuda_plan is not None else {})
             report = run_smoke(out_dir, skip=recipe.smoke_skip, tool_dirs=(build_dir / "bin",),
-                               on_result=print_result)
+                               on_result=print_result, extra_env=runtime_env)
         log.info(f"smoke {report.status}")
         report_smoke(report)
     else:

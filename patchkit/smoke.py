@@ -291,16 +291,17 @@ def _wine() -> tuple[tuple[str, ...], dict[str, str], str]:
 def run_smoke(out_dir: Path, *, skip: tuple[str, ...] = (), only: tuple[str, ...] = (),
               timeout: float = 120.0, tool_dirs: tuple[Path, ...] = (),
               record: bool = True, on_result: Callable[[CheckResult], None] | None = None,
-              ) -> SmokeReport:
+              extra_env: dict[str, str] | None = None) -> SmokeReport:
     """Run the checks against a build output dir; record the report in its build-info.json."""
     info = read_build_info(out_dir)
     launcher: tuple[str, ...] = ()
-    extra_env: dict[str, str] = {}
+    extra_env = dict(extra_env or {})
     results: list[CheckResult] = []
     windows = info.get("platform", {}).get("os") == "windows"
     with tempfile.TemporaryDirectory(prefix="patchkit-smoke-") as tmp:
         if windows and sys.platform != "win32":
-            launcher, extra_env, missing = _wine()
+            launcher, wine_env, missing = _wine()
+            extra_env.update(wine_env)
             if missing:
                 results.append(CheckResult(name="all", status="skip", why=missing))
             else:
