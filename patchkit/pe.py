@@ -164,7 +164,8 @@ class StackEdit:
         text = (f"{self.file.name}: stack reserve {format_size(self.reserve_before)} -> "
                 f"{format_size(self.reserve_after)}")
         if self.commit_after != self.commit_before:
-            text += f", commit {format_size(self.commit_before)} -> {format_size(self.commit_after)}"
+            text += (f", commit {format_size(self.commit_before)} -> "
+                     f"{format_size(self.commit_after)}")
         else:
             text += f" (commit {format_size(self.commit_after)})"
         text += f"; checksum 0x{self.checksum_before:08x} -> 0x{self.checksum_after:08x}"
@@ -211,7 +212,8 @@ def _layout(data: bytes, label: str) -> _Layout:
     if data[e_lfanew:e_lfanew + 4] != b"PE\0\0":
         raise _fail(label, "not a PE file (MZ header without a PE signature: DOS program?)")
     coff = e_lfanew + 4
-    machine, nsections, _, _, _, opt_size, characteristics = struct.unpack_from("<HHIIIHH", data, coff)
+    machine, nsections, _, _, _, opt_size, characteristics = struct.unpack_from(
+        "<HHIIIHH", data, coff)
     opt = coff + 20
     if opt + 2 > n:
         raise _fail(label, "truncated PE headers (no optional header)")

@@ -238,6 +238,17 @@ def test_commit_is_kept_lowered_or_set(tmp_path: Path) -> None:
     assert (info.stack_reserve, info.stack_commit, info.checksum_ok) == (256 * MIB, 65536, True)
 
 
+def test_plan_writes_nothing(tmp_path: Path) -> None:
+    exe = write(tmp_path, "a.exe", synth_pe())
+    before = exe.stat()
+    plan = plan_stack_edit(exe, "256MiB")
+    assert plan.new_data is not None and plan.reserve == 256 * MIB
+    assert exe.read_bytes() == synth_pe() and exe.stat().st_mtime_ns == before.st_mtime_ns
+    assert leftovers(tmp_path) == []
+    set_stack_reserve(exe, "256MiB")
+    assert plan_stack_edit(exe, "256MiB").new_data is None
+
+
 def test_pe32_plus_holds_more_than_4gib(tmp_path: Path) -> None:
     exe = write(tmp_path, "a.exe", synth_pe(plus=True))
     assert set_stack_reserve(exe, "8GiB").reserve_after == 8 << 30
@@ -649,7 +660,8 @@ def test_property_mutated_real_headers(mingw: dict[str, Path], data: st.DataObje
 
 
 def _wine(exe: Path, prefix: Path) -> subprocess.CompletedProcess[str]:
-    env = dict(os.environ, WINEPREFIX=str(prefix), WINEDEBUG="-all", WINEDLLOVERRIDES="mscoree,mshtml=")
+    env = dict(os.environ, WINEPREFIX=str(prefix), WINEDEBUG="-all",
+               WINEDLLOVERRIDES="mscoree,mshtml=")
     return subprocess.run([WINE, str(exe)], capture_output=True, text=True, timeout=300, env=env)
 
 
