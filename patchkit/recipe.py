@@ -12,7 +12,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from patchkit.errors import RecipeError
+from patchkit.errors import PEError, RecipeError
+from patchkit.pe import PAGE_SIZE, parse_size
 from patchkit.series import Series
 from patchkit.util import did_you_mean, sha256_bytes
 
@@ -83,9 +84,17 @@ class CudaSpec:
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class WindowsSpec:
-    stack_reserve: str = "256MiB"
+    stack_reserve: str = "256MiB"  # a size for patchkit.pe.parse_size (checked at load)
     stack_commit: str | None = None
-    rpc_clients: tuple[str, ...] = ()
+    rpc_clients: tuple[str, ...] = ()  # targets whose .exe get the stack reserve
+
+    @property
+    def stack_reserve_bytes(self) -> int:
+        return parse_size(self.stack_reserve)
+
+    @property
+    def stack_commit_bytes(self) -> int | None:
+        return None if self.stack_commit is None else parse_size(self.stack_commit)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -186,6 +195,24 @@ def _define_value(ctx: _Ctx, key: str, value: Any) -> str:
     raise ctx.fail(f"build.defines.{key}", f"must be a string, integer or boolean, not {value!r}")
 
 
+def _check_stack_sizes(ctx: _Ctx, w: WindowsSpec) -> None:
+    sizes: dict[str, int] = {}
+    for key, text in (("stack_reserve", w.stack_reserve), ("stack_commit", w.stack_commit)):
+        if text is None:
+            continue
+        try:
+            n = parse_size(text)
+        except PEError as e:
+            raise ctx.fail(f"windows.{key}", e.message) from None
+        if n <= 0 or n % PAGE_SIZE:
+            raise ctx.fail(f"windows.{key}", f"{text!r} must be a positive multiple of the "
+                           f"page size ({PAGE_SIZE} bytes)")
+        sizes[key] = n
+    if "stack_commit" in sizes and sizes["stack_commit"] > sizes["stack_reserve"]:
+        raise ctx.fail("windows.stack_commit",
+                       f"{w.stack_commit!r} is larger than stack_reserve {w.stack_reserve!r}")
+
+
 def _parse(ctx: _Ctx, data: dict[str, Any], series: Series) -> Recipe:
     ctx.check_keys(data, None)
     name = ctx.get(data, "name", str, None, required=True)
@@ -271,6 +298,7 @@ def _parse(ctx: _Ctx, data: dict[str, Any], series: Series) -> Recipe:
             stack_commit=ctx.get(w, "stack_commit", str, "windows"),
             rpc_clients=clients,
         )
+        _check_stack_sizes(ctx, windows)
 
     s = ctx.section(data, "smoke") or {}
     return Recipe(
