@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -26,8 +27,13 @@ def _check_replaceable(out_dir: Path) -> None:
 
 
 def write_output(out_dir: Path, artifacts: list[Artifact], license_file: Path | None,
-                 info: dict[str, Any]) -> list[dict[str, Any]]:
-    """Copy artifacts into ``out_dir/bin`` and write build-info.json; returns the file list."""
+                 info: dict[str, Any],
+                 post: Callable[[Path], dict[str, Any]] | None = None) -> list[dict[str, Any]]:
+    """Copy artifacts into ``out_dir/bin`` and write build-info.json; returns the file list.
+
+    ``post(bin_dir)`` runs on the copies before they are hashed (e.g. PE header edits);
+    what it returns is merged into build-info.json.
+    """
     _check_replaceable(out_dir)
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     tmp = out_dir.parent / f".{out_dir.name}.tmp-{os.getpid()}"
@@ -36,13 +42,17 @@ def write_output(out_dir: Path, artifacts: list[Artifact], license_file: Path | 
     entries: list[dict[str, Any]] = []
     try:
         (tmp / "bin").mkdir(parents=True)
+        copied: list[tuple[Artifact, Path]] = []
         for a in artifacts:
             real = a.path.resolve()
             dest = tmp / "bin" / real.name
-            if dest.exists():
-                continue
-            shutil.copy2(real, dest)
-            entries.append({"target": a.target, "type": a.type, "path": f"bin/{real.name}",
+            if not dest.exists():
+                shutil.copy2(real, dest)
+                copied.append((a, dest))
+        if post is not None:
+            info = {**info, **post(tmp / "bin")}
+        for a, dest in copied:
+            entries.append({"target": a.target, "type": a.type, "path": f"bin/{dest.name}",
                             "sha256": sha256_file(dest), "size": dest.stat().st_size})
         if license_file is not None and license_file.is_file():
             shutil.copy2(license_file, tmp / "LICENSE")

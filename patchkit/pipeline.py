@@ -276,7 +276,8 @@ def _run_locked(opts: BuildOptions, recipe: Recipe, url: str, cache: Path,
     }
     out_dir = opts.out or Path("out") / recipe.name
     with log.step("output", "output"):
-        write_output(out_dir.resolve(), artifacts, src / "LICENSE", info)
+        post = _pe_stack_edits(recipe) if recipe.windows and recipe.windows.rpc_clients else None
+        write_output(out_dir.resolve(), artifacts, src / "LICENSE", info, post=post)
         log.info(f"wrote {out_dir}/ ({len(artifacts)} files + build-info.json)")
     if smoke:
         from patchkit.commands.smoke import print_result, report_smoke
@@ -293,6 +294,37 @@ def _run_locked(opts: BuildOptions, recipe: Recipe, url: str, cache: Path,
     else:
         log.info("smoke: not run (--no-smoke or [smoke] enabled = false)")
     return BuildResult(out_dir=out_dir, info=info)
+
+
+def _pe_stack_edits(recipe: Recipe) -> Any:
+    """The post-output stage for Windows: a bigger stack for the RPC clients (pefile)."""
+    from patchkit.pe import apply_stack_edit, format_size, plan_stack_edit
+
+    spec = recipe.windows
+    assert spec is not None
+
+    def post(bin_dir: Path) -> dict[str, Any]:
+        files = [bin_dir / f"{t}.exe" for t in spec.rpc_clients]
+        missing = [f.name for f in files if not f.is_file()]
+        if missing:
+            from patchkit.errors import BuildError
+
+            raise BuildError(f"windows.rpc_clients: {', '.join(missing)} not in the build output",
+                             hint="is this a Windows build? (platform.os and build.toolchain)")
+        plans = [plan_stack_edit(f, spec.stack_reserve, spec.stack_commit) for f in files]
+        edits = [apply_stack_edit(p, label=p.before.path.name) for p in plans]
+        records = []
+        for e in edits:
+            log.info(f"  {e.file.name}: stack reserve {format_size(e.reserve_before)} -> "
+                     f"{format_size(e.reserve_after)}")
+            records.append({"file": f"bin/{e.file.name}",
+                            "before": {"stack_reserve": e.reserve_before,
+                                       "stack_commit": e.commit_before},
+                            "after": {"stack_reserve": e.reserve_after,
+                                      "stack_commit": e.commit_after}})
+        return {"pe_edits": records}
+
+    return post
 
 
 def _available_tools(index: Any, wanted: tuple[str, ...]) -> list[str]:
