@@ -117,6 +117,7 @@ class PlotInfo:
     height: int
     bars: dict[str, list[float | None]]  # panel kind -> median per point (None: no bar)
     best: dict[str, int | None]  # panel kind -> index (0-based row) of the highlighted bar
+    panels: dict[str, tuple[int, int]]  # panel kind -> (left, right) pixel columns of its axes
 
 
 def _panel(ax, points: tuple[PointResult, ...], kind: str, title: str,  # noqa: ANN001
@@ -174,10 +175,15 @@ def render_png(report: BenchReport) -> tuple[bytes, PlotInfo]:
     fig.tight_layout()
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=DPI)
+    panels = {}
+    for kind, ax in (("decode", axd), ("prompt", axp)):
+        box = ax.get_window_extent()
+        panels[kind] = (round(box.x0), round(box.x1))
     idx = {p.label: i for i, p in enumerate(points)}
     info = PlotInfo(width=round(w_in * DPI), height=round(h_in * DPI), bars=bars,
                     best={"decode": idx.get(best_d.label) if best_d else None,
-                          "prompt": idx.get(best_p.label) if best_p else None})
+                          "prompt": idx.get(best_p.label) if best_p else None},
+                    panels=panels)
     return buf.getvalue(), info
 
 

@@ -28,6 +28,7 @@ __all__ = [
     "Device",
     "Dimension",
     "Point",
+    "check_supported",
     "expand_sweep",
     "parse_caps",
     "parse_devices",
