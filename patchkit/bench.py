@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import shutil
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -252,6 +253,7 @@ def run_bench(opts: BenchOptions, *, on_point: Callable[[PointResult], None] | N
                          settings=settings, latency=latency, devices=tuple(devices), points=(),
                          complete=False, demo=demo)
     opts.out_dir.mkdir(parents=True, exist_ok=True)
+    shutil.rmtree(opts.out_dir / "raw", ignore_errors=True)  # a previous bench's, in our folder
     done: list[PointResult] = []
     seen: dict[tuple[str, ...], str] = {}
     for i, (point, args) in enumerate(resolved, start=1):
