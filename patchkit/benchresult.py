@@ -103,9 +103,10 @@ _PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("abort", re.compile(r"GGML_ASSERT|GGML_ABORT|terminate called|Aborted|core dumped")),
     ("rpc", re.compile(r"failed to connect|Connection refused|connection (?:closed|reset)|"
                        r"RPC server|remote_ptr", re.I)),
-    ("load", re.compile(r"failed to load model|error loading model|invalid device|"
-                        r"failed to create context", re.I)),
-    ("args", re.compile(r"error: invalid parameter|invalid argument|unknown argument", re.I)),
+    ("args", re.compile(r"invalid device|error: invalid parameter|invalid argument|"
+                        r"unknown argument", re.I)),
+    ("load", re.compile(r"failed to load model|error loading model|failed to create context",
+                        re.I)),
 )
 
 

@@ -1,7 +1,8 @@
 """patchkit bench: sweep, option mapping, llama-bench output, failures, table and plot.
 
 Fixtures under tests/data/bench are real output of llama-bench at upstream 82bb48500a9a
-(CPU + RPC build, two loopback ggml-rpc-servers, the tiny llama model).
+(patchkit cpu-rpc build, two loopback `ggml-rpc-server -d CPU`, the tiny llama model,
+`-p 64 -n 16 -r 3`); only the usage line's binary path is shortened to "llama-bench".
 """
 
 from __future__ import annotations
@@ -220,7 +221,11 @@ def _run(rc: int | None, err: str = "", out: str = "", secs: float = 3.0) -> Run
 def test_failures_are_classified() -> None:
     real_err = (DATA / "failed-dev-82bb485.txt").read_text()
     kind, msg = classify_failure(_run(1, real_err))
-    assert kind == "load" and "invalid device" in msg and msg.startswith("exit 1: ")
+    assert (kind, msg) == ("args", "exit 1: error: invalid device: CUDA0")
+    # -sm tensor with no device but the CPU, at 82bb485
+    real_err = (DATA / "failed-tensor-cpu-82bb485.txt").read_text()
+    assert classify_failure(_run(1, real_err)) == (
+        "load", "exit 1: llama_bench: error: failed to load model 'tiny-llama.gguf'")
     kind, msg = classify_failure(_run(1, "llama_model_load: ...\nggml_backend_cuda_buffer_type_alloc_buffer: "
                                          "allocating 9216.00 MiB on device 1: cudaMalloc failed: out of memory\n"
                                          "main: error: failed to load model 'm.gguf'\n"))
