@@ -102,14 +102,12 @@ class BenchReport:
         return max(ok, key=lambda p: p.kind(kind).median, default=None)  # type: ignore[union-attr]
 
     def as_dict(self) -> dict[str, Any]:
-        best = self.best()
+        best = {kind: (b.label if (b := self.best(kind)) else None) for kind in ("decode", "prompt")}
         return {"schema": 1, "build": self.build, "model": self.model, "settings": self.settings,
                 "demo": self.demo, "complete": self.complete,
                 "rpc_latency": [x.as_dict() for x in self.latency],
                 "devices": [dataclasses.asdict(d) for d in self.devices],
-                "best": {"decode": best.label if best else None,
-                         "prompt": (lambda b: b.label if b else None)(self.best("prompt"))},
-                "points": [p.as_dict() for p in self.points]}
+                "best": best, "points": [p.as_dict() for p in self.points]}
 
 
 def _split_endpoint(ep: str) -> tuple[str, int]:
@@ -202,15 +200,15 @@ def _run_point(exe: Path, index: int, label: str, settings: tuple[tuple[str, str
     (raw_dir / f"{index:02d}.out").write_text(r.stdout, encoding="utf-8")
     (raw_dir / f"{index:02d}.err").write_text(r.stderr, encoding="utf-8")
     found = tuple(measurements(parse_bench_output(r.stdout)))
-    common = dict(index=index, label=label, settings=settings, args=args,
-                  measurements=found, seconds=r.seconds)
+    res = PointResult(index=index, label=label, settings=settings, args=args, status="ok",
+                      measurements=found, seconds=r.seconds)
     if r.ok and found:
-        return PointResult(status="ok", **common)  # type: ignore[arg-type]
+        return res
     if r.ok:
         kind, msg = "error", "llama-bench exited 0 but printed no results"
     else:
         kind, msg = classify_failure(r)
-    return PointResult(status="failed", error=msg, error_kind=kind, **common)  # type: ignore[arg-type]
+    return dataclasses.replace(res, status="failed", error=msg, error_kind=kind)
 
 
 def run_bench(opts: BenchOptions, *, on_point: Callable[[PointResult], None] | None = None,

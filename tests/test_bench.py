@@ -544,3 +544,19 @@ def test_real_demo(tmp_path: Path) -> None:
     assert all(x.ok and x.median_ms > 0 for x in report.latency) and len(report.latency) == 2
     assert report.best() is not None
     assert (tmp_path / "demo" / "bench.png").stat().st_size > 10_000
+
+
+@pytest.mark.integration
+@posix_only
+def test_silent_and_hanging_points_are_failures(tmp_path: Path) -> None:
+    build = _fake_build(tmp_path, fail={"-sm tensor": "silent", "-sm none": "hang"})
+    model = tmp_path / "m.gguf"
+    model.write_bytes(b"GGUF")
+    r = _cli("bench", str(tmp_path / "res"), "-m", str(model), "--build", str(build),
+             "--sweep", "sm=layer,tensor,none", "--timeout", "2", "-r", "2")
+    assert r.exit_code == 0, r.output
+    res = json.loads((tmp_path / "res" / "bench.json").read_text())
+    got = [(p["status"], p["error_kind"], p["error"]) for p in res["points"]]
+    assert got == [("ok", "", ""), ("failed", "error", "llama-bench exited 0 but printed no results"),
+                   ("failed", "timeout", "timed out after 2s")]
+    assert "3 setups, 2 failed; fastest decode: sm=layer" in r.output
