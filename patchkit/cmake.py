@@ -207,7 +207,8 @@ def toolchain_versions(index: Index) -> dict[str, str]:
     tc = index.reply.toolchains_v1
     for t in tc.toolchains if tc else ():
         c = t.compiler
-        out[f"{t.language.lower()}_compiler"] = " ".join(x for x in (c.id, c.version) if x) or "?"
+        if c.id:
+            out[f"{t.language.lower()}_compiler"] = " ".join(x for x in (c.id, c.version) if x)
     out["cmake"] = index.cmake.version.string
     return out
 

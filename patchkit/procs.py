@@ -46,6 +46,13 @@ class RunResult:
         return f"exit {self.returncode}"
 
     def last_line(self) -> str:
+        """The most telling line: the last assert/error line, else the last line."""
+        lines = [ln.strip() for ln in (self.stdout + "\n" + self.stderr).splitlines() if ln.strip()]
+        for key in ("GGML_ASSERT", "GGML_ABORT", "pre-allocated tensor", "error:", "error ",
+                    "failed"):
+            for ln in reversed(lines):
+                if key in ln:
+                    return ln[:200]
         for text in (self.stderr, self.stdout):
             lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
             if lines:

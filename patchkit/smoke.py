@@ -7,7 +7,8 @@ Checks (each pass / fail / skip, with why):
   tensor-split     the seed's failure: two loopback RPC servers, llama-bench -sm tensor on a
                    hybrid (recurrent) model; with the zero-byte guard the servers survive
   rpc-guard        protocol-level probe of the guard (patchkit.rpcprobe)
-  meta-ot          patch 2: tensor split over two RPC servers + one layer -ot to a third
+  meta-ot          patch 2: tensor split over two RPC servers + one layer -ot to a third;
+                   greedy tokens must match the CPU run
 Everything listens on 127.0.0.1, on free ports, with time limits, and every server
 is stopped when its check ends.
 """
@@ -273,11 +274,44 @@ def check_rpc_guard(env: SmokeEnv) -> CheckResult:
     return _result("rpc-guard", start, "fail", verdict)
 
 
+# ---- check 5: patch 2, a whole layer -ot onto a third device in tensor mode -------------
+
+def check_meta_ot(env: SmokeEnv) -> CheckResult:
+    start = time.monotonic()
+    cli, server = env.exe("llama-cli"), env.exe("ggml-rpc-server")
+    if cli is None or server is None:
+        return _result("meta-ot", start, "skip", "needs llama-cli and ggml-rpc-server")
+    enabled = META_OT_PATCH in env.patches
+    model = tiny_llama(env)
+    cpu = _generate(env, cli, model)
+    if not cpu.ok:
+        return _result("meta-ot", start, "fail", f"CPU run: {cpu.brief()}: {cpu.last_line()}")
+    with Processes(env.workdir / "logs") as procs:
+        try:
+            a, b, c = (_rpc_server(env, procs, f"rpc-{n}") for n in "abc")
+        except RuntimeError as e:
+            return _result("meta-ot", start, "fail", str(e))
+        # every RPC buffer type is named RPC0[host:port], whatever the device's index
+        r = _generate(env, cli, model, "--rpc", f"{a},{b},{c}", "-sm", "tensor",
+                      "-dev", "RPC0,RPC1", "-ot", rf"blk\.1\.=RPC0[{c}]", "-fit", "off")
+    cpu_text, ot_text = generated_text(cpu), generated_text(r)
+    if r.ok and ot_text == cpu_text:
+        verdict = f"tensor split over 2 RPC servers + layer 1 on a third == CPU: {cpu_text[:40]!r}"
+        return _result("meta-ot", start, "pass", verdict + ("" if enabled else " (without patch 2!)"))
+    what = (f"llama-cli {r.brief()}: {r.last_line()}" if not r.ok else
+            f"tokens differ: CPU {cpu_text[:40]!r} vs -ot {ot_text[:40]!r}")
+    if not enabled:
+        return _result("meta-ot", start, "skip",
+                       f"{META_OT_PATCH} is not in this build; as expected: {what}")
+    return _result("meta-ot", start, "fail", what)
+
+
 CHECKS: dict[str, Check] = {
     "version": check_version,
     "generate": check_generate,
     "tensor-split": check_tensor_split,
     "rpc-guard": check_rpc_guard,
+    "meta-ot": check_meta_ot,
 }
 
 
