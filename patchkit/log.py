@@ -27,6 +27,8 @@ def _in_ci() -> str | None:
 class Logger:
     def __init__(self) -> None:
         self.console = Console(stderr=True, highlight=False, soft_wrap=True)
+        if not self.console.is_terminal:  # logs and CI: no 80-column squeeze
+            self.console.width = max(160, self.console.width)
         self.verbose = False
         self.timings: dict[str, float] = {}
 

@@ -160,8 +160,12 @@ class Processes:
         return proc
 
     def log_tail(self, proc: subprocess.Popen[bytes], n: int = 3) -> str:
+        """A dead server's telling line (its assert), else its last ``n`` lines."""
         path = self.logs.get(proc.pid)
         if path is None or not path.exists():
             return ""
-        lines = [ln for ln in path.read_text("utf-8", "replace").splitlines() if ln.strip()]
+        lines = [ln.strip() for ln in path.read_text("utf-8", "replace").splitlines() if ln.strip()]
+        for ln in reversed(lines):
+            if "GGML_ASSERT" in ln or "GGML_ABORT" in ln:
+                return ln[:300]
         return " | ".join(lines[-n:])[:400]

@@ -221,16 +221,25 @@ CASES: dict[str, tuple[str, Outcome, _Build]] = {
 
 
 def _alive(host: str, port: int, timeout: float) -> Outcome:
-    """REFUSED if a new connection gets a HELLO answer, SERVER_DIED if nobody is there."""
-    try:
-        with RpcClient(host, port, timeout=timeout):
-            return Outcome.REFUSED
-    except RpcUnreachable as e:
-        return Outcome.SERVER_DIED if e.refused else Outcome.NO_ANSWER
-    except RpcClosed:  # accepted by the kernel, then reset: the process is exiting
-        return Outcome.SERVER_DIED
-    except RpcError:
-        return Outcome.NO_ANSWER
+    """REFUSED if a new connection gets a HELLO answer, SERVER_DIED if nobody is there.
+
+    A server that is aborting can still hold its listening socket for a while (ggml
+    prints a backtrace through gdb first): connections then get reset or no answer.
+    So look again until the port is closed (died) or a HELLO is answered (alive).
+    """
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            with RpcClient(host, port, timeout=min(timeout, 2.0)):
+                return Outcome.REFUSED
+        except RpcUnreachable as e:
+            if e.refused:
+                return Outcome.SERVER_DIED
+        except RpcError:
+            pass  # reset or no answer: the process may be exiting; look again
+        if time.monotonic() >= deadline:
+            return Outcome.NO_ANSWER
+        time.sleep(0.2)
 
 
 def _run_case(host: str, port: int, timeout: float, build: _Build) -> tuple[Outcome, str]:
