@@ -67,6 +67,15 @@ class SmokeEnv:
     launcher: tuple[str, ...] = ()  # e.g. the wine loader for Windows builds
     env: dict[str, str] = dataclasses.field(default_factory=dict)
     tool_dirs: tuple[Path, ...] = ()  # where helper tools (test-llama-archs) may be
+    reference: Path | None = None  # another build (e.g. Linux for a Windows one) to compare
+
+    def reference_env(self) -> SmokeEnv | None:
+        """The reference build, run natively (no launcher), sharing this workdir."""
+        if self.reference is None:
+            return None
+        return dataclasses.replace(self, out_dir=self.reference,
+                                   info=read_build_info(self.reference), launcher=(), env={},
+                                   tool_dirs=(), reference=None)
 
     @property
     def windows(self) -> bool:
@@ -183,9 +192,20 @@ def _rpc_server(env: SmokeEnv, procs: Processes, name: str = "rpc") -> str:
     return f"{LOOPBACK}:{port}"
 
 
+def _rpc_generate(env: SmokeEnv, server_env: SmokeEnv, cli: Path, model: Path,
+                  name: str) -> RunResult | str:
+    """Generate with ``env``'s llama-cli through one ggml-rpc-server of ``server_env``."""
+    with Processes(env.workdir / "logs") as procs:
+        try:
+            addr = _rpc_server(server_env, procs, name)
+        except RuntimeError as e:
+            return str(e)
+        return _generate(env, cli, model, "--rpc", addr, "-dev", "RPC0")
+
+
 def check_generate(env: SmokeEnv) -> CheckResult:
     start = time.monotonic()
-    cli, server = env.exe("llama-cli"), env.exe("ggml-rpc-server")
+    cli = env.exe("llama-cli")
     if cli is None:
         return _result("generate", start, "skip", "llama-cli is not in this build")
     model = tiny_llama(env)
@@ -195,22 +215,29 @@ def check_generate(env: SmokeEnv) -> CheckResult:
     cpu_text = generated_text(cpu)
     if not cpu_text:
         return _result("generate", start, "fail", "CPU run generated no text")
-    if server is None:
-        return _result("generate", start, "pass",
-                       f"CPU tokens {cpu_text[:40]!r} (no ggml-rpc-server built: RPC not compared)")
-    with Processes(env.workdir / "logs") as procs:
-        try:
-            addr = _rpc_server(env, procs)
-        except RuntimeError as e:
-            return _result("generate", start, "fail", str(e))
-        rpc = _generate(env, cli, model, "--rpc", addr, "-dev", "RPC0")
-    if not rpc.ok:
-        return _result("generate", start, "fail", f"RPC run: {rpc.brief()}: {rpc.last_line()}")
-    rpc_text = generated_text(rpc)
-    if rpc_text != cpu_text:
-        return _result("generate", start, "fail",
-                       f"tokens differ: CPU {cpu_text[:60]!r} vs RPC {rpc_text[:60]!r}")
-    return _result("generate", start, "pass", f"CPU == RPC: {cpu_text[:60]!r}")
+    runs = [("CPU", env, None), ("RPC", env, env)]
+    ref = env.reference_env()
+    if ref is not None:
+        runs += [("reference CPU", ref, None), ("client -> reference RPC server", env, ref)]
+    said = []
+    for label, client_env, server_env in runs[1:]:
+        client = client_env.exe("llama-cli")
+        if server_env is not None and server_env.exe("ggml-rpc-server") is None:
+            said.append(f"{label}: no ggml-rpc-server, not compared")
+            continue
+        assert client is not None
+        r = (_generate(client_env, client, model) if server_env is None else
+             _rpc_generate(client_env, server_env, client, model, "rpc"))
+        if isinstance(r, str):
+            return _result("generate", start, "fail", f"{label}: {r}")
+        if not r.ok:
+            return _result("generate", start, "fail", f"{label} run: {r.brief()}: {r.last_line()}")
+        text = generated_text(r)
+        if text != cpu_text:
+            return _result("generate", start, "fail",
+                           f"tokens differ: CPU {cpu_text[:60]!r} vs {label} {text[:60]!r}")
+        said.append(label)
+    return _result("generate", start, "pass", f"CPU == {' == '.join(said)}: {cpu_text[:60]!r}")
 
 
 # ---- check 3: the seed's failure ---------------------------------------------------------
@@ -325,7 +352,8 @@ def _wine() -> tuple[tuple[str, ...], dict[str, str], str]:
 def run_smoke(out_dir: Path, *, skip: tuple[str, ...] = (), only: tuple[str, ...] = (),
               timeout: float = 120.0, tool_dirs: tuple[Path, ...] = (),
               record: bool = True, on_result: Callable[[CheckResult], None] | None = None,
-              extra_env: dict[str, str] | None = None) -> SmokeReport:
+              extra_env: dict[str, str] | None = None,
+              reference: Path | None = None) -> SmokeReport:
     """Run the checks against a build output dir; record the report in its build-info.json."""
     info = read_build_info(out_dir)
     launcher: tuple[str, ...] = ()
@@ -341,7 +369,8 @@ def run_smoke(out_dir: Path, *, skip: tuple[str, ...] = (), only: tuple[str, ...
             else:
                 extra_env["WINEPREFIX"] = str(Path(tmp) / "wineprefix")
         env = SmokeEnv(out_dir=out_dir, info=info, workdir=Path(tmp), timeout=timeout,
-                       launcher=launcher, env=extra_env, tool_dirs=tool_dirs)
+                       launcher=launcher, env=extra_env, tool_dirs=tool_dirs,
+                       reference=reference)
         if not results:
             for name, check in CHECKS.items():
                 if name in skip or (only and name not in only):

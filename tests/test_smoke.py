@@ -59,16 +59,18 @@ def test_all_checks_pass_and_servers_are_stopped(tmp_path: Path) -> None:
     out = make_out(tmp_path)
     report = run_smoke(out, skip=("rpc-guard",), tool_dirs=(out / "bin",))
     st = statuses(report)
-    assert st == {"version": "pass", "generate": "pass", "tensor-split": "pass", "rpc-guard": "skip"}
+    assert st == {"version": "pass", "generate": "pass", "tensor-split": "pass", "rpc-guard": "skip",
+                  "meta-ot": "pass"}
     gen = next(c for c in report.checks if c.name == "generate")
     assert "the mat and slept" in gen.why
     ver = next(c for c in report.checks if c.name == "version")
     assert "ggml-rpc-server (--help)" in ver.why  # --version is not understood: fell back
     assert report.status == "passed"
-    assert len(list((tmp_path / "pids").iterdir())) == 3  # 1 for generate + 2 for tensor split
+    # 1 for generate + 2 for tensor split + 3 for meta-ot
+    assert len(list((tmp_path / "pids").iterdir())) == 6
     assert alive_pids(tmp_path) == []
     recorded = json.loads((out / "build-info.json").read_text())["smoke"]
-    assert recorded["status"] == "passed" and len(recorded["checks"]) == 4
+    assert recorded["status"] == "passed" and len(recorded["checks"]) == 5
 
 
 def test_unguarded_server_abort_is_reported(tmp_path: Path) -> None:
@@ -160,3 +162,16 @@ def test_rpc_guard_check(tmp_path: Path, mode: str, patches: tuple[str, ...], st
     assert guard.status == status, guard.why
     assert text in guard.why
     assert alive_pids(tmp_path) == []
+
+
+def test_reference_build_tokens_and_cross_rpc(tmp_path: Path) -> None:
+    ours = make_out(tmp_path / "a")
+    ref = make_out(tmp_path / "b")
+    report = run_smoke(ours, only=("generate",), reference=ref)
+    gen = next(c for c in report.checks if c.name == "generate")
+    assert gen.status == "pass", gen.why
+    assert "CPU == RPC == reference CPU == client -> reference RPC server" in gen.why
+    # a reference whose RPC generation differs is caught
+    other = make_out(tmp_path / "c", mode="differ")
+    report = run_smoke(other, only=("generate",), reference=ref)
+    assert report.checks[1].status == "fail" and "tokens differ" in report.checks[1].why

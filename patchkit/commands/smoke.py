@@ -35,18 +35,24 @@ def report_smoke(report: SmokeReport) -> None:
               help="Folder with helper tools such as test-llama-archs (default: the build dir).")
 @click.option("--timeout", type=click.FloatRange(min=1), default=120.0, show_default=True,
               help="Seconds a single command may take.")
+@click.option("--reference", type=click.Path(file_okay=False, path_type=Path),
+              help="Another build's output (e.g. the Linux twin of a Windows build): its greedy "
+                   "tokens must match, and this build's client must work with its RPC server.")
 def smoke_cmd(outdir: Path, skip: tuple[str, ...], only: tuple[str, ...], tools: Path | None,
-              timeout: float) -> None:
+              timeout: float, reference: Path | None) -> None:
     """Run the smoke checks on a build output dir (127.0.0.1 only)."""
     from patchkit.output import read_build_info
 
     info = read_build_info(outdir)
+    if reference is not None:
+        read_build_info(reference)  # fail early, one line, if it is not a build output
     tool_dirs = [tools] if tools else []
     if info.get("build_dir"):
         tool_dirs.append(Path(info["build_dir"]) / "bin")
     with log.step("smoke"):
         report = run_smoke(outdir, skip=skip, only=only, timeout=timeout,
-                           tool_dirs=tuple(tool_dirs), on_result=print_result)
+                           tool_dirs=tuple(tool_dirs), on_result=print_result,
+                           reference=reference)
     log.info(f"smoke {report.status}")
     report_smoke(report)
 
