@@ -39,17 +39,39 @@ def _hermetic(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch,
     monkeypatch.delenv("PATCHKIT_PROJECT", raising=False)
 
 
-@pytest.fixture(scope="session")
-def upstream(tmp_path_factory: pytest.TempPathFactory) -> FixtureUpstream:
-    """The synthetic upstream repo (built once per session; tests must not modify it)."""
+def _with_git_env(make, root: Path):  # noqa: ANN001, ANN202
+    """Session fixtures run outside the per-test env: give git its identity here."""
     old = os.environ.copy()
     os.environ.update(GIT_ENV)
     os.environ["GIT_CONFIG_GLOBAL"] = os.devnull
     try:
-        return make_upstream(tmp_path_factory.mktemp("upstream"))
+        return make(root)
     finally:
         os.environ.clear()
         os.environ.update(old)
+
+
+@pytest.fixture(scope="session")
+def upstream(tmp_path_factory: pytest.TempPathFactory) -> FixtureUpstream:
+    """The synthetic upstream repo (built once per session; tests must not modify it)."""
+    return _with_git_env(make_upstream, tmp_path_factory.mktemp("upstream"))
+
+
+@pytest.fixture(scope="session")
+def drift(tmp_path_factory: pytest.TempPathFactory):  # noqa: ANN201
+    """An upstream whose history breaks a patch and later merges it (tests/drift_fixture.py)."""
+    from drift_fixture import make_drift_upstream
+
+    return _with_git_env(make_drift_upstream, tmp_path_factory.mktemp("drift"))
+
+
+def run_cli(project: Path, *args: str):  # noqa: ANN201
+    """`patchkit --project PROJECT ARGS...` in-process."""
+    from click.testing import CliRunner
+
+    from patchkit.cli import main
+
+    return CliRunner().invoke(main, ["--project", str(project), *args], catch_exceptions=False)
 
 
 GUARD_HEADER = """\

@@ -9,41 +9,23 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
 from drift_fixture import (
     GUARD_PATCH_BODY,
     README_PATCH_BODY,
     RPC,
     DriftUpstream,
-    make_drift_upstream,
     make_project,
     patch_header,
     standard_patches,
 )
+from conftest import run_cli
 from upstream_fixture import GIT_ENV, git
 
 from patchkit.applycheck import Hunk, Status, parse_apply_output, parse_hunks
 from patchkit.check import bisect, check_range, check_series
-from patchkit.cli import main
 from patchkit.errors import ConfigError, SourceError
 from patchkit.gitops import parse_range
 from patchkit.series import load_series
-
-
-@pytest.fixture(scope="module")
-def drift(tmp_path_factory: pytest.TempPathFactory) -> DriftUpstream:
-    old = os.environ.copy()
-    os.environ.update(GIT_ENV)
-    os.environ["GIT_CONFIG_GLOBAL"] = os.devnull
-    try:
-        return make_drift_upstream(tmp_path_factory.mktemp("drift"))
-    finally:
-        os.environ.clear()
-        os.environ.update(old)
-
-
-def run_cli(proj: Path, *args: str):  # type: ignore[no-untyped-def]
-    return CliRunner().invoke(main, ["--project", str(proj), *args], catch_exceptions=False)
 
 
 def statuses(doc: dict) -> list[list[str]]:

@@ -7,36 +7,18 @@ import os
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
 from drift_fixture import (
     RPC_D5,
     DriftUpstream,
-    make_drift_upstream,
     make_project,
     standard_patches,
 )
-from upstream_fixture import GIT_ENV, git
+from conftest import run_cli
+from upstream_fixture import git
 
-from patchkit.cli import main
 from patchkit.errors import RecipeError
 from patchkit.refresh import _rewrite_series, move_recipe_pin
 from patchkit.series import load_series
-
-
-@pytest.fixture(scope="module")
-def drift(tmp_path_factory: pytest.TempPathFactory) -> DriftUpstream:
-    old = os.environ.copy()
-    os.environ.update(GIT_ENV)
-    os.environ["GIT_CONFIG_GLOBAL"] = os.devnull
-    try:
-        return make_drift_upstream(tmp_path_factory.mktemp("drift"))
-    finally:
-        os.environ.clear()
-        os.environ.update(old)
-
-
-def run_cli(proj: Path, *args: str):  # type: ignore[no-untyped-def]
-    return CliRunner().invoke(main, ["--project", str(proj), *args], catch_exceptions=False)
 
 
 def snapshot(folder: Path) -> dict[str, bytes]:
