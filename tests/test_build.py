@@ -262,3 +262,30 @@ def test_list_shows_recipes_and_patches(project: Path) -> None:
     r = run(project, "list")
     assert r.exit_code == 0, r.output
     assert "zero-nbytes-guard" in r.output and "fixture" in r.output and "pending" in r.output
+
+
+@pytest.mark.parametrize("stage", ["apply_series", "configure", "build", "write_output"])
+def test_ctrl_c_in_any_stage_leaves_the_cache_usable(project: Path, tmp_path: Path,
+                                                     monkeypatch: pytest.MonkeyPatch,
+                                                     stage: str) -> None:
+    import patchkit.pipeline as pl
+
+    target = {"apply_series": (pl, "apply_series"), "configure": (pl.cm, "configure"),
+              "build": (pl.cm, "build"), "write_output": (pl, "write_output")}[stage]
+    real = getattr(*target)
+
+    def interrupted(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+        real(*args, **kwargs)  # the stage did (part of) its work, then Ctrl-C
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(*target, interrupted)
+    out = tmp_path / "out"
+    r = CliRunner().invoke(main, ["--project", str(project), "build", "fixture", "--out", str(out)])
+    assert r.exit_code == 130, r.output
+    assert "error: interrupted" in r.output
+    monkeypatch.setattr(*target, real)
+    r = build(project, out)
+    assert r.exit_code == 0, r.output
+    assert [p["result"] for p in info(out)["patches"]] == ["applied"]
+    assert (worktree(project) / "src" / "rpc.c").read_text().count("nbytes == 0") == 1
+    assert not list(out.parent.glob(".out.tmp-*"))  # no half-written output left behind
