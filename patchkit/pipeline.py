@@ -141,121 +141,66 @@ def run_build(opts: BuildOptions) -> BuildResult:
         return _run_locked(opts, recipe, url, cache, tools, cuda_plan)
 
 
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class _Work:
+    """Where one recipe's worktree, build dir, state and log live in the cache."""
+
+    root: Path
+
+    @property
+    def src(self) -> Path:
+        return self.root / "src"
+
+    @property
+    def build(self) -> Path:
+        return self.root / "build"
+
+    @property
+    def state(self) -> Path:
+        return self.root / "state.json"
+
+    @property
+    def log(self) -> Path:
+        return self.root / "build.log"
+
+
 def _run_locked(opts: BuildOptions, recipe: Recipe, url: str, cache: Path,
                 tools: cm.BuildTools, cuda_plan: Any) -> BuildResult:
-    patches = opts.series.select(recipe.patches)
     key = hashlib.sha256(url.encode()).hexdigest()[:8]
-    work = cache / "work" / f"{recipe.name}-{key}"
-    src, build_dir, state_file = work / "src", work / "build", work / "state.json"
-    log_path = work / "build.log"
-    work.mkdir(parents=True, exist_ok=True)
-    log_path.write_text(f"patchkit {__version__} build {recipe.name}\n", encoding="utf-8")
+    work = _Work(root=cache / "work" / f"{recipe.name}-{key}")
+    work.root.mkdir(parents=True, exist_ok=True)
+    work.log.write_text(f"patchkit {__version__} build {recipe.name}\n", encoding="utf-8")
 
-    with log.step("source", "source"):
-        repo = ensure_clone(cache, url)
-        ensure_commit(repo, url, recipe.upstream.commit, recipe.upstream.ref)
-        if opts.clean:
-            log.info("--clean: removing the worktree and build dir")
-            remove_worktree(repo, src)
-            shutil.rmtree(build_dir, ignore_errors=True)
-            state_file.unlink(missing_ok=True)
-        state = _read_state(state_file)
-        source_id = _digest({"commit": recipe.upstream.commit, "url": url,
-                             "patches": [(p.name, p.sha256) for p in patches],
-                             "sparse": list(recipe.build.sparse_exclude)})
-        reuse = state.get("source_id") == source_id and _worktree_matches(src, state.get("tree"))
-        if not reuse and state.get("tree") and (src / ".git").exists() and \
-                not _worktree_matches(src, state.get("tree")):
-            changed = run_git(src, "status", "--porcelain")
-            if changed and state.get("source_id") == source_id:
-                raise SourceError(
-                    f"the worktree {src} has changes patchkit did not make",
-                    detail=changed[:2000],
-                    hint="save them if you need them, then rerun with --clean")
-    with log.step("patch", "patch"):
-        if reuse:
-            log.info(f"worktree {src} is up to date at {recipe.upstream.commit[:12]} "
-                     f"with {len(patches)} patch(es)")
-            results = [PatchResult(patch=p, result=r) for p, r in
-                       zip(patches, state.get("results", []))]
-            wt_date, wt_subject = state["commit_date"], state["subject"]
-        else:
-            state_file.unlink(missing_ok=True)
-            wt = prepare_worktree(repo, src, recipe.upstream.commit, recipe.build.sparse_exclude)
-            results = apply_series(src, recipe.upstream.commit, patches, work)
-            for r in results:
-                mark = "✓ applied" if r.result == "applied" else "= already present upstream"
-                log.info(f"  {mark}: {r.patch.filename}")
-            wt_date, wt_subject = wt.commit_date, wt.subject
-            state = {"source_id": source_id, "tree": run_git(src, "write-tree"),
-                     "results": [r.result for r in results],
-                     "commit_date": wt_date, "subject": wt_subject}
-            atomic_write_json(state_file, state)
-
+    state, results = _source_and_patches(opts, recipe, url, cache, work)
     smoke = opts.smoke and recipe.smoke_enabled
-    defines = offline_defines(recipe, smoke)
-    if tools.ccache is not None:
-        defines.setdefault("CMAKE_C_COMPILER_LAUNCHER", str(tools.ccache))
-        defines.setdefault("CMAKE_CXX_COMPILER_LAUNCHER", str(tools.ccache))
-    env = dict(os.environ)
-    if cuda_plan is not None:
-        from patchkit import cuda
-
-        defines.update(cuda_plan.defines)  # CUDA's own settings win over the recipe's
-        env.update(cuda.build_env(cuda_plan.toolkit, env))
-    if tools.ccache is not None:
-        # one cache root for every worktree path, so ccache hits across builds
-        env.setdefault("CCACHE_BASEDIR", str(cache))
-        env.setdefault("CCACHE_NOHASHDIR", "true")
+    defines, env = _defines_and_env(recipe, tools, cuda_plan, cache, smoke)
     toolchain = recipe.build.toolchain
     config_id = _digest({"defines": defines, "generator": recipe.build.generator,
                          "build_type": recipe.build.build_type,
                          "toolchain": sha256_file(toolchain) if toolchain else None,
-                         "cmake": str(tools.cmake.version), "src": str(src)})
+                         "cmake": str(tools.cmake.version), "src": str(work.src)})
     with log.step("configure", "configure"):
-        reply = build_dir / ".cmake" / "api" / "v1" / "reply"
-        if state.get("config_id") == config_id and (build_dir / "CMakeCache.txt").is_file() \
-                and reply.is_dir():
-            log.info("configure inputs unchanged: reusing the build dir")
-        else:
-            fresh = (build_dir / "CMakeCache.txt").is_file()
-            state.pop("config_id", None)
-            atomic_write_json(state_file, state)
-            cm.configure(tools, source=src, build_dir=build_dir, defines=defines,
-                         generator=recipe.build.generator, build_type=recipe.build.build_type,
-                         toolchain=toolchain, fresh=fresh, log_path=log_path, env=env)
-            state["config_id"] = config_id
-            atomic_write_json(state_file, state)
-        index = cm.load_index(build_dir)
-        artifacts = cm.target_artifacts(index, recipe.build.targets, build_dir)
+        _configure(tools, recipe, work, state, config_id, defines, env)
+        index = cm.load_index(work.build)
+        artifacts = cm.target_artifacts(index, recipe.build.targets, work.build)
         smoke_tools = _available_tools(index, recipe.smoke_tools) if smoke else []
     with log.step(f"build {', '.join(recipe.build.targets)}", "build"):
-        log.info(f"log: {log_path}")
-        cm.build(tools, build_dir=build_dir, targets=[*recipe.build.targets, *smoke_tools],
-                 jobs=opts.jobs, log_path=log_path, env=env)
+        log.info(f"log: {work.log}")
+        cm.build(tools, build_dir=work.build, targets=[*recipe.build.targets, *smoke_tools],
+                 jobs=opts.jobs, log_path=work.log, env=env)
+    cuda_info = _prove_cuda(cuda_plan, artifacts, work.build) if cuda_plan is not None else None
 
-    cuda_info = None
-    if cuda_plan is not None:
-        from patchkit import cuda
-
-        with log.step("prove CUDA archs (cuobjdump)", "cuda_proof"):
-            files = [a.path for a in artifacts]
-            cubins = cuda.prove_archs(files, cuda_plan.archs, cuda_plan.toolkit.cuobjdump,
-                                      base=build_dir)
-            for f, found in cubins.items():
-                if found:
-                    log.info(f"  {f}: {' '.join(found)}")
-            cuda_info = cuda.build_info(cuda_plan.archs, cuda_plan.toolkit, cubins,
-                                        cuda_plan.notes)
     applied = [(r.patch.name, r.patch.sha256) for r in results]
     info: dict[str, Any] = {
         "schema": 1,
         "patchkit_version": __version__,
         "recipe": {"name": recipe.name, "file": _rel(recipe.path, opts.project),
                    "sha256": recipe.sha256},
-        "identity": _digest({"recipe": recipe.sha256, "source": source_id, "config": config_id}),
-        "upstream": {"url": url, "commit": recipe.upstream.commit, "commit_date": wt_date,
-                     "subject": wt_subject, "ref": recipe.upstream.ref},
+        "identity": _digest({"recipe": recipe.sha256, "source": state["source_id"],
+                             "config": config_id}),
+        "upstream": {"url": url, "commit": recipe.upstream.commit,
+                     "commit_date": state["commit_date"], "subject": state["subject"],
+                     "ref": recipe.upstream.ref},
         "patches": [r.summary() for r in results],
         "series_hash": series_hash(applied),
         "experimental": any(r.patch.experimental for r in results),
@@ -271,29 +216,125 @@ def _run_locked(opts: BuildOptions, recipe: Recipe, url: str, cache: Path,
         "pe_edits": [],
         "smoke": None,
         "timings": log.timings,
-        "log": str(log_path),
-        "build_dir": str(build_dir),
+        "log": str(work.log),
+        "build_dir": str(work.build),
     }
     out_dir = opts.out or Path("out") / recipe.name
     with log.step("output", "output"):
         post = _pe_stack_edits(recipe) if recipe.windows and recipe.windows.rpc_clients else None
-        write_output(out_dir.resolve(), artifacts, src / "LICENSE", info, post=post)
+        write_output(out_dir.resolve(), artifacts, work.src / "LICENSE", info, post=post)
         log.info(f"wrote {out_dir}/ ({len(artifacts)} files + build-info.json)")
     if smoke:
-        from patchkit.commands.smoke import print_result, report_smoke
-        from patchkit.smoke import run_smoke
-
-        with log.step("smoke", "smoke"):
-            # CUDA builds run with the toolkit's runtime libraries (cuBLAS) on the path
-            runtime_env = ({k: env[k] for k in ("LD_LIBRARY_PATH",) if k in env}
-                           if cuda_plan is not None else {})
-            report = run_smoke(out_dir, skip=recipe.smoke_skip, tool_dirs=(build_dir / "bin",),
-                               on_result=print_result, extra_env=runtime_env)
-        log.info(f"smoke {report.status}")
-        report_smoke(report)
+        _smoke(out_dir, recipe, work, env if cuda_plan is not None else None)
     else:
         log.info("smoke: not run (--no-smoke or [smoke] enabled = false)")
     return BuildResult(out_dir=out_dir, info=info)
+
+
+def _source_and_patches(opts: BuildOptions, recipe: Recipe, url: str, cache: Path,
+                        work: _Work) -> tuple[dict[str, Any], list[PatchResult]]:
+    """The source and patch stages; returns the state (written) and each patch's result."""
+    patches = opts.series.select(recipe.patches)
+    with log.step("source", "source"):
+        repo = ensure_clone(cache, url)
+        ensure_commit(repo, url, recipe.upstream.commit, recipe.upstream.ref)
+        if opts.clean:
+            log.info("--clean: removing the worktree and build dir")
+            remove_worktree(repo, work.src)
+            shutil.rmtree(work.build, ignore_errors=True)
+            work.state.unlink(missing_ok=True)
+        state = _read_state(work.state)
+        source_id = _digest({"commit": recipe.upstream.commit, "url": url,
+                             "patches": [(p.name, p.sha256) for p in patches],
+                             "sparse": list(recipe.build.sparse_exclude)})
+        matches = _worktree_matches(work.src, state.get("tree"))
+        reuse = state.get("source_id") == source_id and matches
+        # a worktree that differs from what patchkit left is the user's work: never reset it
+        if not matches and state.get("tree") and (work.src / ".git").exists():
+            changed = run_git(work.src, "status", "--porcelain")
+            if changed:
+                raise SourceError(
+                    f"the worktree {work.src} has changes patchkit did not make",
+                    detail=changed[:2000],
+                    hint="save them if you need them, then rerun with --clean")
+    with log.step("patch", "patch"):
+        if reuse:
+            log.info(f"worktree {work.src} is up to date at {recipe.upstream.commit[:12]} "
+                     f"with {len(patches)} patch(es)")
+            return state, [PatchResult(patch=p, result=r)
+                           for p, r in zip(patches, state.get("results", []))]
+        work.state.unlink(missing_ok=True)
+        wt = prepare_worktree(repo, work.src, recipe.upstream.commit, recipe.build.sparse_exclude)
+        results = apply_series(work.src, recipe.upstream.commit, patches, work.root)
+        for r in results:
+            mark = "✓ applied" if r.result == "applied" else "= already present upstream"
+            log.info(f"  {mark}: {r.patch.filename}")
+        state = {"source_id": source_id, "tree": run_git(work.src, "write-tree"),
+                 "results": [r.result for r in results],
+                 "commit_date": wt.commit_date, "subject": wt.subject}
+        atomic_write_json(work.state, state)
+        return state, results
+
+
+def _defines_and_env(recipe: Recipe, tools: cm.BuildTools, cuda_plan: Any, cache: Path,
+                     smoke: bool) -> tuple[dict[str, str], dict[str, str]]:
+    defines = offline_defines(recipe, smoke)
+    env = dict(os.environ)
+    if tools.ccache is not None:
+        defines.setdefault("CMAKE_C_COMPILER_LAUNCHER", str(tools.ccache))
+        defines.setdefault("CMAKE_CXX_COMPILER_LAUNCHER", str(tools.ccache))
+        # one cache root for every worktree path, so ccache hits across builds
+        env.setdefault("CCACHE_BASEDIR", str(cache))
+        env.setdefault("CCACHE_NOHASHDIR", "true")
+    if cuda_plan is not None:
+        from patchkit import cuda
+
+        defines.update(cuda_plan.defines)  # CUDA's own settings win over the recipe's
+        env.update(cuda.build_env(cuda_plan.toolkit, env))
+    return defines, env
+
+
+def _configure(tools: cm.BuildTools, recipe: Recipe, work: _Work, state: dict[str, Any],
+               config_id: str, defines: dict[str, str], env: dict[str, str]) -> None:
+    reply = work.build / ".cmake" / "api" / "v1" / "reply"
+    if state.get("config_id") == config_id and (work.build / "CMakeCache.txt").is_file() \
+            and reply.is_dir():
+        log.info("configure inputs unchanged: reusing the build dir")
+        return
+    fresh = (work.build / "CMakeCache.txt").is_file()
+    state.pop("config_id", None)
+    atomic_write_json(work.state, state)
+    cm.configure(tools, source=work.src, build_dir=work.build, defines=defines,
+                 generator=recipe.build.generator, build_type=recipe.build.build_type,
+                 toolchain=recipe.build.toolchain, fresh=fresh, log_path=work.log, env=env)
+    state["config_id"] = config_id
+    atomic_write_json(work.state, state)
+
+
+def _prove_cuda(cuda_plan: Any, artifacts: list[cm.Artifact], build_dir: Path) -> dict[str, Any]:
+    from patchkit import cuda
+
+    with log.step("prove CUDA archs (cuobjdump)", "cuda_proof"):
+        cubins = cuda.prove_archs([a.path for a in artifacts], cuda_plan.archs,
+                                  cuda_plan.toolkit.cuobjdump, base=build_dir)
+        for f, found in cubins.items():
+            if found:
+                log.info(f"  {f}: {' '.join(found)}")
+        return cuda.build_info(cuda_plan.archs, cuda_plan.toolkit, cubins, cuda_plan.notes)
+
+
+def _smoke(out_dir: Path, recipe: Recipe, work: _Work, cuda_env: dict[str, str] | None) -> None:
+    from patchkit.commands.smoke import print_result, report_smoke
+    from patchkit.smoke import run_smoke
+
+    with log.step("smoke", "smoke"):
+        # CUDA builds run with the toolkit's runtime libraries (cuBLAS) on the path
+        runtime_env = {k: cuda_env[k] for k in ("LD_LIBRARY_PATH",) if k in cuda_env} \
+            if cuda_env is not None else {}
+        report = run_smoke(out_dir, skip=recipe.smoke_skip, tool_dirs=(work.build / "bin",),
+                           on_result=print_result, extra_env=runtime_env)
+    log.info(f"smoke {report.status}")
+    report_smoke(report)
 
 
 def _pe_stack_edits(recipe: Recipe) -> Any:
