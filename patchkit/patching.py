@@ -8,23 +8,15 @@ the pinned commit and the error names the patch, the file and the hunk.
 from __future__ import annotations
 
 import dataclasses
-import re
 import tempfile
 from pathlib import Path
 
+from patchkit.applycheck import parse_apply_output, parse_hunks
 from patchkit.errors import PatchError, SourceError
 from patchkit.series import Patch
 from patchkit.source import run_git
 
-__all__ = ["Hunk", "PatchResult", "apply_series", "failed_hunks", "hunks"]
-
-
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class Hunk:
-    file: str
-    number: int  # 1-based within its file
-    header: str  # the @@ line
-    old_start: int
+__all__ = ["PatchResult", "apply_series", "failed_hunks"]
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -36,38 +28,22 @@ class PatchResult:
         return {**self.patch.summary(), "result": self.result}
 
 
-def hunks(text: str) -> list[Hunk]:
-    out: list[Hunk] = []
-    current = ""
-    n = 0
-    for line in text.splitlines():
-        m = re.match(r"^diff --git a/\S+ b/(\S+)$", line)
-        if m:
-            current, n = m.group(1), 0
-            continue
-        m = re.match(r"^@@ -(\d+)(?:,\d+)? \+\d+(?:,\d+)? @@.*$", line)
-        if m and current:
-            n += 1
-            out.append(Hunk(file=current, number=n, header=line.strip(), old_start=int(m.group(1))))
-    return out
-
-
 def failed_hunks(patch_text: str, stderr: str) -> list[str]:
     """Turn git apply's complaints into 'file hunk #n (@@ ... @@)' descriptions."""
+    _, all_hunks = parse_hunks(patch_text)
+    _, conflicts = parse_apply_output(stderr, all_hunks)
     found: list[str] = []
-    all_hunks = hunks(patch_text)
-    for m in re.finditer(r"patch failed: (\S+):(\d+)", stderr):
-        file, line = m.group(1), int(m.group(2))
-        match = [h for h in all_hunks if h.file == file and h.old_start == line]
-        if match:
-            h = match[0]
-            found.append(f"{file} hunk #{h.number} ({h.header})")
+    for c in conflicts:
+        if c.hunk is not None:
+            found.append(f"{c.file} hunk #{c.hunk} ({c.header})")
+        elif c.header:
+            found.append(f"{c.file} at {c.header}")
+        elif "No such file" in c.reason or "does not exist" in c.reason:
+            found.append(f"{c.file}: the file does not exist at this commit")
+        elif "already exists" in c.reason:
+            found.append(f"{c.file}: the file the patch creates already exists")
         else:
-            found.append(f"{file} at line {line}")
-    for m in re.finditer(r"error: (\S+): (No such file or directory|does not exist in index)", stderr):
-        found.append(f"{m.group(1)}: the file does not exist at this commit")
-    for m in re.finditer(r"error: (\S+): already exists in (?:index|working directory)", stderr):
-        found.append(f"{m.group(1)}: the file the patch creates already exists")
+            found.append(f"{c.file}: {c.reason}")
     return found or [stderr.strip().splitlines()[-1] if stderr.strip() else "git apply failed"]
 
 
