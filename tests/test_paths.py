@@ -1,0 +1,46 @@
+"""Finding the project (recipes/ + patches/) and the cache."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from patchkit.errors import ConfigError
+from patchkit.paths import cache_dir, find_project_dir
+
+
+def make_project(root: Path) -> Path:
+    (root / "recipes").mkdir(parents=True)
+    (root / "patches").mkdir()
+    return root
+
+
+def test_explicit_env_cwd_and_parent(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    proj = make_project(tmp_path / "p")
+    assert find_project_dir(proj) == proj.resolve()
+    monkeypatch.setenv("PATCHKIT_PROJECT", str(proj))
+    assert find_project_dir() == proj.resolve()
+    monkeypatch.delenv("PATCHKIT_PROJECT")
+    (proj / "sub" / "dir").mkdir(parents=True)
+    monkeypatch.chdir(proj / "sub" / "dir")
+    assert find_project_dir() == proj.resolve()
+
+
+def test_not_a_project_is_one_line(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="is not a patchkit project: it needs recipes/ and patches/"):
+        find_project_dir(tmp_path)
+
+
+def test_falls_back_to_the_shipped_project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    found = find_project_dir()
+    assert (found / "recipes" / "cpu-rpc.toml").is_file()
+
+
+def test_cache_dir_env_and_default(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PATCHKIT_CACHE", str(tmp_path / "c"))
+    assert cache_dir() == (tmp_path / "c").resolve()
+    monkeypatch.delenv("PATCHKIT_CACHE")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert cache_dir() == (tmp_path / "xdg" / "patchkit").resolve()
