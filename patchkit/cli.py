@@ -79,6 +79,13 @@ class _Group(click.Group):
                 raise
             log.error("interrupted")
             sys.exit(130)
+        except OSError as e:  # a file or program the OS refused: still one line
+            if debug:
+                raise
+            where = f"{e.filename}: " if e.filename else ""
+            log.error(f"{where}{e.strerror or e}")
+            log.console.print("hint: rerun with --debug for the traceback", style="cyan")
+            sys.exit(2)
 
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})

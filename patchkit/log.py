@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import sys
 import time
 from collections.abc import Iterator
 
@@ -52,10 +53,11 @@ class Logger:
         ``key`` (default: ``name``) is where the duration is kept in ``timings``.
         """
         ci = _in_ci()
+        # fold markers go to stderr with the rest of the log: stdout stays clean for --json
         if ci == "github":
-            print(f"::group::{name}", flush=True)
+            print(f"::group::{name}", file=sys.stderr, flush=True)
         elif ci == "azure":
-            print(f"##[group]{name}", flush=True)
+            print(f"##[group]{name}", file=sys.stderr, flush=True)
         self.console.print(f"[bold]▸ {name}[/bold]")
         start = time.perf_counter()
         ok = False
@@ -66,9 +68,9 @@ class Logger:
             took = time.perf_counter() - start
             self.timings[key or name] = round(took, 3)
             if ci == "github":
-                print("::endgroup::", flush=True)
+                print("::endgroup::", file=sys.stderr, flush=True)
             elif ci == "azure":
-                print("##[endgroup]", flush=True)
+                print("##[endgroup]", file=sys.stderr, flush=True)
             mark = "[green]✓[/green]" if ok else "[red]✕[/red]"
             self.console.print(f"{mark} {name} [dim]({took:.1f}s)[/dim]")
 

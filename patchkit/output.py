@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from patchkit.cmake import Artifact
-from patchkit.errors import ConfigError
+from patchkit.errors import BuildError, ConfigError
 from patchkit.util import atomic_write_json, sha256_file
 
 __all__ = ["BUILD_INFO", "read_build_info", "write_output"]
@@ -58,14 +58,29 @@ def write_output(out_dir: Path, artifacts: list[Artifact], license_file: Path | 
             shutil.copy2(license_file, tmp / "LICENSE")
         entries.sort(key=lambda e: e["path"])
         atomic_write_json(tmp / BUILD_INFO, {**info, "artifacts": entries})
-        if out_dir.exists():
-            os.replace(out_dir, old)
-        os.replace(tmp, out_dir)
+        _swap_in(tmp, out_dir, old)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-        with contextlib.suppress(OSError):
-            shutil.rmtree(old)
     return entries
+
+
+def _swap_in(tmp: Path, out_dir: Path, old: Path) -> None:
+    """Put ``tmp`` in place of ``out_dir``; on failure the previous output stays."""
+    try:
+        if out_dir.exists():
+            os.replace(out_dir, old)
+        try:
+            os.replace(tmp, out_dir)
+        except OSError:
+            if old.exists():
+                os.replace(old, out_dir)  # put the previous output back
+            raise
+    except OSError as e:
+        raise BuildError(f"cannot replace {out_dir}: {e.strerror or e}",
+                         hint="is a program running from it, or a file in it open? "
+                              "Stop it and build again (or pass another --out)") from None
+    with contextlib.suppress(OSError):
+        shutil.rmtree(old)
 
 
 def read_build_info(out_dir: Path) -> dict[str, Any]:

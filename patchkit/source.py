@@ -48,8 +48,10 @@ def run_git(cwd: Path, *args: str, error: type[Exception] = SourceError,
             what: str = "") -> str:
     """Run git with captured output; failures become one-line errors with git's reason."""
     try:
+        # never prompt for credentials: a wrong URL fails in one line instead of hanging
         return git.Git(str(cwd)).execute(["git", *args], with_extended_output=False,
-                                         strip_newline_in_stdout=True)
+                                         strip_newline_in_stdout=True,
+                                         env={"GIT_TERMINAL_PROMPT": "0"})
     except git.GitCommandError as e:
         stderr = _clean_stderr(e.stderr)
         reason = _first_error_line(stderr) or f"exit {e.status}"

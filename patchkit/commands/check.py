@@ -47,8 +47,8 @@ def resolve_repo(*, repo: Path | None, upstream: str | None, recipe: Recipe | No
     """The local git repository to check against.
 
     ``--repo`` (used as is, read-only), else ``--upstream`` or the recipe's
-    upstream.url when they are local paths. Remote URLs need the source cache,
-    which this function is the place to wire in.
+    upstream.url: a local path is used as is, a remote URL through the cache's
+    partial clone (fetched first, so ``origin/master`` is current).
     """
     if repo is not None:
         if not repo.exists():
@@ -181,7 +181,8 @@ _repo_opts = [
     click.option("--repo", type=click.Path(file_okay=False, path_type=Path), default=None,
                  help="An existing local clone or mirror of upstream (used read-only)."),
     click.option("--upstream", "upstream", default=None, metavar="URL_OR_PATH",
-                 help="Upstream repository (a local path today); default: the recipe's."),
+                 help="Upstream repository: a local clone/mirror (used read-only) or a URL "
+                      "(cloned into the cache, partial); default: the recipe's."),
     click.option("--all", "all_", is_flag=True,
                  help="Check the whole series, not just the recipe's patches."),
 ]

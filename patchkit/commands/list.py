@@ -6,7 +6,7 @@ import click
 from rich.table import Table
 
 from patchkit.commands._common import DEFAULT_RECIPE, load_project
-from patchkit.errors import FatalError
+from patchkit.errors import FatalError, RecipeError
 from patchkit.log import log
 from patchkit.recipe import list_recipes, load_recipe
 
@@ -44,7 +44,7 @@ def list_cmd(ctx: click.Context) -> None:
     log.console.print(patches)
     log.console.print(recipes)
     if bad:
-        raise click.exceptions.Exit(1)
+        raise click.exceptions.Exit(RecipeError.exit_code)
 
 
 COMMANDS = [list_cmd]
