@@ -94,18 +94,38 @@ def _read_state(path: Path) -> dict[str, Any]:
     return data if isinstance(data, dict) else {}
 
 
-def _worktree_matches(path: Path, tree: str | None) -> bool:
-    """True if the worktree is exactly as patchkit left it (tree id, no stray edits)."""
+def _worktree_matches(path: Path, tree: str | None, commit: str) -> bool:
+    """True if the worktree is exactly as patchkit left it: HEAD at the pin, the recorded
+    tree in the index, no edits, no untracked or ignored files."""
     if not tree or not (path / ".git").exists():
         return False
     try:
         run_git(path, "update-index", "-q", "--refresh")
+        head = run_git(path, "rev-parse", "HEAD")
         unstaged = run_git(path, "diff", "--name-only")
-        untracked = run_git(path, "ls-files", "--others", "--exclude-standard")
+        extra = run_git(path, "ls-files", "--others")
         current = run_git(path, "write-tree")
     except SourceError:
         return False
-    return not unstaged and not untracked and current == tree
+    return head == commit and not unstaged and not extra and current == tree
+
+
+def _refuse_user_work(src: Path, commit: str) -> None:
+    """Raise unless the worktree holds nothing but what patchkit put there."""
+    try:
+        head = run_git(src, "rev-parse", "HEAD")
+        changed = run_git(src, "status", "--porcelain", "--ignored")
+    except SourceError:
+        raise SourceError(f"the worktree {src} is broken (its clone moved or was deleted?)",
+                          hint="rerun with --clean to make a new one") from None
+    if head != commit:
+        subject = run_git(src, "log", "-1", "--format=%h %s", "HEAD")
+        raise SourceError(f"the worktree {src} has commits patchkit did not make ({subject})",
+                          hint="save them (git -C <worktree> format-patch), then rerun with --clean")
+    if changed:
+        raise SourceError(f"the worktree {src} has changes patchkit did not make",
+                          detail=changed[:2000],
+                          hint="save them if you need them, then rerun with --clean")
 
 
 def _tool_version(path: Path | None) -> str | None:
@@ -244,19 +264,16 @@ def _source_and_patches(opts: BuildOptions, recipe: Recipe, url: str, cache: Pat
             shutil.rmtree(work.build, ignore_errors=True)
             work.state.unlink(missing_ok=True)
         state = _read_state(work.state)
+        for p in patches:
+            p.read_verified()  # an edited patch file is caught even when nothing else changed
         source_id = _digest({"commit": recipe.upstream.commit, "url": url,
                              "patches": [(p.name, p.sha256) for p in patches],
                              "sparse": list(recipe.build.sparse_exclude)})
-        matches = _worktree_matches(work.src, state.get("tree"))
+        matches = _worktree_matches(work.src, state.get("tree"), recipe.upstream.commit)
         reuse = state.get("source_id") == source_id and matches
         # a worktree that differs from what patchkit left is the user's work: never reset it
         if not matches and state.get("tree") and (work.src / ".git").exists():
-            changed = run_git(work.src, "status", "--porcelain")
-            if changed:
-                raise SourceError(
-                    f"the worktree {work.src} has changes patchkit did not make",
-                    detail=changed[:2000],
-                    hint="save them if you need them, then rerun with --clean")
+            _refuse_user_work(work.src, recipe.upstream.commit)
     with log.step("patch", "patch"):
         if reuse:
             log.info(f"worktree {work.src} is up to date at {recipe.upstream.commit[:12]} "

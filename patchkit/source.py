@@ -203,8 +203,9 @@ def prepare_worktree(repo: Path, path: Path, commit: str,
         path.parent.mkdir(parents=True, exist_ok=True)
         run_git(repo, "worktree", "add", "--quiet", "--no-checkout", "--detach", str(path), commit,
                 what="creating the worktree")
-        patterns = ["/*", *(f"!{p if p.startswith('/') else '/' + p}" for p in excludes)]
-        run_git(path, "sparse-checkout", "set", "--no-cone", *patterns, what="sparse checkout")
+    # every time: a changed sparse_exclude must reach an existing worktree too
+    patterns = ["/*", *(f"!{p if p.startswith('/') else '/' + p}" for p in excludes)]
+    run_git(path, "sparse-checkout", "set", "--no-cone", *patterns, what="sparse checkout")
     run_git(path, "reset", "--quiet", "--hard", commit, what=f"checking out {commit[:12]}")
     run_git(path, "clean", "-fdxq")
     date, subject = commit_info(repo, commit)

@@ -289,3 +289,32 @@ def test_ctrl_c_in_any_stage_leaves_the_cache_usable(project: Path, tmp_path: Pa
     assert [p["result"] for p in info(out)["patches"]] == ["applied"]
     assert (worktree(project) / "src" / "rpc.c").read_text().count("nbytes == 0") == 1
     assert not list(out.parent.glob(".out.tmp-*"))  # no half-written output left behind
+
+
+def test_user_commit_in_worktree_is_not_discarded(project: Path, tmp_path: Path) -> None:
+    assert build(project, tmp_path / "out").exit_code == 0
+    wt = worktree(project)
+    (wt / "src" / "core.c").write_text((wt / "src" / "core.c").read_text() + "/* mine */\n")
+    git(wt, "commit", "-qam", "wip: my fix")
+    r = build(project, tmp_path / "out")
+    assert_error(r, 4, "has commits patchkit did not make", "wip: my fix", "--clean")
+    assert git(wt, "log", "-1", "--format=%s") == "wip: my fix"
+
+
+def test_edited_patch_is_caught_on_the_fast_path(project: Path, tmp_path: Path) -> None:
+    assert build(project, tmp_path / "out").exit_code == 0
+    patch = project / "patches" / "0001-zero-nbytes-guard.patch"
+    patch.write_text(patch.read_text().replace("zero-byte views", "zero byte views"))
+    r = build(project, tmp_path / "out")
+    assert_error(r, 5, "sha256 is", "the series records")
+
+
+def test_changed_sparse_exclude_reaches_the_worktree(project: Path, upstream: FixtureUpstream,
+                                                     tmp_path: Path) -> None:
+    assert build(project, tmp_path / "out").exit_code == 0
+    assert (worktree(project) / "README.md").exists()
+    recipe = project / "recipes" / "fixture.toml"
+    recipe.write_text(recipe.read_text().replace("[build]\n", '[build]\nsparse_exclude = ["/README.md"]\n', 1))
+    assert build(project, tmp_path / "out").exit_code == 0
+    assert not (worktree(project) / "README.md").exists()
+    assert (worktree(project) / "src" / "rpc.c").exists()
