@@ -209,6 +209,9 @@ def _run_locked(opts: BuildOptions, recipe: Recipe, url: str, cache: Path,
         cm.build(tools, build_dir=work.build, targets=[*recipe.build.targets, *smoke_tools],
                  jobs=opts.jobs, log_path=work.log, env=env)
     cuda_info = _prove_cuda(cuda_plan, artifacts, work.build) if cuda_plan is not None else None
+    # CUDA binaries load NVIDIA's runtime (cuBLAS) from the toolkit: smoke runs need its path
+    runtime_env = {k: env[k] for k in ("LD_LIBRARY_PATH",) if k in env} \
+        if cuda_plan is not None else {}
 
     applied = [(r.patch.name, r.patch.sha256) for r in results]
     info: dict[str, Any] = {
@@ -235,6 +238,7 @@ def _run_locked(opts: BuildOptions, recipe: Recipe, url: str, cache: Path,
         "cuda": cuda_info,
         "pe_edits": [],
         "smoke": None,
+        "runtime_env": runtime_env,
         "timings": log.timings,
         "log": str(work.log),
         "build_dir": str(work.build),
@@ -245,7 +249,7 @@ def _run_locked(opts: BuildOptions, recipe: Recipe, url: str, cache: Path,
         write_output(out_dir.resolve(), artifacts, work.src / "LICENSE", info, post=post)
         log.info(f"wrote {out_dir}/ ({len(artifacts)} files + build-info.json)")
     if smoke:
-        _smoke(out_dir, recipe, work, env if cuda_plan is not None else None)
+        _smoke(out_dir, recipe, work, runtime_env)
     else:
         log.info("smoke: not run (--no-smoke or [smoke] enabled = false)")
     return BuildResult(out_dir=out_dir, info=info)
@@ -340,14 +344,11 @@ def _prove_cuda(cuda_plan: Any, artifacts: list[cm.Artifact], build_dir: Path) -
         return cuda.build_info(cuda_plan.archs, cuda_plan.toolkit, cubins, cuda_plan.notes)
 
 
-def _smoke(out_dir: Path, recipe: Recipe, work: _Work, cuda_env: dict[str, str] | None) -> None:
+def _smoke(out_dir: Path, recipe: Recipe, work: _Work, runtime_env: dict[str, str]) -> None:
     from patchkit.commands.smoke import print_result, report_smoke
     from patchkit.smoke import run_smoke
 
     with log.step("smoke", "smoke"):
-        # CUDA builds run with the toolkit's runtime libraries (cuBLAS) on the path
-        runtime_env = {k: cuda_env[k] for k in ("LD_LIBRARY_PATH",) if k in cuda_env} \
-            if cuda_env is not None else {}
         report = run_smoke(out_dir, skip=recipe.smoke_skip, tool_dirs=(work.build / "bin",),
                            on_result=print_result, extra_env=runtime_env)
     log.info(f"smoke {report.status}")

@@ -175,3 +175,15 @@ def test_reference_build_tokens_and_cross_rpc(tmp_path: Path) -> None:
     other = make_out(tmp_path / "c", mode="differ")
     report = run_smoke(other, only=("generate",), reference=ref)
     assert report.checks[1].status == "fail" and "tokens differ" in report.checks[1].why
+
+
+def test_partial_run_from_the_cli_is_recorded_as_partial(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from patchkit.cli import main
+
+    out = make_out(tmp_path)
+    r = CliRunner().invoke(main, ["smoke", str(out), "--only", "version"])
+    assert r.exit_code == 0, r.output
+    assert "smoke partial" in r.output
+    assert json.loads((out / "build-info.json").read_text())["smoke"]["status"] == "partial"

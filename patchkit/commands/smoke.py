@@ -33,8 +33,8 @@ def report_smoke(report: SmokeReport) -> None:
 @click.option("--only", multiple=True, type=click.Choice(list(CHECKS)), help="Run only these.")
 @click.option("--tools", type=click.Path(file_okay=False, path_type=Path),
               help="Folder with helper tools such as test-llama-archs (default: the build dir).")
-@click.option("--timeout", type=click.FloatRange(min=1), default=120.0, show_default=True,
-              help="Seconds a single command may take.")
+@click.option("--timeout", type=click.FloatRange(min=1), default=300.0, show_default=True,
+              help="Seconds a single command may take (raise it for slow machines or wine).")
 @click.option("--reference", type=click.Path(file_okay=False, path_type=Path),
               help="Another build's output (e.g. the Linux twin of a Windows build): its greedy "
                    "tokens must match, and this build's client must work with its RPC server.")
@@ -52,7 +52,8 @@ def smoke_cmd(outdir: Path, skip: tuple[str, ...], only: tuple[str, ...], tools:
     with log.step("smoke"):
         report = run_smoke(outdir, skip=skip, only=only, timeout=timeout,
                            tool_dirs=tuple(tool_dirs), on_result=print_result,
-                           reference=reference)
+                           reference=reference, partial=bool(skip or only),
+                           extra_env=dict(info.get("runtime_env") or {}))
     log.info(f"smoke {report.status}")
     report_smoke(report)
 
