@@ -24,11 +24,18 @@ class MatrixEntry:
     recipe: str
     runner: str
     cuda: str  # toolkit version for Jimver/cuda-toolkit, "" for none
+    cross: str = ""  # "mingw": a Windows recipe cross-built on Linux (apt mingw-w64 + wine)
+
+
+def _entry(r: Recipe, cuda: str) -> MatrixEntry:
+    # a Windows recipe with a CMake toolchain file is a cross build: it runs on Linux
+    cross = "mingw" if r.os == "windows" and r.build.toolchain is not None else ""
+    return MatrixEntry(recipe=r.name, runner=RUNNERS["linux" if cross else r.os],
+                       cuda=cuda if r.cuda else "", cross=cross)
 
 
 def matrix_from_recipes(recipes: Sequence[Recipe], *, cuda: str = DEFAULT_CUDA) -> list[MatrixEntry]:
-    return [MatrixEntry(recipe=r.name, runner=RUNNERS[r.os], cuda=cuda if r.cuda else "")
-            for r in sorted(recipes, key=lambda r: r.name)]
+    return [_entry(r, cuda) for r in sorted(recipes, key=lambda r: r.name)]
 
 
 def _q(value: str) -> str:
@@ -42,6 +49,7 @@ def render_workflow(entries: Sequence[MatrixEntry]) -> str:
     template = resources.files("patchkit").joinpath("templates/release.yml").read_text("utf-8")
     pad = " " * 10
     matrix = "\n".join(f"{pad}- recipe: {_q(e.recipe)}\n{pad}  runner: {_q(e.runner)}\n"
-                       f"{pad}  cuda: {_q(e.cuda)}" for e in entries)
+                       f"{pad}  cuda: {_q(e.cuda)}\n{pad}  cross: {_q(e.cross)}"
+                       for e in entries)
     return (template.replace("@@MATRIX@@", matrix)
             .replace("@@RECIPES@@", " ".join(e.recipe for e in entries)))

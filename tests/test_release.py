@@ -582,9 +582,9 @@ def test_ci_template_structure(project: Path) -> None:
     assert "cuda-pascal-ampere fixture windows-cuda12" in jobs["check"]["steps"][-1]["run"]
     matrix = jobs["build"]["strategy"]["matrix"]["include"]
     assert matrix == [
-        {"recipe": "cuda-pascal-ampere", "runner": "ubuntu-22.04", "cuda": "12.4.1"},
-        {"recipe": "fixture", "runner": "ubuntu-22.04", "cuda": ""},
-        {"recipe": "windows-cuda12", "runner": "windows-2022", "cuda": "12.4.1"}]
+        {"recipe": "cuda-pascal-ampere", "runner": "ubuntu-22.04", "cuda": "12.4.1", "cross": ""},
+        {"recipe": "fixture", "runner": "ubuntu-22.04", "cuda": "", "cross": ""},
+        {"recipe": "windows-cuda12", "runner": "windows-2022", "cuda": "12.4.1", "cross": ""}]
     steps = jobs["build"]["steps"]
     uses = [s.get("uses", "") for s in steps]
     assert "ilammy/msvc-dev-cmd@v1" in uses and "actions/cache@v4" in uses
@@ -635,3 +635,19 @@ def test_render_workflow_needs_entries() -> None:
         render_workflow([])
     text = render_workflow([MatrixEntry(recipe="cpu-rpc", runner="ubuntu-22.04", cuda="")])
     assert '- recipe: "cpu-rpc"' in text
+
+
+def test_ci_template_cross_builds_windows_on_linux() -> None:
+    from patchkit.ci_template import matrix_from_recipes
+    from patchkit.recipe import load_recipe
+    from patchkit.series import load_series
+
+    root = Path(__file__).resolve().parents[1]
+    series = load_series(root / "patches")
+    recipes = [load_recipe(root / "recipes" / f"{n}.toml", root, series)
+               for n in ("windows-cpu-rpc", "windows-cuda-pascal-ampere")]
+    by_name = {e.recipe: e for e in matrix_from_recipes(recipes)}
+    assert by_name["windows-cpu-rpc"].runner.startswith("ubuntu")
+    assert by_name["windows-cpu-rpc"].cross == "mingw"
+    assert by_name["windows-cuda-pascal-ampere"].runner.startswith("windows")
+    assert by_name["windows-cuda-pascal-ampere"].cross == ""
