@@ -284,10 +284,10 @@ def run_demo(out_dir: Path, build_dir: Path, *, sweep: Sequence[str] = DEMO_SWEE
     from patchkit.tinymodel import write_tiny_llama
 
     info = read_build_info(build_dir)
-    _bench_exe(build_dir, info)
-    server = build_dir / "bin" / "ggml-rpc-server"
+    bench = _bench_exe(build_dir, info)
+    server = build_dir / "bin" / f"ggml-rpc-server{bench.suffix}"
     if not server.is_file():
-        raise ToolMissing(f"{build_dir} has no bin/ggml-rpc-server (the demo's RPC servers)",
+        raise ToolMissing(f"{build_dir} has no bin/{server.name} (the demo's RPC servers)",
                           hint="build a recipe with GGML_RPC=ON and the ggml-rpc-server target")
     _check_out_dir(out_dir)
     dims = parse_sweep(sweep)

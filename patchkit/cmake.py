@@ -21,7 +21,7 @@ from pathlib import Path
 from packaging.specifiers import SpecifierSet
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from scikit_build_core.cmake import CMake, CMaker
-from scikit_build_core.errors import CMakeNotFoundError
+from scikit_build_core.errors import CMakeConfigError, CMakeNotFoundError
 from scikit_build_core.file_api.model.index import Index
 from scikit_build_core.file_api.reply import load_reply_dir
 from scikit_build_core.program_search import best_program, get_ninja_programs
@@ -123,8 +123,12 @@ def _tail(log_path: Path, n: int = 25) -> str:
 def configure(tools: BuildTools, *, source: Path, build_dir: Path, defines: Mapping[str, str],
               generator: str, build_type: str, toolchain: Path | None, fresh: bool,
               log_path: Path, env: Mapping[str, str]) -> None:
-    maker = CMaker(tools.cmake, source_dir=source, build_dir=build_dir, build_type=build_type,
-                   fresh=fresh)
+    try:
+        maker = CMaker(tools.cmake, source_dir=source, build_dir=build_dir,
+                       build_type=build_type, fresh=fresh)
+    except CMakeConfigError as e:
+        raise BuildError(f"cannot use the build dir {build_dir}: {e}",
+                         hint="rerun with --clean") from None
     maker.init_cache(dict(defines))
     cmd: list[str | os.PathLike[str]] = [
         tools.cmake.cmake_path, f"-S{source}", f"-B{build_dir}", "-G", generator,

@@ -86,8 +86,12 @@ def run_cmd(args: Sequence[str], *, timeout: float, env: dict[str, str] | None =
             cwd: Path | None = None) -> RunResult:
     """Run to completion with a time limit; stdin is closed, output captured."""
     start = time.monotonic()
-    proc = subprocess.Popen(list(args), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, env=env, cwd=cwd, **_popen_kwargs())  # type: ignore[call-overload]
+    try:
+        proc = subprocess.Popen(list(args), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, env=env, cwd=cwd, **_popen_kwargs())  # type: ignore[call-overload]
+    except OSError as e:  # not executable, wrong architecture, missing loader...
+        return RunResult(args=tuple(args), returncode=127, stdout="",
+                         stderr=f"cannot run {args[0]}: {e.strerror or e}", seconds=0.0)
     try:
         out, err = proc.communicate(timeout=timeout)
         rc: int | None = proc.returncode
@@ -148,8 +152,11 @@ class Processes:
         self.logdir.mkdir(parents=True, exist_ok=True)
         logfile = self.logdir / f"{name}-{port}.log"
         with logfile.open("wb") as f:
-            proc = subprocess.Popen(list(args), stdin=subprocess.DEVNULL, stdout=f,
-                                    stderr=subprocess.STDOUT, env=env, **_popen_kwargs())  # type: ignore[call-overload]
+            try:
+                proc = subprocess.Popen(list(args), stdin=subprocess.DEVNULL, stdout=f,
+                                        stderr=subprocess.STDOUT, env=env, **_popen_kwargs())  # type: ignore[call-overload]
+            except OSError as e:
+                raise RuntimeError(f"cannot start {name} ({args[0]}): {e.strerror or e}") from None
         self.procs.append(proc)
         self.logs[proc.pid] = logfile
         if not wait_port(port, time.monotonic() + timeout, proc):

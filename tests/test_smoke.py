@@ -187,3 +187,11 @@ def test_partial_run_from_the_cli_is_recorded_as_partial(tmp_path: Path) -> None
     assert r.exit_code == 0, r.output
     assert "smoke partial" in r.output
     assert json.loads((out / "build-info.json").read_text())["smoke"]["status"] == "partial"
+
+
+def test_a_binary_that_cannot_run_fails_its_check(tmp_path: Path) -> None:
+    out = make_out(tmp_path)
+    (out / "bin" / "llama-cli").chmod(0o644)  # unpacked without the exec bit
+    report = run_smoke(out, only=("version",))
+    v = report.checks[0]
+    assert v.status == "fail" and "cannot run" in v.why
