@@ -153,7 +153,7 @@ def run_build(opts: BuildOptions) -> BuildResult:
 
         with log.step("cuda preflight", "cuda"):  # refuse before cloning or configuring
             cuda_plan = cuda.prepare(recipe, cuda_root=opts.cuda_root, env=os.environ,
-                                     ccache=tools.ccache is not None)
+                                     ccache="ccache" if tools.ccache is not None else False)
             log.info(f"  {cuda_plan.archs.describe()}")
             for note in cuda_plan.notes:
                 log.info(f"  note: {note}")
@@ -302,8 +302,9 @@ def _defines_and_env(recipe: Recipe, tools: cm.BuildTools, cuda_plan: Any, cache
     defines = offline_defines(recipe, smoke)
     env = dict(os.environ)
     if tools.ccache is not None:
-        defines.setdefault("CMAKE_C_COMPILER_LAUNCHER", str(tools.ccache))
-        defines.setdefault("CMAKE_CXX_COMPILER_LAUNCHER", str(tools.ccache))
+        # by name (it is on PATH): no host path in the defines that go into a release
+        defines.setdefault("CMAKE_C_COMPILER_LAUNCHER", "ccache")
+        defines.setdefault("CMAKE_CXX_COMPILER_LAUNCHER", "ccache")
         # one cache root for every worktree path, so ccache hits across builds
         env.setdefault("CCACHE_BASEDIR", str(cache))
         env.setdefault("CCACHE_NOHASHDIR", "true")

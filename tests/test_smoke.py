@@ -195,3 +195,8 @@ def test_a_binary_that_cannot_run_fails_its_check(tmp_path: Path) -> None:
     report = run_smoke(out, only=("version",))
     v = report.checks[0]
     assert v.status == "fail" and "cannot run" in v.why
+
+
+def test_recorded_reasons_carry_no_random_ports() -> None:
+    r = smoke._result("meta-ot", 0.0, "skip", "buffer (RPC0[127.0.0.1:50341]) and 127.0.0.1:4242")
+    assert r.why == "buffer (RPC0[127.0.0.1:<port>]) and 127.0.0.1:<port>"
