@@ -201,8 +201,8 @@ def _smoke_waiver(info: Mapping[str, Any], allow: bool) -> list[str]:
     status = smoke.get("status") if isinstance(smoke, Mapping) else None
     if status == "passed":
         return []
-    what = {None: "was not run", "failed": "failed", "skipped": "was skipped"}.get(
-        status, f"ended {status!r}")
+    what = {None: "was not run", "failed": "failed", "skipped": "was skipped",
+            "partial": "ran only some checks (--only/--skip)"}.get(status, f"ended {status!r}")
     if not allow:
         raise ReleaseError(f"the build's smoke stage {what}: refusing to release an untested build",
                            hint="fix the build and rebuild, or pass --allow-unsmoked "

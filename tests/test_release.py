@@ -273,7 +273,7 @@ def test_standard_tools_unpack_with_modes(tmp_path: Path) -> None:
 # ---------------------------------------------------------------- refusals
 
 
-@pytest.mark.parametrize("smoke", [None, "failed", "skipped"])
+@pytest.mark.parametrize("smoke", [None, "failed", "skipped", "partial"])
 def test_refuses_unsmoked_unless_allowed(tmp_path: Path, smoke: str | None) -> None:
     build = make_build(tmp_path, smoke=smoke)
     dist = tmp_path / "dist"
