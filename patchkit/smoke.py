@@ -364,7 +364,8 @@ def run_smoke(out_dir: Path, *, skip: tuple[str, ...] = (), only: tuple[str, ...
     """
     info = read_build_info(out_dir)
     launcher: tuple[str, ...] = ()
-    extra_env = dict(extra_env or {})
+    # what the build says its binaries need at run time (CUDA: the toolkit's library path)
+    extra_env = {**(info.get("runtime_env") or {}), **(extra_env or {})}
     results: list[CheckResult] = []
     windows = info.get("platform", {}).get("os") == "windows"
     with tempfile.TemporaryDirectory(prefix="patchkit-smoke-") as tmp:

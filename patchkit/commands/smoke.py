@@ -52,8 +52,7 @@ def smoke_cmd(outdir: Path, skip: tuple[str, ...], only: tuple[str, ...], tools:
     with log.step("smoke"):
         report = run_smoke(outdir, skip=skip, only=only, timeout=timeout,
                            tool_dirs=tuple(tool_dirs), on_result=print_result,
-                           reference=reference, partial=bool(skip or only),
-                           extra_env=dict(info.get("runtime_env") or {}))
+                           reference=reference, partial=bool(skip or only))
     log.info(f"smoke {report.status}")
     report_smoke(report)
 
