@@ -318,3 +318,14 @@ def test_changed_sparse_exclude_reaches_the_worktree(project: Path, upstream: Fi
     assert build(project, tmp_path / "out").exit_code == 0
     assert not (worktree(project) / "README.md").exists()
     assert (worktree(project) / "src" / "rpc.c").exists()
+
+
+def test_list_shows_gpu_archs_and_flags_a_bad_family(project: Path, upstream: FixtureUpstream) -> None:
+    write_recipe(project, "gpu", url=str(upstream.path), commit=upstream.head,
+                 extra='\n[cuda]\narchs = ["pascal", "turing", 86]\n')
+    write_recipe(project, "typo", url=str(upstream.path), commit=upstream.head,
+                 extra='\n[cuda]\narchs = ["pascall"]\n')
+    r = run(project, "list")
+    assert r.exit_code == 3, r.output
+    assert "CUDA sm_60,61,75,86" in r.output
+    assert "invalid" in r.output and "pascall" in r.output

@@ -8,7 +8,7 @@ from rich.table import Table
 from patchkit.commands._common import DEFAULT_RECIPE, load_project
 from patchkit.errors import FatalError, RecipeError
 from patchkit.log import log
-from patchkit.recipe import list_recipes, load_recipe
+from patchkit.recipe import Recipe, list_recipes, load_recipe
 
 __all__ = ["COMMANDS"]
 
@@ -26,25 +26,36 @@ def list_cmd(ctx: click.Context) -> None:
         name = f"{p.name} [yellow](experimental)[/yellow]" if p.experimental else p.name
         patches.add_row(str(i), name, p.upstream_status, p.when, flag, p.sha256[:12])
     recipes = Table(title="recipes (recipes/)", title_justify="left")
-    for col in ("name", "os", "upstream", "patches", "targets", "status"):
+    for col in ("name", "os", "gpu", "upstream", "patches", "targets", "status"):
         recipes.add_column(col)
     bad = 0
     for path in list_recipes(project):
         try:
             r = load_recipe(path, project, series)
+            gpu = _gpu(r)
         except FatalError as e:
             bad += 1
-            recipes.add_row(path.stem, "", "", "", "", f"[red]invalid: {e.message}[/red]")
+            recipes.add_row(path.stem, "", "", "", "", "", f"[red]invalid: {e.message}[/red]")
             continue
         name = r.name + (" (default)" if path.stem == DEFAULT_RECIPE else "")
         exp = any(series.get(n).experimental for n in r.patches)
-        recipes.add_row(name, r.os, r.upstream.commit[:12], ", ".join(r.patches) or "-",
+        recipes.add_row(name, r.os, gpu, r.upstream.commit[:12], ", ".join(r.patches) or "-",
                         ", ".join(r.build.targets),
                         "[yellow]experimental[/yellow]" if exp else "ok")
     log.console.print(patches)
     log.console.print(recipes)
     if bad:
         raise click.exceptions.Exit(RecipeError.exit_code)
+
+
+def _gpu(recipe: Recipe) -> str:
+    """'CUDA sm_60,61,75,86' for a CUDA recipe (names checked, no toolkit needed), else '-'."""
+    if recipe.cuda is None:
+        return "-"
+    from patchkit.cuda import validate
+
+    archs = validate(recipe)
+    return "CUDA sm_" + ",".join(str(s) for s in archs.sms) if archs else "CUDA"
 
 
 COMMANDS = [list_cmd]
