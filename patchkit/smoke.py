@@ -345,6 +345,32 @@ CHECKS: dict[str, Check] = {
 }
 
 
+def _nvidia_driver_present() -> bool:
+    """Whether the NVIDIA driver library (libcuda / nvcuda.dll) can be loaded here."""
+    import ctypes
+
+    for name in (("nvcuda.dll",) if sys.platform == "win32" else ("libcuda.so.1", "libcuda.so")):
+        try:
+            ctypes.CDLL(name)
+        except OSError:
+            continue
+        return True
+    return False
+
+
+def _needs_missing_driver(info: dict[str, Any]) -> str:
+    """Why a CUDA build cannot run here at all ('' if it can)."""
+    cuda = info.get("cuda")
+    if not isinstance(cuda, dict):
+        return ""
+    if (cuda.get("toolkit") or {}).get("no_vmm"):
+        return ""  # built without libcuda (GGML_CUDA_NO_VMM): runs on the CPU without a driver
+    if _nvidia_driver_present():
+        return ""
+    return ("this CUDA build links the NVIDIA driver (libcuda.so.1 / nvcuda.dll), which this "
+            "machine lacks: run `patchkit smoke OUTDIR` on the GPU machine")
+
+
 def _wine() -> tuple[tuple[str, ...], dict[str, str], str]:
     for cand in ("/usr/lib/wine/wine64", shutil.which("wine64") or "", shutil.which("wine") or ""):
         if cand and Path(cand).is_file():
@@ -368,8 +394,11 @@ def run_smoke(out_dir: Path, *, skip: tuple[str, ...] = (), only: tuple[str, ...
     extra_env = {**(info.get("runtime_env") or {}), **(extra_env or {})}
     results: list[CheckResult] = []
     windows = info.get("platform", {}).get("os") == "windows"
+    no_driver = _needs_missing_driver(info)
+    if no_driver:
+        results.append(CheckResult(name="all", status="skip", why=no_driver))
     with tempfile.TemporaryDirectory(prefix="patchkit-smoke-") as tmp:
-        if windows and sys.platform != "win32":
+        if windows and sys.platform != "win32" and not results:
             launcher, wine_env, missing = _wine()
             extra_env.update(wine_env)
             if missing:
@@ -379,7 +408,11 @@ def run_smoke(out_dir: Path, *, skip: tuple[str, ...] = (), only: tuple[str, ...
         env = SmokeEnv(out_dir=out_dir, info=info, workdir=Path(tmp), timeout=timeout,
                        launcher=launcher, env=extra_env, tool_dirs=tool_dirs,
                        reference=reference)
-        if not results:
+        if results:  # nothing can run here (no driver, no wine): say why
+            for res in results:
+                if on_result is not None:
+                    on_result(res)
+        else:
             for name, check in CHECKS.items():
                 if name in skip or (only and name not in only):
                     res = CheckResult(name=name, status="skip", why="skipped on request")

@@ -200,3 +200,20 @@ def test_a_binary_that_cannot_run_fails_its_check(tmp_path: Path) -> None:
 def test_recorded_reasons_carry_no_random_ports() -> None:
     r = smoke._result("meta-ot", 0.0, "skip", "buffer (RPC0[127.0.0.1:50341]) and 127.0.0.1:4242")
     assert r.why == "buffer (RPC0[127.0.0.1:<port>]) and 127.0.0.1:<port>"
+
+
+def test_cuda_build_linking_the_driver_skips_without_one(tmp_path: Path,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    out = make_out(tmp_path)
+    info = json.loads((out / "build-info.json").read_text())
+    info["cuda"] = {"archs": [60, 86], "toolkit": {"no_vmm": False}}
+    (out / "build-info.json").write_text(json.dumps(info))
+    monkeypatch.setattr(smoke, "_nvidia_driver_present", lambda: False)
+    report = run_smoke(out)
+    assert report.status == "skipped"
+    assert [c.name for c in report.checks] == ["all"]
+    assert "links the NVIDIA driver" in report.checks[0].why
+    # built with GGML_CUDA_NO_VMM (no libcuda): the CPU checks run
+    info["cuda"]["toolkit"]["no_vmm"] = True
+    (out / "build-info.json").write_text(json.dumps(info))
+    assert run_smoke(out, only=("version",)).checks[0].status == "pass"
