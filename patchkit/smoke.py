@@ -119,6 +119,18 @@ def _result(name: str, start: float, status: str, why: str) -> CheckResult:
     return CheckResult(name=name, status=status, why=why, seconds=time.monotonic() - start)
 
 
+def _patch_verdict(name: str, start: float, env: SmokeEnv, patch: str, ok: bool,
+                   passed: str, failed: str) -> CheckResult:
+    """The rule for checks that prove a patch: pass if it worked; without the patch in the
+    build, upstream's failure is expected (skip, saying what happened); else fail."""
+    in_build = patch in env.patches
+    if ok:
+        return _result(name, start, "pass", passed + ("" if in_build else f" (without {patch}!)"))
+    if not in_build:
+        return _result(name, start, "skip", f"{patch} is not in this build; as expected: {failed}")
+    return _result(name, start, "fail", failed)
+
+
 # ---- check 1: every binary answers ------------------------------------------------------
 
 def check_version(env: SmokeEnv) -> CheckResult:
@@ -253,7 +265,6 @@ def check_tensor_split(env: SmokeEnv) -> CheckResult:
     model, why = hybrid_model(env)
     if model is None:
         return _result("tensor-split", start, "skip", why)
-    guarded = GUARD_PATCH in env.patches
     with Processes(env.workdir / "logs") as procs:
         try:
             a, b = _rpc_server(env, procs, "rpc-a"), _rpc_server(env, procs, "rpc-b")
@@ -263,15 +274,10 @@ def check_tensor_split(env: SmokeEnv) -> CheckResult:
                     "-dev", "RPC0/RPC1", "-p", "16", "-n", "4", "-r", "1", "-o", "json")
         dead = [p for p in procs.procs if p.poll() is not None]
         tails = "; ".join(procs.log_tail(p, 1) for p in dead)
-    if r.ok and not dead:
-        verdict = "runs; both RPC servers alive" + ("" if guarded else " (without the guard!)")
-        return _result("tensor-split", start, "pass", verdict)
     what = (f"llama-bench {r.brief()}; {len(dead)} of 2 RPC servers died"
             + (f" ({tails})" if tails else ""))
-    if not guarded:
-        return _result("tensor-split", start, "skip",
-                       f"{GUARD_PATCH} is not in this build; as expected: {what}")
-    return _result("tensor-split", start, "fail", what)
+    return _patch_verdict("tensor-split", start, env, GUARD_PATCH, r.ok and not dead,
+                          "runs; both RPC servers alive", what)
 
 
 # ---- check 4: the guard, at protocol level -----------------------------------------------
@@ -282,7 +288,6 @@ def check_rpc_guard(env: SmokeEnv) -> CheckResult:
         return _result("rpc-guard", start, "skip", "ggml-rpc-server is not in this build")
     from patchkit import rpcprobe
 
-    guarded = GUARD_PATCH in env.patches
     with Processes(env.workdir / "logs") as procs:
         try:
             addr = _rpc_server(env, procs)
@@ -296,12 +301,7 @@ def check_rpc_guard(env: SmokeEnv) -> CheckResult:
             return _result("rpc-guard", start, "fail", f"probe failed: {e.message}")
     verdict = f"verdict {report.verdict}: " + ", ".join(
         f"{c.name} {c.outcome.value}" for c in report.cases)
-    if report.ok:
-        return _result("rpc-guard", start, "pass", verdict)
-    if not guarded:
-        return _result("rpc-guard", start, "skip",
-                       f"{GUARD_PATCH} is not in this build; as expected: {verdict}")
-    return _result("rpc-guard", start, "fail", verdict)
+    return _patch_verdict("rpc-guard", start, env, GUARD_PATCH, report.ok, verdict, verdict)
 
 
 # ---- check 5: patch 2, a whole layer -ot onto a third device in tensor mode -------------
@@ -311,7 +311,6 @@ def check_meta_ot(env: SmokeEnv) -> CheckResult:
     cli, server = env.exe("llama-cli"), env.exe("ggml-rpc-server")
     if cli is None or server is None:
         return _result("meta-ot", start, "skip", "needs llama-cli and ggml-rpc-server")
-    enabled = META_OT_PATCH in env.patches
     model = tiny_llama(env)
     cpu = _generate(env, cli, model)
     if not cpu.ok:
@@ -325,15 +324,11 @@ def check_meta_ot(env: SmokeEnv) -> CheckResult:
         r = _generate(env, cli, model, "--rpc", f"{a},{b},{c}", "-sm", "tensor",
                       "-dev", "RPC0,RPC1", "-ot", rf"blk\.1\.=RPC0[{c}]", "-fit", "off")
     cpu_text, ot_text = generated_text(cpu), generated_text(r)
-    if r.ok and ot_text == cpu_text:
-        verdict = f"tensor split over 2 RPC servers + layer 1 on a third == CPU: {cpu_text[:40]!r}"
-        return _result("meta-ot", start, "pass", verdict + ("" if enabled else " (without patch 2!)"))
     what = (f"llama-cli {r.brief()}: {r.last_line()}" if not r.ok else
             f"tokens differ: CPU {cpu_text[:40]!r} vs -ot {ot_text[:40]!r}")
-    if not enabled:
-        return _result("meta-ot", start, "skip",
-                       f"{META_OT_PATCH} is not in this build; as expected: {what}")
-    return _result("meta-ot", start, "fail", what)
+    return _patch_verdict(
+        "meta-ot", start, env, META_OT_PATCH, r.ok and ot_text == cpu_text,
+        f"tensor split over 2 RPC servers + layer 1 on a third == CPU: {cpu_text[:40]!r}", what)
 
 
 CHECKS: dict[str, Check] = {
