@@ -12,7 +12,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 from upstream_fixture import GIT_ENV, GUARD_PATCH_BODY, FixtureUpstream, make_upstream  # noqa: E402
 
-from patchkit.util import sha256_file  # noqa: E402
+from patchkit.core.fs import sha256_file  # noqa: E402
 
 
 class _ForbiddenPopen:

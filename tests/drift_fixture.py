@@ -161,7 +161,7 @@ def make_drift_upstream(root: Path) -> DriftUpstream:
 def make_project(root: Path, up: DriftUpstream, *, pin: str,
                  patches: list[tuple[str, str, str]], recipe_patches: str | None = None) -> Path:
     """A project whose recipe ``fixture`` pins ``pin``; patches = [(file, header, body)]."""
-    from patchkit.util import sha256_file
+    from patchkit.core.fs import sha256_file
 
     proj = root / "project"
     (proj / "recipes").mkdir(parents=True)

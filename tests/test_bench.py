@@ -19,15 +19,15 @@ import matplotlib.font_manager  # noqa: F401  (builds its font cache, which runs
 import numpy as np
 import pytest
 
-from patchkit.bench import BenchReport, RpcLatency, measure_latency
-from patchkit.benchreport import BAR_COLOR, BEST_COLOR, render_markdown, render_png, write_reports
-from patchkit.benchresult import (
+from patchkit.bench.run import BenchReport, RpcLatency, measure_latency
+from patchkit.bench.report import BAR_COLOR, BEST_COLOR, render_markdown, render_png, write_reports
+from patchkit.bench.result import (
     PointResult,
     classify_failure,
     measurements,
     parse_bench_output,
 )
-from patchkit.benchsweep import (
+from patchkit.bench.sweep import (
     Device,
     Point,
     check_supported,
@@ -38,8 +38,8 @@ from patchkit.benchsweep import (
     point_args,
     resolve_devices,
 )
-from patchkit.errors import ConfigError
-from patchkit.procs import RunResult
+from patchkit.core.errors import ConfigError
+from patchkit.core.proc import RunResult
 
 DATA = Path(__file__).parent / "data" / "bench"
 HELP = (DATA / "help-82bb485.txt").read_text()
@@ -507,8 +507,7 @@ def test_demo_with_fake_binaries_stops_its_servers(tmp_path: Path) -> None:
 @posix_only
 def test_ctrl_c_keeps_the_points_done_and_stops_servers(tmp_path: Path,
                                                         monkeypatch: pytest.MonkeyPatch) -> None:
-    from patchkit import bench
-
+    from patchkit.bench import run as bench
     build = _fake_build(tmp_path)
     real = bench._run_point
     calls = {"n": 0}
@@ -532,7 +531,7 @@ def test_ctrl_c_keeps_the_points_done_and_stops_servers(tmp_path: Path,
 @pytest.mark.realbuild
 @pytest.mark.skipif(not os.environ.get("PATCHKIT_REALBUILD"), reason="PATCHKIT_REALBUILD is not set")
 def test_real_demo(tmp_path: Path) -> None:
-    from patchkit.bench import run_demo
+    from patchkit.bench.run import run_demo
 
     build = Path(os.environ["PATCHKIT_REALBUILD"])
     report = run_demo(tmp_path / "demo", build, n_prompt=16, n_gen=4, reps=2,

@@ -14,8 +14,8 @@ from conftest import write_patch, write_recipe
 from upstream_fixture import GUARD_PATCH_BODY, FixtureUpstream, commit_files, git
 
 from patchkit.cli import main
-from patchkit.lock import cache_lock
-from patchkit.paths import cache_dir
+from patchkit.core.lock import cache_lock
+from patchkit.core.paths import cache_dir
 
 pytestmark = pytest.mark.integration
 EXE = ".exe" if sys.platform == "win32" else ""
@@ -268,7 +268,7 @@ def test_list_shows_recipes_and_patches(project: Path) -> None:
 def test_ctrl_c_in_any_stage_leaves_the_cache_usable(project: Path, tmp_path: Path,
                                                      monkeypatch: pytest.MonkeyPatch,
                                                      stage: str) -> None:
-    import patchkit.pipeline as pl
+    import patchkit.build.pipeline as pl
 
     target = {"apply_series": (pl, "apply_series"), "configure": (pl.cm, "configure"),
               "build": (pl.cm, "build"), "write_output": (pl, "write_output")}[stage]

@@ -14,7 +14,7 @@ from conftest import write_recipe
 from upstream_fixture import FixtureUpstream
 
 from patchkit.cli import main
-from patchkit.pe import pe_info
+from patchkit.build.pe import pe_info
 
 pytestmark = [
     pytest.mark.integration,
@@ -52,7 +52,7 @@ def test_windows_cross_build_edits_rpc_client_stacks(project: Path, upstream: Fi
                           text=True, check=True).stdout
     assert "SizeOfStackReserve\t0000000010000000" in dump
     # the hashes in build-info are of the edited files
-    from patchkit.util import sha256_file
+    from patchkit.core.fs import sha256_file
 
     art = {a["path"]: a for a in info["artifacts"]}
     assert art["bin/fixture-cli.exe"]["sha256"] == sha256_file(cli)

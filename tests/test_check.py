@@ -21,11 +21,11 @@ from drift_fixture import (
 from conftest import run_cli
 from upstream_fixture import GIT_ENV, git
 
-from patchkit.applycheck import Hunk, Status, parse_apply_output, parse_hunks
-from patchkit.check import bisect, check_range, check_series
-from patchkit.errors import ConfigError, SourceError
-from patchkit.gitops import parse_range
-from patchkit.series import load_series
+from patchkit.upkeep.scratch import Hunk, Status, parse_apply_output, parse_hunks
+from patchkit.upkeep.check import bisect, check_range, check_series
+from patchkit.core.errors import ConfigError, SourceError
+from patchkit.git.repo import parse_range
+from patchkit.model.series import load_series
 
 
 def statuses(doc: dict) -> list[list[str]]:
@@ -159,7 +159,7 @@ def test_bisect_takes_log2_probes(tmp_path: Path) -> None:
     pdir = tmp_path / "patches"
     pdir.mkdir()
     (pdir / "0001-guard.patch").write_text(patch_header("guard") + GUARD_PATCH_BODY)
-    from patchkit.util import sha256_file
+    from patchkit.core.fs import sha256_file
     (pdir / "series").write_text(f"0001-guard.patch sha256={sha256_file(pdir / '0001-guard.patch')}\n")
     series = load_series(pdir)
     report = bisect(repo, series.patches, shas[0], shas[-1])
@@ -294,7 +294,7 @@ def test_cli_unreachable_remote_url_says_what_to_do(drift: DriftUpstream, tmp_pa
     assert res.exit_code == 4, res.output
     assert "cloning https://127.0.0.1:9/x.git failed" in res.stderr
     assert "pass --upstream PATH" in res.stderr
-    from patchkit.paths import cache_dir
+    from patchkit.core.paths import cache_dir
     assert not list((cache_dir() / "repos").glob("*"))  # nothing half-cloned left
     res = run_cli(proj, "check", "fixture", "--repo", str(drift.path), "--json")
     assert res.exit_code == 0, res.output

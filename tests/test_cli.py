@@ -7,14 +7,14 @@ import pkgutil
 
 from click.testing import CliRunner
 
-import patchkit.commands as commands_pkg
+import patchkit.cli as commands_pkg
 from patchkit.cli import _COMMANDS, main
 
 
 def test_every_command_module_is_registered() -> None:
     found = {}
     for info in pkgutil.iter_modules(commands_pkg.__path__):
-        mod = importlib.import_module(f"patchkit.commands.{info.name}")
+        mod = importlib.import_module(f"patchkit.cli.{info.name}")
         for cmd in getattr(mod, "COMMANDS", ()):
             found[cmd.name] = info.name
     assert found == _COMMANDS

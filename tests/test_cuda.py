@@ -21,8 +21,8 @@ import pytest
 from click.testing import CliRunner
 
 from patchkit.cli import main
-from patchkit.commands.doctor import Tool, build_report, recipe_verdict
-from patchkit.cuda import (
+from patchkit.cli.doctor import Tool, build_report, recipe_verdict
+from patchkit.build.cuda.plan import (
     FAMILIES,
     CudaArchs,
     build_env,
@@ -38,10 +38,10 @@ from patchkit.cuda import (
     toolkits_for,
     validate,
 )
-from patchkit.errors import RecipeError, ToolMissing
-from patchkit.recipe import CudaSpec, Recipe, load_recipe
-from patchkit.series import Series, load_series
-from patchkit.toolkit import (
+from patchkit.core.errors import RecipeError, ToolMissing
+from patchkit.model.recipe import CudaSpec, Recipe, load_recipe
+from patchkit.model.series import Series, load_series
+from patchkit.build.cuda.toolkit import (
     TOOLKIT_LIMITS,
     Cublas,
     HostCompiler,

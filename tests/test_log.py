@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from patchkit.log import Logger
+from patchkit.core.log import Logger
 
 
 def test_step_times_and_marks(capsys: pytest.CaptureFixture[str]) -> None:

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from patchkit import output
-from patchkit.cmake import Artifact
-from patchkit.errors import BuildError
+from patchkit.build import output
+from patchkit.build.cmake import Artifact
+from patchkit.core.errors import BuildError
 
 
 def artifact(tmp_path: Path, name: str, data: bytes) -> Artifact:
@@ -58,7 +58,7 @@ def test_post_edits_copies_before_hashing(tmp_path: Path) -> None:
         return {"pe_edits": ["a"]}
 
     entries = output.write_output(out, [artifact(tmp_path, "a", b"orig")], None, {}, post=post)
-    from patchkit.util import sha256_bytes
+    from patchkit.core.fs import sha256_bytes
 
     assert entries[0]["sha256"] == sha256_bytes(b"edited")
     assert json.loads((out / "build-info.json").read_text())["pe_edits"] == ["a"]

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from patchkit.series import Patch, load_series
-from patchkit.util import sha256_file
+from patchkit.model.series import Patch, load_series
+from patchkit.core.fs import sha256_file
 
 PATCHES = Path(__file__).resolve().parent.parent / "patches"
 SHA40 = re.compile(r"^[0-9a-f]{40}$")

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from patchkit.errors import ConfigError
-from patchkit.paths import cache_dir, find_project_dir
+from patchkit.core.errors import ConfigError
+from patchkit.core.paths import cache_dir, find_project_dir
 
 
 def make_project(root: Path) -> Path:

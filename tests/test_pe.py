@@ -1,4 +1,4 @@
-"""patchkit.pe and `patchkit pe-stack` / `pe-info`.
+"""patchkit.build.pe and `patchkit pe-stack` / `pe-info`.
 
 Unit tests work on PE images built byte by byte here (no process, no binary in the
 repo). Integration tests compile tests/pe_progs/*.c with mingw-w64, check the edit
@@ -23,10 +23,10 @@ from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from patchkit import pe as pemod
+from patchkit.build import pe as pemod
 from patchkit.cli import main
-from patchkit.errors import PEError
-from patchkit.pe import (
+from patchkit.core.errors import PEError
+from patchkit.build.pe import (
     PAGE_SIZE,
     format_size,
     parse_size,

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from patchkit.errors import RecipeError
-from patchkit.recipe import list_recipes, load_recipe
-from patchkit.series import Series, load_series
+from patchkit.core.errors import RecipeError
+from patchkit.model.recipe import list_recipes, load_recipe
+from patchkit.model.series import Series, load_series
 
 ROOT = Path(__file__).resolve().parents[1]
 TOOLCHAIN = ROOT / "toolchains" / "mingw-w64-x86_64.cmake"

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from patchkit.output import read_build_info
-from patchkit.smoke import GUARD_PATCH, META_OT_PATCH, run_smoke
+from patchkit.build.output import read_build_info
+from patchkit.smoke.runner import GUARD_PATCH, META_OT_PATCH, run_smoke
 
 REAL = os.environ.get("PATCHKIT_REALBUILD")
 pytestmark = [

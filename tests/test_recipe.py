@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from patchkit.errors import RecipeError
-from patchkit.recipe import load_recipe, resolve_recipe_path
-from patchkit.series import load_series
+from patchkit.core.errors import RecipeError
+from patchkit.model.recipe import load_recipe, resolve_recipe_path
+from patchkit.model.series import load_series
 
 COMMIT = "a" * 40
 GOOD = f"""\

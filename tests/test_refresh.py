@@ -16,9 +16,9 @@ from drift_fixture import (
 from conftest import run_cli
 from upstream_fixture import git
 
-from patchkit.errors import RecipeError
-from patchkit.refresh import _rewrite_series, move_recipe_pin
-from patchkit.series import load_series
+from patchkit.core.errors import RecipeError
+from patchkit.upkeep.refresh import _rewrite_series, move_recipe_pin
+from patchkit.model.series import load_series
 
 
 def snapshot(folder: Path) -> dict[str, bytes]:

@@ -15,16 +15,16 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from patchkit.archive import Member, read_archive, write_archive
-from patchkit.ci_template import MatrixEntry, render_workflow
+from patchkit.release.archive import Member, read_archive, write_archive
+from patchkit.release.ci import MatrixEntry, render_workflow
 from patchkit.cli import main
-from patchkit.errors import ReleaseError
-from patchkit.recipe import load_recipe
-from patchkit.buildinfo import archive_name, variant_name
-from patchkit.release import ReleaseOptions, dump_manifest, release
-from patchkit.series import load_series
-from patchkit.util import sha256_bytes, sha256_file
-from patchkit.verify import verify_dir
+from patchkit.core.errors import ReleaseError
+from patchkit.model.recipe import load_recipe
+from patchkit.model.buildinfo import archive_name, variant_name
+from patchkit.release.release import ReleaseOptions, dump_manifest, release
+from patchkit.model.series import load_series
+from patchkit.core.fs import sha256_bytes, sha256_file
+from patchkit.release.verify import verify_dir
 
 COMMIT = "82bb48500a9a6b3374da2cf5811695369278e4d3"
 SERIES_HASH = "5f3c2a1b" + "0" * 56
@@ -338,7 +338,7 @@ def test_interrupted_release_leaves_no_half_archive(tmp_path: Path,
     dist = tmp_path / "dist"
     first = do_release(make_build(tmp_path / "a"), dist)
     sums_before = (dist / "SHA256SUMS").read_bytes()
-    import patchkit.archive as archive_mod
+    import patchkit.release.archive as archive_mod
     real = archive_mod._write_zip
 
     def dies_halfway(f: Any, root: str, members: Any, mtime: int) -> None:
@@ -638,9 +638,9 @@ def test_render_workflow_needs_entries() -> None:
 
 
 def test_ci_template_cross_builds_windows_on_linux() -> None:
-    from patchkit.ci_template import matrix_from_recipes
-    from patchkit.recipe import load_recipe
-    from patchkit.series import load_series
+    from patchkit.release.ci import matrix_from_recipes
+    from patchkit.model.recipe import load_recipe
+    from patchkit.model.series import load_series
 
     root = Path(__file__).resolve().parents[1]
     series = load_series(root / "patches")

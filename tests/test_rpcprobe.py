@@ -1,4 +1,4 @@
-"""patchkit.rpcclient / rpcprobe / `patchkit rpc-probe` against the wire format and a fake server."""
+"""patchkit.rpc.client / rpcprobe / `patchkit rpc-probe` against the wire format and a fake server."""
 
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ from hypothesis import strategies as st
 from rpc_fake_server import FakeRpcServer
 
 from patchkit.cli import main
-from patchkit.errors import ConfigError, SmokeError
-from patchkit.rpcclient import (
+from patchkit.core.errors import ConfigError, SmokeError
+from patchkit.rpc.client import (
     HELLO_RSP,
     RPC_TENSOR,
     Cmd,
@@ -29,7 +29,7 @@ from patchkit.rpcclient import (
     encode_graph,
     encode_request,
 )
-from patchkit.rpcprobe import Outcome, parse_endpoint, probe_zero_nbytes_guard, server_info
+from patchkit.rpc.probe import Outcome, parse_endpoint, probe_zero_nbytes_guard, server_info
 
 U64 = 2**64 - 1
 

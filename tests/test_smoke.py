@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from patchkit import smoke
-from patchkit.smoke import run_smoke
+from patchkit.smoke import runner as smoke
+from patchkit.smoke.runner import run_smoke
 
 pytestmark = [
     pytest.mark.integration,
@@ -130,7 +130,7 @@ def test_ctrl_c_during_a_check_still_stops_servers(tmp_path: Path, monkeypatch: 
 
 
 def test_command_timeout_is_reported(tmp_path: Path) -> None:
-    from patchkit.procs import run_cmd
+    from patchkit.core.proc import run_cmd
 
     r = run_cmd([sys.executable, "-c", "import time; time.sleep(30)"], timeout=0.5)
     assert r.returncode is None and "timed out" in r.brief()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from patchkit.tinymodel import write_tiny_llama
+from patchkit.smoke.tinymodel import write_tiny_llama
 
 
 def test_tiny_llama_has_what_llama_cpp_needs(tmp_path: Path) -> None:

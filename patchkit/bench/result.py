@@ -1,0 +1,171 @@
+"""llama-bench results: parsing its JSON / JSONL output, one point's outcome, failures.
+
+llama-bench prints one record per test (``-p 512 -n 128`` gives two: pp512 and tg128)
+with ``samples_ts``, the tokens/s of every repetition. ``-o json`` is an array written
+record by record (a crash leaves it unterminated); ``-o jsonl`` is one record per line.
+Both, and a truncated array, parse here.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+import statistics
+from typing import Any
+
+from patchkit.core.proc import RunResult
+
+__all__ = [
+    "Measurement",
+    "PointResult",
+    "classify_failure",
+    "measurements",
+    "parse_bench_output",
+]
+
+
+def parse_bench_output(text: str) -> list[dict[str, Any]]:
+    """Every complete JSON object in llama-bench's stdout, in order."""
+    dec = json.JSONDecoder()
+    out: list[dict[str, Any]] = []
+    i, n = 0, len(text)
+    while i < n:
+        c = text[i]
+        if c in " \t\r\n[],":
+            i += 1
+            continue
+        if c == "{":
+            try:
+                obj, i = dec.raw_decode(text, i)
+            except ValueError:
+                break  # truncated: the process died while printing
+            if isinstance(obj, dict):
+                out.append(obj)
+            continue
+        nl = text.find("\n", i)  # a stray line (not JSON): skip it
+        i = n if nl < 0 else nl + 1
+    return out
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Measurement:
+    """One llama-bench test: tokens/s over the repetitions."""
+
+    test: str  # pp512, tg128, pp512+tg128, with @d<depth>
+    kind: str  # prompt | decode | mixed
+    samples_ts: tuple[float, ...]
+    median: float
+    min: float
+    max: float
+    devices: str = ""  # as llama-bench reports them (after its own resolution)
+    split_mode: str = ""
+
+    def as_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self) | {"samples_ts": list(self.samples_ts)}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Measurement:
+        return cls(**{**d, "samples_ts": tuple(d["samples_ts"])})
+
+
+def _measurement(rec: dict[str, Any]) -> Measurement | None:
+    try:
+        n_prompt, n_gen = int(rec.get("n_prompt", 0)), int(rec.get("n_gen", 0))
+        depth = int(rec.get("n_depth", 0))
+        samples = [float(x) for x in rec.get("samples_ts") or ()]
+        if not samples and rec.get("avg_ts") is not None:
+            samples = [float(rec["avg_ts"])]
+    except (TypeError, ValueError):
+        return None
+    if not samples or (n_prompt <= 0 and n_gen <= 0):
+        return None
+    if n_gen == 0:
+        kind, test = "prompt", f"pp{n_prompt}"
+    elif n_prompt == 0:
+        kind, test = "decode", f"tg{n_gen}"
+    else:
+        kind, test = "mixed", f"pp{n_prompt}+tg{n_gen}"
+    if depth:
+        test += f"@d{depth}"
+    return Measurement(test=test, kind=kind, samples_ts=tuple(samples),
+                       median=statistics.median(samples), min=min(samples), max=max(samples),
+                       devices=str(rec.get("devices", "")), split_mode=str(rec.get("split_mode", "")))
+
+
+def measurements(records: list[dict[str, Any]]) -> list[Measurement]:
+    return [m for m in (_measurement(r) for r in records) if m is not None]
+
+
+_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
+    ("oom", re.compile(r"out of memory|failed to allocate|unable to allocate|cudaMalloc failed|"
+                       r"not enough memory|OutOfDeviceMemory|std::bad_alloc", re.I)),
+    ("abort", re.compile(r"GGML_ASSERT|GGML_ABORT|terminate called|Aborted|core dumped")),
+    ("rpc", re.compile(r"failed to connect|Connection refused|connection (?:closed|reset)|"
+                       r"RPC server|remote_ptr", re.I)),
+    ("args", re.compile(r"invalid device|error: invalid parameter|invalid argument|"
+                        r"unknown argument", re.I)),
+    ("load", re.compile(r"failed to load model|error loading model|failed to create context",
+                        re.I)),
+)
+
+
+def classify_failure(r: RunResult) -> tuple[str, str]:
+    """(kind, one-line message) for a failed llama-bench run.
+
+    kind: timeout | oom | abort | rpc | load | args | signal | error.
+    """
+    if r.returncode is None:
+        return "timeout", f"timed out after {r.seconds:.0f}s"
+    text = r.stderr + "\n" + r.stdout
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    for kind, pat in _PATTERNS:
+        for ln in lines:
+            if pat.search(ln):
+                return kind, f"{r.brief()}: {ln[:200]}"
+    if r.returncode < 0 or r.returncode in (134, 139, 3):
+        return "signal", f"{r.brief()}: {r.last_line()}".rstrip(": ")
+    return "error", f"{r.brief()}: {r.last_line()}".rstrip(": ")
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class PointResult:
+    """One setup of the sweep and what became of it."""
+
+    index: int
+    label: str
+    settings: tuple[tuple[str, str], ...]
+    args: tuple[str, ...]  # the llama-bench arguments of this point (without -m/-rpc)
+    status: str  # ok | failed | duplicate
+    error: str = ""
+    error_kind: str = ""
+    measurements: tuple[Measurement, ...] = ()
+    seconds: float = 0.0
+
+    def kind(self, kind: str) -> Measurement | None:
+        return next((m for m in self.measurements if m.kind == kind), None)
+
+    @property
+    def decode(self) -> Measurement | None:
+        return self.kind("decode")
+
+    @property
+    def prompt(self) -> Measurement | None:
+        return self.kind("prompt")
+
+    @property
+    def devices(self) -> str:
+        return next((m.devices for m in self.measurements if m.devices), "")
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"index": self.index, "label": self.label, "settings": dict(self.settings),
+                "args": list(self.args), "status": self.status, "error": self.error,
+                "error_kind": self.error_kind, "seconds": round(self.seconds, 2),
+                "measurements": [m.as_dict() for m in self.measurements]}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> PointResult:
+        return cls(index=d["index"], label=d["label"], settings=tuple(d["settings"].items()),
+                   args=tuple(d["args"]), status=d["status"], error=d.get("error", ""),
+                   error_kind=d.get("error_kind", ""), seconds=d.get("seconds", 0.0),
+                   measurements=tuple(Measurement.from_dict(m) for m in d["measurements"]))

@@ -1,0 +1,460 @@
+"""CUDA builds: GPU families -> archs, toolkit checks before configuring, CMake defines,
+and the proof after building that every requested SM is in the binaries.
+
+The pipeline calls ``prepare`` (which is the first four steps) or, in order::
+
+    archs = resolve_archs(recipe.cuda, source=label)      # right after loading the recipe
+    tk = find_toolkit(recipe.cuda, cuda_root, os.environ)  # patchkit.build.cuda.toolkit
+    notes = preflight(archs, tk)                          # raises CudaError / ToolMissing
+    defines = cmake_defines(recipe, archs, tk)            # merged over the recipe's defines
+    ... configure, build ...
+    cubins = prove_archs(files, archs, tk.cuobjdump, base=build_dir)  # -> build-info.json
+
+Recipes name families (``pascal``) or numbers (``86``, ``"sm_86"``). Each SM is built as
+real SASS (``60-real``) and the highest also as PTX (``86-virtual``) so newer GPUs can JIT it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import re
+import shutil
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from patchkit.core.errors import FatalError, RecipeError, ToolMissing
+from patchkit.build.cuda.toolkit import (
+    TOOLKIT_LIMITS,
+    Runner,
+    Toolkit,
+    default_runner,
+    find_toolkit,
+    limits_for,
+)
+from patchkit.core.fs import did_you_mean
+
+if TYPE_CHECKING:
+    from patchkit.model.recipe import CudaSpec, Recipe
+
+__all__ = [
+    "FAMILIES",
+    "build_env",
+    "build_info",
+    "KNOWN_SMS",
+    "CudaArchs",
+    "CudaError",
+    "CudaPlan",
+    "cuda_files",
+    "prepare",
+    "cmake_defines",
+    "family_of",
+    "parse_cuobjdump_list",
+    "preflight",
+    "prove_archs",
+    "resolve_archs",
+    "toolkits_for",
+    "validate",
+]
+
+
+class CudaError(FatalError):
+    """The toolkit cannot build what the recipe asks, or the binary lacks a requested arch."""
+
+    exit_code = 13
+
+
+FAMILIES: Mapping[str, tuple[int, ...]] = {
+    "maxwell": (50, 52),
+    "pascal": (60, 61),
+    "volta": (70,),
+    "turing": (75,),
+    "ampere": (80, 86),
+    "ada": (89,),
+    "hopper": (90,),
+}
+
+# Every SM some CUDA release compiles (explicit numbers must be one of these).
+KNOWN_SMS = frozenset({30, 32, 35, 37, 50, 52, 53, 60, 61, 62, 70, 72, 75, 80, 86, 87, 88, 89,
+                       90, 100, 101, 103, 110, 120, 121})
+_SM = re.compile(r"^(?:sm_|compute_)?(\d{2,3})$")
+
+
+def family_of(sm: int) -> str | None:
+    return next((f for f, sms in FAMILIES.items() if sm in sms), None)
+
+
+def _label(sm: int) -> str:
+    fam = family_of(sm)
+    return f"sm_{sm} ({fam})" if fam else f"sm_{sm}"
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class CudaArchs:
+    sms: tuple[int, ...]  # sorted, unique: each gets real SASS
+    ptx: int  # the SM whose PTX is embedded too (the highest)
+    cmake: str  # CMAKE_CUDA_ARCHITECTURES, e.g. "60-real;61-real;75-real;86-real;86-virtual"
+    requested: tuple[str, ...]  # what the recipe said, for messages and build-info.json
+
+    @property
+    def names(self) -> list[str]:
+        return [f"sm_{s}" for s in self.sms]
+
+    def describe(self, sms: Sequence[int] | None = None) -> str:
+        return ", ".join(_label(s) for s in (self.sms if sms is None else sms))
+
+    def to_json(self) -> dict[str, object]:
+        return {"sms": list(self.sms), "ptx": self.ptx, "cmake": self.cmake,
+                "requested": list(self.requested)}
+
+
+def resolve_archs(spec: CudaSpec, *, source: str = "recipe") -> CudaArchs:
+    """cuda.archs -> CudaArchs; RecipeError (with did-you-mean) for names it does not know."""
+    sms: set[int] = set()
+    for i, raw in enumerate(spec.archs):
+        word = str(raw).strip().lower()
+        where = f"{source}: cuda.archs[{i}]"
+        if word in FAMILIES:
+            sms.update(FAMILIES[word])
+            continue
+        m = _SM.match(word)
+        if not m:
+            raise RecipeError(
+                f"{where}: {raw!r} is not a GPU family or SM number" + did_you_mean(word, FAMILIES),
+                hint=f"families: {', '.join(FAMILIES)}; or a number such as 86 or \"sm_86\"")
+        sm = int(m.group(1))
+        if sm not in KNOWN_SMS:
+            near = did_you_mean(str(sm), [str(s) for s in sorted(KNOWN_SMS)])
+            raise RecipeError(f"{where}: sm_{sm} is not a CUDA architecture{near}",
+                              hint=f"known: {', '.join(str(s) for s in sorted(KNOWN_SMS))}")
+        sms.add(sm)
+    if not sms:
+        raise RecipeError(f"{source}: cuda.archs must name at least one GPU family")
+    ordered = tuple(sorted(sms))
+    top = ordered[-1]
+    cmake = ";".join([f"{s}-real" for s in ordered] + [f"{top}-virtual"])
+    return CudaArchs(sms=ordered, ptx=top, cmake=cmake, requested=tuple(str(a) for a in spec.archs))
+
+
+# Defines that the [cuda] section owns: setting them in build.defines is a mistake.
+_OWNED = {
+    "CMAKE_CUDA_ARCHITECTURES": "set cuda.archs instead",
+    "GGML_CUDA_FA_ALL_QUANTS": "set cuda.fa_all_quants instead",
+    "CMAKE_CUDA_HOST_COMPILER": "set cuda.host_compiler instead",
+    "CUDAToolkit_ROOT": "set cuda.toolkit_root or pass --cuda-root instead",
+}
+
+
+def validate(recipe: Recipe) -> CudaArchs | None:
+    """Check a recipe's CUDA side without touching the machine; None when it has no [cuda]."""
+    label = recipe.path.name
+    defines = recipe.build.defines_dict
+    if recipe.cuda is None:
+        if defines.get("GGML_CUDA", "OFF").upper() in ("ON", "1", "TRUE", "YES"):
+            raise RecipeError(f"{label}: build.defines.GGML_CUDA is ON but there is no [cuda] "
+                              "section", hint="add [cuda] with archs = [...] (e.g. [\"ampere\"])")
+        return None
+    archs = resolve_archs(recipe.cuda, source=label)
+    for key, why in _OWNED.items():
+        if key in defines:
+            raise RecipeError(f"{label}: build.defines.{key}: {why}")
+    if defines.get("GGML_NATIVE", "OFF").upper() in ("ON", "1", "TRUE", "YES"):
+        raise RecipeError(f"{label}: build.defines.GGML_NATIVE = ON builds for this machine's "
+                          "GPU only (or none)", hint="remove it: CUDA recipes always build "
+                          "with GGML_NATIVE=OFF and name their archs")
+    if defines.get("GGML_CUDA", "ON").upper() in ("OFF", "0", "FALSE", "NO"):
+        raise RecipeError(f"{label}: build.defines.GGML_CUDA = OFF contradicts the [cuda] section")
+    if recipe.os == "windows":
+        if recipe.build.toolchain is not None:
+            raise RecipeError(f"{label}: build.toolchain: CUDA on Windows needs MSVC as nvcc's "
+                              "host compiler; a cross toolchain (mingw) cannot build it",
+                              hint="drop build.toolchain; build this recipe on Windows")
+        if recipe.build.generator != "Ninja" and not recipe.build.generator.startswith("Visual Studio"):
+            raise RecipeError(f"{label}: build.generator {recipe.build.generator!r} cannot drive "
+                              "MSVC + nvcc", hint='use "Ninja" from a VS developer prompt')
+    return archs
+
+
+def _supporting_versions(sms: Sequence[int]) -> list[tuple[int, int]]:
+    return [row.version for row in TOOLKIT_LIMITS if all(s in row.sms for s in sms)]
+
+
+def toolkits_for(sms: Sequence[int]) -> str:
+    """'CUDA 11.1-12.9' style range of known releases that compile all of ``sms``."""
+    vs = _supporting_versions(sms)
+    if not vs:
+        return "no single CUDA release"
+    lo, hi = vs[0], vs[-1]
+    tail = "+" if hi == TOOLKIT_LIMITS[-1].version else ""
+    if lo == hi:
+        return f"CUDA {lo[0]}.{lo[1]}{tail}"
+    return f"CUDA {lo[0]}.{lo[1]}-{hi[0]}.{hi[1]}{tail}"
+
+
+def _host_hint(sms: Sequence[int]) -> str:
+    """What to install, with the host-compiler limit of the suggested toolkits."""
+    vs = _supporting_versions(sms)
+    picks = [v for v in ((11, 8), vs[-1] if vs else None) if v in vs]
+    parts = []
+    for v in dict.fromkeys(picks):
+        lim = limits_for(v)
+        assert lim is not None
+        parts.append(f"CUDA {v[0]}.{v[1]} accepts gcc <= {lim.gcc_max}")
+    return "; ".join(parts)
+
+
+def preflight(archs: CudaArchs, toolkit: Toolkit, host_compiler: object | None = None, *,
+              need_cublas: bool = True, need_cuobjdump: bool = True) -> list[str]:
+    """Refuse, before configuring, what this toolkit cannot build; return notes to show.
+
+    ``host_compiler`` (a HostCompiler) defaults to the one find_toolkit picked.
+    Raises CudaError (exit 13) for archs / host compiler / cuBLAS problems, ToolMissing
+    when the host compiler or cuobjdump is missing.
+    """
+    host = host_compiler or toolkit.host
+    notes: list[str] = []
+    lim = toolkit.limits
+    tk = toolkit.describe()
+    if lim is None:
+        raise CudaError(f"{tk} is older than any toolkit patchkit knows (10.0+)",
+                        hint=f"use {toolkits_for(archs.sms)}")
+    if toolkit.version[:2] > TOOLKIT_LIMITS[-1].version:
+        notes.append(f"CUDA {toolkit.version_str} is newer than patchkit's table "
+                     f"({TOOLKIT_LIMITS[-1].version[0]}.{TOOLKIT_LIMITS[-1].version[1]}); "
+                     "trusting nvcc's own arch list")
+    missing = [s for s in archs.sms if s not in toolkit.sms]
+    if missing:
+        fams = sorted({f for s in missing if (f := family_of(s))})
+        drop = f"or drop {', '.join(fams)} from cuda.archs" if fams else \
+            f"or drop {', '.join(f'sm_{s}' for s in missing)} from cuda.archs"
+        why = ""
+        if toolkit.version[0] >= 13 and any(s < 75 for s in missing):
+            why = " (CUDA 13 dropped every sm below 75)"
+        elif any(s > max(toolkit.sms, default=0) for s in missing):
+            why = " (they are newer than this toolkit)"
+        raise CudaError(
+            f"{tk} cannot compile {archs.describe(missing)}{why}",
+            hint=(f"use a {toolkits_for(archs.sms)} toolkit for {archs.describe()}: "
+                  f"--cuda-root DIR or cuda.toolkit_root; {_host_hint(archs.sms)}: set "
+                  f"cuda.host_compiler (e.g. \"g++-11\", passed as CMAKE_CUDA_HOST_COMPILER); {drop}"),
+        )
+    if host.path is None:
+        raise ToolMissing(f"host compiler {host.command!r} ({host.source}) is not on PATH",
+                          hint="install it or set cuda.host_compiler to one that is")
+    if host.kind == "gcc" and host.version and host.version[0] > lim.gcc_max:
+        raise CudaError(
+            f"{tk} accepts gcc <= {lim.gcc_max} as host compiler, but {host.describe()} is "
+            f"{host.version_str}",
+            hint=f"install g++-{lim.gcc_max} and set cuda.host_compiler = \"g++-{lim.gcc_max}\" "
+                 "(passed as CMAKE_CUDA_HOST_COMPILER)")
+    if host.kind == "clang" and host.version and host.version[0] > lim.clang_max:
+        notes.append(f"clang {host.version_str} may be newer than {tk} supports "
+                     f"(clang <= {lim.clang_max})")
+    if host.source == "auto":
+        notes.append(f"host compiler: {host.describe()} (the default g++ is too new for "
+                     f"CUDA {toolkit.version_str})")
+    if toolkit.windows and host.kind not in ("msvc", "unknown"):
+        raise CudaError(f"CUDA on Windows needs MSVC (cl.exe) as host compiler, not {host.kind}",
+                        hint="run from a Visual Studio developer prompt")
+    if toolkit.cublas is None:
+        wheel = {13: "nvidia-cublas", 12: "nvidia-cublas-cu12"}.get(toolkit.version[0])
+        how = f"`pip install {wheel}` (patchkit finds it in site-packages)" if wheel and not \
+            toolkit.windows else "install the toolkit's cuBLAS (libcublas-dev)"
+        if need_cublas:
+            raise CudaError(f"{tk} has no cuBLAS, which ggml-cuda links", hint=how)
+        notes.append(f"no cuBLAS: {how}")
+    elif toolkit.cublas.source == "wheel":
+        notes.append(f"cuBLAS from the pip wheel ({toolkit.cublas.library.parent}); the "
+                     "binaries need that libcublas at run time")
+    if toolkit.libcuda is None:
+        notes.append("no libcuda stub in the toolkit and no driver library: building with "
+                     "GGML_CUDA_NO_VMM=ON (no virtual-memory pools)")
+    if toolkit.cuobjdump is None:
+        if need_cuobjdump:
+            raise ToolMissing(f"no cuobjdump for {tk}: patchkit needs it to prove the archs "
+                              "are in the binaries", hint="pip install nvidia-cuda-cuobjdump")
+        notes.append("no cuobjdump: `pip install nvidia-cuda-cuobjdump`")
+    return notes
+
+
+def _on(flag: bool) -> str:
+    return "ON" if flag else "OFF"
+
+
+def cmake_defines(recipe: Recipe, archs: CudaArchs, toolkit: Toolkit, *,
+                  ccache: str | None | bool = True) -> dict[str, str]:
+    """The CMake cache entries a CUDA build needs (they win over the recipe's defines).
+
+    ``ccache``: True = use ccache when it is on PATH, False/None = never, a str = that path.
+    """
+    assert recipe.cuda is not None, "cmake_defines needs a recipe with a [cuda] section"
+    d = {
+        "GGML_CUDA": "ON",
+        "GGML_NATIVE": "OFF",
+        "CMAKE_CUDA_ARCHITECTURES": archs.cmake,
+        "CMAKE_CUDA_COMPILER": toolkit.nvcc.as_posix(),
+        "CUDAToolkit_ROOT": toolkit.root.as_posix(),
+        "GGML_CUDA_FA_ALL_QUANTS": _on(recipe.cuda.fa_all_quants),
+    }
+    if toolkit.host.explicit and toolkit.host.path is not None:
+        d["CMAKE_CUDA_HOST_COMPILER"] = toolkit.host.path.as_posix()
+    if toolkit.libcuda is None:
+        d["GGML_CUDA_NO_VMM"] = "ON"
+    if toolkit.cublas is not None and toolkit.cublas.source == "wheel":
+        d["CUDA_cublas_LIBRARY"] = toolkit.cublas.library.as_posix()
+        d["CUDA_cublasLt_LIBRARY"] = toolkit.cublas.lt_library.as_posix()
+        d["CMAKE_CUDA_STANDARD_INCLUDE_DIRECTORIES"] = toolkit.cublas.include_dir.as_posix()
+    launcher = shutil.which("ccache") if ccache is True else (ccache or None)
+    if launcher:
+        d["CMAKE_CUDA_COMPILER_LAUNCHER"] = Path(launcher).as_posix()
+    return d
+
+
+_LIST_LINE = re.compile(r"^(ELF|PTX) file\s+\d+:\s+\S*?\.?sm_(\d+)([a-z]?)\.(?:cubin|ptx)\s*$")
+
+
+def parse_cuobjdump_list(text: str) -> list[str]:
+    """``cuobjdump --list-elf/--list-ptx`` -> ["sm_60", "sm_86", "compute_86"] (sorted, unique)."""
+    found: set[str] = set()
+    for line in text.splitlines():
+        m = _LIST_LINE.match(line.strip())
+        if m:
+            kind = "sm" if m.group(1) == "ELF" else "compute"
+            found.add(f"{kind}_{m.group(2)}{m.group(3)}")
+    return sorted(found, key=_entry_key)
+
+
+def _entry_key(entry: str) -> tuple[int, bool, str]:
+    """sm_60 < sm_86 < compute_86 < sm_120a: by number, SASS before PTX."""
+    return int(re.sub(r"\D", "", entry)), not entry.startswith("sm_"), entry
+
+
+def _has(entries: Sequence[str], prefix: str, sm: int) -> bool:
+    # llama.cpp turns 12X into 12Xa; an "a"/"f" variant proves the plain SM
+    return any(re.fullmatch(rf"{prefix}_{sm}[a-z]?", e) for e in entries)
+
+
+def prove_archs(files: Sequence[Path], archs: CudaArchs, cuobjdump: Path | None, *,
+                base: Path | None = None, run: Runner = default_runner) -> dict[str, list[str]]:
+    """List the cubins (and PTX) in each file; raise CudaError when a requested SM is missing.
+
+    Every file holding device code must hold SASS for every requested SM, and the PTX of
+    ``archs.ptx`` must be in at least one. Files without device code map to []. Keys are
+    paths relative to ``base`` (else file names), in the order given.
+    """
+    if cuobjdump is None:
+        raise ToolMissing("cuobjdump is needed to prove the CUDA archs",
+                          hint="pip install nvidia-cuda-cuobjdump")
+    result: dict[str, list[str]] = {}
+    for f in files:
+        key = f.relative_to(base).as_posix() if base is not None else f.name
+        entries: list[str] = []
+        for flag in ("--list-elf", "--list-ptx"):
+            try:
+                rc, out = run([str(cuobjdump), flag, str(f)])
+            except OSError as e:
+                raise ToolMissing(f"cannot run {cuobjdump}: {e}") from None
+            if rc != 0:
+                if "does not contain device code" in out:
+                    break
+                raise CudaError(f"cuobjdump {flag} {key} failed (exit {rc})",
+                                detail=out.strip()[-2000:])
+            entries += parse_cuobjdump_list(out)
+        result[key] = sorted(set(entries), key=_entry_key)
+    with_code = {k: v for k, v in result.items() if v}
+    if not with_code:
+        raise CudaError(f"no CUDA device code in {', '.join(result) or 'any built file'}",
+                        hint="the build did not compile ggml-cuda; check GGML_CUDA=ON and the targets")
+    problems = []
+    for key, entries in with_code.items():
+        lost = [s for s in archs.sms if not _has(entries, "sm", s)]
+        if lost:
+            problems.append(f"{key} lacks {archs.describe(lost)} (has {', '.join(entries)})")
+    if not any(_has(v, "compute", archs.ptx) for v in with_code.values()):
+        problems.append(f"no file holds the PTX of sm_{archs.ptx} (compute_{archs.ptx})")
+    if problems:
+        raise CudaError("built binaries lack requested CUDA archs: " + "; ".join(problems),
+                        hint=f"CMAKE_CUDA_ARCHITECTURES was {archs.cmake}; look for an override "
+                             "in the configure log")
+    return result
+
+
+def build_info(archs: CudaArchs, toolkit: Toolkit, cubins: Mapping[str, list[str]],
+               notes: Sequence[str] = ()) -> dict[str, object]:
+    """The ``cuda`` section of build-info.json: what was asked, what built it, what is in it."""
+    version = ".".join(map(str, toolkit.version))
+    return {
+        "archs": list(archs.sms),
+        "ptx": archs.ptx,
+        "requested": list(archs.requested),
+        "cmake_architectures": archs.cmake,
+        "nvcc": version,
+        "proven": {k: list(v) for k, v in cubins.items()},
+        "toolkit": {
+            "version": version,
+            "root": toolkit.root.as_posix(),
+            "nvcc": toolkit.nvcc.as_posix(),
+            "host_compiler": {"kind": toolkit.host.kind, "version": toolkit.host.version_str,
+                              "path": toolkit.host.path.as_posix() if toolkit.host.path else None},
+            "cublas": toolkit.cublas.source if toolkit.cublas else None,
+            "libcuda": toolkit.libcuda_kind,
+            "no_vmm": toolkit.libcuda is None,
+        },
+        "notes": list(notes),
+    }
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class CudaPlan:
+    archs: CudaArchs
+    toolkit: Toolkit
+    notes: tuple[str, ...]
+    defines: dict[str, str]
+
+
+def prepare(recipe: Recipe, *, cuda_root: Path | None = None,
+            env: Mapping[str, str] | None = None, ccache: str | None | bool = True,
+            run: Runner = default_runner, sites: Sequence[Path] | None = None) -> CudaPlan:
+    """Everything before configuring: validate, find the toolkit, refuse early, the defines."""
+    archs = validate(recipe)
+    if archs is None:
+        raise RecipeError(f"{recipe.path.name}: has no [cuda] section")
+    tk = find_toolkit(recipe.cuda, cuda_root, os.environ if env is None else env, run=run,
+                      sites=sites)
+    notes = preflight(archs, tk)
+    return CudaPlan(archs=archs, toolkit=tk, notes=tuple(notes),
+                    defines=cmake_defines(recipe, archs, tk, ccache=ccache))
+
+
+def cuda_files(build_dir: Path, targets: Sequence[str], *,
+               patterns: Sequence[str] = ("*ggml-cuda*",)) -> list[Path]:
+    """The files whose cubins prove_archs checks: the CUDA backend library (shared builds)
+    and the targets' executables (static builds), each real file once, symlinks skipped."""
+    found: dict[Path, Path] = {}
+    for pat in patterns:
+        for f in sorted(build_dir.rglob(pat)):
+            name = f.name.lower()
+            if f.is_file() and not f.is_symlink() and (
+                    name.endswith((".so", ".dll")) or ".so." in name):
+                found.setdefault(f.resolve(), f)
+    for t in targets:
+        for f in sorted(build_dir.rglob(t)) + sorted(build_dir.rglob(f"{t}.exe")):
+            if f.is_file() and not f.is_symlink() and "CMakeFiles" not in f.parts:
+                found.setdefault(f.resolve(), f)
+    return list(found.values())
+
+
+def build_env(toolkit: Toolkit, env: Mapping[str, str]) -> dict[str, str]:
+    """Environment additions for configure/build: on Linux the toolkit's library folder
+    goes on LD_LIBRARY_PATH, so links that pull libcublasLt's own dependencies (and a
+    Debian-layout CUDA 11.8) resolve. Empty on Windows."""
+    if toolkit.windows:
+        return {}
+    libs = [d for d in (toolkit.root / "lib64", toolkit.root / "lib") if d.is_dir()]
+    if toolkit.cublas is not None and toolkit.cublas.source == "wheel":
+        libs.append(toolkit.cublas.library.parent)
+    if not libs:
+        return {}
+    old = env.get("LD_LIBRARY_PATH", "")
+    return {"LD_LIBRARY_PATH": os.pathsep.join([str(d) for d in libs] + ([old] if old else []))}

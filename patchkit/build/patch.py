@@ -1,0 +1,92 @@
+"""Apply the recipe's patches to a worktree with ``git apply --index`` (no fuzz).
+
+Each patch's sha256 is checked first. A patch that reverse-applies cleanly is
+already present and is not applied again. On failure the worktree is reset to
+the pinned commit and the error names the patch, the file and the hunk.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import tempfile
+from pathlib import Path
+
+from patchkit.upkeep.scratch import parse_apply_output, parse_hunks
+from patchkit.core.errors import PatchError, SourceError
+from patchkit.model.series import Patch
+from patchkit.git.cache import run_git
+
+__all__ = ["PatchResult", "apply_series", "failed_hunks"]
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class PatchResult:
+    patch: Patch
+    result: str  # "applied" | "already-present"
+
+    def summary(self) -> dict[str, object]:
+        return {**self.patch.summary(), "result": self.result}
+
+
+def failed_hunks(patch_text: str, stderr: str) -> list[str]:
+    """Turn git apply's complaints into 'file hunk #n (@@ ... @@)' descriptions."""
+    _, all_hunks = parse_hunks(patch_text)
+    _, conflicts = parse_apply_output(stderr, all_hunks)
+    found: list[str] = []
+    for c in conflicts:
+        if c.hunk is not None:
+            found.append(f"{c.file} hunk #{c.hunk} ({c.header})")
+        elif c.header:
+            found.append(f"{c.file} at {c.header}")
+        elif "No such file" in c.reason or "does not exist" in c.reason:
+            found.append(f"{c.file}: the file does not exist at this commit")
+        elif "already exists" in c.reason:
+            found.append(f"{c.file}: the file the patch creates already exists")
+        else:
+            found.append(f"{c.file}: {c.reason}")
+    return found or [stderr.strip().splitlines()[-1] if stderr.strip() else "git apply failed"]
+
+
+def _git_apply(worktree: Path, patch_file: Path, *flags: str) -> tuple[bool, str]:
+    try:
+        run_git(worktree, "apply", *flags, str(patch_file))
+    except SourceError as e:
+        return False, e.detail or e.message
+    return True, ""
+
+
+def apply_series(worktree: Path, commit: str, patches: tuple[Patch, ...],
+                 tmpdir: Path) -> list[PatchResult]:
+    results: list[PatchResult] = []
+    try:
+        for patch in patches:
+            data = patch.read_verified()
+            with tempfile.NamedTemporaryFile(dir=tmpdir, suffix=".patch", delete=False) as f:
+                f.write(data)
+                pfile = Path(f.name)
+            try:
+                ok, err = _git_apply(worktree, pfile, "--index", "--check")
+                if ok:
+                    ok, err = _git_apply(worktree, pfile, "--index")
+                    if not ok:  # pragma: no cover - --check said yes
+                        raise PatchError(f"{patch.filename}: git apply failed after --check: {err}")
+                    results.append(PatchResult(patch=patch, result="applied"))
+                    continue
+                back, _ = _git_apply(worktree, pfile, "--index", "--check", "--reverse")
+                if back:
+                    results.append(PatchResult(patch=patch, result="already-present"))
+                    continue
+                where = "; ".join(failed_hunks(data.decode("utf-8", "replace"), err))
+                raise PatchError(
+                    f"patch {patch.filename} does not apply at {commit[:12]}: {where}",
+                    hint=(f"see it with: git -C {worktree} apply --check -v {patch.path}  "
+                          "(or `patchkit check` to find the upstream commit that broke it)"),
+                )
+            finally:
+                pfile.unlink(missing_ok=True)
+    except BaseException:
+        # leave the worktree at the pinned commit, never half-patched
+        run_git(worktree, "reset", "--quiet", "--hard", commit)
+        run_git(worktree, "clean", "-fdxq")
+        raise
+    return results

@@ -1,0 +1,103 @@
+"""The `patchkit` command: a thin click group.
+
+Subcommands live in ``patchkit/commands/*.py``; each module lists its click
+commands in ``COMMANDS``. ``_COMMANDS`` says which module holds which command, so a
+run imports only the module of the command it runs (fast start). Only this module catches
+``FatalError``: it prints one line (plus hint/detail) and exits with the error's
+code. ``--debug`` shows the traceback instead.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from pathlib import Path
+
+import click
+
+from patchkit import __version__
+from patchkit.core.errors import FatalError
+from patchkit.core.log import log
+
+__all__ = ["main"]
+
+
+# command name -> module in patchkit.cli (tests check this against COMMANDS)
+_COMMANDS = {
+    "bench": "bench",
+    "build": "build",
+    "check": "check",
+    "ci-template": "release",
+    "doctor": "doctor",
+    "list": "list",
+    "pe-info": "pe",
+    "pe-stack": "pe",
+    "refresh": "check",
+    "release": "release",
+    "rpc-probe": "rpc_probe",
+    "series": "series",
+    "smoke": "smoke",
+    "verify": "release",
+}
+
+
+class _Group(click.Group):
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(_COMMANDS)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        module = _COMMANDS.get(cmd_name)
+        if module is None:
+            return None
+        mod = importlib.import_module(f"patchkit.cli.{module}")
+        return next(c for c in mod.COMMANDS if c.name == cmd_name)
+
+    def resolve_command(self, ctx: click.Context, args: list[str]):  # type: ignore[no-untyped-def]
+        name = args[0] if args else ""
+        if name and not name.startswith("-") and name not in _COMMANDS:
+            from patchkit.core.fs import did_you_mean
+
+            ctx.fail(f"No such command '{name}'{did_you_mean(name, _COMMANDS)}.")
+        return super().resolve_command(ctx, args)
+
+    def invoke(self, ctx: click.Context) -> object:
+        debug = ctx.find_root().params.get("debug", False)
+        try:
+            return super().invoke(ctx)
+        except FatalError as e:
+            if debug:
+                raise
+            log.error(e.message)
+            if e.detail:
+                text = "\n".join(f"  │ {ln}" for ln in e.detail.splitlines())
+                log.console.print(text, markup=False, highlight=False, style="dim")
+            if e.hint:
+                log.console.print(f"hint: {e.hint}", markup=False, style="cyan")
+            sys.exit(e.exit_code)
+        except KeyboardInterrupt:
+            if debug:
+                raise
+            log.error("interrupted")
+            sys.exit(130)
+        except OSError as e:  # a file or program the OS refused: still one line
+            if debug:
+                raise
+            where = f"{e.filename}: " if e.filename else ""
+            log.error(f"{where}{e.strerror or e}")
+            log.console.print("hint: rerun with --debug for the traceback", style="cyan")
+            sys.exit(2)
+
+
+@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="patchkit")
+@click.option("--project", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Folder holding recipes/ and patches/ (default: found from the current "
+                   "directory, else the one patchkit ships).")
+@click.option("--debug", is_flag=True, help="Show tracebacks instead of one-line errors.")
+@click.option("-v", "--verbose", is_flag=True, help="Say more.")
+@click.pass_context
+def main(ctx: click.Context, project: Path | None, debug: bool, verbose: bool) -> None:
+    """Turn a pinned llama.cpp into patched, tested CUDA/RPC binaries."""
+    log.verbose = verbose
+    ctx.obj = {"project": project, "debug": debug}
+

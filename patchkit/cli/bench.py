@@ -1,0 +1,118 @@
+"""`patchkit bench OUTDIR`: which arrangement of devices and split is fastest."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+
+from patchkit.bench.run import DEMO_SWEEP, BenchOptions, BenchReport, RpcLatency, run_bench, run_demo
+from patchkit.bench.result import PointResult
+from patchkit.bench.sweep import DIMENSIONS, parse_sweep
+from patchkit.core.errors import ConfigError
+from patchkit.core.log import log
+
+__all__ = ["COMMANDS", "bench_cmd"]
+
+
+def _show_latency(lat: tuple[RpcLatency, ...]) -> None:
+    for x in lat:
+        if x.ok:
+            log.info(f"  RPC {x.endpoint}: protocol {x.version}, {x.devices} device(s), round trip "
+                     f"median {x.median_ms:.3f} ms (min {x.min_ms:.3f}, max {x.max_ms:.3f})")
+        else:
+            log.warning(f"RPC {x.endpoint}: latency not measured: {x.error}")
+
+
+def _show_point(p: PointResult) -> None:
+    from patchkit.bench.report import fmt_rate
+
+    if p.status == "ok":
+        parts = [f"{m.test} {fmt_rate(m.median)} tok/s ({fmt_rate(m.min)}–{fmt_rate(m.max)})"
+                 for m in p.measurements]
+        log.console.print(f"  [green]✓[/green] {p.label}: ", end="")
+        log.console.print("; ".join(parts) + f"  [{p.seconds:.0f}s]", markup=False)
+    elif p.status == "failed":
+        log.console.print(f"  [red]✕[/red] {p.label}: ", end="")
+        log.console.print(f"failed ({p.error_kind}): {p.error}", markup=False)
+    else:
+        log.console.print(f"  - {p.label}: {p.error}", markup=False)
+
+
+def _rpc_list(values: tuple[str, ...]) -> tuple[str, ...]:
+    out: list[str] = []
+    for v in values:
+        out.extend(x.strip() for x in v.split(",") if x.strip())
+    return tuple(out)
+
+
+@click.command("bench")
+@click.argument("outdir", type=click.Path(file_okay=False, path_type=Path))
+@click.option("-m", "--model", type=click.Path(dir_okay=False, path_type=Path),
+              help="The GGUF model to benchmark.")
+@click.option("--rpc", "rpc", multiple=True, metavar="HOST:PORT[,HOST:PORT...]",
+              help="RPC servers to use (only these are contacted).")
+@click.option("--sweep", "sweeps", multiple=True, metavar="KEY=V1,V2",
+              help="A sweep dimension; keys: " + ", ".join(DIMENSIONS) + ".")
+@click.option("-p", "n_prompt", type=click.IntRange(min=0), default=None,
+              help="Prompt tokens per test (default 512; demo 64).")
+@click.option("-n", "n_gen", type=click.IntRange(min=0), default=None,
+              help="Generated tokens per test (default 128; demo 16).")
+@click.option("-r", "--repetitions", "reps", type=click.IntRange(min=1), default=None,
+              help="Repetitions of each test (default 5; demo 3).")
+@click.option("--build", "build_dir", type=click.Path(file_okay=False, path_type=Path),
+              default=Path("out/cpu-rpc"), show_default=True,
+              help="patchkit output dir whose bin/llama-bench runs.")
+@click.option("--timeout", type=click.FloatRange(min=1), default=900.0, show_default=True,
+              help="Seconds one setup may take.")
+@click.option("--demo", is_flag=True,
+              help="Run on this machine: a tiny generated model and two RPC servers on "
+                   "127.0.0.1 (CPU devices), stopped at the end.")
+@click.option("--json", "as_json", is_flag=True, help="Also print bench.json on stdout.")
+def bench_cmd(outdir: Path, model: Path | None, rpc: tuple[str, ...], sweeps: tuple[str, ...],
+              n_prompt: int | None, n_gen: int | None, reps: int | None, build_dir: Path,
+              timeout: float, demo: bool, as_json: bool) -> None:
+    """Run llama-bench for every point of a sweep; write bench.md, bench.json, bench.png.
+
+    \b
+    patchkit bench results -m model.gguf --rpc 192.168.1.20:50052 \\
+        --sweep sm=layer,tensor --sweep dev-order=auto,remote-first -p 512 -n 128
+    patchkit bench /tmp/bench-demo --demo
+    """
+    from patchkit.bench.report import write_reports
+
+    rpcs = _rpc_list(rpc)
+    if demo:
+        if model is not None or rpcs:
+            raise ConfigError("--demo generates its model and starts its own loopback RPC "
+                              "servers: drop -m/--rpc", hint="or drop --demo to bench your rig")
+    elif model is None:
+        raise ConfigError("give the model to benchmark with -m PATH.gguf",
+                          hint="or try `patchkit bench OUTDIR --demo` first")
+    dims = parse_sweep(sweeps or (DEMO_SWEEP if demo else ()))
+    with log.step("bench"):
+        log.info(f"  {outdir}: results; llama-bench from {build_dir}")
+        if demo:
+            report: BenchReport = run_demo(
+                outdir, build_dir, sweep=sweeps or DEMO_SWEEP, n_prompt=n_prompt or 64,
+                n_gen=n_gen or 16, reps=reps or 3, timeout=timeout,
+                on_point=_show_point, on_latency=_show_latency)
+        else:
+            assert model is not None
+            opts = BenchOptions(out_dir=outdir, build_dir=build_dir, model=model, rpc=rpcs,
+                                dims=dims, n_prompt=512 if n_prompt is None else n_prompt,
+                                n_gen=128 if n_gen is None else n_gen, reps=reps or 5,
+                                timeout=timeout)
+            report = run_bench(opts, on_point=_show_point, on_latency=_show_latency)
+        write_reports(report, outdir)
+    best = report.best()
+    failed = sum(p.status == "failed" for p in report.points)
+    log.info(f"{len(report.points)} setups, {failed} failed"
+             + (f"; fastest decode: {best.label}" if best else "")
+             + f"; wrote {outdir}/bench.md, bench.json, bench.png")
+    if as_json:
+        click.echo(json.dumps(report.as_dict(), indent=2))
+
+
+COMMANDS = [bench_cmd]

@@ -1,0 +1,44 @@
+"""`patchkit build [RECIPE]`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from patchkit.cli._common import DEFAULT_RECIPE, load_recipe_arg
+from patchkit.core.log import log
+from patchkit.build.pipeline import BuildOptions, run_build
+
+__all__ = ["COMMANDS"]
+
+
+@click.command("build")
+@click.argument("recipe", required=False)
+@click.option("--upstream", metavar="URL_OR_PATH",
+              help="Build from this llama.cpp URL or local clone/mirror instead of the recipe's url "
+                   "(the pinned commit must be in it).")
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path),
+              help="Output folder (default: out/<recipe>).")
+@click.option("-j", "--jobs", type=click.IntRange(min=1), help="Parallel build jobs.")
+@click.option("--clean", is_flag=True, help="Start fresh: new worktree, new build dir.")
+@click.option("--no-smoke", is_flag=True, help="Do not run the smoke checks after building.")
+@click.option("--cuda-root", type=click.Path(file_okay=False, path_type=Path),
+              help="CUDA toolkit to use (beats cuda.toolkit_root, CUDA_PATH, PATH).")
+@click.pass_context
+def build_cmd(ctx: click.Context, recipe: str | None, upstream: str | None, out: Path | None,
+              jobs: int | None, clean: bool, no_smoke: bool, cuda_root: Path | None) -> None:
+    project, series, rec = load_recipe_arg(ctx, recipe)
+    log.info(f"recipe {rec.name}: upstream {rec.upstream.commit[:12]}, "
+             f"{len(rec.patches)} patch(es), targets {', '.join(rec.build.targets)}")
+    result = run_build(BuildOptions(recipe=rec, series=series, project=project, upstream=upstream,
+                                    out=out, jobs=jobs, clean=clean,
+                                    smoke=not no_smoke, cuda_root=cuda_root))
+    total = sum(v for v in log.timings.values())
+    log.info(f"done in {total:.1f}s: {result.out_dir}/")
+
+
+build_cmd.help = (f"Build RECIPE (a name in recipes/ or a path to a .toml file; "
+                  f"default: {DEFAULT_RECIPE}).")
+
+COMMANDS = [build_cmd]

@@ -1,0 +1,83 @@
+"""`patchkit rpc-probe HOST:PORT`: ask a ggml RPC server what it is, optionally test patch 0001."""
+
+from __future__ import annotations
+
+import json
+
+import click
+
+from patchkit.core.errors import SmokeError
+from patchkit.core.log import log
+from patchkit.rpc.probe import (
+    GuardReport,
+    ServerInfo,
+    parse_endpoint,
+    probe_zero_nbytes_guard,
+    server_info,
+)
+
+__all__ = ["COMMANDS", "rpc_probe"]
+
+
+def _mib(n: int) -> str:
+    return "no limit" if n >= 1 << 63 else f"{n / (1 << 20):,.0f} MiB"
+
+
+def _show_info(info: ServerInfo) -> None:
+    log.info(f"{info.endpoint}: ggml RPC protocol {info.version}, "
+             f"{len(info.devices)} device(s)")
+    for d in info.devices:
+        log.info(f"  device {d.index}: {_mib(d.free)} free of {_mib(d.total)}, "
+                 f"alignment {d.alignment}, max buffer {_mib(d.max_size)}")
+    r = info.rtt
+    log.info(f"  connect + HELLO {info.connect_s * 1e3:.2f} ms; round trip over {r.count}: "
+             f"median {r.median_s * 1e3:.3f} ms, min {r.min_s * 1e3:.3f}, "
+             f"max {r.max_s * 1e3:.3f}")
+
+
+def _show_guard(report: GuardReport) -> None:
+    log.info(f"zero-byte tensor guard (patch 0001): {report.verdict}")
+    for c in report.cases:
+        mark = "✓" if c.ok else "✕"
+        log.info(f"  {mark} {c.name}: {c.outcome.value} (expected {c.expected.value}) "
+                 f"— {c.description}")
+        log.detail(c.detail)
+
+
+@click.command("rpc-probe")
+@click.argument("endpoint", metavar="HOST:PORT")
+@click.option("--guard", is_flag=True,
+              help="Also test the zero-byte tensor guard (patch 0001). KILLS an unpatched "
+                   "server: use it only on a server you own.")
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON on stdout.")
+@click.option("--timeout", type=click.FloatRange(min=0.1, max=600), default=5.0,
+              show_default=True, help="Seconds to wait for a connection or a reply.")
+@click.option("--count", type=click.IntRange(min=1, max=100000), default=10,
+              show_default=True, help="Round trips to time.")
+def rpc_probe(endpoint: str, guard: bool, as_json: bool, timeout: float, count: int) -> None:
+    """Show a ggml-rpc-server's protocol version, devices, free memory and latency.
+
+    Connects only to HOST:PORT as given. With --guard, also checks that the server
+    accepts a zero-element tensor whose data lies outside its buffer (patch 0001) and
+    still refuses a tensor straddling the buffer end; exit code 7 if it does not.
+    """
+    host, port = parse_endpoint(endpoint)
+    info = server_info(host, port, timeout=timeout, count=count)
+    if not as_json:
+        _show_info(info)
+    report = probe_zero_nbytes_guard(host, port, timeout=timeout) if guard else None
+    if report is not None and not as_json:
+        _show_guard(report)
+    if as_json:
+        out: dict[str, object] = {"server": info.to_json()}
+        if report is not None:
+            out["guard"] = report.to_json()
+        click.echo(json.dumps(out, indent=2))
+    if report is not None and not report.ok:
+        died = "; the server died" if report.verdict == "unpatched" else ""
+        raise SmokeError(f"{info.endpoint}: zero-byte tensor guard is {report.verdict}{died}",
+                         hint="build the server with patches/0001-rpc-deserialize-tensor-"
+                              "zero-nbytes.patch (patchkit build)")
+
+
+COMMANDS = [rpc_probe]

@@ -1,0 +1,60 @@
+"""`patchkit smoke OUTDIR`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from patchkit.core.errors import SmokeError
+from patchkit.core.log import log
+from patchkit.smoke.runner import CHECKS, CheckResult, SmokeReport, run_smoke
+
+__all__ = ["COMMANDS", "report_smoke"]
+
+_MARK = {"pass": "[green]✓ pass[/green]", "fail": "[red]✕ fail[/red]", "skip": "[yellow]- skip[/yellow]"}
+
+
+def print_result(r: CheckResult) -> None:
+    log.console.print(f"  {_MARK[r.status]} {r.name} [dim]({r.seconds:.1f}s)[/dim]: ", end="")
+    log.console.print(r.why, markup=False, highlight=False)
+
+
+def report_smoke(report: SmokeReport) -> None:
+    if report.status == "failed":
+        failed = [c.name for c in report.checks if c.status == "fail"]
+        raise SmokeError(f"smoke failed: {', '.join(failed)}",
+                         hint="the build-info.json of the output records every check")
+
+
+@click.command("smoke")
+@click.argument("outdir", type=click.Path(file_okay=False, path_type=Path))
+@click.option("--skip", multiple=True, type=click.Choice(list(CHECKS)), help="Skip a check.")
+@click.option("--only", multiple=True, type=click.Choice(list(CHECKS)), help="Run only these.")
+@click.option("--tools", type=click.Path(file_okay=False, path_type=Path),
+              help="Folder with helper tools such as test-llama-archs (default: the build dir).")
+@click.option("--timeout", type=click.FloatRange(min=1), default=300.0, show_default=True,
+              help="Seconds a single command may take (raise it for slow machines or wine).")
+@click.option("--reference", type=click.Path(file_okay=False, path_type=Path),
+              help="Another build's output (e.g. the Linux twin of a Windows build): its greedy "
+                   "tokens must match, and this build's client must work with its RPC server.")
+def smoke_cmd(outdir: Path, skip: tuple[str, ...], only: tuple[str, ...], tools: Path | None,
+              timeout: float, reference: Path | None) -> None:
+    """Run the smoke checks on a build output dir (127.0.0.1 only)."""
+    from patchkit.build.output import read_build_info
+
+    info = read_build_info(outdir)
+    if reference is not None:
+        read_build_info(reference)  # fail early, one line, if it is not a build output
+    tool_dirs = [tools] if tools else []
+    if info.get("build_dir"):
+        tool_dirs.append(Path(info["build_dir"]) / "bin")
+    with log.step("smoke"):
+        report = run_smoke(outdir, skip=skip, only=only, timeout=timeout,
+                           tool_dirs=tuple(tool_dirs), on_result=print_result,
+                           reference=reference, partial=bool(skip or only))
+    log.info(f"smoke {report.status}")
+    report_smoke(report)
+
+
+COMMANDS = [smoke_cmd]

@@ -1,1 +1,0 @@
-"""CLI subcommands. Each module exposes ``COMMANDS: list[click.Command]``."""

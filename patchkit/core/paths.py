@@ -1,0 +1,58 @@
+"""Where things live: the project (recipes/ + patches/) and the cache."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+from patchkit.core.errors import ConfigError
+
+__all__ = ["cache_dir", "find_project_dir"]
+
+
+def _looks_like_project(p: Path) -> bool:
+    return (p / "recipes").is_dir() and (p / "patches").is_dir()
+
+
+def find_project_dir(explicit: Path | None = None) -> Path:
+    """The folder holding recipes/ and patches/.
+
+    Order: --project / PATCHKIT_PROJECT, the current directory or a parent of it,
+    the source checkout patchkit runs from, the data shipped inside the wheel.
+    """
+    env = os.environ.get("PATCHKIT_PROJECT")
+    for given in (explicit, Path(env) if env else None):
+        if given is not None:
+            given = given.expanduser().resolve()
+            if not _looks_like_project(given):
+                raise ConfigError(
+                    f"{given} is not a patchkit project: it needs recipes/ and patches/ folders"
+                )
+            return given
+    cwd = Path.cwd().resolve()
+    for p in (cwd, *cwd.parents):
+        if _looks_like_project(p):
+            return p
+    here = Path(__file__).resolve().parent.parent  # the patchkit package
+    for p in (here.parent, here / "_data"):
+        if _looks_like_project(p):
+            return p
+    raise ConfigError(
+        "no patchkit project found (recipes/ and patches/): run from a patchkit checkout "
+        "or pass --project DIR"
+    )
+
+
+def cache_dir() -> Path:
+    """PATCHKIT_CACHE, else the platform's user cache dir + /patchkit."""
+    env = os.environ.get("PATCHKIT_CACHE")
+    if env:
+        return Path(env).expanduser().resolve()
+    if sys.platform == "win32":
+        base = Path(os.environ.get("LOCALAPPDATA") or Path.home() / "AppData" / "Local")
+    elif sys.platform == "darwin":
+        base = Path.home() / "Library" / "Caches"
+    else:
+        base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    return (base / "patchkit").resolve()

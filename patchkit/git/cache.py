@@ -1,0 +1,212 @@
+"""Upstream source: one clone per upstream in the cache, one worktree per build.
+
+The clone is bare and, for remote URLs, partial (``--filter=blob:none``): blobs
+are fetched only for what a checkout needs. A local path (a mirror) is cloned
+plainly, which is how users build offline. Worktrees use a sparse checkout that
+leaves out files a build never reads (model blobs, large CSVs).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import os
+import re
+import shutil
+from pathlib import Path
+
+import git
+
+from patchkit.core.errors import SourceError
+from patchkit.core.log import log
+
+__all__ = [
+    "DEFAULT_SPARSE_EXCLUDE",
+    "Worktree",
+    "commit_info",
+    "ensure_clone",
+    "ensure_commit",
+    "is_local",
+    "prepare_worktree",
+    "remove_worktree",
+    "run_git",
+    "update_clone",
+]
+
+DEFAULT_SPARSE_EXCLUDE = ("/models/*.gguf", "/docs/ops/*.csv")
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Worktree:
+    path: Path
+    commit: str
+    commit_date: str  # ISO 8601, committer date
+    subject: str
+
+
+def run_git(cwd: Path, *args: str, error: type[Exception] = SourceError,
+            what: str = "") -> str:
+    """Run git with captured output; failures become one-line errors with git's reason."""
+    try:
+        # never prompt for credentials: a wrong URL fails in one line instead of hanging
+        return git.Git(str(cwd)).execute(["git", *args], with_extended_output=False,
+                                         strip_newline_in_stdout=True,
+                                         env={"GIT_TERMINAL_PROMPT": "0"})
+    except git.GitCommandError as e:
+        stderr = _clean_stderr(e.stderr)
+        reason = _first_error_line(stderr) or f"exit {e.status}"
+        raise error(f"{what or 'git ' + args[0]} failed: {reason}", detail=stderr) from None
+    except git.GitCommandNotFound:
+        from patchkit.core.errors import ToolMissing
+
+        raise ToolMissing("git is not installed or not on PATH",
+                          hint="install git (https://git-scm.com)") from None
+
+
+def _clean_stderr(stderr: object) -> str:
+    """gitpython formats stderr as "\n  stderr: '...'": undo that."""
+    text = str(stderr or "").strip()
+    if text.startswith("stderr: '") and text.endswith("'"):
+        text = text[len("stderr: '"):-1]
+    return text.strip()
+
+
+def _first_error_line(text: str) -> str:
+    for line in text.splitlines():
+        line = line.strip()
+        if line.startswith(("fatal:", "error:")):
+            return line.split(":", 1)[1].strip()
+    return text.splitlines()[0].strip() if text else ""
+
+
+def is_local(url: str) -> bool:
+    return url.startswith("file://") or Path(url).expanduser().exists()
+
+
+def _normalise(url: str) -> str:
+    if url.startswith("file://"):
+        url = url[len("file://"):]
+    if is_local(url):
+        return str(Path(url).expanduser().resolve())
+    return url.rstrip("/").removesuffix(".git")
+
+
+def _clone_dir(cache: Path, url: str) -> Path:
+    norm = _normalise(url)
+    slug = re.sub(r"[^A-Za-z0-9._-]+", "_", norm.rstrip("/").split("/")[-1]) or "upstream"
+    digest = hashlib.sha256(norm.encode()).hexdigest()[:10]
+    return cache / "repos" / f"{slug}-{digest}.git"
+
+
+def ensure_clone(cache: Path, url: str) -> Path:
+    """The cache's bare clone of ``url``, cloning it first if needed (atomically)."""
+    target = _clone_dir(cache, url)
+    if (target / "HEAD").is_file():
+        return target
+    local = is_local(url)
+    if url.startswith("file://") or not local:
+        source = url
+    else:
+        source = str(Path(url).expanduser().resolve())
+        if not (Path(source) / "HEAD").exists() and not (Path(source) / ".git").exists():
+            raise SourceError(f"{url} is not a git repository",
+                              hint="point --upstream at a llama.cpp clone or mirror, or a git URL")
+    tmp = target.with_name(target.name + f".partial-{os.getpid()}")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.parent.mkdir(parents=True, exist_ok=True)
+    args = ["clone", "--bare", "--quiet"]
+    if not local:
+        args.append("--filter=blob:none")
+    log.info(f"cloning {url} into the cache ({'local' if local else 'partial, blob:none'})")
+    try:
+        try:
+            run_git(cache, *args, source, str(tmp), what=f"cloning {url}")
+        except SourceError as e:
+            raise SourceError(e.message, detail=e.detail,
+                              hint="offline? pass --upstream PATH (a local llama.cpp clone or "
+                                   "mirror)") from None
+        # keep the remote so later fetches (new commits, lazy blobs) know where to go,
+        # and track its branches as origin/* (`patchkit check --ref origin/master`)
+        run_git(tmp, "config", "remote.origin.url", source)
+        run_git(tmp, "config", "remote.origin.fetch", "+refs/heads/*:refs/remotes/origin/*")
+        os.replace(tmp, target)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return target
+
+
+def update_clone(repo: Path, url: str) -> None:
+    """Fetch the remote's branches and tags (origin/*); offline, keep what the clone has."""
+    extra = [] if is_local(url) else ["--filter=blob:none"]
+    try:
+        run_git(repo, "fetch", "--quiet", "--tags", *extra, "origin")
+    except SourceError as e:
+        log.warning(f"could not fetch {url} ({e.message}): using the cached clone as it is")
+
+
+def _has_commit(repo: Path, commit: str) -> bool:
+    try:
+        run_git(repo, "cat-file", "-e", f"{commit}^{{commit}}")
+    except SourceError:
+        return False
+    return True
+
+
+def ensure_commit(repo: Path, url: str, commit: str, ref: str | None = None) -> None:
+    """Make sure ``commit`` is in the clone (fetching it if not) and that ``ref`` names it."""
+    if not _has_commit(repo, commit):
+        log.info(f"fetching {commit[:12]} from {url}")
+        extra = [] if is_local(url) else ["--filter=blob:none"]
+        try:
+            run_git(repo, "fetch", "--quiet", *extra, "origin", commit)
+        except SourceError as e:
+            raise SourceError(f"commit {commit} is not in {url} ({e.message})",
+                              hint="check upstream.commit in the recipe, or --upstream") from None
+        if not _has_commit(repo, commit):
+            raise SourceError(f"commit {commit} is not in {url}")
+    if ref:
+        try:
+            run_git(repo, "fetch", "--quiet", "--tags", "origin")
+        except SourceError:
+            pass  # offline: resolve against what the clone has
+        try:
+            resolved = run_git(repo, "rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}")
+        except SourceError:
+            raise SourceError(f"upstream.ref {ref!r} does not exist in {url}") from None
+        if resolved != commit:
+            raise SourceError(
+                f"upstream.ref {ref!r} resolves to {resolved[:12]}, but the recipe pins {commit[:12]}",
+                hint="fix upstream.commit or upstream.ref so they name the same commit")
+
+
+def commit_info(repo: Path, commit: str) -> tuple[str, str]:
+    out = run_git(repo, "show", "-s", "--format=%cI%x00%s", commit)
+    date, _, subject = out.partition("\x00")
+    return date, subject
+
+
+def remove_worktree(repo: Path, path: Path) -> None:
+    if path.exists():
+        try:
+            run_git(repo, "worktree", "remove", "--force", "--force", str(path))
+        except SourceError:
+            shutil.rmtree(path, ignore_errors=True)
+    run_git(repo, "worktree", "prune")
+
+
+def prepare_worktree(repo: Path, path: Path, commit: str,
+                     sparse_exclude: tuple[str, ...] = ()) -> Worktree:
+    """A clean worktree at ``commit`` (created, or reset if it exists)."""
+    excludes = tuple(dict.fromkeys((*DEFAULT_SPARSE_EXCLUDE, *sparse_exclude)))
+    if not (path / ".git").exists():
+        remove_worktree(repo, path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        run_git(repo, "worktree", "add", "--quiet", "--no-checkout", "--detach", str(path), commit,
+                what="creating the worktree")
+    # every time: a changed sparse_exclude must reach an existing worktree too
+    patterns = ["/*", *(f"!{p if p.startswith('/') else '/' + p}" for p in excludes)]
+    run_git(path, "sparse-checkout", "set", "--no-cone", *patterns, what="sparse checkout")
+    run_git(path, "reset", "--quiet", "--hard", commit, what=f"checking out {commit[:12]}")
+    run_git(path, "clean", "-fdxq")
+    date, subject = commit_info(repo, commit)
+    return Worktree(path=path, commit=commit, commit_date=date, subject=subject)

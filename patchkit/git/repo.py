@@ -1,0 +1,233 @@
+"""Read-only git plumbing for `check` and `refresh`, batched to few processes.
+
+Every call here reads the repository; nothing writes into it except the lazy
+blob fetches a partial (blobless) clone does on its own. Git runs with
+``LC_ALL=C`` so that the messages we parse (``git apply -v``) are not translated.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import shutil
+import subprocess
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+from patchkit.core.errors import ConfigError, SourceError, ToolMissing
+
+__all__ = [
+    "CommitInfo",
+    "Git",
+    "TreeEntry",
+    "git_env",
+    "parse_range",
+]
+
+_NULL_OID = "0" * 40
+
+
+def git_env(extra: dict[str, str] | None = None) -> dict[str, str]:
+    """The environment git runs with: untranslated messages, no pager, no prompts."""
+    env = dict(os.environ)
+    env.update({"LC_ALL": "C", "LANGUAGE": "C", "GIT_PAGER": "cat", "GIT_TERMINAL_PROMPT": "0"})
+    if extra:
+        env.update(extra)
+    return env
+
+
+def _git_exe() -> str:
+    exe = shutil.which("git")
+    if exe is None:
+        raise ToolMissing("git is not installed or not on PATH", hint="install git (2.30 or newer)")
+    return exe
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class CommitInfo:
+    sha: str
+    date: str  # committer date, ISO 8601
+    subject: str
+
+    @property
+    def short(self) -> str:
+        return self.sha[:12]
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class TreeEntry:
+    mode: str  # "100644", "100755", "120000", ...
+    oid: str
+
+
+def parse_range(text: str) -> tuple[str, str]:
+    """``OLD..NEW`` -> (old, new); both ends are required."""
+    old, sep, new = text.partition("..")
+    if not sep or not old.strip() or not new.strip() or new.startswith("."):
+        raise ConfigError(f"range {text!r} must be OLD..NEW (two commits or refs)",
+                          hint="e.g. --range v1.0..origin/master")
+    return old.strip(), new.strip()
+
+
+class Git:
+    """A local repository (bare or not, partial clones included), used read-only."""
+
+    def __init__(self, repo: Path) -> None:
+        self.exe = _git_exe()
+        self.repo = Path(repo)
+        if not self.repo.exists():
+            raise SourceError(f"repository {self.repo} does not exist")
+        out = self._run(["rev-parse", "--git-dir"], check=False)
+        if out.returncode != 0:
+            raise SourceError(f"{self.repo} is not a git repository",
+                              hint="pass --repo PATH to a clone or mirror of upstream")
+        self._commit_cache: dict[str, CommitInfo] = {}
+        self._anc_cache: dict[tuple[str, str], bool] = {}
+
+    # -- running ---------------------------------------------------------------
+    def _run(self, args: Sequence[str], *, input: bytes | None = None, check: bool = True,
+             env: dict[str, str] | None = None) -> subprocess.CompletedProcess[bytes]:
+        cmd = [self.exe, "-C", str(self.repo), *args]
+        proc = subprocess.run(cmd, input=input, capture_output=True, env=git_env(env))
+        if check and proc.returncode != 0:
+            err = proc.stderr.decode("utf-8", "replace").strip().splitlines()
+            raise SourceError(f"git {' '.join(args[:2])} failed in {self.repo}: "
+                              + (err[-1] if err else f"exit code {proc.returncode}"))
+        return proc
+
+    def run(self, *args: str, input: bytes | None = None) -> str:
+        return self._run(args, input=input).stdout.decode("utf-8", "replace")
+
+    # -- refs and commits --------------------------------------------------------
+    def resolve(self, ref: str) -> str:
+        """The full sha of the commit ``ref`` names; SourceError if there is none."""
+        if not ref or ref.startswith("-"):
+            raise SourceError(f"unknown ref {ref!r} in {self.repo}: not a valid name")
+        proc = self._run(["rev-parse", "--verify", "--quiet", "--end-of-options",
+                          f"{ref}^{{commit}}"], check=False)
+        sha = proc.stdout.decode().strip()
+        if proc.returncode != 0 or len(sha) != 40:
+            raise SourceError(
+                f"unknown ref {ref!r} in {self.repo}: no such commit, branch or tag",
+                hint="`git -C REPO log --oneline` lists commits; fetch first if it is new")
+        return sha
+
+    def first_parent_range(self, old: str, new: str) -> list[CommitInfo]:
+        """Commits of ``old..new`` along new's first-parent chain, oldest first."""
+        out = self.run("log", "--first-parent", "--reverse", "--no-show-signature",
+                       "--format=%H%x1f%cI%x1f%s", f"{old}..{new}", "--")
+        commits = [self._remember(line) for line in out.splitlines() if line]
+        return commits
+
+    def commit_infos(self, shas: Iterable[str]) -> dict[str, CommitInfo]:
+        want = [s for s in dict.fromkeys(shas) if s not in self._commit_cache]
+        if want:
+            out = self.run("log", "--no-walk=unsorted", "--stdin", "--no-show-signature",
+                           "--format=%H%x1f%cI%x1f%s", input=("\n".join(want) + "\n").encode())
+            for line in out.splitlines():
+                if line:
+                    self._remember(line)
+        return {s: self._commit_cache[s] for s in shas}
+
+    def _remember(self, line: str) -> CommitInfo:
+        sha, date, subject = (line.split("\x1f") + ["", ""])[:3]
+        info = CommitInfo(sha=sha, date=date, subject=subject)
+        self._commit_cache[sha] = info
+        return info
+
+    def is_ancestor(self, ancestor: str, descendant: str) -> bool:
+        """True when ``ancestor`` is ``descendant`` or one of its ancestors."""
+        key = (ancestor, descendant)
+        if key not in self._anc_cache:
+            proc = self._run(["merge-base", "--is-ancestor", ancestor, descendant], check=False)
+            if proc.returncode not in (0, 1):
+                raise SourceError(f"git merge-base failed in {self.repo}: "
+                                  + proc.stderr.decode("utf-8", "replace").strip())
+            self._anc_cache[key] = proc.returncode == 0
+        return self._anc_cache[key]
+
+    # -- trees and blobs -----------------------------------------------------------
+    def tree_entries(self, commits: Sequence[str],
+                     paths: Sequence[str]) -> list[dict[str, TreeEntry]]:
+        """For each commit, the entries of ``paths`` it has (absent paths left out).
+
+        Two processes whatever the number of commits: ``ls-tree`` of the first,
+        then one ``diff-tree --stdin`` chaining each commit to the previous one.
+        Only trees are read, so a blobless clone fetches nothing here.
+        """
+        if not commits:
+            return []
+        if not paths:
+            return [{} for _ in commits]
+        out = self._run(["ls-tree", "-z", "--full-tree", commits[0], "--", *paths]).stdout
+        state: dict[str, TreeEntry] = {}
+        for rec in out.split(b"\0"):
+            if not rec:
+                continue
+            meta, _, name = rec.partition(b"\t")
+            mode, _typ, oid = meta.decode().split()
+            state[name.decode("utf-8", "surrogateescape")] = TreeEntry(mode=mode, oid=oid)
+        result = [dict(state)]
+        if len(commits) == 1:
+            return result
+        feed = "".join(f"{cur} {prev}\n" for prev, cur in zip(commits, commits[1:]))
+        raw = self._run(["diff-tree", "--stdin", "--always", "-r", "-z", "--no-abbrev",
+                         "--no-renames", "--", *paths], input=feed.encode()).stdout
+        fields = raw.split(b"\0")
+        i = 0
+        seen = 0
+        while i < len(fields):
+            f = fields[i]
+            if not f:
+                i += 1
+                continue
+            if f.startswith(b":"):
+                _om, nm, _oo, no, _st = f[1:].decode().split()
+                name = fields[i + 1].decode("utf-8", "surrogateescape")
+                if no == _NULL_OID:
+                    state.pop(name, None)
+                else:
+                    state[name] = TreeEntry(mode=nm, oid=no)
+                i += 2
+                continue
+            # a header (the commit sha, possibly followed by a newline): a new commit starts
+            if seen:
+                result.append(dict(state))
+            seen += 1
+            i += 1
+        if seen:
+            result.append(dict(state))
+        if len(result) != len(commits):
+            raise SourceError(f"git diff-tree gave {len(result)} trees for {len(commits)} "
+                              f"commits in {self.repo}")
+        return result
+
+    def read_blobs(self, oids: Iterable[str]) -> dict[str, bytes]:
+        """Blob contents by id, in one ``cat-file --batch`` (lazily fetched in a partial clone)."""
+        want = list(dict.fromkeys(oids))
+        if not want:
+            return {}
+        out = self._run(["cat-file", "--batch"], input=("\n".join(want) + "\n").encode()).stdout
+        blobs: dict[str, bytes] = {}
+        pos = 0
+        for oid in want:
+            nl = out.index(b"\n", pos)
+            header = out[pos:nl].decode().split()
+            if len(header) < 3:
+                raise SourceError(f"blob {oid} is missing from {self.repo}",
+                                  hint="the clone may be incomplete: fetch again")
+            size = int(header[2])
+            blobs[oid] = out[nl + 1: nl + 1 + size]
+            pos = nl + 1 + size + 1
+        return blobs
+
+    def changed_paths(self, parent: str, commit: str, paths: Sequence[str]) -> list[str]:
+        """Which of ``paths`` differ between two commits."""
+        out = self._run(["diff-tree", "-r", "-z", "--name-only", "--no-renames",
+                         parent, commit, "--", *paths]).stdout
+        return [p.decode("utf-8", "surrogateescape") for p in out.split(b"\0") if p]
+
+    def objects_dir(self) -> Path:
+        out = self.run("rev-parse", "--git-path", "objects").strip()
+        p = Path(out)
+        return p if p.is_absolute() else (self.repo / p).resolve()

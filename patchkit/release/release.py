@@ -1,0 +1,365 @@
+"""`patchkit release`: a finished build -> one reproducible archive + manifest + SHA256SUMS.
+
+Input: a build output folder as `patchkit build` writes it::
+
+    out/<recipe>/bin/...          executables and the shared libraries they need
+    out/<recipe>/LICENSE          llama.cpp's LICENSE
+    out/<recipe>/build-info.json
+
+Output in the ``--out`` folder:
+
+    llama-<sha7>-pk<series8>-<os>-<arch>-<variant>.tar.gz   (.zip for Windows)
+    llama-...-<variant>.manifest.json                       (a copy of the manifest inside)
+    SHA256SUMS                                              (``sha256sum -c`` format, merged)
+
+The archive holds ``<name>/bin/...``, ``<name>/LICENSE`` and ``<name>/manifest.json``.
+
+Refusals (ReleaseError, nothing written): no build; build-info.json unreadable; a file
+in bin/ missing, changed since the build (sha256/size) or not listed in build-info;
+no LICENSE; smoke not passed (unless ``allow_unsmoked``); a build made from another
+recipe file, upstream commit or patch bytes than the current recipe (unless
+``allow_stale``); an archive of that name in ``--out`` from another recipe. A waived
+check is recorded in the manifest's ``waivers``; an unneeded waiver flag is not (the
+bytes do not depend on it).
+
+Only declared inputs reach the manifest: build-info's ``log``, ``build_dir`` and
+``timings`` are dropped, and known host folders in any remaining string (build dir,
+out dir, cache, home) are replaced by ``<build>``, ``<out>``, ``<cache>``, ``~``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import json
+import os
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from patchkit import __version__
+from patchkit.release.archive import Member, read_archive, write_archive
+from patchkit.model.buildinfo import archive_name, load_build_info, variant_name
+from patchkit.core.errors import ConfigError, ReleaseError
+from patchkit.core.paths import cache_dir
+from patchkit.model.recipe import Recipe
+from patchkit.model.series import Series
+from patchkit.core.fs import atomic_write_bytes, sha256_file
+
+__all__ = [
+    "MANIFEST_SCHEMA",
+    "ReleaseOptions",
+    "ReleaseResult",
+    "SUMS",
+    "dump_manifest",
+    "read_sums",
+    "release",
+    "source_date_epoch_from_env",
+    "write_sums",
+]
+
+MANIFEST_SCHEMA = 1
+SUMS = "SHA256SUMS"
+_EXEC_TYPES = ("EXECUTABLE", "SHARED_LIBRARY", "MODULE_LIBRARY")
+_SUM_LINE = re.compile(r"^(?P<sha>[0-9a-fA-F]{64}) [ *](?P<name>.+)$")
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class ReleaseOptions:
+    build_dir: Path
+    out_dir: Path
+    recipe: Recipe | None = None  # given: the build is checked against it (stale build)
+    series: Series | None = None
+    allow_unsmoked: bool = False
+    allow_stale: bool = False
+    source_date_epoch: int | None = None  # None: the upstream commit date
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class ReleaseResult:
+    name: str
+    archive: Path
+    sha256: str
+    manifest: Path
+    sums: Path
+    waivers: tuple[str, ...]
+    files: int
+
+
+def source_date_epoch_from_env(env: Mapping[str, str] | None = None) -> int | None:
+    raw = (os.environ if env is None else env).get("SOURCE_DATE_EPOCH", "").strip()
+    if not raw:
+        return None
+    if not raw.isdigit():
+        raise ConfigError(f"SOURCE_DATE_EPOCH={raw!r} is not a whole number of seconds")
+    return int(raw)
+
+
+def _mtime(info: Mapping[str, Any], sde: int | None) -> int:
+    if sde is not None:
+        return sde
+    raw = info["upstream"]["commit_date"]
+    try:
+        when = dt.datetime.fromisoformat(raw.replace("Z", "+00:00"))
+    except ValueError:
+        raise ReleaseError(f"build-info.json: upstream.commit_date {raw!r} is not an ISO date") from None
+    if when.tzinfo is None:
+        raise ReleaseError(f"build-info.json: upstream.commit_date {raw!r} has no time zone")
+    return int(when.timestamp())
+
+
+def _stale_reasons(info: Mapping[str, Any], recipe: Recipe, series: Series | None) -> list[str]:
+    reasons = []
+    if info["recipe"]["name"] != recipe.name:
+        raise ReleaseError(f"the build is of recipe {info['recipe']['name']!r}, not {recipe.name!r}")
+    if info["recipe"]["sha256"] != recipe.sha256:
+        reasons.append(f"{recipe.path.name} changed since the build")
+    if info["upstream"]["commit"] != recipe.upstream.commit:
+        reasons.append(f"the recipe now pins upstream {recipe.upstream.commit[:12]}, "
+                       f"the build used {info['upstream']['commit'][:12]}")
+    built = {p.get("name"): p for p in info["patches"] if isinstance(p, Mapping)}
+    if set(built) != set(recipe.patches):
+        reasons.append("the recipe's patch list changed since the build")
+    if series is not None:
+        for name in recipe.patches:
+            if name in built and series.get(name).sha256 != built[name].get("sha256"):
+                reasons.append(f"patch {name} changed since the build")
+    return reasons
+
+
+def _scrub(obj: Any, subs: list[tuple[str, str]]) -> Any:
+    if isinstance(obj, str):
+        for host, label in subs:
+            obj = obj.replace(host, label)
+        return obj
+    if isinstance(obj, list):
+        return [_scrub(x, subs) for x in obj]
+    if isinstance(obj, dict):
+        return {k: _scrub(v, subs) for k, v in obj.items()}
+    return obj
+
+
+def _host_subs(info: Mapping[str, Any], build_dir: Path, out_dir: Path) -> list[tuple[str, str]]:
+    subs: list[tuple[str, str]] = []
+    for raw, label in ((info.get("build_dir"), "<build>"), (str(build_dir.resolve()), "<out>"),
+                       (str(out_dir.resolve()), "<dist>"), (str(cache_dir()), "<cache>"),
+                       (str(Path.home()), "~")):
+        if isinstance(raw, str) and len(raw) > 1:
+            subs.append((raw, label))
+    log = info.get("log")
+    if isinstance(log, str) and log:
+        subs.append((str(Path(log).parent), "<logs>"))
+    # longest first, so /home/u/proj/out wins over /home/u
+    return sorted(subs, key=lambda s: -len(s[0]))
+
+
+def _relative_file(value: Any) -> Any:
+    if isinstance(value, str) and (Path(value).is_absolute() or re.match(r"^[A-Za-z]:[\\/]", value)):
+        return re.split(r"[\\/]", value)[-1]
+    return value
+
+
+def _artifact_members(info: Mapping[str, Any], build_dir: Path) -> list[tuple[Member, dict[str, Any]]]:
+    out: list[tuple[Member, dict[str, Any]]] = []
+    seen: set[str] = set()
+    for i, art in enumerate(info["artifacts"]):
+        rel = art.get("path") if isinstance(art, Mapping) else None
+        if not isinstance(rel, str) or not rel.startswith("bin/") or ".." in rel.split("/") \
+                or "\\" in rel:
+            raise ReleaseError(f"build-info.json: artifacts[{i}].path {rel!r} is not a file in bin/")
+        if rel in seen:
+            raise ReleaseError(f"build-info.json: {rel} is listed twice in artifacts")
+        seen.add(rel)
+        path = build_dir / rel
+        if not path.is_file():
+            raise ReleaseError(f"{rel} is missing from {build_dir}",
+                               hint="the build folder was changed after the build: rebuild")
+        size, sha = path.stat().st_size, sha256_file(path)
+        if sha != art.get("sha256") or size != art.get("size"):
+            raise ReleaseError(f"{rel} changed after the build (sha256 {sha[:12]}…, size {size}; "
+                               f"build-info.json says {str(art.get('sha256'))[:12]}…, "
+                               f"{art.get('size')})", hint="rebuild with `patchkit build <recipe>`")
+        kind = str(art.get("type") or "FILE")
+        mode = 0o755 if kind in _EXEC_TYPES else 0o644
+        out.append((Member(name=rel, mode=mode, source=path),
+                    {"path": rel, "sha256": sha, "size": size, "mode": f"{mode:o}", "type": kind}))
+    if not out:
+        raise ReleaseError("build-info.json lists no artifacts: nothing to release")
+    bin_dir = build_dir / "bin"
+    extra = sorted(p.relative_to(build_dir).as_posix() for p in bin_dir.rglob("*")
+                   if not p.is_dir() and p.relative_to(build_dir).as_posix() not in seen)
+    if extra:
+        raise ReleaseError(f"{extra[0]} is in {bin_dir} but not in build-info.json's artifacts"
+                           + (f" (and {len(extra) - 1} more)" if len(extra) > 1 else ""),
+                           hint="the build folder was changed after the build: rebuild")
+    return out
+
+
+def _smoke_waiver(info: Mapping[str, Any], allow: bool) -> list[str]:
+    smoke = info.get("smoke")
+    status = smoke.get("status") if isinstance(smoke, Mapping) else None
+    if status == "passed":
+        return []
+    what = {None: "was not run", "failed": "failed", "skipped": "was skipped",
+            "partial": "ran only some checks (--only/--skip)"}.get(status, f"ended {status!r}")
+    if not allow:
+        raise ReleaseError(f"the build's smoke stage {what}: refusing to release an untested build",
+                           hint="fix the build and rebuild, or pass --allow-unsmoked "
+                                "(recorded in the manifest)")
+    return ["unsmoked"]
+
+
+def dump_manifest(manifest: Mapping[str, Any]) -> bytes:
+    """The one canonical serialisation (verify re-serialises and compares)."""
+    return (json.dumps(manifest, indent=2, sort_keys=True, ensure_ascii=False) + "\n").encode()
+
+
+def _manifest(info: Mapping[str, Any], *, stem: str, suffix: str, mtime: int, sde: bool,
+              waivers: list[str], files: list[dict[str, Any]]) -> dict[str, Any]:
+    cmake = info["cmake"]
+    cuda = info.get("cuda")
+    return {
+        "schema": MANIFEST_SCHEMA,
+        "name": stem,
+        "archive": stem + suffix,
+        "variant": variant_name(info),
+        "released_by": f"patchkit {__version__}",
+        "patchkit_version": info.get("patchkit_version"),
+        "recipe": {"name": info["recipe"]["name"], "file": _relative_file(info["recipe"].get("file")),
+                   "sha256": info["recipe"]["sha256"]},
+        "identity": info.get("identity"),
+        "upstream": {k: info["upstream"].get(k) for k in ("url", "commit", "commit_date", "ref")},
+        "patches": [{"name": p.get("name"), "file": p.get("file"), "sha256": p.get("sha256"),
+                     "status": p.get("upstream_status"), "when": p.get("when"),
+                     "experimental": p.get("experimental"), "result": p.get("result")}
+                    for p in info["patches"]],
+        "series_hash": info["series_hash"],
+        "experimental": bool(info.get("experimental")),
+        "platform": {"os": info["platform"]["os"], "arch": info["platform"]["arch"]},
+        "cmake": {"generator": cmake.get("generator"), "build_type": cmake.get("build_type"),
+                  "defines": cmake.get("defines") or {},
+                  "toolchain": _relative_file(cmake.get("toolchain"))},
+        "targets": info.get("targets") or [],
+        "tools": dict(info["tools"]),
+        "cuda": None if not cuda else {
+            "archs": cuda.get("archs"), "cmake_architectures": cuda.get("cmake_architectures"),
+            "nvcc": cuda.get("nvcc"), "proven": cuda.get("proven")},
+        "pe_edits": info.get("pe_edits") or [],
+        "smoke": _smoke_summary(info.get("smoke")),
+        "waivers": sorted(waivers),
+        "source_date_epoch": mtime,
+        "mtime_from": "SOURCE_DATE_EPOCH" if sde else "upstream.commit_date",
+        "files": sorted(files, key=lambda f: f["path"]),
+    }
+
+
+def _smoke_summary(smoke: Any) -> Any:
+    """Smoke results without their timings, so equal builds give equal manifests."""
+    if not isinstance(smoke, Mapping):
+        return smoke
+    checks = [{k: c.get(k) for k in ("name", "status", "why")}
+              for c in smoke.get("checks") or [] if isinstance(c, Mapping)]
+    return {"status": smoke.get("status"), "checks": checks}
+
+
+def read_sums(path: Path) -> tuple[dict[str, str], list[str]]:
+    """SHA256SUMS -> ({name: sha256}, [problems with line numbers])."""
+    sums: dict[str, str] = {}
+    problems: list[str] = []
+    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        if not line.strip():
+            continue
+        m = _SUM_LINE.match(line)
+        if not m:
+            problems.append(f"{path.name} line {n}: not `<sha256>  <file>`: {line[:60]!r}")
+            continue
+        name = m.group("name")
+        if "/" in name or "\\" in name or name in (".", ".."):
+            problems.append(f"{path.name} line {n}: {name!r} is not a file beside it")
+        elif name in sums:
+            problems.append(f"{path.name} line {n}: {name} is listed twice")
+        else:
+            sums[name] = m.group("sha").lower()
+    return sums, problems
+
+
+def write_sums(path: Path, sums: Mapping[str, str]) -> None:
+    atomic_write_bytes(path, "".join(f"{sums[n]}  {n}\n" for n in sorted(sums)).encode(),
+                       mode=0o644)
+
+
+def _check_collision(out_dir: Path, stem: str, suffix: str, recipe_name: str) -> None:
+    side = out_dir / f"{stem}.manifest.json"
+    existing = out_dir / (stem + suffix)
+    if not existing.exists() and not side.exists():
+        return
+    other = None
+    try:
+        if side.is_file():
+            other = json.loads(side.read_text(encoding="utf-8")).get("recipe", {}).get("name")
+        else:
+            inner = read_archive(existing, keep=[f"{stem}/manifest.json"])
+            data = next((e.data for e in inner if e.name == f"{stem}/manifest.json"), None)
+            other = json.loads(data or b"{}").get("recipe", {}).get("name")
+    except (ValueError, OSError, AttributeError):
+        other = None
+    if other is not None and other != recipe_name:
+        raise ReleaseError(f"{out_dir / (stem + suffix)} already holds a release of recipe "
+                           f"{other!r} with the same name as {recipe_name!r}",
+                           hint="give each recipe its own --out folder, or make the recipes differ")
+
+
+def release(opts: ReleaseOptions) -> ReleaseResult:
+    """Check the build, pack it, write manifest copy, then SHA256SUMS (last)."""
+    build_dir = opts.build_dir
+    info = load_build_info(build_dir)
+    waivers: list[str] = []
+    if opts.recipe is not None:
+        reasons = _stale_reasons(info, opts.recipe, opts.series)
+        if reasons and not opts.allow_stale:
+            raise ReleaseError(f"the build in {build_dir} is stale: {reasons[0]}"
+                               + (f" (and {len(reasons) - 1} more)" if len(reasons) > 1 else ""),
+                               hint=f"rebuild with `patchkit build {opts.recipe.name}`, or pass "
+                                    "--allow-stale to release the old build (recorded)")
+        if reasons:
+            waivers.append("stale")
+    waivers += _smoke_waiver(info, opts.allow_unsmoked)
+    arts = _artifact_members(info, build_dir)
+    license_path = build_dir / "LICENSE"
+    if not license_path.is_file():
+        raise ReleaseError(f"{build_dir} has no LICENSE (llama.cpp's licence must ship)",
+                           hint="rebuild with `patchkit build <recipe>`")
+
+    stem, suffix = archive_name(info)
+    mtime = _mtime(info, opts.source_date_epoch)
+    members = [m for m, _ in arts] + [Member(name="LICENSE", mode=0o644, source=license_path)]
+    files = [f for _, f in arts] + [{"path": "LICENSE", "sha256": sha256_file(license_path),
+                                     "size": license_path.stat().st_size, "mode": "644",
+                                     "type": "LICENSE"}]
+    manifest = _manifest(info, stem=stem, suffix=suffix, mtime=mtime,
+                         sde=opts.source_date_epoch is not None, waivers=waivers, files=files)
+    manifest = _scrub(manifest, _host_subs(info, build_dir, opts.out_dir))
+    data = dump_manifest(manifest)
+    members.append(Member(name="manifest.json", mode=0o644, data=data))
+
+    out = opts.out_dir
+    if out.exists() and not out.is_dir():
+        raise ReleaseError(f"--out {out} is not a folder")
+    _check_collision(out, stem, suffix, info["recipe"]["name"])
+    sums_path = out / SUMS
+    sums: dict[str, str] = {}
+    if sums_path.is_file():
+        sums, problems = read_sums(sums_path)
+        if problems:
+            raise ReleaseError(f"{out}: {problems[0]}",
+                               hint="fix or delete it, then release again")
+    archive = out / (stem + suffix)
+    digest = write_archive(archive, stem, members, mtime=mtime)
+    side = out / f"{stem}.manifest.json"
+    atomic_write_bytes(side, data, mode=0o644)
+    sums[archive.name] = digest
+    sums[side.name] = sha256_file(side)
+    write_sums(sums_path, sums)
+    return ReleaseResult(name=stem, archive=archive, sha256=digest, manifest=side, sums=sums_path,
+                         waivers=tuple(sorted(waivers)), files=len(members))

@@ -1,0 +1,183 @@
+"""`patchkit verify DIR`: recompute everything a release folder claims; list each difference.
+
+Checked, each difference one line naming the file:
+- SHA256SUMS: well-formed, every listed file present with that sha256, and every
+  archive / manifest copy in DIR listed;
+- each archive: readable; one top folder named after the archive; a manifest.json
+  in canonical form whose ``name``/``archive`` match the file and whose name can be
+  recomputed from its own fields; every member listed in the manifest's ``files``
+  with the same sha256, size and mode and no member missing or extra; the layout a
+  release writes (sorted, declared mtime, owner 0:0, gzip header without name/time);
+  smoke not passed only with an ``unsmoked`` waiver;
+- ``<name>.manifest.json`` beside the archive: identical to the manifest inside
+  (else the differing keys are named).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from patchkit.release.archive import ARCHIVE_SUFFIXES, archive_kind, check_archive, read_archive
+from patchkit.core.errors import ReleaseError
+from patchkit.model.buildinfo import archive_name, variant_name
+from patchkit.release.release import SUMS, dump_manifest, read_sums
+from patchkit.core.fs import sha256_file
+
+__all__ = ["VerifyReport", "verify_dir"]
+
+_MAX_KEYS = 6
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class VerifyReport:
+    directory: Path
+    archives: tuple[str, ...]
+    differences: tuple[str, ...]
+
+    @property
+    def ok(self) -> bool:
+        return not self.differences
+
+
+def _diff_keys(a: Any, b: Any, prefix: str = "") -> list[str]:
+    """Dotted paths where two JSON values differ."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        out: list[str] = []
+        for k in sorted(set(a) | set(b)):
+            out += _diff_keys(a.get(k), b.get(k), f"{prefix}.{k}" if prefix else k)
+        return out
+    if isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
+        out = []
+        for i, (x, y) in enumerate(zip(a, b)):
+            out += _diff_keys(x, y, f"{prefix}[{i}]")
+        return out
+    return [] if a == b else [prefix or "(whole)"]
+
+
+def _short(sha: Any) -> str:
+    return f"{str(sha)[:12]}…"
+
+
+def _check_members(label: str, root: str, entries: list[Any], manifest: Mapping[str, Any]) -> list[str]:
+    diffs: list[str] = []
+    files = manifest.get("files")
+    if not isinstance(files, list):
+        return [f"{label}: manifest.json has no files list"]
+    listed: dict[str, Mapping[str, Any]] = {}
+    for f in files:
+        if isinstance(f, Mapping) and isinstance(f.get("path"), str):
+            listed[f["path"]] = f
+    present = {e.name[len(root) + 1:]: e for e in entries if e.name.startswith(f"{root}/")}
+    for rel in sorted(set(listed) - set(present)):
+        diffs.append(f"{label}: {rel} is in the manifest but missing from the archive")
+    for rel in sorted(set(present) - set(listed) - {"manifest.json"}):
+        diffs.append(f"{label}: {rel} is in the archive but not in the manifest")
+    for rel in sorted(set(listed) & set(present)):
+        want, got = listed[rel], present[rel]
+        if got.sha256 != want.get("sha256"):
+            diffs.append(f"{label}: {rel}: sha256 is {_short(got.sha256)}, "
+                         f"the manifest says {_short(want.get('sha256'))}")
+        if got.size != want.get("size"):
+            diffs.append(f"{label}: {rel}: size is {got.size}, the manifest says {want.get('size')}")
+        if f"{got.mode:o}" != want.get("mode"):
+            diffs.append(f"{label}: {rel}: mode is {got.mode:o}, the manifest says {want.get('mode')}")
+    return diffs
+
+
+def _check_archive_file(dist: Path, name: str) -> list[str]:
+    path = dist / name
+    root = name[: -len("." + archive_kind(name))]
+    try:
+        entries = read_archive(path, keep=[f"{root}/manifest.json"])
+    except ValueError as e:
+        return [f"{name}: {e}"]
+    inner = next((e for e in entries if e.name == f"{root}/manifest.json"), None)
+    if inner is None or inner.data is None:
+        return [f"{name}: has no {root}/manifest.json"]
+    try:
+        manifest = json.loads(inner.data.decode("utf-8"))
+        if not isinstance(manifest, dict):
+            raise ValueError("not an object")
+    except (ValueError, UnicodeDecodeError) as e:
+        return [f"{name}: manifest.json is not valid JSON ({e})"]
+
+    diffs: list[str] = []
+    if dump_manifest(manifest) != inner.data:
+        diffs.append(f"{name}: manifest.json is not in canonical form (edited by hand?)")
+    if manifest.get("archive") != name:
+        diffs.append(f"{name}: the manifest names the archive {manifest.get('archive')!r}")
+    if manifest.get("name") != root:
+        diffs.append(f"{name}: the manifest names the top folder {manifest.get('name')!r}")
+    try:
+        stem, suffix = archive_name(manifest)
+        if stem + suffix != name:
+            diffs.append(f"{name}: the manifest's upstream/series/platform/cuda fields give the "
+                         f"name {stem + suffix}")
+        if manifest.get("variant") != variant_name(manifest):
+            diffs.append(f"{name}: the manifest's variant {manifest.get('variant')!r} does not "
+                         f"follow from its fields ({variant_name(manifest)!r})")
+    except (KeyError, TypeError, ReleaseError, AttributeError) as e:
+        diffs.append(f"{name}: cannot recompute the archive name from the manifest ({e})")
+    diffs += _check_members(name, root, entries, manifest)
+    mtime = manifest.get("source_date_epoch")
+    if isinstance(mtime, int):
+        diffs += [f"{name}: {p}" for p in check_archive(path, entries, root=root, mtime=mtime)]
+    else:
+        diffs.append(f"{name}: the manifest has no source_date_epoch")
+    smoke = manifest.get("smoke")
+    status = smoke.get("status") if isinstance(smoke, dict) else None
+    if status != "passed" and "unsmoked" not in (manifest.get("waivers") or []):
+        diffs.append(f"{name}: smoke {status or 'not run'} but the manifest records no "
+                     "'unsmoked' waiver")
+
+    side = dist / f"{root}.manifest.json"
+    if not side.is_file():
+        diffs.append(f"{side.name}: missing (the copy of {name}'s manifest)")
+    elif side.read_bytes() != inner.data:
+        try:
+            keys = _diff_keys(manifest, json.loads(side.read_text(encoding="utf-8")))
+            what = ", ".join(keys[:_MAX_KEYS]) + (f" (+{len(keys) - _MAX_KEYS} more)"
+                                                  if len(keys) > _MAX_KEYS else "")
+            what = what or "formatting only"
+        except (ValueError, UnicodeDecodeError):
+            what = "it is not valid JSON"
+        diffs.append(f"{side.name}: differs from the manifest inside {name}: {what}")
+    return diffs
+
+
+def verify_dir(dist: Path) -> VerifyReport:
+    """Every difference between what DIR claims and what it holds (empty: all good)."""
+    if not dist.is_dir():
+        raise ReleaseError(f"{dist} is not a folder", hint="pass the --out folder of `patchkit release`")
+    diffs: list[str] = []
+    sums_path = dist / SUMS
+    sums: dict[str, str] = {}
+    if sums_path.is_file():
+        sums, problems = read_sums(sums_path)
+        diffs += problems
+    else:
+        diffs.append(f"{SUMS}: missing")
+    for name, want in sorted(sums.items()):
+        path = dist / name
+        if not path.is_file():
+            diffs.append(f"{name}: listed in {SUMS} but missing")
+            continue
+        got = sha256_file(path)
+        if got != want:
+            diffs.append(f"{name}: sha256 is {_short(got)}, {SUMS} says {_short(want)}")
+    ours = sorted(p.name for p in dist.iterdir() if p.is_file()
+                  and (p.name.endswith(ARCHIVE_SUFFIXES) or p.name.endswith(".manifest.json")))
+    for name in ours:
+        if name not in sums:
+            diffs.append(f"{name}: not listed in {SUMS}")
+    archives = sorted({n for n in (*ours, *sums) if n.endswith(ARCHIVE_SUFFIXES)
+                       and (dist / n).is_file()})
+    if not archives and not diffs:
+        diffs.append(f"{dist}: no archives to verify")
+    for name in archives:
+        diffs += _check_archive_file(dist, name)
+    return VerifyReport(directory=dist, archives=tuple(archives), differences=tuple(diffs))

@@ -1,0 +1,437 @@
+"""`patchkit refresh`: rebase the series onto a new upstream commit with 3-way merges.
+
+The work happens in a scratch repository (``WORKDIR/tree``) that borrows the
+upstream's objects through ``objects/info/alternates`` (nothing is written into
+the upstream repository) and whose base commit holds only the files the series
+touches. The series is first replayed on the files of its current base (the
+recipe's pin), one commit per patch; the new commit's files then become a second
+root, and each patch commit is cherry-picked onto it: a real 3-way merge whose
+merge base is the patch's parent, so it works for patch N on top of 1..N-1 and
+needs no ``index`` lines. A patch that does not apply on the old base (or when no
+base is known) falls back to ``git apply --3way``. On a real conflict the refresh stops, leaves
+the tree for the user to fix, and records its progress in
+``WORKDIR/refresh-state.json`` for ``--continue`` / ``--abort``.
+
+When every patch is in, each patch file is rewritten as its original header plus
+``git diff`` between consecutive commits, the series' sha256 lines are updated,
+and (only when asked) the recipe's ``upstream.commit`` moves to the new commit.
+All files are written to temp files first and then renamed into place, so an
+error leaves patches/ as it was.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import re
+import shutil
+import stat
+import subprocess
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+
+from patchkit.upkeep.scratch import parse_hunks
+from patchkit.upkeep.check import in_when_range
+from patchkit.core.errors import PatchError, RecipeError
+from patchkit.git.repo import Git, TreeEntry, git_env
+from patchkit.model.series import Patch
+from patchkit.core.fs import atomic_write_json, sha256_bytes, sha256_file
+
+__all__ = [
+    "RefreshOptions",
+    "RefreshResult",
+    "STATE_FILE",
+    "move_recipe_pin",
+    "refresh_abort",
+    "refresh_continue",
+    "refresh_start",
+]
+
+STATE_FILE = "refresh-state.json"
+_STATE_VERSION = 1
+_IDENTITY = ["-c", "user.name=patchkit", "-c", "user.email=patchkit@localhost",
+             "-c", "commit.gpgsign=false", "-c", "core.autocrlf=false"]
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class RefreshOptions:
+    repo: Path  # the upstream repository (read-only)
+    patches: tuple[Patch, ...]  # in series order
+    patches_dir: Path
+    onto: str
+    workdir: Path
+    base: str | None = None  # where the series applies today (the recipe pin); see module doc
+    recipe_path: Path | None = None
+    move_pin: bool = False
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class RefreshResult:
+    onto: str
+    updated: tuple[str, ...]  # patch files whose bytes changed
+    unchanged: tuple[str, ...]
+    skipped: tuple[str, ...]  # outside their When range at onto: left as they were
+    pin_moved: bool
+
+
+def _scratch_git(tree: Path, *args: str, check: bool = True,
+                 input: bytes | None = None) -> subprocess.CompletedProcess[bytes]:
+    env = git_env({"GIT_CEILING_DIRECTORIES": str(tree.parent)})
+    for k in ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_OBJECT_DIRECTORY"):
+        env.pop(k, None)
+    proc = subprocess.run([shutil.which("git") or "git", *_IDENTITY, "-C", str(tree), *args],
+                          capture_output=True, env=env, input=input)
+    if check and proc.returncode != 0:
+        msg = proc.stderr.decode("utf-8", "replace").strip().splitlines()
+        raise PatchError(f"git {args[0]} failed in {tree}: " + (msg[-1] if msg else
+                                                                 f"exit code {proc.returncode}"))
+    return proc
+
+
+def _out(tree: Path, *args: str) -> str:
+    return _scratch_git(tree, *args).stdout.decode("utf-8", "replace")
+
+
+# -- state ---------------------------------------------------------------------------------
+def _load_state(workdir: Path) -> dict[str, object]:
+    path = workdir / STATE_FILE
+    if not path.is_file():
+        raise PatchError(f"no refresh in progress in {workdir}",
+                         hint="start one with `patchkit refresh --onto COMMIT`")
+    state = json.loads(path.read_text(encoding="utf-8"))
+    if state.get("version") != _STATE_VERSION:
+        raise PatchError(f"{path} was written by another patchkit version",
+                         hint="run `patchkit refresh --abort` and start again")
+    return state
+
+
+def _check_sources_unchanged(state: dict[str, object]) -> None:
+    for p in state["patches"]:  # type: ignore[union-attr]
+        path = Path(state["patches_dir"]) / p["file"]  # type: ignore[index,arg-type]
+        if not path.is_file() or sha256_file(path) != p["sha256"]:  # type: ignore[index]
+            raise PatchError(f"{path} changed since the refresh started",
+                             hint="run `patchkit refresh --abort` and start again")
+
+
+# -- start / continue / abort --------------------------------------------------------------
+def refresh_start(opts: RefreshOptions) -> RefreshResult:
+    """Apply the series onto ``opts.onto``; PatchError (state kept) at the first conflict."""
+    if (opts.workdir / STATE_FILE).exists():
+        raise PatchError(f"a refresh is already in progress in {opts.workdir}",
+                         hint="finish it with `patchkit refresh --continue` or drop it with "
+                              "`patchkit refresh --abort`")
+    if not opts.patches:
+        raise PatchError("no patches to refresh")
+    git = Git(opts.repo)
+    onto = git.resolve(opts.onto)
+    datas = [p.read_verified() for p in opts.patches]
+    skip = [not in_when_range(git, p, onto) for p in opts.patches]
+    paths: list[str] = []
+    for data, s in zip(datas, skip):
+        if not s:
+            files, _ = parse_hunks(data.decode("utf-8", "replace"))
+            paths.extend(f for f in files if f not in paths)
+
+    if opts.workdir.exists() and any(opts.workdir.iterdir()):
+        raise PatchError(f"work folder {opts.workdir} is not empty",
+                         hint="remove it, or pass --workdir with an empty or new folder")
+    tree = opts.workdir / "tree"
+    tree.mkdir(parents=True)
+    try:
+        pdir = opts.workdir / "patches"
+        pdir.mkdir()
+        pfiles = []
+        for i, data in enumerate(datas):
+            pfiles.append(pdir / f"{i:04d}.patch")
+            pfiles[-1].write_bytes(data)
+        base_sha = git.resolve(opts.base) if opts.base else None
+        old_commits = _make_scratch(git, tree, onto, paths, base_sha,
+                                    [None if s else f for f, s in zip(pfiles, skip)])
+    except BaseException:
+        _rmtree(opts.workdir)
+        raise
+    base = _out(tree, "rev-parse", "HEAD").strip()
+    state: dict[str, object] = {
+        "version": _STATE_VERSION,
+        "repo": str(opts.repo),
+        "onto": onto,
+        "base": base,
+        "patches_dir": str(opts.patches_dir),
+        "recipe": str(opts.recipe_path) if opts.recipe_path else None,
+        "move_pin": opts.move_pin,
+        "patches": [{"name": p.name, "file": p.filename, "sha256": sha256_bytes(d), "skip": s}
+                    for p, d, s in zip(opts.patches, datas, skip)],
+        "next": 0,
+        "commits": [],
+        "old_commits": old_commits,
+    }
+    atomic_write_json(opts.workdir / STATE_FILE, state)
+    return _run(opts.workdir, state)
+
+
+def refresh_continue(workdir: Path) -> RefreshResult:
+    """Commit the user's resolution of the stopped patch and go on."""
+    state = _load_state(workdir)
+    _check_sources_unchanged(state)
+    tree = workdir / "tree"
+    i = int(state["next"])  # type: ignore[arg-type]
+    patch = state["patches"][i]  # type: ignore[index]
+    unmerged = sorted({ln.split("\t", 1)[1] for ln in _out(tree, "ls-files", "-u").splitlines()
+                       if "\t" in ln})
+    if unmerged:
+        raise PatchError(f"{patch['file']}: still unmerged: {', '.join(unmerged)}",
+                         hint=f"fix them in {tree}, `git -C {tree} add` them, then --continue")
+    unstaged = _out(tree, "diff", "--name-only").split()
+    if unstaged:
+        raise PatchError(f"{patch['file']}: changes not staged: {', '.join(unstaged)}",
+                         hint=f"`git -C {tree} add` them (or `git -C {tree} checkout` them away)")
+    markers = [ln for ln in _scratch_git(tree, "diff", "--cached", "--check", check=False)
+               .stdout.decode("utf-8", "replace").splitlines() if "conflict marker" in ln]
+    if markers:
+        raise PatchError(f"{patch['file']}: conflict markers left: {markers[0].split(':')[0]}",
+                         hint=f"edit the file in {tree}, `git add` it, then --continue")
+    _commit(tree, patch["name"])
+    state["commits"].append(_out(tree, "rev-parse", "HEAD").strip())  # type: ignore[union-attr]
+    state["next"] = i + 1
+    atomic_write_json(workdir / STATE_FILE, state)
+    return _run(workdir, state)
+
+
+def refresh_abort(workdir: Path) -> None:
+    """Drop a refresh in progress: its work folder goes, patches/ was never touched."""
+    _load_state(workdir)
+    _rmtree(workdir)
+
+
+# -- the work --------------------------------------------------------------------------
+def _make_scratch(git: Git, tree: Path, onto: str, paths: Sequence[str], base: str | None,
+                  pfiles: Sequence[Path | None]) -> list[str | None]:
+    """Set up the scratch repo; returns the patch commits made on ``base`` (None: not made)."""
+    commits = [base, onto] if base else [onto]
+    all_entries = git.tree_entries(commits, paths)
+    git.read_blobs(e.oid for ents in all_entries for e in ents.values()
+                   if e.mode != "160000")  # fetches them once if the source is partial
+    _scratch_git(tree, "init", "-q")
+    alt = tree / ".git" / "objects" / "info" / "alternates"
+    alt.write_text(str(git.objects_dir()) + "\n", encoding="utf-8")
+    promisor = _promisor_url(git)
+    if promisor:  # let the scratch repo fetch blobs lazily, like its source
+        for key, value in (("core.repositoryformatversion", "1"),
+                           ("extensions.partialClone", "origin"),
+                           ("remote.origin.url", promisor),
+                           ("remote.origin.promisor", "true"),
+                           ("remote.origin.partialclonefilter", "blob:none")):
+            _scratch_git(tree, "config", key, value)
+    old_commits: list[str | None] = [None] * len(pfiles)
+    if base:
+        _load_root(tree, paths, all_entries[0], f"upstream {base[:12]} (the series' base)")
+        for i, pfile in enumerate(pfiles):
+            if pfile is None:
+                continue
+            proc = _scratch_git(tree, "apply", "--index", "--whitespace=nowarn", str(pfile),
+                                check=False)
+            if proc.returncode == 0:
+                _commit(tree, f"patch {i}")
+                old_commits[i] = _out(tree, "rev-parse", "HEAD").strip()
+        _scratch_git(tree, "update-ref", "refs/patchkit/old", "HEAD")
+    _load_root(tree, paths, all_entries[-1], f"upstream {onto[:12]}, the files the series touches")
+    return old_commits
+
+
+def _load_root(tree: Path, paths: Sequence[str], entries: dict[str, TreeEntry], msg: str) -> None:
+    """Make HEAD a new root commit holding exactly ``entries``, and check it out."""
+    for p in paths:
+        (tree / p).unlink(missing_ok=True)
+    _scratch_git(tree, "read-tree", "--empty")
+    info = "".join(f"{e.mode} {e.oid}\t{p}\n" for p, e in entries.items())
+    _scratch_git(tree, "update-index", "--index-info", input=info.encode("utf-8"))
+    _scratch_git(tree, "checkout-index", "-a", "-f", "-u")
+    tree_id = _out(tree, "write-tree").strip()
+    commit = _out(tree, "commit-tree", tree_id, "-m", msg).strip()
+    _scratch_git(tree, "update-ref", "HEAD", commit)
+
+
+def _promisor_url(git: Git) -> str | None:
+    proc = git._run(["config", "--get", "extensions.partialClone"], check=False)
+    remote = proc.stdout.decode().strip()
+    if not remote:
+        return None
+    url = git._run(["config", "--get", f"remote.{remote}.url"], check=False).stdout.decode().strip()
+    if url and not re.match(r"^[a-z][a-z0-9+.-]*://", url) and not Path(url).is_absolute():
+        url = str((git.repo / url).resolve())
+    return url or None
+
+
+def _commit(tree: Path, name: str) -> None:
+    _scratch_git(tree, "commit", "-q", "--allow-empty", "--no-verify", "-m", name)
+
+
+def _run(workdir: Path, state: dict[str, object]) -> RefreshResult:
+    tree = workdir / "tree"
+    patches = state["patches"]
+    assert isinstance(patches, list)
+    commits = state["commits"]
+    assert isinstance(commits, list)
+    while int(state["next"]) < len(patches):  # type: ignore[arg-type]
+        i = int(state["next"])  # type: ignore[arg-type]
+        p = patches[i]
+        if p["skip"]:
+            commits.append(None)
+        else:
+            old = state["old_commits"][i]  # type: ignore[index]
+            if old:
+                proc = _scratch_git(tree, "cherry-pick", "--no-commit", old, check=False)
+            else:
+                pfile = workdir / "patches" / f"{i:04d}.patch"
+                proc = _scratch_git(tree, "apply", "--3way", "--whitespace=nowarn", str(pfile),
+                                    check=False)
+            if proc.returncode != 0:
+                atomic_write_json(workdir / STATE_FILE, state)
+                _stop(tree, p, proc)
+            _commit(tree, p["name"])
+            commits.append(_out(tree, "rev-parse", "HEAD").strip())
+        state["next"] = i + 1
+        atomic_write_json(workdir / STATE_FILE, state)
+    return _finish(workdir, state)
+
+
+def _stop(tree: Path, p: dict[str, object], proc: subprocess.CompletedProcess[bytes]) -> None:
+    text = (proc.stdout + proc.stderr).decode("utf-8", "replace")
+    unmerged = sorted({ln.split("\t", 1)[1] for ln in _out(tree, "ls-files", "-u").splitlines()
+                       if "\t" in ln})
+    if unmerged:
+        raise PatchError(
+            f"refresh stopped at {p['file']}: conflicts in {', '.join(unmerged)}",
+            detail=f"the files with conflict markers are in {tree}",
+            hint=f"fix them, `git -C {tree} add` them, then `patchkit refresh --continue` "
+                 "(or `patchkit refresh --abort`)")
+    errors = [ln.removeprefix("error: ") for ln in text.splitlines() if ln.startswith("error: ")]
+    raise PatchError(
+        f"refresh stopped at {p['file']}: it does not apply and cannot be 3-way merged"
+        + (f" ({errors[0]})" if errors else ""),
+        detail="\n".join(errors[1:]),
+        hint=f"apply it by hand in {tree}, `git -C {tree} add` the files, then "
+             "`patchkit refresh --continue` (or `patchkit refresh --abort`)")
+
+
+def _finish(workdir: Path, state: dict[str, object]) -> RefreshResult:
+    _check_sources_unchanged(state)
+    tree = workdir / "tree"
+    pdir = Path(str(state["patches_dir"]))
+    patches = state["patches"]
+    commits = state["commits"]
+    assert isinstance(patches, list) and isinstance(commits, list)
+    prev = str(state["base"])
+    writes: dict[Path, bytes] = {}
+    updated: list[str] = []
+    unchanged: list[str] = []
+    skipped: list[str] = []
+    empty: list[str] = []
+    new_hashes: dict[str, str] = {}
+    for p, commit in zip(patches, commits):
+        if commit is None:
+            skipped.append(p["file"])
+            continue
+        diff = _scratch_git(tree, "diff", "--no-color", "--no-ext-diff", "--no-textconv",
+                            "--no-renames", "--binary", "-U3", "--src-prefix=a/",
+                            "--dst-prefix=b/", prev, commit).stdout
+        prev = commit
+        if not diff.strip():
+            empty.append(p["file"])
+            continue
+        old = (pdir / p["file"]).read_bytes()
+        cut = re.search(rb"^diff --git ", old, re.MULTILINE)
+        header = old[: cut.start()] if cut else old
+        new = header + diff
+        if new == old:
+            unchanged.append(p["file"])
+        else:
+            updated.append(p["file"])
+            writes[pdir / p["file"]] = new
+            new_hashes[p["file"]] = sha256_bytes(new)
+    if empty:
+        raise PatchError(
+            f"{', '.join(empty)}: empty on top of {str(state['onto'])[:12]}: upstream already "
+            "has the change", hint="drop it from patches/series (nothing was written), then "
+                                   "`patchkit refresh --abort` and start again")
+    if new_hashes:
+        series = pdir / "series"
+        writes[series] = _rewrite_series(series.read_text(encoding="utf-8"),
+                                         new_hashes).encode("utf-8")
+    pin_moved = False
+    if state["move_pin"] and state["recipe"]:
+        rpath = Path(str(state["recipe"]))
+        text = rpath.read_text(encoding="utf-8")
+        new_text = move_recipe_pin(text, str(state["onto"]), where=str(rpath))
+        if new_text != text:
+            writes[rpath] = new_text.encode("utf-8")
+            pin_moved = True
+    _write_all(writes)
+    _rmtree(workdir)
+    return RefreshResult(onto=str(state["onto"]), updated=tuple(updated),
+                         unchanged=tuple(unchanged), skipped=tuple(skipped), pin_moved=pin_moved)
+
+
+# -- file rewriting ------------------------------------------------------------------------
+def _rewrite_series(text: str, new_hashes: dict[str, str]) -> str:
+    out: list[str] = []
+    for raw in text.splitlines(keepends=True):
+        body = raw.split("#", 1)[0]
+        fields = body.split()
+        if fields and fields[0] in new_hashes:
+            raw = re.sub(r"sha256=[0-9a-fA-F]{64}", f"sha256={new_hashes[fields[0]]}", raw, count=1)
+        out.append(raw)
+    return "".join(out)
+
+
+_TABLE = re.compile(r"^\s*\[\s*([A-Za-z0-9_.\"-]+)\s*\]")
+_COMMIT_LINE = re.compile(r"^(\s*commit\s*=\s*[\"'])([0-9a-f]{40})([\"'].*)$", re.DOTALL)
+
+
+def move_recipe_pin(text: str, commit: str, *, where: str = "recipe") -> str:
+    """The recipe text with ``[upstream] commit`` set to ``commit``; every other byte kept."""
+    lines = text.splitlines(keepends=True)
+    table = None
+    for n, line in enumerate(lines):
+        m = _TABLE.match(line)
+        if m:
+            table = m.group(1).strip('"')
+            continue
+        if table == "upstream":
+            c = _COMMIT_LINE.match(line)
+            if c:
+                lines[n] = c.group(1) + commit + c.group(3)
+                return "".join(lines)
+    raise RecipeError(f"{where}: no `commit = \"<40 hex>\"` line in [upstream] to move")
+
+
+def _write_all(files: dict[Path, bytes]) -> None:
+    """Write every file to a temp sibling first, then rename them all into place."""
+    staged: list[tuple[Path, str]] = []
+    try:
+        for path, data in files.items():
+            fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+            staged.append((path, tmp))
+            with os.fdopen(fd, "wb") as f:
+                f.write(data)
+                f.flush()
+                os.fsync(f.fileno())
+            if path.exists():
+                os.chmod(tmp, stat.S_IMODE(path.stat().st_mode))
+    except BaseException:
+        for _, tmp in staged:
+            Path(tmp).unlink(missing_ok=True)
+        raise
+    for path, tmp in staged:
+        os.replace(tmp, path)
+
+
+def _rmtree(path: Path) -> None:
+    def onerror(func, p, _exc):  # type: ignore[no-untyped-def]  # read-only git objects on Windows
+        os.chmod(p, stat.S_IWRITE)
+        func(p)
+
+    if path.exists():
+        shutil.rmtree(path, onerror=onerror)
