@@ -5,7 +5,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import git  # noqa: F401  (gitpython runs `git version` on first import: do it before tests)
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))

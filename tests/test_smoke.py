@@ -130,9 +130,9 @@ def test_ctrl_c_during_a_check_still_stops_servers(tmp_path: Path, monkeypatch: 
 
 
 def test_command_timeout_is_reported(tmp_path: Path) -> None:
-    from patchkit.core.proc import run_cmd
+    from patchkit.core.proc import run
 
-    r = run_cmd([sys.executable, "-c", "import time; time.sleep(30)"], timeout=0.5)
+    r = run([sys.executable, "-c", "import time; time.sleep(30)"], timeout=0.5)
     assert r.returncode is None and "timed out" in r.brief()
 
 

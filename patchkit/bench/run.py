@@ -36,7 +36,8 @@ from patchkit.bench.sweep import (
 )
 from patchkit.core.errors import ConfigError, FatalError, ToolMissing
 from patchkit.build.output import read_build_info
-from patchkit.core.proc import LOOPBACK, Processes, free_port, run_cmd
+from patchkit.core.net import LOOPBACK, free_port
+from patchkit.core.proc import Processes, run
 from patchkit.core.fs import atomic_write_json
 
 __all__ = [
@@ -172,7 +173,7 @@ def _check_out_dir(out_dir: Path) -> None:
 
 
 def _tool(exe: Path, *args: str, timeout: float) -> str:
-    r = run_cmd([str(exe), *args], timeout=timeout)
+    r = run([str(exe), *args], timeout=timeout, start_error="result")
     text = r.stdout + r.stderr
     if not r.ok:
         raise ConfigError(f"{exe.name} {' '.join(args)}: {r.brief()}: {r.last_line()}",
@@ -195,7 +196,7 @@ def _base_args(opts: BenchOptions, caps: BenchCaps, keys: set[str]) -> list[str]
 def _run_point(exe: Path, index: int, label: str, settings: tuple[tuple[str, str], ...],
                base: list[str], args: tuple[str, ...], opts: BenchOptions,
                raw_dir: Path) -> PointResult:
-    r = run_cmd([str(exe), *base, *args], timeout=opts.timeout)
+    r = run([str(exe), *base, *args], timeout=opts.timeout, start_error="result")
     raw_dir.mkdir(parents=True, exist_ok=True)
     (raw_dir / f"{index:02d}.out").write_text(r.stdout, encoding="utf-8")
     (raw_dir / f"{index:02d}.err").write_text(r.stderr, encoding="utf-8")

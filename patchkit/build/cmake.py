@@ -14,7 +14,6 @@ import dataclasses
 import os
 import re
 import shutil
-import subprocess
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -28,6 +27,7 @@ from scikit_build_core.program_search import best_program, get_ninja_programs
 
 from patchkit.core.errors import BuildError, ToolMissing
 from patchkit.core.log import log
+from patchkit.core.proc import run_streaming
 from patchkit.core.fs import did_you_mean
 
 __all__ = [
@@ -76,40 +76,30 @@ def find_tools() -> BuildTools:
 def _run_logged(cmd: Sequence[str | os.PathLike[str]], log_path: Path,
                 env: Mapping[str, str], progress_label: str | None = None) -> int:
     """Run ``cmd``, appending all output to ``log_path``; follow ninja's [n/N] if asked."""
-    args = [os.fspath(c) for c in cmd]
-    with log_path.open("a", encoding="utf-8", errors="replace", buffering=1) as logf:
-        logf.write(f"\n$ {subprocess.list2cmdline(args)}\n")
-        logf.flush()
-        proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                env=dict(env), text=True, encoding="utf-8", errors="replace")
-        assert proc.stdout is not None
-        bar = None
-        task = None
-        if progress_label:
-            bar = Progress(TextColumn(progress_label), BarColumn(), MofNCompleteColumn(),
-                           TimeElapsedColumn(), console=log.console, transient=True)
-            bar.start()
-            task = bar.add_task(progress_label, total=None)
-        last_decile = -1
-        try:
-            for line in proc.stdout:
-                logf.write(line)
-                m = re.match(r"^\[(\d+)/(\d+)\]", line)
-                if m and bar is not None and task is not None:
-                    done, total = int(m.group(1)), int(m.group(2))
-                    bar.update(task, completed=done, total=total)
-                    decile = done * 10 // max(total, 1)
-                    if not log.console.is_terminal and decile != last_decile:
-                        last_decile = decile
-                        log.info(f"  {progress_label} {done}/{total}")
-            return proc.wait()
-        except BaseException:
-            proc.kill()
-            proc.wait()
-            raise
-        finally:
-            if bar is not None:
-                bar.stop()
+    if not progress_label:
+        return run_streaming(cmd, log_path=log_path, env=env)
+    bar = Progress(TextColumn(progress_label), BarColumn(), MofNCompleteColumn(),
+                   TimeElapsedColumn(), console=log.console, transient=True)
+    task = bar.add_task(progress_label, total=None)
+    last_decile = -1
+
+    def on_line(line: str) -> None:
+        nonlocal last_decile
+        m = re.match(r"^\[(\d+)/(\d+)\]", line)
+        if not m:
+            return
+        done, total = int(m.group(1)), int(m.group(2))
+        bar.update(task, completed=done, total=total)
+        decile = done * 10 // max(total, 1)
+        if not log.console.is_terminal and decile != last_decile:
+            last_decile = decile
+            log.info(f"  {progress_label} {done}/{total}")
+
+    bar.start()
+    try:
+        return run_streaming(cmd, log_path=log_path, env=env, on_line=on_line)
+    finally:
+        bar.stop()
 
 
 def _tail(log_path: Path, n: int = 25) -> str:

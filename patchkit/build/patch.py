@@ -14,7 +14,7 @@ from pathlib import Path
 from patchkit.upkeep.scratch import parse_apply_output, parse_hunks
 from patchkit.core.errors import PatchError, SourceError
 from patchkit.model.series import Patch
-from patchkit.git.cache import run_git
+from patchkit.git.runner import git_out
 
 __all__ = ["PatchResult", "apply_series", "failed_hunks"]
 
@@ -49,7 +49,7 @@ def failed_hunks(patch_text: str, stderr: str) -> list[str]:
 
 def _git_apply(worktree: Path, patch_file: Path, *flags: str) -> tuple[bool, str]:
     try:
-        run_git(worktree, "apply", *flags, str(patch_file))
+        git_out(worktree, "apply", *flags, str(patch_file))
     except SourceError as e:
         return False, e.detail or e.message
     return True, ""
@@ -86,7 +86,7 @@ def apply_series(worktree: Path, commit: str, patches: tuple[Patch, ...],
                 pfile.unlink(missing_ok=True)
     except BaseException:
         # leave the worktree at the pinned commit, never half-patched
-        run_git(worktree, "reset", "--quiet", "--hard", commit)
-        run_git(worktree, "clean", "-fdxq")
+        git_out(worktree, "reset", "--quiet", "--hard", commit)
+        git_out(worktree, "clean", "-fdxq")
         raise
     return results

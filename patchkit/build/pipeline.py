@@ -24,14 +24,15 @@ from patchkit.core.log import log
 from patchkit.build.output import write_output
 from patchkit.build.patch import PatchResult, apply_series
 from patchkit.core.paths import cache_dir
+from patchkit.core.proc import tool_version
 from patchkit.model.recipe import Recipe
 from patchkit.model.series import Series
+from patchkit.git.runner import git_out
 from patchkit.git.cache import (
     ensure_clone,
     ensure_commit,
     prepare_worktree,
     remove_worktree,
-    run_git,
 )
 from patchkit.core.fs import atomic_write_json, sha256_file
 
@@ -100,11 +101,11 @@ def _worktree_matches(path: Path, tree: str | None, commit: str) -> bool:
     if not tree or not (path / ".git").exists():
         return False
     try:
-        run_git(path, "update-index", "-q", "--refresh")
-        head = run_git(path, "rev-parse", "HEAD")
-        unstaged = run_git(path, "diff", "--name-only")
-        extra = run_git(path, "ls-files", "--others")
-        current = run_git(path, "write-tree")
+        git_out(path, "update-index", "-q", "--refresh")
+        head = git_out(path, "rev-parse", "HEAD")
+        unstaged = git_out(path, "diff", "--name-only")
+        extra = git_out(path, "ls-files", "--others")
+        current = git_out(path, "write-tree")
     except SourceError:
         return False
     return head == commit and not unstaged and not extra and current == tree
@@ -113,32 +114,19 @@ def _worktree_matches(path: Path, tree: str | None, commit: str) -> bool:
 def _refuse_user_work(src: Path, commit: str) -> None:
     """Raise unless the worktree holds nothing but what patchkit put there."""
     try:
-        head = run_git(src, "rev-parse", "HEAD")
-        changed = run_git(src, "status", "--porcelain", "--ignored")
+        head = git_out(src, "rev-parse", "HEAD")
+        changed = git_out(src, "status", "--porcelain", "--ignored")
     except SourceError:
         raise SourceError(f"the worktree {src} is broken (its clone moved or was deleted?)",
                           hint="rerun with --clean to make a new one") from None
     if head != commit:
-        subject = run_git(src, "log", "-1", "--format=%h %s", "HEAD")
+        subject = git_out(src, "log", "-1", "--format=%h %s", "HEAD")
         raise SourceError(f"the worktree {src} has commits patchkit did not make ({subject})",
                           hint="save them (git -C <worktree> format-patch), then rerun with --clean")
     if changed:
         raise SourceError(f"the worktree {src} has changes patchkit did not make",
                           detail=changed[:2000],
                           hint="save them if you need them, then rerun with --clean")
-
-
-def _tool_version(path: Path | None) -> str | None:
-    if path is None:
-        return None
-    import subprocess
-
-    try:
-        out = subprocess.run([str(path), "--version"], capture_output=True, text=True,
-                             timeout=30, check=False).stdout
-    except OSError:
-        return None
-    return out.splitlines()[0].split()[-1] if out.strip() else None
 
 
 def run_build(opts: BuildOptions) -> BuildResult:
@@ -232,7 +220,7 @@ def _run_locked(opts: BuildOptions, recipe: Recipe, url: str, cache: Path,
                   "toolchain": _rel(toolchain, opts.project) if toolchain else None},
         "targets": list(recipe.build.targets),
         "tools": {**cm.toolchain_versions(index), "ninja": tools.ninja_version,
-                  "ccache": _tool_version(tools.ccache),
+                  "ccache": tool_version(tools.ccache),
                   "nvcc": cuda_info["nvcc"] if cuda_info else None},
         "cuda": cuda_info,
         "pe_edits": [],
@@ -289,7 +277,7 @@ def _source_and_patches(opts: BuildOptions, recipe: Recipe, url: str, cache: Pat
         for r in results:
             mark = "✓ applied" if r.result == "applied" else "= already present upstream"
             log.info(f"  {mark}: {r.patch.filename}")
-        state = {"source_id": source_id, "tree": run_git(work.src, "write-tree"),
+        state = {"source_id": source_id, "tree": git_out(work.src, "write-tree"),
                  "results": [r.result for r in results],
                  "commit_date": wt.commit_date, "subject": wt.subject}
         atomic_write_json(work.state, state)

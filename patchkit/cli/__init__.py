@@ -1,6 +1,6 @@
 """The `patchkit` command: a thin click group.
 
-Subcommands live in ``patchkit/commands/*.py``; each module lists its click
+Subcommands live in ``patchkit/cli/*.py``; each module lists its click
 commands in ``COMMANDS``. ``_COMMANDS`` says which module holds which command, so a
 run imports only the module of the command it runs (fast start). Only this module catches
 ``FatalError``: it prints one line (plus hint/detail) and exits with the error's
@@ -18,6 +18,7 @@ import click
 from patchkit import __version__
 from patchkit.core.errors import FatalError
 from patchkit.core.log import log
+from patchkit.core.proc import install_signal_handlers
 
 __all__ = ["main"]
 
@@ -98,6 +99,7 @@ class _Group(click.Group):
 @click.pass_context
 def main(ctx: click.Context, project: Path | None, debug: bool, verbose: bool) -> None:
     """Turn a pinned llama.cpp into patched, tested CUDA/RPC binaries."""
+    install_signal_handlers()  # SIGTERM/SIGHUP: children stopped, lock released, exit 130
     log.verbose = verbose
     ctx.obj = {"project": project, "debug": debug}
 

@@ -1,8 +1,20 @@
-"""Child processes for the smoke stage: loopback servers that are always stopped.
+"""THE way patchkit runs a process: every child (git, cmake, ninja, nvcc, llama.cpp's
+tools, servers) starts here.
 
-``Processes`` is a context manager: every process it started is terminated (then
-killed) on exit, also on failure or Ctrl-C. Servers bind 127.0.0.1 only, on a
-free port chosen here.
+Rules, the same for every caller:
+
+- argument lists only (never a shell string); stdin is closed unless ``input`` is given;
+- every child gets its own process group (POSIX: a new session; Windows: a new process
+  group inside a job object), so stopping it stops everything it started (ninja's
+  compilers, a server's workers);
+- on a timeout, and on any exception while it runs (Ctrl-C, SIGTERM turned into
+  ``Terminated`` by :func:`install_signal_handlers`, an error in a callback), the whole
+  group is stopped — TERM, a grace period, then KILL — before the exception goes on.
+  Callers hold the cache lock around these calls, so no child outlives the lock.
+
+Three shapes: :func:`run` (to completion, output captured, optional timeout),
+:func:`run_streaming` (output appended to a log file line by line, for long builds), and
+:class:`Processes` (servers in the background, stopped when the block ends).
 """
 
 from __future__ import annotations
@@ -10,38 +22,58 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import os
-import socket
+import signal
 import subprocess
 import sys
+import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from types import TracebackType
+from types import FrameType, TracebackType
+from typing import IO
 
-__all__ = ["Processes", "RunResult", "free_port", "run_cmd", "wait_port"]
+from patchkit.core import net
 
-LOOPBACK = "127.0.0.1"
+__all__ = [
+    "Processes",
+    "RunResult",
+    "Terminated",
+    "install_signal_handlers",
+    "run",
+    "run_streaming",
+    "tool_version",
+]
+
+LOOPBACK = net.LOOPBACK
+StrPath = str | os.PathLike[str]
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (or SIGHUP / SIGBREAK) arrived: handled like Ctrl-C."""
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class RunResult:
     args: tuple[str, ...]
-    returncode: int | None  # None: timed out (killed)
+    returncode: int | None  # None: timed out (stopped)
     stdout: str
     stderr: str
     seconds: float
+    data: bytes = b""  # stdout as bytes, for ``run(..., binary=True)`` (then stdout is "")
 
     @property
     def ok(self) -> bool:
         return self.returncode == 0
+
+    @property
+    def output(self) -> str:
+        return self.stdout + self.stderr
 
     def brief(self) -> str:
         if self.returncode is None:
             return f"timed out after {self.seconds:.0f}s"
         if self.returncode < 0:
             return f"killed by signal {-self.returncode}"
-        if self.returncode == 0:
-            return "exit 0"
         # Windows / wine report an abort as exit 3 or 0xC0000409-ish codes
         return f"exit {self.returncode}"
 
@@ -60,74 +92,135 @@ class RunResult:
         return ""
 
 
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((LOOPBACK, 0))
-        return int(s.getsockname()[1])
+# -- starting and stopping one child ------------------------------------------------------
 
-
-def wait_port(port: int, deadline: float, proc: subprocess.Popen[bytes] | None = None) -> bool:
-    while time.monotonic() < deadline:
-        if proc is not None and proc.poll() is not None:
-            return False
-        with contextlib.suppress(OSError), socket.create_connection((LOOPBACK, port), timeout=0.5):
-            return True
-        time.sleep(0.1)
-    return False
-
-
-def _popen_kwargs() -> dict[str, object]:
+def _popen(args: Sequence[str], *, env: Mapping[str, str] | None, cwd: StrPath | None,
+           stdin: int | IO[bytes] | None, stdout: int | IO[bytes] | None,
+           stderr: int | IO[bytes] | None) -> subprocess.Popen[bytes]:
+    kwargs: dict[str, object] = {}
     if sys.platform == "win32":
-        return {"creationflags": subprocess.CREATE_NEW_PROCESS_GROUP}  # type: ignore[attr-defined]
-    return {"start_new_session": True}
+        kwargs["creationflags"] = subprocess.CREATE_NEW_PROCESS_GROUP
+    else:
+        kwargs["start_new_session"] = True
+    proc = subprocess.Popen(list(args), stdin=stdin, stdout=stdout, stderr=stderr,  # type: ignore[call-overload]
+                            env=None if env is None else dict(env), cwd=cwd, **kwargs)
+    if sys.platform == "win32":
+        from patchkit.core import _winjob
+
+        _winjob.attach(proc)
+    return proc  # type: ignore[no-any-return]
 
 
-def run_cmd(args: Sequence[str], *, timeout: float, env: dict[str, str] | None = None,
-            cwd: Path | None = None) -> RunResult:
-    """Run to completion with a time limit; stdin is closed, output captured."""
+def _signal_group(proc: subprocess.Popen[bytes], kill: bool) -> None:
+    with contextlib.suppress(OSError):
+        if sys.platform == "win32":
+            from patchkit.core import _winjob
+
+            if not _winjob.terminate(proc):
+                proc.kill()
+        else:
+            os.killpg(proc.pid, signal.SIGKILL if kill else signal.SIGTERM)
+
+
+def stop(proc: subprocess.Popen[bytes], *, grace: float = 2.0) -> None:
+    """Stop a child and its whole group: TERM, ``grace`` seconds, then KILL; reaped."""
+    if proc.poll() is None:
+        _signal_group(proc, kill=grace <= 0 or sys.platform == "win32")
+        try:
+            proc.wait(timeout=max(grace, 0.1))
+        except subprocess.TimeoutExpired:
+            _signal_group(proc, kill=True)
+            proc.wait()
+    elif sys.platform != "win32":
+        # the leader is gone but members of its group (a daemonised child) may remain
+        with contextlib.suppress(OSError):
+            os.killpg(proc.pid, signal.SIGKILL)
+
+
+def _argv(args: Sequence[StrPath]) -> list[str]:
+    return [os.fspath(a) for a in args]
+
+
+def run(args: Sequence[StrPath], *, timeout: float | None = None,
+        env: Mapping[str, str] | None = None, cwd: StrPath | None = None,
+        input: bytes | None = None, merge_stderr: bool = False, binary: bool = False,
+        start_error: str = "raise") -> RunResult:
+    """Run to completion, output captured. ``timeout``: stop the group, ``returncode`` None.
+
+    ``merge_stderr``: stderr goes into stdout. ``binary``: stdout kept as bytes in
+    ``data``. A program that cannot start raises OSError, or with ``start_error="result"``
+    gives a result with exit 127 and the reason in stderr.
+    """
+    argv = _argv(args)
     start = time.monotonic()
     try:
-        proc = subprocess.Popen(list(args), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, env=env, cwd=cwd, **_popen_kwargs())  # type: ignore[call-overload]
-    except OSError as e:  # not executable, wrong architecture, missing loader...
-        return RunResult(args=tuple(args), returncode=127, stdout="",
-                         stderr=f"cannot run {args[0]}: {e.strerror or e}", seconds=0.0)
+        proc = _popen(argv, env=env, cwd=cwd,
+                      stdin=subprocess.PIPE if input is not None else subprocess.DEVNULL,
+                      stdout=subprocess.PIPE,
+                      stderr=subprocess.STDOUT if merge_stderr else subprocess.PIPE)
+    except OSError as e:
+        if start_error != "result":
+            raise
+        return RunResult(args=tuple(argv), returncode=127, stdout="",
+                         stderr=f"cannot run {argv[0]}: {e.strerror or e}", seconds=0.0)
+    rc: int | None
     try:
-        out, err = proc.communicate(timeout=timeout)
-        rc: int | None = proc.returncode
+        out, err = proc.communicate(input=input, timeout=timeout)
+        rc = proc.returncode
     except subprocess.TimeoutExpired:
-        _stop(proc, grace=2)
+        stop(proc, grace=2)
         out, err = proc.communicate()
         rc = None
     except BaseException:
-        _stop(proc, grace=0)
+        stop(proc, grace=0.5)
         raise
-    return RunResult(args=tuple(args), returncode=rc,
-                     stdout=out.decode("utf-8", "replace"), stderr=err.decode("utf-8", "replace"),
-                     seconds=time.monotonic() - start)
+    return RunResult(args=tuple(argv), returncode=rc,
+                     stdout="" if binary else (out or b"").decode("utf-8", "replace"),
+                     stderr=(err or b"").decode("utf-8", "replace"),
+                     seconds=time.monotonic() - start, data=(out or b"") if binary else b"")
 
 
-def _stop(proc: subprocess.Popen[bytes], grace: float) -> None:
-    if proc.poll() is not None:
-        return
-    with contextlib.suppress(OSError):
-        if sys.platform != "win32":
-            os.killpg(proc.pid, 15)
-        else:
-            proc.terminate()
+def run_streaming(args: Sequence[StrPath], *, log_path: Path, env: Mapping[str, str] | None = None,
+                  cwd: StrPath | None = None, on_line: Callable[[str], None] | None = None) -> int:
+    """Run with stdout+stderr appended to ``log_path`` (after a ``$ command`` line); each
+    line also goes to ``on_line``. Returns the exit code."""
+    argv = _argv(args)
+    with log_path.open("a", encoding="utf-8", errors="replace", buffering=1) as logf:
+        logf.write(f"\n$ {subprocess.list2cmdline(argv)}\n")
+        logf.flush()
+        proc = _popen(argv, env=env, cwd=cwd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                      stderr=subprocess.STDOUT)
+        assert proc.stdout is not None
+        try:
+            for raw in iter(proc.stdout.readline, b""):
+                line = raw.decode("utf-8", "replace")
+                logf.write(line)
+                if on_line is not None:
+                    on_line(line)
+            return proc.wait()
+        except BaseException:
+            stop(proc, grace=2)
+            raise
+        finally:
+            proc.stdout.close()
+
+
+def tool_version(path: StrPath | None, *, timeout: float = 30) -> str | None:
+    """The last word of ``PROGRAM --version``'s first line (``ccache version 4.7.5`` -> 4.7.5)."""
+    if path is None:
+        return None
     try:
-        proc.wait(timeout=grace)
-    except subprocess.TimeoutExpired:
-        with contextlib.suppress(OSError):
-            if sys.platform != "win32":
-                os.killpg(proc.pid, 9)
-            else:
-                proc.kill()
-        proc.wait()
+        r = run([path, "--version"], timeout=timeout)
+    except OSError:
+        return None
+    out = r.stdout
+    return out.splitlines()[0].split()[-1] if out.strip() else None
 
+
+# -- servers in the background -------------------------------------------------------------
 
 class Processes:
-    """Servers started for a check; all stopped when the block ends."""
+    """Servers started for a check; all stopped (whole groups) when the block ends."""
 
     def __init__(self, logdir: Path) -> None:
         self.logdir = logdir
@@ -143,25 +236,26 @@ class Processes:
 
     def stop_all(self) -> None:
         for p in self.procs:
-            _stop(p, grace=3)
+            stop(p, grace=3)
         self.procs.clear()
 
-    def start_server(self, args: Sequence[str], port: int, *, name: str, timeout: float,
-                     env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
+    def start_server(self, args: Sequence[StrPath], port: int, *, name: str, timeout: float,
+                     env: Mapping[str, str] | None = None) -> subprocess.Popen[bytes]:
         """Start a server listening on 127.0.0.1:port and wait until it accepts."""
+        argv = _argv(args)
         self.logdir.mkdir(parents=True, exist_ok=True)
         logfile = self.logdir / f"{name}-{port}.log"
         with logfile.open("wb") as f:
             try:
-                proc = subprocess.Popen(list(args), stdin=subprocess.DEVNULL, stdout=f,
-                                        stderr=subprocess.STDOUT, env=env, **_popen_kwargs())  # type: ignore[call-overload]
+                proc = _popen(argv, env=env, cwd=None, stdin=subprocess.DEVNULL, stdout=f,
+                              stderr=subprocess.STDOUT)
             except OSError as e:
-                raise RuntimeError(f"cannot start {name} ({args[0]}): {e.strerror or e}") from None
+                raise RuntimeError(f"cannot start {name} ({argv[0]}): {e.strerror or e}") from None
         self.procs.append(proc)
         self.logs[proc.pid] = logfile
-        if not wait_port(port, time.monotonic() + timeout, proc):
+        if not net.wait_port(port, time.monotonic() + timeout, alive=lambda: proc.poll() is None):
             tail = self.log_tail(proc)
-            _stop(proc, grace=1)
+            stop(proc, grace=1)
             raise RuntimeError(f"{name} did not listen on {LOOPBACK}:{port} within {timeout:.0f}s"
                                + (f": {tail}" if tail else ""))
         return proc
@@ -176,3 +270,29 @@ class Processes:
             if "GGML_ASSERT" in ln or "GGML_ABORT" in ln:
                 return ln[:300]
         return " | ".join(lines[-n:])[:400]
+
+
+# -- signals ---------------------------------------------------------------------------------
+
+_stopping = threading.Event()
+
+
+def _on_signal(signum: int, frame: FrameType | None) -> None:
+    if _stopping.is_set():
+        return  # already unwinding: let the children be stopped, do not abort the cleanup
+    _stopping.set()
+    if signum == signal.SIGINT:
+        raise KeyboardInterrupt
+    raise Terminated(f"signal {signum}")
+
+
+def install_signal_handlers() -> None:
+    """Ctrl-C, SIGTERM and SIGHUP (SIGBREAK on Windows) raise in the main thread, so every
+    ``finally`` runs: children are stopped, then the cache lock is released."""
+    names = ["SIGINT", "SIGTERM", "SIGHUP", "SIGBREAK"]
+    for name in names:
+        sig = getattr(signal, name, None)
+        if sig is not None:
+            with contextlib.suppress(OSError, ValueError):  # ValueError: not the main thread
+                signal.signal(sig, _on_signal)
+

@@ -15,10 +15,9 @@ import re
 import shutil
 from pathlib import Path
 
-import git
-
 from patchkit.core.errors import SourceError
 from patchkit.core.log import log
+from patchkit.git.runner import git_out
 
 __all__ = [
     "DEFAULT_SPARSE_EXCLUDE",
@@ -29,7 +28,6 @@ __all__ = [
     "is_local",
     "prepare_worktree",
     "remove_worktree",
-    "run_git",
     "update_clone",
 ]
 
@@ -42,41 +40,6 @@ class Worktree:
     commit: str
     commit_date: str  # ISO 8601, committer date
     subject: str
-
-
-def run_git(cwd: Path, *args: str, error: type[Exception] = SourceError,
-            what: str = "") -> str:
-    """Run git with captured output; failures become one-line errors with git's reason."""
-    try:
-        # never prompt for credentials: a wrong URL fails in one line instead of hanging
-        return git.Git(str(cwd)).execute(["git", *args], with_extended_output=False,
-                                         strip_newline_in_stdout=True,
-                                         env={"GIT_TERMINAL_PROMPT": "0"})
-    except git.GitCommandError as e:
-        stderr = _clean_stderr(e.stderr)
-        reason = _first_error_line(stderr) or f"exit {e.status}"
-        raise error(f"{what or 'git ' + args[0]} failed: {reason}", detail=stderr) from None
-    except git.GitCommandNotFound:
-        from patchkit.core.errors import ToolMissing
-
-        raise ToolMissing("git is not installed or not on PATH",
-                          hint="install git (https://git-scm.com)") from None
-
-
-def _clean_stderr(stderr: object) -> str:
-    """gitpython formats stderr as "\n  stderr: '...'": undo that."""
-    text = str(stderr or "").strip()
-    if text.startswith("stderr: '") and text.endswith("'"):
-        text = text[len("stderr: '"):-1]
-    return text.strip()
-
-
-def _first_error_line(text: str) -> str:
-    for line in text.splitlines():
-        line = line.strip()
-        if line.startswith(("fatal:", "error:")):
-            return line.split(":", 1)[1].strip()
-    return text.splitlines()[0].strip() if text else ""
 
 
 def is_local(url: str) -> bool:
@@ -120,15 +83,15 @@ def ensure_clone(cache: Path, url: str) -> Path:
     log.info(f"cloning {url} into the cache ({'local' if local else 'partial, blob:none'})")
     try:
         try:
-            run_git(cache, *args, source, str(tmp), what=f"cloning {url}")
+            git_out(cache, *args, "--", source, str(tmp), what=f"cloning {url}")
         except SourceError as e:
             raise SourceError(e.message, detail=e.detail,
                               hint="offline? pass --upstream PATH (a local llama.cpp clone or "
                                    "mirror)") from None
         # keep the remote so later fetches (new commits, lazy blobs) know where to go,
         # and track its branches as origin/* (`patchkit check --ref origin/master`)
-        run_git(tmp, "config", "remote.origin.url", source)
-        run_git(tmp, "config", "remote.origin.fetch", "+refs/heads/*:refs/remotes/origin/*")
+        git_out(tmp, "config", "remote.origin.url", source)
+        git_out(tmp, "config", "remote.origin.fetch", "+refs/heads/*:refs/remotes/origin/*")
         os.replace(tmp, target)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -139,14 +102,14 @@ def update_clone(repo: Path, url: str) -> None:
     """Fetch the remote's branches and tags (origin/*); offline, keep what the clone has."""
     extra = [] if is_local(url) else ["--filter=blob:none"]
     try:
-        run_git(repo, "fetch", "--quiet", "--tags", *extra, "origin")
+        git_out(repo, "fetch", "--quiet", "--tags", *extra, "origin")
     except SourceError as e:
         log.warning(f"could not fetch {url} ({e.message}): using the cached clone as it is")
 
 
 def _has_commit(repo: Path, commit: str) -> bool:
     try:
-        run_git(repo, "cat-file", "-e", f"{commit}^{{commit}}")
+        git_out(repo, "cat-file", "-e", f"{commit}^{{commit}}")
     except SourceError:
         return False
     return True
@@ -158,7 +121,7 @@ def ensure_commit(repo: Path, url: str, commit: str, ref: str | None = None) -> 
         log.info(f"fetching {commit[:12]} from {url}")
         extra = [] if is_local(url) else ["--filter=blob:none"]
         try:
-            run_git(repo, "fetch", "--quiet", *extra, "origin", commit)
+            git_out(repo, "fetch", "--quiet", *extra, "origin", commit)
         except SourceError as e:
             raise SourceError(f"commit {commit} is not in {url} ({e.message})",
                               hint="check upstream.commit in the recipe, or --upstream") from None
@@ -166,11 +129,12 @@ def ensure_commit(repo: Path, url: str, commit: str, ref: str | None = None) -> 
             raise SourceError(f"commit {commit} is not in {url}")
     if ref:
         try:
-            run_git(repo, "fetch", "--quiet", "--tags", "origin")
+            git_out(repo, "fetch", "--quiet", "--tags", "origin")
         except SourceError:
             pass  # offline: resolve against what the clone has
         try:
-            resolved = run_git(repo, "rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}")
+            resolved = git_out(repo, "rev-parse", "--verify", "--quiet", "--end-of-options",
+                               f"{ref}^{{commit}}")
         except SourceError:
             raise SourceError(f"upstream.ref {ref!r} does not exist in {url}") from None
         if resolved != commit:
@@ -180,7 +144,7 @@ def ensure_commit(repo: Path, url: str, commit: str, ref: str | None = None) -> 
 
 
 def commit_info(repo: Path, commit: str) -> tuple[str, str]:
-    out = run_git(repo, "show", "-s", "--format=%cI%x00%s", commit)
+    out = git_out(repo, "show", "-s", "--format=%cI%x00%s", commit)
     date, _, subject = out.partition("\x00")
     return date, subject
 
@@ -188,10 +152,10 @@ def commit_info(repo: Path, commit: str) -> tuple[str, str]:
 def remove_worktree(repo: Path, path: Path) -> None:
     if path.exists():
         try:
-            run_git(repo, "worktree", "remove", "--force", "--force", str(path))
+            git_out(repo, "worktree", "remove", "--force", "--force", str(path))
         except SourceError:
             shutil.rmtree(path, ignore_errors=True)
-    run_git(repo, "worktree", "prune")
+    git_out(repo, "worktree", "prune")
 
 
 def prepare_worktree(repo: Path, path: Path, commit: str,
@@ -201,12 +165,12 @@ def prepare_worktree(repo: Path, path: Path, commit: str,
     if not (path / ".git").exists():
         remove_worktree(repo, path)
         path.parent.mkdir(parents=True, exist_ok=True)
-        run_git(repo, "worktree", "add", "--quiet", "--no-checkout", "--detach", str(path), commit,
+        git_out(repo, "worktree", "add", "--quiet", "--no-checkout", "--detach", str(path), commit,
                 what="creating the worktree")
     # every time: a changed sparse_exclude must reach an existing worktree too
     patterns = ["/*", *(f"!{p if p.startswith('/') else '/' + p}" for p in excludes)]
-    run_git(path, "sparse-checkout", "set", "--no-cone", *patterns, what="sparse checkout")
-    run_git(path, "reset", "--quiet", "--hard", commit, what=f"checking out {commit[:12]}")
-    run_git(path, "clean", "-fdxq")
+    git_out(path, "sparse-checkout", "set", "--no-cone", *patterns, what="sparse checkout")
+    git_out(path, "reset", "--quiet", "--hard", commit, what=f"checking out {commit[:12]}")
+    git_out(path, "clean", "-fdxq")
     date, subject = commit_info(repo, commit)
     return Worktree(path=path, commit=commit, commit_date=date, subject=subject)

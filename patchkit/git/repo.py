@@ -8,39 +8,21 @@ blob fetches a partial (blobless) clone does on its own. Git runs with
 from __future__ import annotations
 
 import dataclasses
-import os
-import shutil
-import subprocess
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-from patchkit.core.errors import ConfigError, SourceError, ToolMissing
+from patchkit.core.errors import ConfigError, SourceError
+from patchkit.core.proc import RunResult
+from patchkit.git.runner import git_env, run_git
 
 __all__ = [
     "CommitInfo",
     "Git",
     "TreeEntry",
-    "git_env",
     "parse_range",
 ]
 
 _NULL_OID = "0" * 40
-
-
-def git_env(extra: dict[str, str] | None = None) -> dict[str, str]:
-    """The environment git runs with: untranslated messages, no pager, no prompts."""
-    env = dict(os.environ)
-    env.update({"LC_ALL": "C", "LANGUAGE": "C", "GIT_PAGER": "cat", "GIT_TERMINAL_PROMPT": "0"})
-    if extra:
-        env.update(extra)
-    return env
-
-
-def _git_exe() -> str:
-    exe = shutil.which("git")
-    if exe is None:
-        raise ToolMissing("git is not installed or not on PATH", hint="install git (2.30 or newer)")
-    return exe
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -73,30 +55,28 @@ class Git:
     """A local repository (bare or not, partial clones included), used read-only."""
 
     def __init__(self, repo: Path) -> None:
-        self.exe = _git_exe()
         self.repo = Path(repo)
         if not self.repo.exists():
             raise SourceError(f"repository {self.repo} does not exist")
         out = self._run(["rev-parse", "--git-dir"], check=False)
-        if out.returncode != 0:
+        if not out.ok:
             raise SourceError(f"{self.repo} is not a git repository",
                               hint="pass --repo PATH to a clone or mirror of upstream")
         self._commit_cache: dict[str, CommitInfo] = {}
         self._anc_cache: dict[tuple[str, str], bool] = {}
 
     # -- running ---------------------------------------------------------------
-    def _run(self, args: Sequence[str], *, input: bytes | None = None, check: bool = True,
-             env: dict[str, str] | None = None) -> subprocess.CompletedProcess[bytes]:
-        cmd = [self.exe, "-C", str(self.repo), *args]
-        proc = subprocess.run(cmd, input=input, capture_output=True, env=git_env(env))
-        if check and proc.returncode != 0:
-            err = proc.stderr.decode("utf-8", "replace").strip().splitlines()
-            raise SourceError(f"git {' '.join(args[:2])} failed in {self.repo}: "
-                              + (err[-1] if err else f"exit code {proc.returncode}"))
-        return proc
+    def _run(self, args: Sequence[str], *, input: bytes | None = None,
+             check: bool = True) -> RunResult:
+        """git in this repository; stdout as bytes (``.data``)."""
+        return run_git(self.repo, *args, input=input, check=check, binary=True, env=git_env())
 
     def run(self, *args: str, input: bytes | None = None) -> str:
-        return self._run(args, input=input).stdout.decode("utf-8", "replace")
+        return self._run(args, input=input).data.decode("utf-8", "replace")
+
+    def config(self, key: str) -> str:
+        """A config value ('' when unset)."""
+        return self._run(["config", "--get", key], check=False).data.decode().strip()
 
     # -- refs and commits --------------------------------------------------------
     def resolve(self, ref: str) -> str:
@@ -105,8 +85,8 @@ class Git:
             raise SourceError(f"unknown ref {ref!r} in {self.repo}: not a valid name")
         proc = self._run(["rev-parse", "--verify", "--quiet", "--end-of-options",
                           f"{ref}^{{commit}}"], check=False)
-        sha = proc.stdout.decode().strip()
-        if proc.returncode != 0 or len(sha) != 40:
+        sha = proc.data.decode().strip()
+        if not proc.ok or len(sha) != 40:
             raise SourceError(
                 f"unknown ref {ref!r} in {self.repo}: no such commit, branch or tag",
                 hint="`git -C REPO log --oneline` lists commits; fetch first if it is new")
@@ -141,8 +121,7 @@ class Git:
         if key not in self._anc_cache:
             proc = self._run(["merge-base", "--is-ancestor", ancestor, descendant], check=False)
             if proc.returncode not in (0, 1):
-                raise SourceError(f"git merge-base failed in {self.repo}: "
-                                  + proc.stderr.decode("utf-8", "replace").strip())
+                raise SourceError(f"git merge-base failed in {self.repo}: " + proc.stderr.strip())
             self._anc_cache[key] = proc.returncode == 0
         return self._anc_cache[key]
 
@@ -159,7 +138,7 @@ class Git:
             return []
         if not paths:
             return [{} for _ in commits]
-        out = self._run(["ls-tree", "-z", "--full-tree", commits[0], "--", *paths]).stdout
+        out = self._run(["ls-tree", "-z", "--full-tree", commits[0], "--", *paths]).data
         state: dict[str, TreeEntry] = {}
         for rec in out.split(b"\0"):
             if not rec:
@@ -172,7 +151,7 @@ class Git:
             return result
         feed = "".join(f"{cur} {prev}\n" for prev, cur in zip(commits, commits[1:]))
         raw = self._run(["diff-tree", "--stdin", "--always", "-r", "-z", "--no-abbrev",
-                         "--no-renames", "--", *paths], input=feed.encode()).stdout
+                         "--no-renames", "--", *paths], input=feed.encode()).data
         fields = raw.split(b"\0")
         i = 0
         seen = 0
@@ -207,7 +186,7 @@ class Git:
         want = list(dict.fromkeys(oids))
         if not want:
             return {}
-        out = self._run(["cat-file", "--batch"], input=("\n".join(want) + "\n").encode()).stdout
+        out = self._run(["cat-file", "--batch"], input=("\n".join(want) + "\n").encode()).data
         blobs: dict[str, bytes] = {}
         pos = 0
         for oid in want:
@@ -224,7 +203,7 @@ class Git:
     def changed_paths(self, parent: str, commit: str, paths: Sequence[str]) -> list[str]:
         """Which of ``paths`` differ between two commits."""
         out = self._run(["diff-tree", "-r", "-z", "--name-only", "--no-renames",
-                         parent, commit, "--", *paths]).stdout
+                         parent, commit, "--", *paths]).data
         return [p.decode("utf-8", "surrogateescape") for p in out.split(b"\0") if p]
 
     def objects_dir(self) -> Path:

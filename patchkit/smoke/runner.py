@@ -28,7 +28,8 @@ from typing import Any
 
 from patchkit.core.errors import FatalError
 from patchkit.build.output import BUILD_INFO, read_build_info
-from patchkit.core.proc import LOOPBACK, Processes, RunResult, free_port, run_cmd
+from patchkit.core.net import LOOPBACK, free_port
+from patchkit.core.proc import Processes, RunResult, run
 from patchkit.core.fs import atomic_write_json
 
 __all__ = ["CHECKS", "CheckResult", "SmokeEnv", "SmokeReport", "run_smoke"]
@@ -99,8 +100,8 @@ class SmokeEnv:
         return [*self.launcher, str(exe), *args]
 
     def run(self, exe: Path, *args: str, timeout: float | None = None) -> RunResult:
-        return run_cmd(self.cmd(exe, *args), timeout=timeout or self.timeout,
-                       env={**os.environ, **self.env})
+        return run(self.cmd(exe, *args), timeout=timeout or self.timeout,
+                   env={**os.environ, **self.env}, start_error="result")
 
     def executables(self) -> list[Path]:
         out = []

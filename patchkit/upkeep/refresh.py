@@ -27,7 +27,6 @@ import os
 import re
 import shutil
 import stat
-import subprocess
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
@@ -35,7 +34,9 @@ from pathlib import Path
 from patchkit.upkeep.scratch import parse_hunks
 from patchkit.upkeep.check import in_when_range
 from patchkit.core.errors import PatchError, RecipeError
-from patchkit.git.repo import Git, TreeEntry, git_env
+from patchkit.core.proc import RunResult
+from patchkit.git.repo import Git, TreeEntry
+from patchkit.git.runner import run_git, scratch_env
 from patchkit.model.series import Patch
 from patchkit.core.fs import atomic_write_json, sha256_bytes, sha256_file
 
@@ -51,8 +52,6 @@ __all__ = [
 
 STATE_FILE = "refresh-state.json"
 _STATE_VERSION = 1
-_IDENTITY = ["-c", "user.name=patchkit", "-c", "user.email=patchkit@localhost",
-             "-c", "commit.gpgsign=false", "-c", "core.autocrlf=false"]
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -76,22 +75,14 @@ class RefreshResult:
     pin_moved: bool
 
 
-def _scratch_git(tree: Path, *args: str, check: bool = True,
-                 input: bytes | None = None) -> subprocess.CompletedProcess[bytes]:
-    env = git_env({"GIT_CEILING_DIRECTORIES": str(tree.parent)})
-    for k in ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_OBJECT_DIRECTORY"):
-        env.pop(k, None)
-    proc = subprocess.run([shutil.which("git") or "git", *_IDENTITY, "-C", str(tree), *args],
-                          capture_output=True, env=env, input=input)
-    if check and proc.returncode != 0:
-        msg = proc.stderr.decode("utf-8", "replace").strip().splitlines()
-        raise PatchError(f"git {args[0]} failed in {tree}: " + (msg[-1] if msg else
-                                                                 f"exit code {proc.returncode}"))
-    return proc
+def _scratch_git(tree: Path, *args: str, check: bool = True, input: bytes | None = None,
+                 binary: bool = False) -> RunResult:
+    return run_git(tree, *args, check=check, input=input, binary=binary, env=scratch_env(tree.parent),
+                   error=PatchError, identity=True, what=f"git {args[0]} in {tree}")
 
 
 def _out(tree: Path, *args: str) -> str:
-    return _scratch_git(tree, *args).stdout.decode("utf-8", "replace")
+    return _scratch_git(tree, *args).stdout
 
 
 # -- state ---------------------------------------------------------------------------------
@@ -188,7 +179,7 @@ def refresh_continue(workdir: Path) -> RefreshResult:
         raise PatchError(f"{patch['file']}: changes not staged: {', '.join(unstaged)}",
                          hint=f"`git -C {tree} add` them (or `git -C {tree} checkout` them away)")
     markers = [ln for ln in _scratch_git(tree, "diff", "--cached", "--check", check=False)
-               .stdout.decode("utf-8", "replace").splitlines() if "conflict marker" in ln]
+               .stdout.splitlines() if "conflict marker" in ln]
     if markers:
         raise PatchError(f"{patch['file']}: conflict markers left: {markers[0].split(':')[0]}",
                          hint=f"edit the file in {tree}, `git add` it, then --continue")
@@ -232,7 +223,7 @@ def _make_scratch(git: Git, tree: Path, onto: str, paths: Sequence[str], base: s
                 continue
             proc = _scratch_git(tree, "apply", "--index", "--whitespace=nowarn", str(pfile),
                                 check=False)
-            if proc.returncode == 0:
+            if proc.ok:
                 _commit(tree, f"patch {i}")
                 old_commits[i] = _out(tree, "rev-parse", "HEAD").strip()
         _scratch_git(tree, "update-ref", "refs/patchkit/old", "HEAD")
@@ -254,11 +245,10 @@ def _load_root(tree: Path, paths: Sequence[str], entries: dict[str, TreeEntry], 
 
 
 def _promisor_url(git: Git) -> str | None:
-    proc = git._run(["config", "--get", "extensions.partialClone"], check=False)
-    remote = proc.stdout.decode().strip()
+    remote = git.config("extensions.partialClone")
     if not remote:
         return None
-    url = git._run(["config", "--get", f"remote.{remote}.url"], check=False).stdout.decode().strip()
+    url = git.config(f"remote.{remote}.url")
     if url and not re.match(r"^[a-z][a-z0-9+.-]*://", url) and not Path(url).is_absolute():
         url = str((git.repo / url).resolve())
     return url or None
@@ -287,7 +277,7 @@ def _run(workdir: Path, state: dict[str, object]) -> RefreshResult:
                 pfile = workdir / "patches" / f"{i:04d}.patch"
                 proc = _scratch_git(tree, "apply", "--3way", "--whitespace=nowarn", str(pfile),
                                     check=False)
-            if proc.returncode != 0:
+            if not proc.ok:
                 atomic_write_json(workdir / STATE_FILE, state)
                 _stop(tree, p, proc)
             _commit(tree, p["name"])
@@ -297,8 +287,8 @@ def _run(workdir: Path, state: dict[str, object]) -> RefreshResult:
     return _finish(workdir, state)
 
 
-def _stop(tree: Path, p: dict[str, object], proc: subprocess.CompletedProcess[bytes]) -> None:
-    text = (proc.stdout + proc.stderr).decode("utf-8", "replace")
+def _stop(tree: Path, p: dict[str, object], proc: RunResult) -> None:
+    text = proc.stdout + proc.stderr
     unmerged = sorted({ln.split("\t", 1)[1] for ln in _out(tree, "ls-files", "-u").splitlines()
                        if "\t" in ln})
     if unmerged:
@@ -336,7 +326,7 @@ def _finish(workdir: Path, state: dict[str, object]) -> RefreshResult:
             continue
         diff = _scratch_git(tree, "diff", "--no-color", "--no-ext-diff", "--no-textconv",
                             "--no-renames", "--binary", "-U3", "--src-prefix=a/",
-                            "--dst-prefix=b/", prev, commit).stdout
+                            "--dst-prefix=b/", prev, commit, binary=True).data
         prev = commit
         if not diff.strip():
             empty.append(p["file"])

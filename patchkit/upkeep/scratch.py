@@ -15,12 +15,12 @@ import os
 import re
 import shutil
 import stat
-import subprocess
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
-from patchkit.git.repo import TreeEntry, git_env
+from patchkit.git.repo import TreeEntry
+from patchkit.git.runner import run_git, scratch_env
 
 __all__ = [
     "Conflict",
@@ -195,11 +195,8 @@ class Scratch:
             f = pdir / f"{i:04d}.patch"
             f.write_bytes(data)
             self.patch_files[name] = f
-        self.git = shutil.which("git") or "git"
         # never let git discover a repository above the scratch folder
-        self.env = git_env({"GIT_CEILING_DIRECTORIES": str(self.root)})
-        for k in ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_OBJECT_DIRECTORY"):
-            self.env.pop(k, None)
+        self.env = scratch_env(self.root)
 
     def close(self) -> None:
         shutil.rmtree(self.root, ignore_errors=True)
@@ -226,7 +223,7 @@ class Scratch:
 
     def apply(self, name: str, *, check: bool = False, reverse: bool = False,
               reject: bool = False) -> tuple[bool, str]:
-        args = [self.git, "apply", "-v", "--whitespace=nowarn"]
+        args = ["apply", "-v", "--whitespace=nowarn"]
         if check:
             args.append("--check")
         if reverse:
@@ -234,7 +231,7 @@ class Scratch:
         if reject:
             args.append("--reject")
         args.append(str(self.patch_files[name]))
-        proc = subprocess.run(args, cwd=self.tree, env=self.env, capture_output=True)
-        out = (proc.stdout + proc.stderr).decode("utf-8", "replace")
-        failed = proc.returncode != 0 or any(ln.startswith("error: ") for ln in out.splitlines())
+        r = run_git(self.tree, *args, check=False, env=self.env)
+        out = r.stdout + r.stderr
+        failed = not r.ok or any(ln.startswith("error: ") for ln in out.splitlines())
         return not failed, out

@@ -20,12 +20,12 @@ import os
 import re
 import site
 import shutil
-import subprocess
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from patchkit.core.errors import ToolMissing
+from patchkit.core.proc import run
 
 __all__ = [
     "Cublas",
@@ -52,9 +52,10 @@ Runner = Callable[[Sequence[str]], tuple[int, str]]
 
 
 def default_runner(args: Sequence[str]) -> tuple[int, str]:
-    proc = subprocess.run(list(args), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                          stdin=subprocess.DEVNULL, timeout=120, check=False)
-    return proc.returncode, proc.stdout.decode("utf-8", errors="replace")
+    r = run(args, timeout=120, merge_stderr=True)
+    if r.returncode is None:
+        raise OSError(f"{args[0]} did not answer within 120s")
+    return r.returncode, r.stdout
 
 
 # ---------------------------------------------------------------------------------------

@@ -1,0 +1,88 @@
+"""The one way patchkit runs git: on :mod:`patchkit.core.proc`, with one environment.
+
+git runs untranslated (``LC_ALL=C``: the messages patchkit parses, such as ``git apply
+-v``, stay English), without a pager or a credential prompt (a wrong URL fails in one
+line instead of hanging), and for scratch repositories without the user's config or a
+repository above them. A failure is one line with git's own reason (its ``fatal:`` /
+``error:`` line) and git's whole stderr as detail.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Mapping
+from pathlib import Path
+
+from patchkit.core.errors import FatalError, SourceError, ToolMissing
+from patchkit.core.proc import RunResult, run
+
+__all__ = ["IDENTITY", "git_env", "git_exe", "git_out", "run_git", "scratch_env"]
+
+# what commits in scratch repositories are made as (never the user's identity or signing)
+IDENTITY = ("-c", "user.name=patchkit", "-c", "user.email=patchkit@localhost",
+            "-c", "commit.gpgsign=false", "-c", "core.autocrlf=false")
+_REPO_VARS = ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_OBJECT_DIRECTORY")
+
+
+def git_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The environment git runs with: untranslated messages, no pager, no prompts."""
+    env = dict(os.environ)
+    env.update({"LC_ALL": "C", "LANGUAGE": "C", "GIT_PAGER": "cat", "GIT_TERMINAL_PROMPT": "0"})
+    if extra:
+        env.update(extra)
+    return env
+
+
+def scratch_env(root: Path) -> dict[str, str]:
+    """For a private repository under ``root``: git never looks above it, and no
+    inherited GIT_DIR & co. point it elsewhere."""
+    env = git_env({"GIT_CEILING_DIRECTORIES": str(root)})
+    for k in _REPO_VARS:
+        env.pop(k, None)
+    return env
+
+
+def git_exe() -> str:
+    exe = shutil.which("git")
+    if exe is None:
+        raise ToolMissing("git is not installed or not on PATH",
+                          hint="install git (2.30 or newer, https://git-scm.com)")
+    return exe
+
+
+def _reason(stderr: str) -> str:
+    for line in stderr.splitlines():
+        line = line.strip()
+        if line.startswith(("fatal:", "error:")):
+            return line.split(":", 1)[1].strip()
+    lines = [ln.strip() for ln in stderr.splitlines() if ln.strip()]
+    return lines[0] if lines else ""
+
+
+def run_git(cwd: Path | None, *args: str, input: bytes | None = None, check: bool = True,
+            binary: bool = False, env: Mapping[str, str] | None = None,
+            error: type[FatalError] = SourceError, what: str = "",
+            identity: bool = False) -> RunResult:
+    """``git -C cwd ARGS``; with ``check`` a non-zero exit raises ``error`` (one line)."""
+    argv: list[str] = [git_exe(), *(IDENTITY if identity else ())]
+    if cwd is not None:
+        argv += ["-C", str(cwd)]
+    argv += list(args)
+    try:
+        r = run(argv, input=input, binary=binary, env=git_env() if env is None else env)
+    except OSError as e:
+        raise ToolMissing(f"cannot run git: {e.strerror or e}", hint="install git") from None
+    if check and not r.ok:
+        stderr = r.stderr.strip()
+        reason = _reason(stderr) or f"exit {r.returncode}"
+        label = what or f"git {' '.join(args[:2])}" + (f" in {cwd}" if cwd is not None else "")
+        raise error(f"{label} failed: {reason}", detail=stderr)
+    return r
+
+
+def git_out(cwd: Path | None, *args: str, **kw: object) -> str:
+    """stdout of a checked git call, without its trailing newline."""
+    out = run_git(cwd, *args, **kw).stdout  # type: ignore[arg-type]
+    return out[:-1] if out.endswith("\n") else out
+
