@@ -21,7 +21,8 @@ from drift_fixture import (
 from conftest import run_cli
 from upstream_fixture import GIT_ENV, git
 
-from patchkit.upkeep.scratch import Hunk, Status, parse_apply_output, parse_hunks
+from patchkit.model.patchfile import Hunk, parse_diff
+from patchkit.upkeep.scratch import Status, parse_apply_output
 from patchkit.upkeep.check import bisect, check_range, check_series
 from patchkit.core.errors import ConfigError, SourceError
 from patchkit.git.repo import parse_range
@@ -35,7 +36,8 @@ def statuses(doc: dict) -> list[list[str]]:
 # -- unit: parsing (no processes) -------------------------------------------------------------
 def test_parse_hunks_numbers_hunks_per_file() -> None:
     text = GUARD_PATCH_BODY + README_PATCH_BODY
-    paths, hunks = parse_hunks(patch_header("x") + text)
+    parsed = parse_diff(patch_header("x") + text)
+    paths, hunks = parsed.paths, parsed.hunks
     assert paths == ("src/rpc.c", "README.md")
     assert [(h.file, h.number, h.old_start, h.new_start) for h in hunks] == [
         ("src/rpc.c", 1, 3, 3), ("README.md", 1, 1, 1)]

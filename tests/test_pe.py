@@ -26,10 +26,8 @@ from hypothesis import strategies as st
 from patchkit.build import pe as pemod
 from patchkit.cli import main
 from patchkit.core.errors import PEError
+from patchkit.model.units import PAGE_SIZE, format_size, parse_size
 from patchkit.build.pe import (
-    PAGE_SIZE,
-    format_size,
-    parse_size,
     pe_checksum,
     pe_info,
     plan_stack_edit,

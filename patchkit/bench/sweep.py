@@ -20,7 +20,7 @@ import re
 from collections.abc import Sequence
 
 from patchkit.core.errors import ConfigError
-from patchkit.core.fs import did_you_mean
+from patchkit.core.text import did_you_mean
 
 __all__ = [
     "DIMENSIONS",

@@ -28,7 +28,7 @@ from scikit_build_core.program_search import best_program, get_ninja_programs
 from patchkit.core.errors import BuildError, ToolMissing
 from patchkit.core.log import log
 from patchkit.core.proc import run_streaming
-from patchkit.core.fs import did_you_mean
+from patchkit.core.text import did_you_mean
 
 __all__ = [
     "Artifact",

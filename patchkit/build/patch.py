@@ -11,7 +11,8 @@ import dataclasses
 import tempfile
 from pathlib import Path
 
-from patchkit.upkeep.scratch import parse_apply_output, parse_hunks
+from patchkit.model.patchfile import parse_diff
+from patchkit.upkeep.scratch import parse_apply_output
 from patchkit.core.errors import PatchError, SourceError
 from patchkit.model.series import Patch
 from patchkit.git.runner import git_out
@@ -30,7 +31,7 @@ class PatchResult:
 
 def failed_hunks(patch_text: str, stderr: str) -> list[str]:
     """Turn git apply's complaints into 'file hunk #n (@@ ... @@)' descriptions."""
-    _, all_hunks = parse_hunks(patch_text)
+    all_hunks = parse_diff(patch_text).hunks
     _, conflicts = parse_apply_output(stderr, all_hunks)
     found: list[str] = []
     for c in conflicts:

@@ -10,10 +10,6 @@ written), then written to a temp file next to the original, re-read and verified
 with pefile, and only then renamed over the original (``os.replace``): a crash
 leaves either the old file or the verified new one. A file that already has the
 asked values is not rewritten.
-
-Sizes: ``parse_size`` takes bytes (``268435456``, ``0x10000000``) or a binary unit
-(``B``, ``KiB``, ``MiB``, ``GiB``, case-insensitive, optional space). ``KB``/``MB``/``GB``
-and ``K``/``M``/``G`` are refused as ambiguous (decimal or binary?) rather than guessed.
 """
 
 from __future__ import annotations
@@ -31,22 +27,18 @@ from pathlib import Path
 import pefile
 
 from patchkit.core.errors import PEError
+from patchkit.model.units import PAGE_SIZE, format_size, parse_size
 
 __all__ = [
-    "PAGE_SIZE",
     "PEInfo",
     "StackEdit",
     "StackPlan",
     "apply_stack_edit",
-    "format_size",
     "pe_checksum",
     "pe_info",
-    "parse_size",
     "plan_stack_edit",
     "set_stack_reserve",
 ]
-
-PAGE_SIZE = 4096
 
 _MAGIC_PE32 = 0x10B
 _MAGIC_PE32_PLUS = 0x20B
@@ -57,43 +49,6 @@ _MACHINES = {0x8664: "x86_64", 0x14C: "i386", 0xAA64: "arm64", 0x1C4: "armnt", 0
 _SUBSYSTEMS = {1: "native", 2: "windows-gui", 3: "console", 9: "windows-ce-gui",
                10: "efi-application", 11: "efi-boot-driver", 12: "efi-runtime-driver",
                14: "xbox", 16: "boot-application"}
-
-_UNITS = {"": 1, "b": 1, "kib": 1 << 10, "mib": 1 << 20, "gib": 1 << 30, "tib": 1 << 40}
-_AMBIGUOUS = {"k": "KiB", "kb": "KiB", "m": "MiB", "mb": "MiB", "g": "GiB", "gb": "GiB",
-              "t": "TiB", "tb": "TiB"}
-_SIZE = re.compile(r"^\s*(?:(0x[0-9a-f]+)|([0-9]+)\s*([a-z]*))\s*$", re.IGNORECASE)
-
-
-def parse_size(text: str | int) -> int:
-    """``"256MiB"`` -> 268435456. Bytes as an int, decimal or ``0x`` hex; binary units only."""
-    if isinstance(text, bool):
-        raise PEError(f"size {text!r} is not a number of bytes")
-    if isinstance(text, int):
-        if text < 0:
-            raise PEError(f"size {text} is negative")
-        return text
-    m = _SIZE.match(text)
-    if not m:
-        raise PEError(f"size {text!r} is not a size: write bytes (268435456, 0x10000000) "
-                      "or a binary unit (256MiB, 1GiB)")
-    if m.group(1):
-        return int(m.group(1), 16)
-    unit = m.group(3).lower()
-    if unit in _AMBIGUOUS:
-        raise PEError(f"size {text!r} is ambiguous (decimal or binary?): "
-                      f"write {m.group(2)}{_AMBIGUOUS[unit]}")
-    if unit not in _UNITS:
-        raise PEError(f"size {text!r} has an unknown unit {m.group(3)!r}: use B, KiB, MiB or GiB")
-    return int(m.group(2)) * _UNITS[unit]
-
-
-def format_size(n: int) -> str:
-    """268435456 -> ``"256 MiB"``; sizes that are not whole units stay in bytes."""
-    for unit, mult in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if n >= mult and n % mult == 0:
-            return f"{n // mult} {unit}"
-    return f"{n} B"
-
 
 def pe_checksum(data: bytes | bytearray, checksum_offset: int) -> int:
     """The PE image checksum (as pefile's ``generate_checksum`` / imagehlp's CheckSumMappedFile).

@@ -343,7 +343,8 @@ def _smoke(out_dir: Path, recipe: Recipe, work: _Work, runtime_env: dict[str, st
 
 def _pe_stack_edits(recipe: Recipe) -> Any:
     """The post-output stage for Windows: a bigger stack for the RPC clients (pefile)."""
-    from patchkit.build.pe import apply_stack_edit, format_size, plan_stack_edit
+    from patchkit.build.pe import apply_stack_edit, plan_stack_edit
+    from patchkit.model.units import format_size
 
     spec = recipe.windows
     assert spec is not None

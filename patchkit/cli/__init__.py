@@ -56,7 +56,7 @@ class _Group(click.Group):
     def resolve_command(self, ctx: click.Context, args: list[str]):  # type: ignore[no-untyped-def]
         name = args[0] if args else ""
         if name and not name.startswith("-") and name not in _COMMANDS:
-            from patchkit.core.fs import did_you_mean
+            from patchkit.core.text import did_you_mean
 
             ctx.fail(f"No such command '{name}'{did_you_mean(name, _COMMANDS)}.")
         return super().resolve_command(ctx, args)

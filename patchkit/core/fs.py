@@ -1,13 +1,11 @@
-"""Small shared helpers: did-you-mean, hashing, atomic writes."""
+"""Files: hashing, atomic writes."""
 
 from __future__ import annotations
 
-import difflib
 import hashlib
 import json
 import os
 import tempfile
-from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -15,16 +13,9 @@ __all__ = [
     "atomic_write_bytes",
     "atomic_write_json",
     "atomic_write_text",
-    "did_you_mean",
     "sha256_bytes",
     "sha256_file",
 ]
-
-
-def did_you_mean(word: str, choices: Iterable[str]) -> str:
-    """Return ' (did you mean "x"?)' or '' when nothing is close."""
-    close = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
-    return f' (did you mean "{close[0]}"?)' if close else ""
 
 
 def sha256_bytes(data: bytes) -> str:

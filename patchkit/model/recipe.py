@@ -13,9 +13,10 @@ from pathlib import Path
 from typing import Any
 
 from patchkit.core.errors import PEError, RecipeError
-from patchkit.build.pe import PAGE_SIZE, parse_size
+from patchkit.model.units import PAGE_SIZE, parse_size
 from patchkit.model.series import Series
-from patchkit.core.fs import did_you_mean, sha256_bytes
+from patchkit.core.fs import sha256_bytes
+from patchkit.core.text import did_you_mean
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -84,7 +85,7 @@ class CudaSpec:
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class WindowsSpec:
-    stack_reserve: str = "256MiB"  # a size for patchkit.build.pe.parse_size (checked at load)
+    stack_reserve: str = "256MiB"  # a size for patchkit.model.units.parse_size (checked at load)
     stack_commit: str | None = None
     rpc_clients: tuple[str, ...] = ()  # targets whose .exe get the stack reserve
 

@@ -26,21 +26,19 @@ import re
 from pathlib import Path
 
 from patchkit.core.errors import PatchError
-from patchkit.core.fs import did_you_mean, sha256_bytes, sha256_file
+from patchkit.core.fs import sha256_bytes, sha256_file
+from patchkit.core.text import did_you_mean
+from patchkit.model.patchfile import parse_diff, parse_header
 
 __all__ = [
-    "HEADER_KEYS",
     "UPSTREAM_STATUSES",
     "Patch",
     "Series",
     "load_series",
-    "parse_patch_header",
     "patch_name_from_file",
-    "touched_files",
 ]
 
 UPSTREAM_STATUSES = ("pending", "submitted", "accepted", "backport", "inappropriate", "denied")
-HEADER_KEYS = ("Name", "Subject", "Why", "Upstream-Status", "When", "Default", "Experimental")
 _REQUIRED = ("Subject", "Why", "Upstream-Status", "When")
 _HEX = re.compile(r"^[0-9a-f]{7,40}$")
 _SERIES_LINE = re.compile(r"^(?P<file>\S+)\s+sha256=(?P<sha>[0-9a-fA-F]{64})\s*$")
@@ -119,14 +117,6 @@ def patch_name_from_file(filename: str) -> str:
     return re.sub(r"^\d+-", "", stem)
 
 
-def touched_files(text: str) -> tuple[str, ...]:
-    files: list[str] = []
-    for m in re.finditer(r"^diff --git a/(\S+) b/(\S+)$", text, re.MULTILINE):
-        if m.group(2) not in files:
-            files.append(m.group(2))
-    return tuple(files)
-
-
 def _yes_no(value: str, where: str, key: str) -> bool:
     v = value.strip().lower()
     if v in ("yes", "true", "on", "1"):
@@ -134,24 +124,6 @@ def _yes_no(value: str, where: str, key: str) -> bool:
     if v in ("no", "false", "off", "0"):
         return False
     raise PatchError(f"{where}: {key} must be yes or no, not {value!r}")
-
-
-def parse_patch_header(text: str, where: str) -> dict[str, str]:
-    """``Key: value`` lines up to the first blank line or diff."""
-    header: dict[str, str] = {}
-    for line in text.splitlines():
-        if not line.strip() or line.startswith(("diff --git", "---", "From ")):
-            break
-        key, sep, value = line.partition(":")
-        key = key.strip()
-        if not sep or " " in key:
-            break
-        if key not in HEADER_KEYS:
-            raise PatchError(
-                f"{where}: unknown header key {key!r}{did_you_mean(key, HEADER_KEYS)}"
-            )
-        header[key] = value.strip()
-    return header
 
 
 def _parse_when(value: str, where: str) -> tuple[str | None, str | None]:
@@ -171,7 +143,7 @@ def _load_patch(path: Path, sha: str) -> Patch:
     if not path.is_file():
         raise PatchError(f"{where}: listed in the series but the file does not exist")
     text = path.read_text(encoding="utf-8", errors="replace")
-    header = parse_patch_header(text, where)
+    header = parse_header(text, where)
     missing = [k for k in _REQUIRED if k not in header]
     if missing:
         raise PatchError(f"{where}: header lacks {', '.join(missing)}")
@@ -181,7 +153,7 @@ def _load_patch(path: Path, sha: str) -> Patch:
             f"{where}: Upstream-Status {status!r} is not one of {', '.join(UPSTREAM_STATUSES)}"
             + did_you_mean(status, UPSTREAM_STATUSES)
         )
-    files = touched_files(text)
+    files = parse_diff(text).targets
     if not files:
         raise PatchError(f"{where}: holds no `diff --git` section")
     when_from, when_to = _parse_when(header["When"], where)

@@ -18,15 +18,14 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from patchkit.upkeep.scratch import (
-    Hunk,
     PatchResult,
     Scratch,
     Status,
     parse_apply_output,
-    parse_hunks,
 )
 from patchkit.core.errors import ConfigError, PatchError, SourceError
 from patchkit.git.repo import CommitInfo, Git, TreeEntry
+from patchkit.model.patchfile import Hunk, parse_diff
 from patchkit.model.series import Patch
 
 __all__ = [
@@ -159,8 +158,9 @@ class _Engine:
         self.files: dict[str, set[str]] = {}
         paths: list[str] = []
         for (name, data) in self.data:
-            files, hunks = parse_hunks(data.decode("utf-8", "replace"))
-            self.hunks[name] = hunks
+            parsed = parse_diff(data.decode("utf-8", "replace"))
+            files = parsed.paths
+            self.hunks[name] = parsed.hunks
             self.files[name] = set(files)
             paths.extend(f for f in files if f not in paths)
         self.paths = tuple(paths)

@@ -31,7 +31,7 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
-from patchkit.upkeep.scratch import parse_hunks
+from patchkit.model.patchfile import parse_diff
 from patchkit.upkeep.check import in_when_range
 from patchkit.core.errors import PatchError, RecipeError
 from patchkit.core.proc import RunResult
@@ -122,7 +122,7 @@ def refresh_start(opts: RefreshOptions) -> RefreshResult:
     paths: list[str] = []
     for data, s in zip(datas, skip):
         if not s:
-            files, _ = parse_hunks(data.decode("utf-8", "replace"))
+            files = parse_diff(data.decode("utf-8", "replace")).paths
             paths.extend(f for f in files if f not in paths)
 
     if opts.workdir.exists() and any(opts.workdir.iterdir()):

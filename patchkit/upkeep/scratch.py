@@ -3,8 +3,7 @@
 The scratch folder holds only the files the series touches, written from blobs
 (no checkout, no index, nothing written into the repository). Patches are
 applied one after the other, so patch N is checked on top of patches 1..N-1.
-This module also parses patches into hunks and ``git apply -v`` output into
-offsets and conflicts.
+This module also parses ``git apply -v`` output into offsets and conflicts.
 """
 
 from __future__ import annotations
@@ -20,17 +19,16 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from patchkit.git.repo import TreeEntry
+from patchkit.model.patchfile import Hunk
 from patchkit.git.runner import run_git, scratch_env
 
 __all__ = [
     "Conflict",
-    "Hunk",
     "Offset",
     "PatchResult",
     "Scratch",
     "Status",
     "parse_apply_output",
-    "parse_hunks",
 ]
 
 
@@ -44,15 +42,6 @@ class Status(str, enum.Enum):
     @property
     def applies(self) -> bool:
         return self in (Status.APPLIES, Status.OFFSET)
-
-
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class Hunk:
-    file: str
-    number: int  # 1-based within its file, as git counts
-    old_start: int
-    new_start: int
-    header: str  # the whole "@@ -a,b +c,d @@ ..." line
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -102,32 +91,6 @@ class PatchResult:
             "conflicts": [c.to_json() for c in self.conflicts],
             "note": self.note,
         }
-
-
-_DIFF = re.compile(r"^diff --git a/(\S+) b/(\S+)$")
-_HUNK = re.compile(r"^@@ -(\d+)(?:,\d+)? \+(\d+)(?:,\d+)? @@")
-
-
-def parse_hunks(text: str) -> tuple[tuple[str, ...], tuple[Hunk, ...]]:
-    """(every path the patch reads or writes, its hunks in order)."""
-    paths: list[str] = []
-    hunks: list[Hunk] = []
-    current = ""
-    n = 0
-    for line in text.splitlines():
-        m = _DIFF.match(line)
-        if m:
-            for p in (m.group(1), m.group(2)):
-                if p not in paths:
-                    paths.append(p)
-            current, n = m.group(2), 0
-            continue
-        h = _HUNK.match(line)
-        if h and current:
-            n += 1
-            hunks.append(Hunk(file=current, number=n, old_start=int(h.group(1)),
-                              new_start=int(h.group(2)), header=line.rstrip()))
-    return tuple(paths), tuple(hunks)
 
 
 _CHECKING = re.compile(r"^Checking patch (.+)\.\.\.$")

@@ -33,7 +33,7 @@ from patchkit.build.cuda.toolkit import (
     find_toolkit,
     limits_for,
 )
-from patchkit.core.fs import did_you_mean
+from patchkit.core.text import did_you_mean
 
 if TYPE_CHECKING:
     from patchkit.model.recipe import CudaSpec, Recipe
