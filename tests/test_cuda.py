@@ -23,22 +23,18 @@ from click.testing import CliRunner
 from patchkit.cli import main
 from patchkit.cli.doctor import Tool, build_report, recipe_verdict
 from patchkit.build.cuda.plan import (
-    FAMILIES,
-    CudaArchs,
     build_env,
     build_info,
     cuda_files,
     prepare,
-    CudaError,
     cmake_defines,
     parse_cuobjdump_list,
     preflight,
     prove_archs,
-    resolve_archs,
     toolkits_for,
-    validate,
 )
-from patchkit.core.errors import RecipeError, ToolMissing
+from patchkit.model.cuda import FAMILIES, CudaArchs, resolve_archs
+from patchkit.core.errors import CudaError, RecipeError, ToolMissing
 from patchkit.model.recipe import CudaSpec, Recipe, load_recipe
 from patchkit.model.series import Series, load_series
 from patchkit.build.cuda.toolkit import (
@@ -107,8 +103,12 @@ NO_CODE = "cuobjdump info    : File '/b/bin/fixmain' does not contain device cod
 # --------------------------------------------------------------------------------------
 # helpers
 
+def archs_of(*archs: str | int, source: str = "recipe") -> CudaArchs:
+    return resolve_archs([str(a) for a in archs], source=source)
+
+
 def spec(*archs: str | int, **kw: object) -> CudaSpec:
-    return CudaSpec(archs=tuple(str(a) for a in archs), **kw)  # type: ignore[arg-type]
+    return CudaSpec(archs=archs_of(*archs), **kw)  # type: ignore[arg-type]
 
 
 def empty_series(tmp_path: Path) -> Series:
@@ -214,7 +214,7 @@ def test_families_map_to_the_documented_sms() -> None:
 
 
 def test_rig_archs_get_real_sass_each_and_ptx_of_the_highest() -> None:
-    a = resolve_archs(spec("pascal", "turing", 86))
+    a = archs_of("pascal", "turing", 86)
     assert a.sms == (60, 61, 75, 86)
     assert a.ptx == 86
     assert a.cmake == "60-real;61-real;75-real;86-real;86-virtual"
@@ -222,7 +222,7 @@ def test_rig_archs_get_real_sass_each_and_ptx_of_the_highest() -> None:
 
 
 def test_families_and_numbers_merge_sorted_without_duplicates() -> None:
-    a = resolve_archs(spec("ampere", "sm_86", "Pascal", "compute_60", 89))
+    a = archs_of("ampere", "sm_86", "Pascal", "compute_60", 89)
     assert a.sms == (60, 61, 80, 86, 89)
     assert a.cmake == "60-real;61-real;80-real;86-real;89-real;89-virtual"
     assert a.requested == ("ampere", "sm_86", "Pascal", "compute_60", "89")
@@ -237,7 +237,7 @@ def test_families_and_numbers_merge_sorted_without_duplicates() -> None:
 ])
 def test_unknown_arch_names_are_recipe_errors(word: str, expect: str) -> None:
     with pytest.raises(RecipeError, match="cuda.archs") as e:
-        resolve_archs(spec("turing", word), source="x.toml")
+        archs_of("turing", word, source="x.toml")
     assert expect in e.value.message
     assert e.value.message.startswith("x.toml: cuda.archs[1]")
     assert e.value.exit_code == 3
@@ -352,8 +352,8 @@ def test_shipped_cuda_recipes_validate(tmp_path: Path) -> None:
     series = empty_series(tmp_path)
     for name in ("cuda-pascal-ampere", "windows-cuda-pascal-ampere"):
         r = load_recipe(REPO / "recipes" / f"{name}.toml", REPO, series)
-        a = validate(r)
-        assert a is not None
+        assert r.cuda is not None
+        a = r.cuda.archs
         assert a.cmake == "60-real;61-real;75-real;86-real;86-virtual"
         assert set(r.build.targets) == {"llama-server", "llama-cli", "llama-bench",
                                          "ggml-rpc-server"}
@@ -378,22 +378,21 @@ def test_shipped_cuda_recipes_validate(tmp_path: Path) -> None:
 def test_recipe_validation_errors(tmp_path: Path, body: str, expect: str) -> None:
     (tmp_path / "proj").mkdir()
     (tmp_path / "proj" / "tc.cmake").write_text("")
-    r = recipe_from(tmp_path, body)
     with pytest.raises(RecipeError) as e:
-        validate(r)
+        recipe_from(tmp_path, body)  # checked once, when the recipe loads
     assert expect in e.value.message
-    assert e.value.message.startswith("r.toml: ")
+    assert e.value.message.startswith("recipes/r.toml: ")
 
 
-def test_recipe_without_cuda_validates_to_none(tmp_path: Path) -> None:
-    assert validate(recipe_from(tmp_path, '[build]\ntargets = ["t"]\n')) is None
+def test_recipe_without_cuda_has_no_cuda_spec(tmp_path: Path) -> None:
+    assert recipe_from(tmp_path, '[build]\ntargets = ["t"]\n').cuda is None
 
 
 # --------------------------------------------------------------------------------------
 # preflight: the refusal before configuring
 
 
-RIG = resolve_archs(spec("pascal", "turing", 86))
+RIG = archs_of("pascal", "turing", 86)
 
 
 def test_cuda13_with_pascal_is_refused_with_what_to_do() -> None:
@@ -418,7 +417,7 @@ def test_refusal_uses_nvccs_own_list_over_the_table() -> None:
 
 def test_too_new_arch_is_refused() -> None:
     with pytest.raises(CudaError, match=r"cannot compile sm_89 \(ada\).*newer than this toolkit"):
-        preflight(resolve_archs(spec("ampere", "ada")), toolkit((11, 1, 105)))
+        preflight(archs_of("ampere", "ada"), toolkit((11, 1, 105)))
 
 
 def test_too_new_gcc_is_refused_before_configuring() -> None:
@@ -430,9 +429,9 @@ def test_too_new_gcc_is_refused_before_configuring() -> None:
 
 def test_missing_cublas_is_refused_with_the_wheel_to_install() -> None:
     with pytest.raises(CudaError, match="has no cuBLAS") as e:
-        preflight(resolve_archs(spec("turing", "ampere")), toolkit((13, 0, 88), cublas=None))
+        preflight(archs_of("turing", "ampere"), toolkit((13, 0, 88), cublas=None))
     assert "pip install nvidia-cublas" in e.value.hint
-    notes = preflight(resolve_archs(spec("turing")), toolkit((13, 0, 88), cublas=None),
+    notes = preflight(archs_of("turing"), toolkit((13, 0, 88), cublas=None),
                       need_cublas=False)
     assert any("no cuBLAS" in n for n in notes)
 
@@ -584,7 +583,8 @@ def test_windows_layouts(tmp_path: Path) -> None:
 
 def test_cmake_defines_for_a_wheel_cublas_stubless_toolkit(tmp_path: Path) -> None:
     r = recipe_from(tmp_path, '[build]\ntargets = ["t"]\n[cuda]\narchs = ["turing", 86]\n')
-    archs = resolve_archs(r.cuda)  # type: ignore[arg-type]
+    assert r.cuda is not None
+    archs = r.cuda.archs
     tk = toolkit((13, 0, 88), cublas="wheel", libcuda=False,
                  host_compiler=host(explicit=True, source="recipe", path="/usr/bin/g++-12"))
     d = cmake_defines(r, archs, tk, ccache="/usr/bin/ccache")
@@ -618,7 +618,8 @@ def test_build_env_puts_toolkit_and_wheel_libs_on_the_loader_path(tmp_path: Path
 def test_cmake_defines_for_a_complete_toolkit(tmp_path: Path) -> None:
     r = recipe_from(tmp_path, '[build]\ntargets = ["t"]\n[cuda]\narchs = ["pascal"]\n'
                               'fa_all_quants = true\n')
-    d = cmake_defines(r, resolve_archs(r.cuda), toolkit((12, 4, 131)), ccache=False)  # type: ignore[arg-type]
+    assert r.cuda is not None
+    d = cmake_defines(r, r.cuda.archs, toolkit((12, 4, 131)), ccache=False)
     assert d["GGML_CUDA_FA_ALL_QUANTS"] == "ON"
     assert d["CMAKE_CUDA_ARCHITECTURES"] == "60-real;61-real;61-virtual"
     for absent in ("GGML_CUDA_NO_VMM", "CUDA_cublas_LIBRARY", "CMAKE_CUDA_HOST_COMPILER",
@@ -630,7 +631,7 @@ def test_cmake_defines_for_a_complete_toolkit(tmp_path: Path) -> None:
 # the cubin proof
 
 
-ARCHS_75_86 = resolve_archs(spec(75, 86))
+ARCHS_75_86 = archs_of(75, 86)
 
 
 def _cuobjdump_run(lib_elf: str = LIST_ELF, lib_ptx: str = LIST_PTX) -> FakeRun:
@@ -670,7 +671,7 @@ def test_build_info_records_archs_toolkit_and_cubins() -> None:
 
 def test_prove_archs_fails_when_a_requested_sm_is_missing() -> None:
     with pytest.raises(CudaError) as e:
-        prove_archs([Path("/b/bin/libfixcuda.so")], resolve_archs(spec("pascal", 75, 86)),
+        prove_archs([Path("/b/bin/libfixcuda.so")], archs_of("pascal", 75, 86),
                     Path("cuobjdump"), run=_cuobjdump_run())
     assert e.value.exit_code == 13
     assert "libfixcuda.so lacks sm_60 (pascal), sm_61 (pascal)" in e.value.message
@@ -815,8 +816,9 @@ def test_fixture_builds_for_two_archs_and_cuobjdump_proves_them(tmp_path: Path,
         pytest.skip(f"{tk.describe()} compiles fewer than two of sm_60/75/86")
     two = [ok[0], ok[-1]]
     r = recipe_from(tmp_path, f'[build]\ntargets = ["fixcuda"]\n[cuda]\narchs = {two}\n')
-    archs = validate(r)
-    assert archs is not None and archs.sms == tuple(two)
+    assert r.cuda is not None
+    archs = r.cuda.archs
+    assert archs.sms == tuple(two)
     notes = preflight(archs, tk, need_cublas=False, need_cuobjdump=False)
     assert isinstance(notes, list)
     defines = cmake_defines(r, archs, tk)
@@ -841,7 +843,7 @@ def test_fixture_builds_for_two_archs_and_cuobjdump_proves_them(tmp_path: Path,
     assert got[f"bin/{lib.name}"] == [f"sm_{two[0]}", f"sm_{two[1]}", f"compute_{two[1]}"]
     assert got[f"bin/{exe.name}"] == []
     # asking for an SM that was not compiled fails the proof
-    more = resolve_archs(spec(*two, 90))
+    more = archs_of(*two, 90)
     with pytest.raises(CudaError, match=r"lacks sm_90 \(hopper\)"):
         prove_archs([lib, exe], more, tk.cuobjdump, base=build)
 

@@ -50,7 +50,7 @@ def test_good_recipe_parses_into_frozen_dataclass(proj: Path) -> None:
     assert r.upstream.commit == COMMIT
     assert r.build.targets == ("llama-cli",)
     assert r.build.defines_dict == {"GGML_RPC": "ON"}
-    assert r.patches == ("guard",)  # default patches only, not the experimental one
+    assert r.patch_names == ("guard",)  # default patches only, not the experimental one
     assert len(r.sha256) == 64
     with pytest.raises(AttributeError):
         r.name = "x"  # type: ignore[misc]
@@ -59,7 +59,7 @@ def test_good_recipe_parses_into_frozen_dataclass(proj: Path) -> None:
 def test_experimental_patch_needs_opt_in(proj: Path) -> None:
     text = GOOD.replace('name = "t"', 'name = "t"\npatches = ["exp", "guard"]\nallow_experimental = true')
     r = load(proj, text)
-    assert r.patches == ("guard", "exp")  # series order, not recipe order
+    assert r.patch_names == ("guard", "exp")  # series order, not recipe order
 
 
 BAD = [

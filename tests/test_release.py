@@ -366,7 +366,7 @@ def test_refuses_name_collision_between_recipes(tmp_path: Path) -> None:
 def _project_build(project: Path, tmp_path: Path) -> tuple[Any, Any, Path]:
     series = load_series(project / "patches")
     recipe = load_recipe(project / "recipes" / "fixture.toml", project, series)
-    p = series.get(recipe.patches[0])
+    p = recipe.patches[0]
     build = make_build(tmp_path / "b", name="fixture", recipe_sha=recipe.sha256,
                        commit=recipe.upstream.commit,
                        patches=[{"name": p.name, "file": p.filename, "sha256": p.sha256,
@@ -378,24 +378,24 @@ def _project_build(project: Path, tmp_path: Path) -> tuple[Any, Any, Path]:
 def test_stale_build_refused_unless_allowed(project: Path, tmp_path: Path) -> None:
     recipe, series, build = _project_build(project, tmp_path)
     dist = tmp_path / "dist"
-    fresh = do_release(build, dist, recipe=recipe, series=series)
+    fresh = do_release(build, dist, recipe=recipe)
     assert fresh.waivers == ()
     # the recipe file changes after the build
     path = project / "recipes" / "fixture.toml"
     path.write_text(path.read_text() + "\n# tweak\n")
     changed = load_recipe(path, project, series)
     with pytest.raises(ReleaseError, match="stale: fixture.toml changed since the build") as e:
-        do_release(build, tmp_path / "d2", recipe=changed, series=series)
+        do_release(build, tmp_path / "d2", recipe=changed)
     assert "--allow-stale" in e.value.hint
-    r = do_release(build, tmp_path / "d2", recipe=changed, series=series, allow_stale=True)
+    r = do_release(build, tmp_path / "d2", recipe=changed, allow_stale=True)
     assert json.loads(r.manifest.read_text())["waivers"] == ["stale"]
     # a patch's bytes differ from what the build used
     rewrite_info(build, lambda i: i["patches"][0].update(sha256="00" * 32))
     with pytest.raises(ReleaseError, match="patch .* changed since the build"):
-        do_release(build, tmp_path / "d3", recipe=recipe, series=series)
+        do_release(build, tmp_path / "d3", recipe=recipe)
     # another recipe's build
     with pytest.raises(ReleaseError, match="the build is of recipe 'cpu-rpc'"):
-        do_release(make_build(tmp_path / "x"), tmp_path / "d3", recipe=recipe, series=series)
+        do_release(make_build(tmp_path / "x"), tmp_path / "d3", recipe=recipe)
 
 
 # ---------------------------------------------------------------- verify

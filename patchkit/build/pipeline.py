@@ -245,7 +245,7 @@ def _run_locked(opts: BuildOptions, recipe: Recipe, url: str, cache: Path,
 def _source_and_patches(opts: BuildOptions, recipe: Recipe, url: str, cache: Path,
                         work: _Work) -> tuple[dict[str, Any], list[PatchResult]]:
     """The source and patch stages; returns the state (written) and each patch's result."""
-    patches = opts.series.select(recipe.patches)
+    patches = recipe.patches
     with log.step("source", "source"):
         repo = ensure_clone(cache, url)
         ensure_commit(repo, url, recipe.upstream.commit, recipe.upstream.ref)

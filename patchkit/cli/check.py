@@ -89,7 +89,7 @@ def _select(series: Series, recipe: Recipe | None, all_: bool) -> tuple[Patch, .
     if all_:
         return series.patches
     assert recipe is not None
-    return series.select(recipe.patches)
+    return recipe.patches
 
 
 # -- rendering ---------------------------------------------------------------------------

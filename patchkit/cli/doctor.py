@@ -19,7 +19,7 @@ from pathlib import Path
 
 import click
 
-from patchkit.build.cuda.plan import preflight, toolkits_for, validate
+from patchkit.build.cuda.plan import preflight, toolkits_for
 from patchkit.core.errors import FatalError
 from patchkit.core.log import log
 from patchkit.model.recipe import Recipe, list_recipes, load_recipe
@@ -153,10 +153,7 @@ def _cuda_verdict(recipe: Recipe, archs: object, toolkit_for: ToolkitFor,
 def recipe_verdict(recipe: Recipe, *, os_name: str, tools: Mapping[str, Tool],
                    toolkit_for: ToolkitFor) -> Verdict:
     name = recipe.name
-    try:
-        archs = validate(recipe)
-    except FatalError as e:
-        return Verdict(recipe=name, ok=False, why=e.message, todo=e.hint or "fix the recipe")
+    archs = recipe.cuda.archs if recipe.cuda else None
     need_note = f"needs {toolkits_for(archs.sms)} for {archs.describe()}" if archs else ""
     here = _OS_NAMES.get(os_name, os_name)
     if recipe.os != os_name:

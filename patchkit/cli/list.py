@@ -38,8 +38,8 @@ def list_cmd(ctx: click.Context) -> None:
             recipes.add_row(path.stem, "", "", "", "", "", f"[red]invalid: {e.message}[/red]")
             continue
         name = r.name + (" (default)" if path.stem == DEFAULT_RECIPE else "")
-        exp = any(series.get(n).experimental for n in r.patches)
-        recipes.add_row(name, r.os, gpu, r.upstream.commit[:12], ", ".join(r.patches) or "-",
+        exp = any(p.experimental for p in r.patches)
+        recipes.add_row(name, r.os, gpu, r.upstream.commit[:12], ", ".join(r.patch_names) or "-",
                         ", ".join(r.build.targets),
                         "[yellow]experimental[/yellow]" if exp else "ok")
     log.console.print(patches)
@@ -52,10 +52,7 @@ def _gpu(recipe: Recipe) -> str:
     """'CUDA sm_60,61,75,86' for a CUDA recipe (names checked, no toolkit needed), else '-'."""
     if recipe.cuda is None:
         return "-"
-    from patchkit.build.cuda.plan import validate
-
-    archs = validate(recipe)
-    return "CUDA sm_" + ",".join(str(s) for s in archs.sms) if archs else "CUDA"
+    return "CUDA sm_" + ",".join(str(s) for s in recipe.cuda.archs.sms)
 
 
 COMMANDS = [list_cmd]

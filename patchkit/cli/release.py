@@ -40,14 +40,14 @@ def release_cmd(ctx: click.Context, recipe: str | None, build_dir: Path | None, 
     With only --build-dir the build is not compared with a recipe file.
     SOURCE_DATE_EPOCH, when set, replaces the upstream commit date as the archive mtime.
     """
-    loaded = series = None
+    loaded = None
     if recipe is not None or build_dir is None:
-        _, series, loaded = load_recipe_arg(ctx, recipe)
+        _, _, loaded = load_recipe_arg(ctx, recipe)
         build_dir = build_dir or Path("out") / loaded.name
     else:
         log.warning(f"no recipe given: {build_dir} is not checked against a recipe file")
     assert build_dir is not None
-    opts = ReleaseOptions(build_dir=build_dir, out_dir=out_dir, recipe=loaded, series=series,
+    opts = ReleaseOptions(build_dir=build_dir, out_dir=out_dir, recipe=loaded,
                           allow_unsmoked=allow_unsmoked, allow_stale=allow_stale,
                           source_date_epoch=source_date_epoch_from_env())
     with log.step(f"release {build_dir}"):

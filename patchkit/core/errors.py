@@ -10,6 +10,7 @@ __all__ = [
     "BuildError",
     "CheckFailed",
     "ConfigError",
+    "CudaError",
     "FatalError",
     "LockBusy",
     "PatchError",
@@ -83,3 +84,9 @@ class CheckFailed(FatalError):
 
 class ReleaseError(FatalError):
     exit_code = 12
+
+
+class CudaError(FatalError):
+    """The toolkit cannot build what the recipe asks, or the binary lacks a requested arch."""
+
+    exit_code = 13

@@ -14,7 +14,8 @@ from typing import Any
 
 from patchkit.core.errors import PEError, RecipeError
 from patchkit.model.units import PAGE_SIZE, parse_size
-from patchkit.model.series import Series
+from patchkit.model.cuda import CudaArchs, check_cuda_build, resolve_archs
+from patchkit.model.series import Patch, Series
 from patchkit.core.fs import sha256_bytes
 from patchkit.core.text import did_you_mean
 
@@ -77,7 +78,7 @@ class BuildSpec:
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class CudaSpec:
-    archs: tuple[str, ...]
+    archs: CudaArchs  # resolved from the families / SM numbers the recipe names
     toolkit_root: str | None = None
     host_compiler: str | None = None
     fa_all_quants: bool = False
@@ -105,7 +106,7 @@ class Recipe:
     path: Path
     sha256: str  # of the recipe file's bytes
     upstream: Upstream
-    patches: tuple[str, ...]  # names, in series order
+    patches: tuple[Patch, ...]  # in series order
     allow_experimental: bool
     build: BuildSpec
     os: str
@@ -115,6 +116,10 @@ class Recipe:
     smoke_enabled: bool = True
     smoke_skip: tuple[str, ...] = ()
     smoke_tools: tuple[str, ...] = ()  # extra targets built for the smoke stage, not shipped
+
+    @property
+    def patch_names(self) -> tuple[str, ...]:
+        return tuple(p.name for p in self.patches)
 
 
 class _Ctx:
@@ -243,9 +248,9 @@ def _parse(ctx: _Ctx, data: dict[str, Any], series: Series) -> Recipe:
             if patch.experimental and not allow_exp:
                 raise ctx.fail(f"patches[{i}]", f"{pname!r} is experimental: "
                                "set allow_experimental = true to opt in")
-        names = tuple(p.name for p in series.select(tuple(series.get(n).name for n in names)))
+        patches = series.select(tuple(series.get(n).name for n in names))
     else:
-        names = tuple(p.name for p in series.patches if p.default)
+        patches = tuple(p for p in series.patches if p.default)
 
     b = ctx.section(data, "build", required=True)
     assert b is not None
@@ -279,8 +284,9 @@ def _parse(ctx: _Ctx, data: dict[str, Any], series: Series) -> Recipe:
     cuda = None
     c = ctx.section(data, "cuda")
     if c is not None:
+        raw_archs = ctx.str_list(c, "archs", "cuda", required=True, allow_int=True)
         cuda = CudaSpec(
-            archs=ctx.str_list(c, "archs", "cuda", required=True, allow_int=True),
+            archs=resolve_archs(raw_archs, source=ctx.label),
             toolkit_root=ctx.get(c, "toolkit_root", str, "cuda"),
             host_compiler=ctx.get(c, "host_compiler", str, "cuda"),
             fa_all_quants=ctx.get(c, "fa_all_quants", bool, "cuda", default=False),
@@ -301,6 +307,10 @@ def _parse(ctx: _Ctx, data: dict[str, Any], series: Series) -> Recipe:
         )
         _check_stack_sizes(ctx, windows)
 
+    check_cuda_build(ctx.label, defines=build.defines_dict, has_cuda=cuda is not None,
+                     os_name=os_name, cross_toolchain=build.toolchain is not None,
+                     generator=build.generator)
+
     s = ctx.section(data, "smoke") or {}
     return Recipe(
         name=name,
@@ -308,7 +318,7 @@ def _parse(ctx: _Ctx, data: dict[str, Any], series: Series) -> Recipe:
         path=ctx.path,
         sha256=sha256_bytes(ctx.path.read_bytes()),
         upstream=Upstream(url=url, commit=commit, ref=ref),
-        patches=names,
+        patches=patches,
         allow_experimental=allow_exp,
         build=build,
         os=os_name,

@@ -44,7 +44,6 @@ from patchkit.model.buildinfo import archive_name, load_build_info, variant_name
 from patchkit.core.errors import ConfigError, ReleaseError
 from patchkit.core.paths import cache_dir
 from patchkit.model.recipe import Recipe
-from patchkit.model.series import Series
 from patchkit.core.fs import atomic_write_bytes, sha256_file
 
 __all__ = [
@@ -70,7 +69,6 @@ class ReleaseOptions:
     build_dir: Path
     out_dir: Path
     recipe: Recipe | None = None  # given: the build is checked against it (stale build)
-    series: Series | None = None
     allow_unsmoked: bool = False
     allow_stale: bool = False
     source_date_epoch: int | None = None  # None: the upstream commit date
@@ -109,7 +107,7 @@ def _mtime(info: Mapping[str, Any], sde: int | None) -> int:
     return int(when.timestamp())
 
 
-def _stale_reasons(info: Mapping[str, Any], recipe: Recipe, series: Series | None) -> list[str]:
+def _stale_reasons(info: Mapping[str, Any], recipe: Recipe) -> list[str]:
     reasons = []
     if info["recipe"]["name"] != recipe.name:
         raise ReleaseError(f"the build is of recipe {info['recipe']['name']!r}, not {recipe.name!r}")
@@ -119,12 +117,11 @@ def _stale_reasons(info: Mapping[str, Any], recipe: Recipe, series: Series | Non
         reasons.append(f"the recipe now pins upstream {recipe.upstream.commit[:12]}, "
                        f"the build used {info['upstream']['commit'][:12]}")
     built = {p.get("name"): p for p in info["patches"] if isinstance(p, Mapping)}
-    if set(built) != set(recipe.patches):
+    if set(built) != set(recipe.patch_names):
         reasons.append("the recipe's patch list changed since the build")
-    if series is not None:
-        for name in recipe.patches:
-            if name in built and series.get(name).sha256 != built[name].get("sha256"):
-                reasons.append(f"patch {name} changed since the build")
+    for patch in recipe.patches:
+        if patch.name in built and patch.sha256 != built[patch.name].get("sha256"):
+            reasons.append(f"patch {patch.name} changed since the build")
     return reasons
 
 
@@ -316,7 +313,7 @@ def release(opts: ReleaseOptions) -> ReleaseResult:
     info = load_build_info(build_dir)
     waivers: list[str] = []
     if opts.recipe is not None:
-        reasons = _stale_reasons(info, opts.recipe, opts.series)
+        reasons = _stale_reasons(info, opts.recipe)
         if reasons and not opts.allow_stale:
             raise ReleaseError(f"the build in {build_dir} is stale: {reasons[0]}"
                                + (f" (and {len(reasons) - 1} more)" if len(reasons) > 1 else ""),
