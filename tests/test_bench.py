@@ -40,6 +40,7 @@ from patchkit.bench.sweep import (
 )
 from patchkit.core.errors import ConfigError
 from patchkit.core.proc import RunResult
+from buildinfo_fixture import build_info_json
 
 DATA = Path(__file__).parent / "data" / "bench"
 HELP = (DATA / "help-82bb485.txt").read_text()
@@ -373,10 +374,7 @@ def _fake_build(tmp_path: Path, *, help_text: str = HELP, fail: dict[str, str] |
     (out / "bin" / "fake.json").write_text(json.dumps({  # for fake_llama's ggml-rpc-server
         "mode": "proto-patched", "piddir": str(tmp_path / "pids"),
         "tests_dir": str(Path(__file__).parent)}))
-    (out / "build-info.json").write_text(json.dumps({
-        "platform": {"os": "linux"}, "recipe": {"name": "cpu-rpc"},
-        "upstream": {"commit": "82bb48500a9a6b3374da2cf5811695369278e4d3"},
-        "patches": [{"name": "rpc-deserialize-tensor-zero-nbytes", "result": "applied"}]}))
+    (out / "build-info.json").write_text(json.dumps(build_info_json()))
     return out
 
 
@@ -475,7 +473,7 @@ def test_cli_input_errors(tmp_path: Path) -> None:
     r = _cli("bench", str(tmp_path / "r"), "--demo", "-m", str(model), "--build", str(build))
     assert r.exit_code == 2 and "drop -m/--rpc" in r.output
     r = _cli("bench", str(tmp_path / "r"), "-m", str(model), "--build", str(tmp_path / "nope"))
-    assert r.exit_code == 2 and "holds no build-info.json" in r.output
+    assert r.exit_code == 2 and "no finished build" in r.output
     (tmp_path / "busy").mkdir()
     (tmp_path / "busy" / "thesis.tex").write_text("x")
     r = _cli("bench", str(tmp_path / "busy"), "-m", str(model), "--build", str(build))

@@ -657,7 +657,7 @@ def test_build_info_records_archs_toolkit_and_cubins() -> None:
     tk = toolkit((12, 4, 131), cublas="wheel", libcuda=False)
     cubins = {"bin/libggml-cuda.so": ["sm_75", "sm_86", "compute_86"]}
     info = build_info(ARCHS_75_86, tk, cubins, ["n"])
-    assert json.loads(json.dumps(info)) == {
+    assert json.loads(json.dumps(info.to_json())) == {
         "archs": [75, 86], "ptx": 86, "requested": ["75", "86"],
         "cmake_architectures": "75-real;86-real;86-virtual", "nvcc": "12.4.131",
         "proven": cubins,

@@ -11,8 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from patchkit.build.output import read_build_info
-from patchkit.smoke.runner import GUARD_PATCH, META_OT_PATCH, run_smoke
+from patchkit.model.buildinfo import read_build_info
+from patchkit.smoke.checks import GUARD_PATCH, META_OT_PATCH
+from patchkit.smoke.runner import run_smoke
 
 REAL = os.environ.get("PATCHKIT_REALBUILD")
 pytestmark = [
@@ -24,8 +25,8 @@ pytestmark = [
 def test_real_build_smoke_matches_its_patches() -> None:
     out = Path(REAL or ".")
     info = read_build_info(out)
-    patches = {p["name"] for p in info["patches"] if p["result"] != "not-applied"}
-    tools = (Path(info["build_dir"]) / "bin",) if info.get("build_dir") else ()
+    patches = info.in_build
+    tools = (Path(info.build_dir) / "bin",) if info.build_dir else ()
     report = run_smoke(out, tool_dirs=tools, record=False)
     st = {c.name: c for c in report.checks}
     assert st["version"].status == "pass", st["version"].why

@@ -20,7 +20,7 @@ from patchkit.release.ci import MatrixEntry, render_workflow
 from patchkit.cli import main
 from patchkit.core.errors import ReleaseError
 from patchkit.model.recipe import load_recipe
-from patchkit.model.buildinfo import archive_name, variant_name
+from patchkit.release.names import archive_name, variant_name
 from patchkit.release.release import ReleaseOptions, dump_manifest, release
 from patchkit.model.series import load_series
 from patchkit.core.fs import sha256_bytes, sha256_file
@@ -299,7 +299,7 @@ def test_refuses_missing_build(tmp_path: Path) -> None:
         do_release(tmp_path / "out" / "cpu-rpc", tmp_path / "dist")
     assert "patchkit build" in e.value.hint
     (tmp_path / "out" / "half").mkdir(parents=True)
-    with pytest.raises(ReleaseError, match="has no build-info.json"):
+    with pytest.raises(ReleaseError, match="holds no build-info.json"):
         do_release(tmp_path / "out" / "half", tmp_path / "dist")
     assert not (tmp_path / "dist").exists()
 

@@ -10,7 +10,12 @@ from pathlib import Path
 
 import pytest
 
+from buildinfo_fixture import build_info_json, patch_json
+
+from patchkit.model.buildinfo import CheckStatus
+from patchkit.smoke import checks
 from patchkit.smoke import runner as smoke
+from patchkit.smoke.env import SmokeEnv
 from patchkit.smoke.runner import run_smoke
 
 pytestmark = [
@@ -21,7 +26,7 @@ FAKE = Path(__file__).with_name("fake_llama.py")
 TOOLS = ("llama-cli", "llama-bench", "ggml-rpc-server", "test-llama-archs")
 
 
-def make_out(tmp_path: Path, mode: str = "ok", patches: tuple[str, ...] = (smoke.GUARD_PATCH,)) -> Path:
+def make_out(tmp_path: Path, mode: str = "ok", patches: tuple[str, ...] = (checks.GUARD_PATCH,)) -> Path:
     out = tmp_path / "out"
     (out / "bin").mkdir(parents=True)
     for t in TOOLS:
@@ -29,12 +34,10 @@ def make_out(tmp_path: Path, mode: str = "ok", patches: tuple[str, ...] = (smoke
         os.chmod(out / "bin" / t, 0o755)
     (out / "bin" / "fake.json").write_text(json.dumps({"mode": mode, "piddir": str(tmp_path / "pids"),
                                                        "tests_dir": str(Path(__file__).parent)}))
-    info = {
-        "platform": {"os": "linux"},
-        "patches": [{"name": p, "result": "applied"} for p in patches],
-        "artifacts": [{"type": "EXECUTABLE", "path": f"bin/{t}"} for t in TOOLS[:3]],
-        "smoke": None,
-    }
+    info = build_info_json(
+        patches=[patch_json(p) for p in patches],
+        artifacts=[{"target": t, "type": "EXECUTABLE", "path": f"bin/{t}", "sha256": "00" * 32,
+                    "size": 1} for t in TOOLS[:3]])
     (out / "build-info.json").write_text(json.dumps(info))
     return out
 
@@ -115,14 +118,14 @@ def test_missing_tool_skips_with_reason(tmp_path: Path) -> None:
 
 def test_ctrl_c_during_a_check_still_stops_servers(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     out = make_out(tmp_path)
-    real = smoke.SmokeEnv.run
+    real = SmokeEnv.run
 
     def interrupted(self, exe, *args, timeout=None):  # noqa: ANN001, ANN002
         if "--rpc" in args:
             raise KeyboardInterrupt
         return real(self, exe, *args, timeout=timeout)
 
-    monkeypatch.setattr(smoke.SmokeEnv, "run", interrupted)
+    monkeypatch.setattr(SmokeEnv, "run", interrupted)
     with pytest.raises(KeyboardInterrupt):
         run_smoke(out, only=("generate",))
     assert len(list((tmp_path / "pids").iterdir())) == 1
@@ -146,12 +149,12 @@ def test_smoke_cli_exit_code(tmp_path: Path) -> None:
     assert r.exit_code == 7, r.output
     assert "smoke failed: generate" in r.output
     r = CliRunner().invoke(main, ["smoke", str(tmp_path / "nope")])
-    assert r.exit_code == 2 and "holds no build-info.json" in r.output
+    assert r.exit_code == 2 and "no finished build" in r.output
 
 
 @pytest.mark.parametrize(("mode", "patches", "status", "text"), [
-    ("proto-patched", (smoke.GUARD_PATCH,), "pass", "verdict patched"),
-    ("proto-unpatched", (smoke.GUARD_PATCH,), "fail", "verdict unpatched"),
+    ("proto-patched", (checks.GUARD_PATCH,), "pass", "verdict patched"),
+    ("proto-unpatched", (checks.GUARD_PATCH,), "fail", "verdict unpatched"),
     ("proto-unpatched", (), "skip", "is not in this build; as expected: verdict unpatched"),
 ])
 def test_rpc_guard_check(tmp_path: Path, mode: str, patches: tuple[str, ...], status: str,
@@ -198,7 +201,7 @@ def test_a_binary_that_cannot_run_fails_its_check(tmp_path: Path) -> None:
 
 
 def test_recorded_reasons_carry_no_random_ports() -> None:
-    r = smoke._result("meta-ot", 0.0, "skip", "buffer (RPC0[127.0.0.1:50341]) and 127.0.0.1:4242")
+    r = checks._result("meta-ot", 0.0, CheckStatus.SKIP, "buffer (RPC0[127.0.0.1:50341]) and 127.0.0.1:4242")
     assert r.why == "buffer (RPC0[127.0.0.1:<port>]) and 127.0.0.1:<port>"
 
 
@@ -206,7 +209,8 @@ def test_cuda_build_linking_the_driver_skips_without_one(tmp_path: Path,
                                                          monkeypatch: pytest.MonkeyPatch) -> None:
     out = make_out(tmp_path)
     info = json.loads((out / "build-info.json").read_text())
-    info["cuda"] = {"archs": [60, 86], "toolkit": {"no_vmm": False}}
+    info["cuda"] = {"archs": [60, 86], "cmake_architectures": "60-real;86-real", "nvcc": "12.4",
+                    "proven": {}, "toolkit": {"no_vmm": False}}
     (out / "build-info.json").write_text(json.dumps(info))
     monkeypatch.setattr(smoke, "_nvidia_driver_present", lambda: False)
     report = run_smoke(out)

@@ -35,7 +35,7 @@ from patchkit.bench.sweep import (
     point_args,
 )
 from patchkit.core.errors import ConfigError, FatalError, ToolMissing
-from patchkit.build.output import read_build_info
+from patchkit.model.buildinfo import BuildInfo, read_build_info
 from patchkit.core.net import LOOPBACK, free_port
 from patchkit.core.proc import Processes, run
 from patchkit.core.fs import atomic_write_json
@@ -141,17 +141,14 @@ def measure_latency(endpoints: Sequence[str], *, count: int = 20,
     return tuple(out)
 
 
-def _build_summary(info: dict[str, Any], build_dir: Path) -> dict[str, Any]:
-    up = info.get("upstream") or {}
-    return {"dir": str(build_dir), "recipe": (info.get("recipe") or {}).get("name"),
-            "upstream_commit": up.get("commit"),
-            "patches": [p.get("name") for p in info.get("patches", [])
-                        if p.get("result") in ("applied", "already-present")],
-            "os": (info.get("platform") or {}).get("os")}
+def _build_summary(info: BuildInfo, build_dir: Path) -> dict[str, Any]:
+    return {"dir": str(build_dir), "recipe": info.recipe.name,
+            "upstream_commit": info.upstream.commit,
+            "patches": [p.name for p in info.patches], "os": info.platform.os}
 
 
-def _bench_exe(build_dir: Path, info: dict[str, Any]) -> Path:
-    windows = (info.get("platform") or {}).get("os") == "windows"
+def _bench_exe(build_dir: Path, info: BuildInfo) -> Path:
+    windows = info.windows
     if windows and sys.platform != "win32":
         raise ConfigError(f"{build_dir} is a Windows build: run patchkit bench on Windows",
                           hint="or point --build at a build for this machine")

@@ -34,11 +34,11 @@ __all__ = [
     "Artifact",
     "BuildTools",
     "build",
+    "compiler_versions",
     "configure",
     "find_tools",
     "load_index",
     "target_artifacts",
-    "toolchain_versions",
 ]
 
 _RUNTIME_SUFFIXES = (".so", ".dll", ".dylib")
@@ -196,8 +196,9 @@ def target_artifacts(index: Index, targets: Sequence[str], build_dir: Path) -> l
     return out
 
 
-def toolchain_versions(index: Index) -> dict[str, str]:
-    out: dict[str, str] = {}
+def compiler_versions(index: Index) -> dict[str, str | None]:
+    """The compilers CMake found (``cxx_compiler: GNU 12.2.0``) and CMake's own version."""
+    out: dict[str, str | None] = {}
     tc = index.reply.toolchains_v1
     for t in tc.toolchains if tc else ():
         c = t.compiler

@@ -5,19 +5,18 @@ run never leaves a half-written output."""
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import shutil
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 from patchkit.build.cmake import Artifact
 from patchkit.core.errors import BuildError, ConfigError
-from patchkit.core.fs import atomic_write_json, sha256_file
+from patchkit.core.fs import sha256_file
+from patchkit.model.buildinfo import BUILD_INFO, ArtifactRecord, BuildInfo, PeEditRecord, write_build_info
 
-__all__ = ["BUILD_INFO", "read_build_info", "write_output"]
-
-BUILD_INFO = "build-info.json"
+__all__ = ["write_output"]
 
 
 def _check_replaceable(out_dir: Path) -> None:
@@ -27,19 +26,19 @@ def _check_replaceable(out_dir: Path) -> None:
 
 
 def write_output(out_dir: Path, artifacts: list[Artifact], license_file: Path | None,
-                 info: dict[str, Any],
-                 post: Callable[[Path], dict[str, Any]] | None = None) -> list[dict[str, Any]]:
-    """Copy artifacts into ``out_dir/bin`` and write build-info.json; returns the file list.
+                 info: BuildInfo,
+                 post: Callable[[Path], tuple[PeEditRecord, ...]] | None = None) -> BuildInfo:
+    """Copy artifacts into ``out_dir/bin`` and write build-info.json; returns what it wrote.
 
-    ``post(bin_dir)`` runs on the copies before they are hashed (e.g. PE header edits);
-    what it returns is merged into build-info.json.
+    ``post(bin_dir)`` runs on the copies before they are hashed (PE header edits); the
+    edits it returns are recorded.
     """
     _check_replaceable(out_dir)
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     tmp = out_dir.parent / f".{out_dir.name}.tmp-{os.getpid()}"
     old = out_dir.parent / f".{out_dir.name}.old-{os.getpid()}"
     shutil.rmtree(tmp, ignore_errors=True)
-    entries: list[dict[str, Any]] = []
+    entries: list[ArtifactRecord] = []
     try:
         (tmp / "bin").mkdir(parents=True)
         copied: list[tuple[Artifact, Path]] = []
@@ -50,18 +49,19 @@ def write_output(out_dir: Path, artifacts: list[Artifact], license_file: Path | 
                 shutil.copy2(real, dest)
                 copied.append((a, dest))
         if post is not None:
-            info = {**info, **post(tmp / "bin")}
+            info = dataclasses.replace(info, pe_edits=post(tmp / "bin"))
         for a, dest in copied:
-            entries.append({"target": a.target, "type": a.type, "path": f"bin/{dest.name}",
-                            "sha256": sha256_file(dest), "size": dest.stat().st_size})
+            entries.append(ArtifactRecord(target=a.target, type=a.type, path=f"bin/{dest.name}",
+                                          sha256=sha256_file(dest), size=dest.stat().st_size))
         if license_file is not None and license_file.is_file():
             shutil.copy2(license_file, tmp / "LICENSE")
-        entries.sort(key=lambda e: e["path"])
-        atomic_write_json(tmp / BUILD_INFO, {**info, "artifacts": entries})
+        entries.sort(key=lambda e: e.path)
+        info = dataclasses.replace(info, artifacts=tuple(entries))
+        write_build_info(tmp, info)
         _swap_in(tmp, out_dir, old)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    return entries
+    return info
 
 
 def _swap_in(tmp: Path, out_dir: Path, old: Path) -> None:
@@ -82,18 +82,3 @@ def _swap_in(tmp: Path, out_dir: Path, old: Path) -> None:
     with contextlib.suppress(OSError):
         shutil.rmtree(old)
 
-
-def read_build_info(out_dir: Path) -> dict[str, Any]:
-    import json
-
-    path = out_dir / BUILD_INFO
-    if not path.is_file():
-        raise ConfigError(f"{out_dir} holds no {BUILD_INFO}: not a patchkit build output",
-                          hint="run `patchkit build RECIPE` first")
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except ValueError as e:
-        raise ConfigError(f"{path} is not valid JSON ({e})") from None
-    if not isinstance(data, dict):
-        raise ConfigError(f"{path} is not a JSON object")
-    return data

@@ -14,19 +14,25 @@ from pathlib import Path
 from patchkit.model.patchfile import parse_diff
 from patchkit.upkeep.scratch import parse_apply_output
 from patchkit.core.errors import PatchError, SourceError
+from patchkit.model.buildinfo import ApplyResult, PatchRecord
 from patchkit.model.series import Patch
 from patchkit.git.runner import git_out
 
-__all__ = ["PatchResult", "apply_series", "failed_hunks"]
+__all__ = ["AppliedPatch", "apply_series", "failed_hunks"]
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class PatchResult:
-    patch: Patch
-    result: str  # "applied" | "already-present"
+class AppliedPatch:
+    """A patch of the series and what happened to it in the worktree."""
 
-    def summary(self) -> dict[str, object]:
-        return {**self.patch.summary(), "result": self.result}
+    patch: Patch
+    result: ApplyResult
+
+    def record(self) -> PatchRecord:
+        p = self.patch
+        return PatchRecord(name=p.name, file=p.filename, sha256=p.sha256,
+                           upstream_status=p.upstream_status, when=p.when,
+                           experimental=p.experimental, result=self.result)
 
 
 def failed_hunks(patch_text: str, stderr: str) -> list[str]:
@@ -57,8 +63,8 @@ def _git_apply(worktree: Path, patch_file: Path, *flags: str) -> tuple[bool, str
 
 
 def apply_series(worktree: Path, commit: str, patches: tuple[Patch, ...],
-                 tmpdir: Path) -> list[PatchResult]:
-    results: list[PatchResult] = []
+                 tmpdir: Path) -> list[AppliedPatch]:
+    results: list[AppliedPatch] = []
     try:
         for patch in patches:
             data = patch.read_verified()
@@ -71,11 +77,11 @@ def apply_series(worktree: Path, commit: str, patches: tuple[Patch, ...],
                     ok, err = _git_apply(worktree, pfile, "--index")
                     if not ok:  # pragma: no cover - --check said yes
                         raise PatchError(f"{patch.filename}: git apply failed after --check: {err}")
-                    results.append(PatchResult(patch=patch, result="applied"))
+                    results.append(AppliedPatch(patch=patch, result=ApplyResult.APPLIED))
                     continue
                 back, _ = _git_apply(worktree, pfile, "--index", "--check", "--reverse")
                 if back:
-                    results.append(PatchResult(patch=patch, result="already-present"))
+                    results.append(AppliedPatch(patch=patch, result=ApplyResult.ALREADY_PRESENT))
                     continue
                 where = "; ".join(failed_hunks(data.decode("utf-8", "replace"), err))
                 raise PatchError(

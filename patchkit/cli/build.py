@@ -9,6 +9,7 @@ import click
 from patchkit.cli._common import DEFAULT_RECIPE, load_recipe_arg
 from patchkit.core.log import log
 from patchkit.build.pipeline import BuildOptions, run_build
+from patchkit.cli.smoke import print_check
 
 __all__ = ["COMMANDS"]
 
@@ -28,12 +29,12 @@ __all__ = ["COMMANDS"]
 @click.pass_context
 def build_cmd(ctx: click.Context, recipe: str | None, upstream: str | None, out: Path | None,
               jobs: int | None, clean: bool, no_smoke: bool, cuda_root: Path | None) -> None:
-    project, series, rec = load_recipe_arg(ctx, recipe)
+    project, _, rec = load_recipe_arg(ctx, recipe)
     log.info(f"recipe {rec.name}: upstream {rec.upstream.commit[:12]}, "
              f"{len(rec.patches)} patch(es), targets {', '.join(rec.build.targets)}")
-    result = run_build(BuildOptions(recipe=rec, series=series, project=project, upstream=upstream,
-                                    out=out, jobs=jobs, clean=clean,
-                                    smoke=not no_smoke, cuda_root=cuda_root))
+    result = run_build(BuildOptions(recipe=rec, project=project, upstream=upstream, out=out,
+                                    jobs=jobs, clean=clean, smoke=not no_smoke,
+                                    cuda_root=cuda_root, on_check=print_check))
     total = sum(v for v in log.timings.values())
     log.info(f"done in {total:.1f}s: {result.out_dir}/")
 

@@ -6,25 +6,19 @@ from pathlib import Path
 
 import click
 
-from patchkit.core.errors import SmokeError
 from patchkit.core.log import log
-from patchkit.smoke.runner import CHECKS, CheckResult, SmokeReport, run_smoke
+from patchkit.model.buildinfo import CheckResult, read_build_info
+from patchkit.smoke.checks import CHECKS
+from patchkit.smoke.runner import raise_if_failed, run_smoke
 
-__all__ = ["COMMANDS", "report_smoke"]
+__all__ = ["COMMANDS", "print_check"]
 
 _MARK = {"pass": "[green]✓ pass[/green]", "fail": "[red]✕ fail[/red]", "skip": "[yellow]- skip[/yellow]"}
 
 
-def print_result(r: CheckResult) -> None:
-    log.console.print(f"  {_MARK[r.status]} {r.name} [dim]({r.seconds:.1f}s)[/dim]: ", end="")
+def print_check(r: CheckResult) -> None:
+    log.console.print(f"  {_MARK[r.status.value]} {r.name} [dim]({r.seconds:.1f}s)[/dim]: ", end="")
     log.console.print(r.why, markup=False, highlight=False)
-
-
-def report_smoke(report: SmokeReport) -> None:
-    if report.status == "failed":
-        failed = [c.name for c in report.checks if c.status == "fail"]
-        raise SmokeError(f"smoke failed: {', '.join(failed)}",
-                         hint="the build-info.json of the output records every check")
 
 
 @click.command("smoke")
@@ -41,20 +35,18 @@ def report_smoke(report: SmokeReport) -> None:
 def smoke_cmd(outdir: Path, skip: tuple[str, ...], only: tuple[str, ...], tools: Path | None,
               timeout: float, reference: Path | None) -> None:
     """Run the smoke checks on a build output dir (127.0.0.1 only)."""
-    from patchkit.build.output import read_build_info
-
     info = read_build_info(outdir)
     if reference is not None:
         read_build_info(reference)  # fail early, one line, if it is not a build output
     tool_dirs = [tools] if tools else []
-    if info.get("build_dir"):
-        tool_dirs.append(Path(info["build_dir"]) / "bin")
+    if info.build_dir:
+        tool_dirs.append(Path(info.build_dir) / "bin")
     with log.step("smoke"):
         report = run_smoke(outdir, skip=skip, only=only, timeout=timeout,
-                           tool_dirs=tuple(tool_dirs), on_result=print_result,
+                           tool_dirs=tuple(tool_dirs), on_result=print_check,
                            reference=reference, partial=bool(skip or only))
-    log.info(f"smoke {report.status}")
-    report_smoke(report)
+    log.info(f"smoke {report.status.value}")
+    raise_if_failed(report)
 
 
 COMMANDS = [smoke_cmd]

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
 import os
+import re
 import sys
 from pathlib import Path
 
 from patchkit.core.errors import ConfigError
 
-__all__ = ["cache_dir", "find_project_dir"]
+__all__ = ["CacheLayout", "WorkDirs", "cache_dir", "cache_layout", "find_project_dir"]
 
 
 def _looks_like_project(p: Path) -> bool:
@@ -56,3 +59,59 @@ def cache_dir() -> Path:
     else:
         base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
     return (base / "patchkit").resolve()
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class WorkDirs:
+    """One recipe's worktree, build dir, state and log, in the cache."""
+
+    root: Path
+
+    @property
+    def src(self) -> Path:
+        return self.root / "src"
+
+    @property
+    def build(self) -> Path:
+        return self.root / "build"
+
+    @property
+    def state(self) -> Path:
+        return self.root / "state.json"
+
+    @property
+    def log(self) -> Path:
+        return self.root / "build.log"
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", text) or "_"
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class CacheLayout:
+    """The whole cache, in one place::
+
+        <cache>/lock, lock.owner            one run at a time (core.lock)
+        <cache>/repos/<slug>-<hash>.git     one bare clone per upstream (git.cache)
+        <cache>/work/<recipe>-<hash>/       worktree src/, build/, state.json, build.log
+        <cache>/refresh/<recipe>/           a refresh in progress (upkeep.refresh)
+    """
+
+    root: Path
+
+    def repo(self, name: str, key: str) -> Path:
+        """The bare clone of an upstream whose normalised URL is ``key``."""
+        digest = hashlib.sha256(key.encode()).hexdigest()[:10]
+        return self.root / "repos" / f"{_slug(name)}-{digest}.git"
+
+    def work(self, recipe: str, url: str) -> WorkDirs:
+        key = hashlib.sha256(url.encode()).hexdigest()[:8]
+        return WorkDirs(root=self.root / "work" / f"{recipe}-{key}")
+
+    def refresh(self, label: str) -> Path:
+        return self.root / "refresh" / _slug(label)
+
+
+def cache_layout() -> CacheLayout:
+    return CacheLayout(root=cache_dir())

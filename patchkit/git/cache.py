@@ -9,14 +9,13 @@ leaves out files a build never reads (model blobs, large CSVs).
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import os
-import re
 import shutil
 from pathlib import Path
 
 from patchkit.core.errors import SourceError
 from patchkit.core.log import log
+from patchkit.core.paths import CacheLayout
 from patchkit.git.runner import git_out
 
 __all__ = [
@@ -56,9 +55,7 @@ def _normalise(url: str) -> str:
 
 def _clone_dir(cache: Path, url: str) -> Path:
     norm = _normalise(url)
-    slug = re.sub(r"[^A-Za-z0-9._-]+", "_", norm.rstrip("/").split("/")[-1]) or "upstream"
-    digest = hashlib.sha256(norm.encode()).hexdigest()[:10]
-    return cache / "repos" / f"{slug}-{digest}.git"
+    return CacheLayout(root=cache).repo(norm.rstrip("/").split("/")[-1] or "upstream", norm)
 
 
 def ensure_clone(cache: Path, url: str) -> Path:

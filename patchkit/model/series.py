@@ -77,16 +77,6 @@ class Patch:
             )
         return data
 
-    def summary(self) -> dict[str, object]:
-        return {
-            "name": self.name,
-            "file": self.filename,
-            "sha256": self.sha256,
-            "upstream_status": self.upstream_status,
-            "when": self.when,
-            "experimental": self.experimental,
-        }
-
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class Series:

@@ -40,7 +40,8 @@ from typing import Any
 
 from patchkit import __version__
 from patchkit.release.archive import Member, read_archive, write_archive
-from patchkit.model.buildinfo import archive_name, load_build_info, variant_name
+from patchkit.model.buildinfo import read_build_info
+from patchkit.release.names import archive_name, variant_name
 from patchkit.core.errors import ConfigError, ReleaseError
 from patchkit.core.paths import cache_dir
 from patchkit.model.recipe import Recipe
@@ -310,7 +311,7 @@ def _check_collision(out_dir: Path, stem: str, suffix: str, recipe_name: str) ->
 def release(opts: ReleaseOptions) -> ReleaseResult:
     """Check the build, pack it, write manifest copy, then SHA256SUMS (last)."""
     build_dir = opts.build_dir
-    info = load_build_info(build_dir)
+    info = read_build_info(build_dir, error=ReleaseError).to_json()
     waivers: list[str] = []
     if opts.recipe is not None:
         reasons = _stale_reasons(info, opts.recipe)

@@ -23,7 +23,7 @@ from typing import Any
 
 from patchkit.release.archive import ARCHIVE_SUFFIXES, archive_kind, check_archive, read_archive
 from patchkit.core.errors import ReleaseError
-from patchkit.model.buildinfo import archive_name, variant_name
+from patchkit.release.names import archive_name, variant_name
 from patchkit.release.release import SUMS, dump_manifest, read_sums
 from patchkit.core.fs import sha256_file
 

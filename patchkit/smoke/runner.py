@@ -1,343 +1,33 @@
-"""The smoke stage: prove on real binaries, on this machine, that the build works
-and that each patch does what it claims.
+"""The smoke stage: run the checks (smoke.checks) on a build output, on this machine,
+and record the report in its build-info.json.
 
-Checks (each pass / fail / skip, with why):
-  version          every built executable answers --version (or --help) with exit 0
-  generate         greedy tokens of a tiny local model: CPU == through one loopback RPC server
-  tensor-split     the seed's failure: two loopback RPC servers, llama-bench -sm tensor on a
-                   hybrid (recurrent) model; with the zero-byte guard the servers survive
-  rpc-guard        protocol-level probe of the guard (patchkit.rpc.probe)
-  meta-ot          patch 2: tensor split over two RPC servers + one layer -ot to a third;
-                   greedy tokens must match the CPU run
-Everything listens on 127.0.0.1, on free ports, with time limits, and every server
-is stopped when its check ends.
+A Windows build runs under wine on Linux; a CUDA build that links the NVIDIA driver is
+skipped (with why) on a machine without one. Everything listens on 127.0.0.1.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import os
-import re
 import shutil
 import sys
 import tempfile
-import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
-from patchkit.core.errors import FatalError
-from patchkit.build.output import BUILD_INFO, read_build_info
-from patchkit.core.net import LOOPBACK, free_port
-from patchkit.core.proc import Processes, RunResult, run
-from patchkit.core.fs import atomic_write_json
+from patchkit.core.errors import SmokeError
+from patchkit.model.buildinfo import (
+    BuildInfo,
+    CheckResult,
+    CheckStatus,
+    SmokeReport,
+    SmokeStatus,
+    read_build_info,
+    write_build_info,
+)
+from patchkit.smoke.checks import CHECKS
+from patchkit.smoke.env import SmokeEnv
 
-__all__ = ["CHECKS", "CheckResult", "SmokeEnv", "SmokeReport", "run_smoke"]
-
-GUARD_PATCH = "rpc-deserialize-tensor-zero-nbytes"
-META_OT_PATCH = "experimental-meta-ot-scheduling"
-PROMPT = "the cat sat on"
-
-
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class CheckResult:
-    name: str
-    status: str  # pass | fail | skip
-    why: str
-    seconds: float = 0.0
-
-    def as_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "status": self.status, "why": self.why,
-                "seconds": round(self.seconds, 2)}
-
-
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class SmokeReport:
-    status: str  # passed | failed | skipped | partial
-    checks: tuple[CheckResult, ...]
-
-    def as_dict(self) -> dict[str, Any]:
-        return {"status": self.status, "checks": [c.as_dict() for c in self.checks]}
-
-
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class SmokeEnv:
-    out_dir: Path
-    info: dict[str, Any]
-    workdir: Path
-    timeout: float
-    launcher: tuple[str, ...] = ()  # e.g. the wine loader for Windows builds
-    env: dict[str, str] = dataclasses.field(default_factory=dict)
-    tool_dirs: tuple[Path, ...] = ()  # where helper tools (test-llama-archs) may be
-    reference: Path | None = None  # another build (e.g. Linux for a Windows one) to compare
-
-    def reference_env(self) -> SmokeEnv | None:
-        """The reference build, run natively (no launcher), sharing this workdir."""
-        if self.reference is None:
-            return None
-        return dataclasses.replace(self, out_dir=self.reference,
-                                   info=read_build_info(self.reference), launcher=(), env={},
-                                   tool_dirs=(), reference=None)
-
-    @property
-    def windows(self) -> bool:
-        return self.info.get("platform", {}).get("os") == "windows"
-
-    @property
-    def patches(self) -> set[str]:
-        return {p["name"] for p in self.info.get("patches", [])
-                if p.get("result") in ("applied", "already-present")}
-
-    def exe(self, name: str) -> Path | None:
-        suffix = ".exe" if self.windows else ""
-        for d in (self.out_dir / "bin", *self.tool_dirs):
-            p = d / f"{name}{suffix}"
-            if p.is_file():
-                return p
-        return None
-
-    def cmd(self, exe: Path, *args: str) -> list[str]:
-        return [*self.launcher, str(exe), *args]
-
-    def run(self, exe: Path, *args: str, timeout: float | None = None) -> RunResult:
-        return run(self.cmd(exe, *args), timeout=timeout or self.timeout,
-                   env={**os.environ, **self.env}, start_error="result")
-
-    def executables(self) -> list[Path]:
-        out = []
-        for a in self.info.get("artifacts", []):
-            if a.get("type") == "EXECUTABLE":
-                out.append(self.out_dir / a["path"])
-        return out
-
-
-Check = Callable[[SmokeEnv], CheckResult]
-
-
-def _result(name: str, start: float, status: str, why: str) -> CheckResult:
-    # ports are chosen at random: keep them out of the record so equal builds say the same
-    why = re.sub(r"127\.0\.0\.1:\d+", "127.0.0.1:<port>", why)
-    return CheckResult(name=name, status=status, why=why, seconds=time.monotonic() - start)
-
-
-def _patch_verdict(name: str, start: float, env: SmokeEnv, patch: str, ok: bool,
-                   passed: str, failed: str) -> CheckResult:
-    """The rule for checks that prove a patch: pass if it worked; without the patch in the
-    build, upstream's failure is expected (skip, saying what happened); else fail."""
-    in_build = patch in env.patches
-    if ok:
-        return _result(name, start, "pass", passed + ("" if in_build else f" (without {patch}!)"))
-    if not in_build:
-        return _result(name, start, "skip", f"{patch} is not in this build; as expected: {failed}")
-    return _result(name, start, "fail", failed)
-
-
-# ---- check 1: every binary answers ------------------------------------------------------
-
-def check_version(env: SmokeEnv) -> CheckResult:
-    start = time.monotonic()
-    exes = env.executables()
-    if not exes:
-        return _result("version", start, "fail", "build-info.json lists no executables")
-    answered = []
-    for exe in exes:
-        r = env.run(exe, "--version")
-        text = r.stdout + r.stderr
-        if not r.ok or "unknown argument" in text or "invalid argument" in text:
-            r = env.run(exe, "--help")
-            if not r.ok:
-                return _result("version", start, "fail",
-                               f"{exe.name} --version/--help: {r.brief()}: {r.last_line()}")
-            answered.append(f"{exe.name} (--help)")
-        else:
-            answered.append(exe.name)
-    return _result("version", start, "pass", "answered: " + ", ".join(answered))
-
-
-# ---- models -----------------------------------------------------------------------------
-
-def tiny_llama(env: SmokeEnv) -> Path:
-    from patchkit.smoke.tinymodel import write_tiny_llama
-
-    path = env.workdir / "tiny-llama.gguf"
-    if not path.exists():
-        write_tiny_llama(path)
-    return path
-
-
-def hybrid_model(env: SmokeEnv) -> tuple[Path | None, str]:
-    """A random qwen35 (attention + gated delta net) model from test-llama-archs."""
-    path = env.workdir / "qwen35" / "qwen35-dense.gguf"
-    if path.exists():
-        return path, ""
-    tool = env.exe("test-llama-archs")
-    if tool is None:
-        return None, "test-llama-archs was not built (it writes the hybrid qwen35 model)"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    r = env.run(tool, "-a", "qwen35", "-o", str(path.parent))
-    if not path.exists():
-        return None, f"test-llama-archs -a qwen35 wrote no model: {r.brief()}: {r.last_line()}"
-    return path, ""
-
-
-# ---- check 2: CPU vs RPC greedy tokens ---------------------------------------------------
-
-def _generate(env: SmokeEnv, cli: Path, model: Path, *extra: str) -> RunResult:
-    return env.run(cli, "-m", str(model), "-p", PROMPT, "-n", "16", "--temp", "0", "-c", "256",
-                   "--seed", "1", "-st", "--simple-io", "--no-warmup", *extra)
-
-
-def generated_text(r: RunResult) -> str:
-    """The generated text from llama-cli's stdout (the prompt echo and banners removed)."""
-    text = r.stdout
-    idx = text.rfind(PROMPT)
-    if idx >= 0:
-        text = text[idx + len(PROMPT):]
-    lines = [ln.rstrip() for ln in text.splitlines()]
-    keep = [ln for ln in lines if ln and not ln.startswith(("[ Prompt:", "Exiting", ">"))]
-    return "\n".join(keep).strip()
-
-
-def _rpc_server(env: SmokeEnv, procs: Processes, name: str = "rpc") -> str:
-    server = env.exe("ggml-rpc-server")
-    assert server is not None
-    port = free_port()
-    procs.start_server(env.cmd(server, "-d", "CPU", "-H", LOOPBACK, "-p", str(port)), port,
-                       name=name, timeout=min(env.timeout, 60 if env.launcher else 20),
-                       env={**os.environ, **env.env})
-    return f"{LOOPBACK}:{port}"
-
-
-def _rpc_generate(env: SmokeEnv, server_env: SmokeEnv, cli: Path, model: Path,
-                  name: str) -> RunResult | str:
-    """Generate with ``env``'s llama-cli through one ggml-rpc-server of ``server_env``."""
-    with Processes(env.workdir / "logs") as procs:
-        try:
-            addr = _rpc_server(server_env, procs, name)
-        except RuntimeError as e:
-            return str(e)
-        return _generate(env, cli, model, "--rpc", addr, "-dev", "RPC0")
-
-
-def check_generate(env: SmokeEnv) -> CheckResult:
-    start = time.monotonic()
-    cli = env.exe("llama-cli")
-    if cli is None:
-        return _result("generate", start, "skip", "llama-cli is not in this build")
-    model = tiny_llama(env)
-    cpu = _generate(env, cli, model)
-    if not cpu.ok:
-        return _result("generate", start, "fail", f"CPU run: {cpu.brief()}: {cpu.last_line()}")
-    cpu_text = generated_text(cpu)
-    if not cpu_text:
-        return _result("generate", start, "fail", "CPU run generated no text")
-    runs = [("CPU", env, None), ("RPC", env, env)]
-    ref = env.reference_env()
-    if ref is not None:
-        runs += [("reference CPU", ref, None), ("client -> reference RPC server", env, ref)]
-    said = []
-    for label, client_env, server_env in runs[1:]:
-        client = client_env.exe("llama-cli")
-        if server_env is not None and server_env.exe("ggml-rpc-server") is None:
-            said.append(f"{label}: no ggml-rpc-server, not compared")
-            continue
-        assert client is not None
-        r = (_generate(client_env, client, model) if server_env is None else
-             _rpc_generate(client_env, server_env, client, model, "rpc"))
-        if isinstance(r, str):
-            return _result("generate", start, "fail", f"{label}: {r}")
-        if not r.ok:
-            return _result("generate", start, "fail", f"{label} run: {r.brief()}: {r.last_line()}")
-        text = generated_text(r)
-        if text != cpu_text:
-            return _result("generate", start, "fail",
-                           f"tokens differ: CPU {cpu_text[:60]!r} vs {label} {text[:60]!r}")
-        said.append(label)
-    return _result("generate", start, "pass", f"CPU == {' == '.join(said)}: {cpu_text[:60]!r}")
-
-
-# ---- check 3: the seed's failure ---------------------------------------------------------
-
-def check_tensor_split(env: SmokeEnv) -> CheckResult:
-    start = time.monotonic()
-    bench, server = env.exe("llama-bench"), env.exe("ggml-rpc-server")
-    if bench is None or server is None:
-        return _result("tensor-split", start, "skip", "needs llama-bench and ggml-rpc-server")
-    model, why = hybrid_model(env)
-    if model is None:
-        return _result("tensor-split", start, "skip", why)
-    with Processes(env.workdir / "logs") as procs:
-        try:
-            a, b = _rpc_server(env, procs, "rpc-a"), _rpc_server(env, procs, "rpc-b")
-        except RuntimeError as e:
-            return _result("tensor-split", start, "fail", str(e))
-        r = env.run(bench, "-m", str(model), "-rpc", f"{a},{b}", "-sm", "tensor",
-                    "-dev", "RPC0/RPC1", "-p", "16", "-n", "4", "-r", "1", "-o", "json")
-        dead = [p for p in procs.procs if p.poll() is not None]
-        tails = "; ".join(procs.log_tail(p, 1) for p in dead)
-    what = (f"llama-bench {r.brief()}; {len(dead)} of 2 RPC servers died"
-            + (f" ({tails})" if tails else ""))
-    return _patch_verdict("tensor-split", start, env, GUARD_PATCH, r.ok and not dead,
-                          "runs; both RPC servers alive", what)
-
-
-# ---- check 4: the guard, at protocol level -----------------------------------------------
-
-def check_rpc_guard(env: SmokeEnv) -> CheckResult:
-    start = time.monotonic()
-    if env.exe("ggml-rpc-server") is None:
-        return _result("rpc-guard", start, "skip", "ggml-rpc-server is not in this build")
-    from patchkit.rpc import probe as rpcprobe
-    with Processes(env.workdir / "logs") as procs:
-        try:
-            addr = _rpc_server(env, procs)
-        except RuntimeError as e:
-            return _result("rpc-guard", start, "fail", str(e))
-        host, port = addr.rsplit(":", 1)
-        try:
-            report = rpcprobe.probe_zero_nbytes_guard(host, int(port),
-                                                            timeout=min(env.timeout, 20))
-        except FatalError as e:
-            return _result("rpc-guard", start, "fail", f"probe failed: {e.message}")
-    verdict = f"verdict {report.verdict}: " + ", ".join(
-        f"{c.name} {c.outcome.value}" for c in report.cases)
-    return _patch_verdict("rpc-guard", start, env, GUARD_PATCH, report.ok, verdict, verdict)
-
-
-# ---- check 5: patch 2, a whole layer -ot onto a third device in tensor mode -------------
-
-def check_meta_ot(env: SmokeEnv) -> CheckResult:
-    start = time.monotonic()
-    cli, server = env.exe("llama-cli"), env.exe("ggml-rpc-server")
-    if cli is None or server is None:
-        return _result("meta-ot", start, "skip", "needs llama-cli and ggml-rpc-server")
-    model = tiny_llama(env)
-    cpu = _generate(env, cli, model)
-    if not cpu.ok:
-        return _result("meta-ot", start, "fail", f"CPU run: {cpu.brief()}: {cpu.last_line()}")
-    with Processes(env.workdir / "logs") as procs:
-        try:
-            a, b, c = (_rpc_server(env, procs, f"rpc-{n}") for n in "abc")
-        except RuntimeError as e:
-            return _result("meta-ot", start, "fail", str(e))
-        # every RPC buffer type is named RPC0[host:port], whatever the device's index
-        r = _generate(env, cli, model, "--rpc", f"{a},{b},{c}", "-sm", "tensor",
-                      "-dev", "RPC0,RPC1", "-ot", rf"blk\.1\.=RPC0[{c}]", "-fit", "off")
-    cpu_text, ot_text = generated_text(cpu), generated_text(r)
-    what = (f"llama-cli {r.brief()}: {r.last_line()}" if not r.ok else
-            f"tokens differ: CPU {cpu_text[:40]!r} vs -ot {ot_text[:40]!r}")
-    return _patch_verdict(
-        "meta-ot", start, env, META_OT_PATCH, r.ok and ot_text == cpu_text,
-        f"tensor split over 2 RPC servers + layer 1 on a third == CPU: {cpu_text[:40]!r}", what)
-
-
-CHECKS: dict[str, Check] = {
-    "version": check_version,
-    "generate": check_generate,
-    "tensor-split": check_tensor_split,
-    "rpc-guard": check_rpc_guard,
-    "meta-ot": check_meta_ot,
-}
+__all__ = ["raise_if_failed", "run_smoke"]
 
 
 def _nvidia_driver_present() -> bool:
@@ -353,12 +43,11 @@ def _nvidia_driver_present() -> bool:
     return False
 
 
-def _needs_missing_driver(info: dict[str, Any]) -> str:
+def _needs_missing_driver(info: BuildInfo) -> str:
     """Why a CUDA build cannot run here at all ('' if it can)."""
-    cuda = info.get("cuda")
-    if not isinstance(cuda, dict):
+    if info.cuda is None:
         return ""
-    if (cuda.get("toolkit") or {}).get("no_vmm"):
+    if info.cuda.no_vmm:
         return ""  # built without libcuda (GGML_CUDA_NO_VMM): runs on the CPU without a driver
     if _nvidia_driver_present():
         return ""
@@ -386,18 +75,18 @@ def run_smoke(out_dir: Path, *, skip: tuple[str, ...] = (), only: tuple[str, ...
     info = read_build_info(out_dir)
     launcher: tuple[str, ...] = ()
     # what the build says its binaries need at run time (CUDA: the toolkit's library path)
-    extra_env = {**(info.get("runtime_env") or {}), **(extra_env or {})}
+    extra_env = {**info.runtime_env, **(extra_env or {})}
     results: list[CheckResult] = []
-    windows = info.get("platform", {}).get("os") == "windows"
+    windows = info.windows
     no_driver = _needs_missing_driver(info)
     if no_driver:
-        results.append(CheckResult(name="all", status="skip", why=no_driver))
+        results.append(CheckResult(name="all", status=CheckStatus.SKIP, why=no_driver))
     with tempfile.TemporaryDirectory(prefix="patchkit-smoke-") as tmp:
         if windows and sys.platform != "win32" and not results:
             launcher, wine_env, missing = _wine()
             extra_env.update(wine_env)
             if missing:
-                results.append(CheckResult(name="all", status="skip", why=missing))
+                results.append(CheckResult(name="all", status=CheckStatus.SKIP, why=missing))
             else:
                 extra_env["WINEPREFIX"] = str(Path(tmp) / "wineprefix")
         env = SmokeEnv(out_dir=out_dir, info=info, workdir=Path(tmp), timeout=timeout,
@@ -410,17 +99,25 @@ def run_smoke(out_dir: Path, *, skip: tuple[str, ...] = (), only: tuple[str, ...
         else:
             for name, check in CHECKS.items():
                 if name in skip or (only and name not in only):
-                    res = CheckResult(name=name, status="skip", why="skipped on request")
+                    res = CheckResult(name=name, status=CheckStatus.SKIP, why="skipped on request")
                 else:
                     res = check(env)
                 results.append(res)
                 if on_result is not None:
                     on_result(res)
     statuses = {r.status for r in results}
-    status = "failed" if "fail" in statuses else ("passed" if "pass" in statuses else "skipped")
-    if status == "passed" and partial:
-        status = "partial"  # some checks were left out on request: release refuses it
+    status = (SmokeStatus.FAILED if CheckStatus.FAIL in statuses else
+              SmokeStatus.PASSED if CheckStatus.PASS in statuses else SmokeStatus.SKIPPED)
+    if status is SmokeStatus.PASSED and partial:
+        status = SmokeStatus.PARTIAL  # some checks were left out on request: release refuses it
     report = SmokeReport(status=status, checks=tuple(results))
     if record:
-        atomic_write_json(out_dir / BUILD_INFO, {**info, "smoke": report.as_dict()})
+        write_build_info(out_dir, dataclasses.replace(info, smoke=report))
     return report
+
+
+def raise_if_failed(report: SmokeReport) -> None:
+    """The rule: a smoke run with a failed check is a SmokeError (exit 7)."""
+    if report.status is SmokeStatus.FAILED:
+        raise SmokeError(f"smoke failed: {', '.join(report.failed)}",
+                         hint="the build-info.json of the output records every check")

@@ -23,7 +23,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from patchkit.core.errors import CudaError, RecipeError, ToolMissing
-from patchkit.model.cuda import CudaArchs, family_of, sm_label
+from patchkit.model.buildinfo import CudaRecord
+from patchkit.model.cuda import CudaArchs, family_of
 from patchkit.build.cuda.toolkit import (
     TOOLKIT_LIMITS,
     Runner,
@@ -255,17 +256,17 @@ def prove_archs(files: Sequence[Path], archs: CudaArchs, cuobjdump: Path | None,
 
 
 def build_info(archs: CudaArchs, toolkit: Toolkit, cubins: Mapping[str, list[str]],
-               notes: Sequence[str] = ()) -> dict[str, object]:
+               notes: Sequence[str] = ()) -> CudaRecord:
     """The ``cuda`` section of build-info.json: what was asked, what built it, what is in it."""
     version = ".".join(map(str, toolkit.version))
-    return {
-        "archs": list(archs.sms),
-        "ptx": archs.ptx,
-        "requested": list(archs.requested),
-        "cmake_architectures": archs.cmake,
-        "nvcc": version,
-        "proven": {k: list(v) for k, v in cubins.items()},
-        "toolkit": {
+    return CudaRecord(
+        archs=archs.sms,
+        ptx=archs.ptx,
+        requested=archs.requested,
+        cmake_architectures=archs.cmake,
+        nvcc=version,
+        proven={k: tuple(v) for k, v in cubins.items()},
+        toolkit={
             "version": version,
             "root": toolkit.root.as_posix(),
             "nvcc": toolkit.nvcc.as_posix(),
@@ -275,8 +276,8 @@ def build_info(archs: CudaArchs, toolkit: Toolkit, cubins: Mapping[str, list[str
             "libcuda": toolkit.libcuda_kind,
             "no_vmm": toolkit.libcuda is None,
         },
-        "notes": list(notes),
-    }
+        notes=tuple(notes),
+    )
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

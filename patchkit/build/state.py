@@ -1,0 +1,93 @@
+"""What a recipe's work folder holds, and whether it can be reused.
+
+``state.json`` (in the recipe's work folder, see core.paths.CacheLayout) records what
+patchkit made there: the source id (commit, URL, patch hashes, sparse patterns), the
+tree the worktree had after patching, each patch's result, and the configure id. It is
+written only after a stage succeeded, so an interrupted run redoes that stage; an
+unreadable state is an empty one (everything is redone).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+from pathlib import Path
+from typing import Any
+
+from patchkit.core.errors import SourceError
+from patchkit.core.fs import atomic_write_json
+from patchkit.git.runner import git_out
+
+__all__ = ["BuildState", "digest", "read_state", "refuse_user_work", "worktree_matches",
+           "write_state"]
+
+
+def digest(obj: object) -> str:
+    """sha256 of an object's canonical JSON."""
+    return hashlib.sha256(json.dumps(obj, sort_keys=True).encode()).hexdigest()
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class BuildState:
+    source_id: str = ""
+    tree: str = ""  # `git write-tree` of the patched worktree
+    results: tuple[str, ...] = ()  # each patch's ApplyResult value, in order
+    commit_date: str = ""
+    subject: str = ""
+    config_id: str | None = None  # None: configure has not succeeded with these inputs
+
+    def to_json(self) -> dict[str, Any]:
+        return {"source_id": self.source_id, "tree": self.tree, "results": list(self.results),
+                "commit_date": self.commit_date, "subject": self.subject,
+                "config_id": self.config_id}
+
+
+def read_state(path: Path) -> BuildState:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        return BuildState(
+            source_id=str(data.get("source_id") or ""), tree=str(data.get("tree") or ""),
+            results=tuple(str(r) for r in data.get("results") or ()),
+            commit_date=str(data.get("commit_date") or ""), subject=str(data.get("subject") or ""),
+            config_id=data.get("config_id") if isinstance(data.get("config_id"), str) else None)
+    except (OSError, ValueError, AttributeError, TypeError):
+        return BuildState()
+
+
+def write_state(path: Path, state: BuildState) -> None:
+    atomic_write_json(path, state.to_json())
+
+
+def worktree_matches(path: Path, tree: str, commit: str) -> bool:
+    """True if the worktree is exactly as patchkit left it: HEAD at the pin, the recorded
+    tree in the index, no edits, no untracked or ignored files."""
+    if not tree or not (path / ".git").exists():
+        return False
+    try:
+        git_out(path, "update-index", "-q", "--refresh")
+        head = git_out(path, "rev-parse", "HEAD")
+        unstaged = git_out(path, "diff", "--name-only")
+        extra = git_out(path, "ls-files", "--others")
+        current = git_out(path, "write-tree")
+    except SourceError:
+        return False
+    return head == commit and not unstaged and not extra and current == tree
+
+
+def refuse_user_work(src: Path, commit: str) -> None:
+    """Raise unless the worktree holds nothing but what patchkit put there."""
+    try:
+        head = git_out(src, "rev-parse", "HEAD")
+        changed = git_out(src, "status", "--porcelain", "--ignored")
+    except SourceError:
+        raise SourceError(f"the worktree {src} is broken (its clone moved or was deleted?)",
+                          hint="rerun with --clean to make a new one") from None
+    if head != commit:
+        subject = git_out(src, "log", "-1", "--format=%h %s", "HEAD")
+        raise SourceError(f"the worktree {src} has commits patchkit did not make ({subject})",
+                          hint="save them (git -C <worktree> format-patch), then rerun with --clean")
+    if changed:
+        raise SourceError(f"the worktree {src} has changes patchkit did not make",
+                          detail=changed[:2000],
+                          hint="save them if you need them, then rerun with --clean")
