@@ -21,7 +21,7 @@ import pytest
 from click.testing import CliRunner
 
 from patchkit.cli import main
-from patchkit.cli.doctor import Tool, build_report, recipe_verdict
+from patchkit.doctor.survey import Tool, build_report, recipe_verdict
 from patchkit.build.cuda.plan import (
     build_env,
     build_info,

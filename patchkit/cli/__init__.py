@@ -28,17 +28,17 @@ _COMMANDS = {
     "bench": "bench",
     "build": "build",
     "check": "check",
-    "ci-template": "release",
+    "ci-template": "ci_template",
     "doctor": "doctor",
     "list": "list",
     "pe-info": "pe",
     "pe-stack": "pe",
-    "refresh": "check",
+    "refresh": "refresh",
     "release": "release",
     "rpc-probe": "rpc_probe",
     "series": "series",
     "smoke": "smoke",
-    "verify": "release",
+    "verify": "verify",
 }
 
 

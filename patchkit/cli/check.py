@@ -1,4 +1,4 @@
-"""`patchkit check` and `patchkit refresh`.
+"""`patchkit check`.
 
 Output: the human table goes to stderr (with the rest of the log); ``--json``
 prints one JSON document to stdout. ``check`` exits 0 when every in-range patch
@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import io
 import json
-import re
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -21,76 +20,17 @@ from rich.table import Table
 
 from patchkit.upkeep.scratch import PatchResult, Status
 from patchkit.upkeep.check import BisectReport, CheckReport, bisect, check_range, check_series
-from patchkit.cli._common import DEFAULT_RECIPE, load_project
-from patchkit.core.errors import CheckFailed, ConfigError, RecipeError
+from patchkit.cli._common import (
+    load_optional_recipe,
+    repo_options,
+    resolve_repo,
+    select_patches,
+)
+from patchkit.core.errors import CheckFailed, ConfigError
 from patchkit.git.repo import parse_range
 from patchkit.core.log import log
-from patchkit.core.paths import cache_dir
-from patchkit.model.recipe import Recipe, load_recipe, resolve_recipe_path
-from patchkit.upkeep.refresh import RefreshOptions, refresh_abort, refresh_continue, refresh_start
-from patchkit.model.series import Patch, Series
 
-__all__ = ["COMMANDS", "resolve_repo"]
-
-_URL = re.compile(r"^[a-z][a-z0-9+.-]*://|^[^/\\]+@[^/\\]+:")
-
-
-def _local_path(url: str) -> Path | None:
-    if url.startswith("file://"):
-        return Path(url[len("file://"):])
-    if _URL.match(url):
-        return None
-    return Path(url).expanduser()
-
-
-def resolve_repo(*, repo: Path | None, upstream: str | None, recipe: Recipe | None) -> Path:
-    """The local git repository to check against.
-
-    ``--repo`` (used as is, read-only), else ``--upstream`` or the recipe's
-    upstream.url: a local path is used as is, a remote URL through the cache's
-    partial clone (fetched first, so ``origin/master`` is current).
-    """
-    if repo is not None:
-        if not repo.exists():
-            raise ConfigError(f"--repo {repo} does not exist")
-        return repo.resolve()
-    url = upstream or (recipe.upstream.url if recipe else None)
-    if url is None:
-        raise ConfigError("no upstream repository: pass --repo PATH or --upstream URL_OR_PATH")
-    local = _local_path(url)
-    if local is None:  # a remote URL: the cache's partial clone, freshly fetched
-        from patchkit.core.lock import cache_lock
-        from patchkit.core.paths import cache_dir
-        from patchkit.git.cache import ensure_clone, update_clone
-
-        with cache_lock(cache_dir(), f"patchkit check ({url})"):
-            clone = ensure_clone(cache_dir(), url)
-            update_clone(clone, url)
-        return clone
-    if not local.exists():
-        raise ConfigError(f"upstream path {local} does not exist: pass --repo PATH")
-    return local.resolve()
-
-
-def _load(ctx: click.Context, recipe_arg: str | None, need_recipe: bool
-          ) -> tuple[Path, Series, Recipe | None]:
-    project, series = load_project(ctx)
-    if recipe_arg is None and not need_recipe:
-        try:
-            path = resolve_recipe_path(DEFAULT_RECIPE, project)
-        except RecipeError:
-            return project, series, None
-    else:
-        path = resolve_recipe_path(recipe_arg or DEFAULT_RECIPE, project)
-    return project, series, load_recipe(path, project, series)
-
-
-def _select(series: Series, recipe: Recipe | None, all_: bool) -> tuple[Patch, ...]:
-    if all_:
-        return series.patches
-    assert recipe is not None
-    return recipe.patches
-
+__all__ = ["COMMANDS", "render_bisect", "render_check"]
 
 # -- rendering ---------------------------------------------------------------------------
 _STYLE = {Status.APPLIES: "green", Status.OFFSET: "green", Status.CONFLICTS: "bold red",
@@ -176,24 +116,6 @@ def _fail_check(failures: Sequence[tuple[str, PatchResult]]) -> None:
                       hint="`patchkit refresh --onto REF` rebases the series with 3-way merges")
 
 
-# -- commands -------------------------------------------------------------------------------
-_repo_opts = [
-    click.option("--repo", type=click.Path(file_okay=False, path_type=Path), default=None,
-                 help="An existing local clone or mirror of upstream (used read-only)."),
-    click.option("--upstream", "upstream", default=None, metavar="URL_OR_PATH",
-                 help="Upstream repository: a local clone/mirror (used read-only) or a URL "
-                      "(cloned into the cache, partial); default: the recipe's."),
-    click.option("--all", "all_", is_flag=True,
-                 help="Check the whole series, not just the recipe's patches."),
-]
-
-
-def _with_repo_opts(f):  # type: ignore[no-untyped-def]
-    for opt in reversed(_repo_opts):
-        f = opt(f)
-    return f
-
-
 @click.command("check")
 @click.argument("recipe", required=False)
 @click.option("--ref", "refs", multiple=True, metavar="REF",
@@ -203,7 +125,7 @@ def _with_repo_opts(f):  # type: ignore[no-untyped-def]
 @click.option("--bisect", "do_bisect", is_flag=True,
               help="With --range: find the first commit where each patch stops applying.")
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON report to stdout.")
-@_with_repo_opts
+@repo_options
 @click.pass_context
 def check_cmd(ctx: click.Context, recipe: str | None, refs: tuple[str, ...], range_: str | None,
               do_bisect: bool, as_json: bool, repo: Path | None, upstream: str | None,
@@ -219,8 +141,8 @@ def check_cmd(ctx: click.Context, recipe: str | None, refs: tuple[str, ...], ran
     if range_ and refs:
         raise ConfigError("give --ref or --range, not both")
     need_recipe = not all_ or (not refs and not range_) or (repo is None and upstream is None)
-    _project, series, rec = _load(ctx, recipe, need_recipe)
-    patches = _select(series, rec, all_)
+    _project, series, rec = load_optional_recipe(ctx, recipe, need_recipe)
+    patches = select_patches(series, rec, all_)
     if not patches:
         raise ConfigError("no patches selected: the recipe lists none (use --all for the series)")
     repo_path = resolve_repo(repo=repo, upstream=upstream, recipe=rec)
@@ -256,60 +178,4 @@ def check_cmd(ctx: click.Context, recipe: str | None, refs: tuple[str, ...], ran
         _fail_check([(r.name, p) for r, p in report.failures()])
 
 
-@click.command("refresh")
-@click.argument("recipe", required=False)
-@click.option("--onto", default=None, metavar="COMMIT", help="The upstream commit to rebase onto.")
-@click.option("--continue", "cont", is_flag=True, help="Go on after fixing a conflict.")
-@click.option("--abort", is_flag=True, help="Drop the refresh in progress.")
-@click.option("--from", "base", default=None, metavar="REF",
-              help="Where the series applies today (default: the recipe's pinned commit).")
-@click.option("--move-pin", is_flag=True, help="Also set the recipe's upstream.commit to COMMIT.")
-@click.option("--workdir", type=click.Path(file_okay=False, path_type=Path), default=None,
-              help="Scratch folder (default: in the cache, per recipe).")
-@_with_repo_opts
-@click.pass_context
-def refresh_cmd(ctx: click.Context, recipe: str | None, onto: str | None, cont: bool, abort: bool,
-                base: str | None, move_pin: bool, workdir: Path | None, repo: Path | None, upstream: str | None,
-                all_: bool) -> None:
-    """Rebase the series onto COMMIT (3-way), rewriting patch files and their hashes.
-
-    The work happens in a scratch repo (--workdir, default in the cache). On a
-    conflict it stops: fix the files there, `git add` them, then --continue.
-    Patch headers are kept; only the diffs and the series' sha256 change, and the
-    recipe's pin only with --move-pin.
-    """
-    if sum((bool(onto), cont, abort)) != 1:
-        raise ConfigError("give exactly one of --onto COMMIT, --continue, --abort")
-    label = recipe or DEFAULT_RECIPE
-    if workdir is None:
-        workdir = cache_dir() / "refresh" / re.sub(r"[^A-Za-z0-9._-]", "_", Path(label).stem)
-    if abort:
-        refresh_abort(workdir)
-        log.info(f"refresh aborted; removed {workdir}")
-        return
-    if cont:
-        with log.step("refresh: continue"):
-            result = refresh_continue(workdir)
-    else:
-        need_recipe = not all_ or move_pin or (repo is None and upstream is None)
-        project, series, rec = _load(ctx, recipe, need_recipe)
-        if move_pin and rec is None:
-            raise ConfigError("--move-pin needs a recipe")
-        patches = _select(series, rec, all_)
-        repo_path = resolve_repo(repo=repo, upstream=upstream, recipe=rec)
-        assert onto is not None
-        with log.step(f"refresh {len(patches)} patches onto {onto}"):
-            result = refresh_start(RefreshOptions(
-                repo=repo_path, patches=patches, patches_dir=series.directory, onto=onto,
-                base=base or (rec.upstream.commit if rec else None), workdir=workdir, recipe_path=rec.path if rec else None, move_pin=move_pin))
-    for f in result.updated:
-        log.info(f"updated   {f}")
-    for f in result.unchanged:
-        log.info(f"unchanged {f}")
-    for f in result.skipped:
-        log.info(f"skipped   {f} (outside its When range at {result.onto[:12]}; left as is)")
-    if result.pin_moved:
-        log.info(f"recipe pin moved to {result.onto}")
-
-
-COMMANDS = [check_cmd, refresh_cmd]
+COMMANDS = [check_cmd]

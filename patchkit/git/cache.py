@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 import shutil
 from pathlib import Path
 
 from patchkit.core.errors import SourceError
+from patchkit.core.lock import cache_lock
 from patchkit.core.log import log
 from patchkit.core.paths import CacheLayout
 from patchkit.git.runner import git_out
@@ -25,6 +27,8 @@ __all__ = [
     "ensure_clone",
     "ensure_commit",
     "is_local",
+    "local_path",
+    "open_upstream",
     "prepare_worktree",
     "remove_worktree",
     "update_clone",
@@ -41,16 +45,39 @@ class Worktree:
     subject: str
 
 
+# scheme://... or scp-like user@host:path; anything else is a path on this machine
+_REMOTE = re.compile(r"^[a-z][a-z0-9+.-]*://|^[^/\\]+@[^/\\]+:")
+
+
+def local_path(url: str) -> Path | None:
+    """The path an upstream names on this machine (``file://`` URLs included); None for a
+    remote URL. The answer depends on the text only: a mistyped path is still a path."""
+    if url.startswith("file://"):
+        return Path(url[len("file://"):])
+    if _REMOTE.match(url):
+        return None
+    return Path(url).expanduser()
+
+
 def is_local(url: str) -> bool:
-    return url.startswith("file://") or Path(url).expanduser().exists()
+    return local_path(url) is not None
 
 
 def _normalise(url: str) -> str:
-    if url.startswith("file://"):
-        url = url[len("file://"):]
-    if is_local(url):
-        return str(Path(url).expanduser().resolve())
+    path = local_path(url)
+    if path is not None:
+        return str(path.resolve())
     return url.rstrip("/").removesuffix(".git")
+
+
+def _check_local(url: str, path: Path) -> Path:
+    if not path.exists():
+        raise SourceError(f"upstream path {path} does not exist",
+                          hint="point --upstream at a llama.cpp clone or mirror, or a git URL")
+    if not (path / "HEAD").exists() and not (path / ".git").exists():
+        raise SourceError(f"{url} is not a git repository",
+                          hint="point --upstream at a llama.cpp clone or mirror, or a git URL")
+    return path.resolve()
 
 
 def _clone_dir(cache: Path, url: str) -> Path:
@@ -63,14 +90,13 @@ def ensure_clone(cache: Path, url: str) -> Path:
     target = _clone_dir(cache, url)
     if (target / "HEAD").is_file():
         return target
-    local = is_local(url)
-    if url.startswith("file://") or not local:
-        source = url
-    else:
-        source = str(Path(url).expanduser().resolve())
-        if not (Path(source) / "HEAD").exists() and not (Path(source) / ".git").exists():
-            raise SourceError(f"{url} is not a git repository",
-                              hint="point --upstream at a llama.cpp clone or mirror, or a git URL")
+    path = local_path(url)
+    local = path is not None
+    source = url
+    if path is not None:
+        resolved = _check_local(url, path)
+        if not url.startswith("file://"):
+            source = str(resolved)
     tmp = target.with_name(target.name + f".partial-{os.getpid()}")
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.parent.mkdir(parents=True, exist_ok=True)
@@ -93,6 +119,18 @@ def ensure_clone(cache: Path, url: str) -> Path:
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return target
+
+
+def open_upstream(url: str, cache: Path) -> Path:
+    """A local repository for read-only work on ``url``: a local path as it is; a remote
+    URL through the cache's partial clone, fetched first (so ``origin/master`` is current)."""
+    path = local_path(url)
+    if path is not None:
+        return _check_local(url, path)
+    with cache_lock(cache, f"patchkit check ({url})"):
+        clone = ensure_clone(cache, url)
+        update_clone(clone, url)
+    return clone
 
 
 def update_clone(repo: Path, url: str) -> None:

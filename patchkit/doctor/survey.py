@@ -1,0 +1,227 @@
+"""What this machine has, and whether each recipe can build here (`patchkit doctor`).
+
+``build_report`` builds the report without printing; every process goes through a
+Runner so tests replay real outputs. The CLI renders it (cli.doctor).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import shutil
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+
+from patchkit.build.cuda.plan import preflight, toolkits_for
+from patchkit.core.errors import FatalError
+from patchkit.model.recipe import Recipe, list_recipes, load_recipe
+from patchkit.model.series import Series
+from patchkit.build.cuda.toolkit import Runner, Toolkit, default_runner, find_toolkit, site_dirs
+
+__all__ = ["Report", "Tool", "Verdict", "build_report", "host_os", "recipe_verdict", "survey"]
+
+MINGW_CXX = "x86_64-w64-mingw32-g++-posix"
+_OS_NAMES = {"linux": "Linux", "windows": "Windows", "macos": "macOS"}
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Tool:
+    name: str
+    path: Path | None
+    version: str | None = None
+    note: str = ""
+
+    @property
+    def found(self) -> bool:
+        return self.path is not None
+
+    def to_json(self) -> dict[str, object]:
+        return {"path": str(self.path) if self.path else None, "version": self.version,
+                "note": self.note}
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Verdict:
+    recipe: str
+    ok: bool
+    why: str = ""
+    todo: str = ""
+    notes: tuple[str, ...] = ()
+
+    def to_json(self) -> dict[str, object]:
+        return dataclasses.asdict(self) | {"notes": list(self.notes)}
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Report:
+    host_os: str
+    tools: dict[str, Tool]
+    toolkit: Toolkit | None
+    toolkit_error: str
+    verdicts: tuple[Verdict, ...]
+    project_error: str = ""
+
+    def to_json(self) -> dict[str, object]:
+        tk = self.toolkit
+        cuda: dict[str, object] = {"error": self.toolkit_error or None}
+        if tk is not None:
+            cuda |= {
+                "nvcc": str(tk.nvcc), "version": ".".join(map(str, tk.version)),
+                "root": str(tk.root), "source": tk.source, "sms": sorted(tk.sms),
+                "cublas": str(tk.cublas.library) if tk.cublas else None,
+                "cublas_source": tk.cublas.source if tk.cublas else None,
+                "libcuda": str(tk.libcuda) if tk.libcuda else None,
+                "libcuda_kind": tk.libcuda_kind,
+                "cuobjdump": str(tk.cuobjdump) if tk.cuobjdump else None,
+                "host_compiler": tk.host.describe(),
+            }
+        return {"host_os": self.host_os, "tools": {k: v.to_json() for k, v in self.tools.items()},
+                "cuda": cuda, "recipes": [v.to_json() for v in self.verdicts],
+                "project_error": self.project_error or None}
+
+
+def host_os() -> str:
+    return {"win32": "windows", "darwin": "macos"}.get(sys.platform, "linux")
+
+
+def _first_version(text: str) -> str | None:
+    m = re.search(r"\d+\.\d+(?:\.\d+)?", text) or re.search(r"\) (\d+)", text)
+    return m.group(m.lastindex or 0) if m else None
+
+
+def _probe(name: str, command: str, args: Sequence[str], env: Mapping[str, str], run: Runner,
+           *, path: Path | None = None) -> Tool:
+    hit = str(path) if path is not None and path.is_file() else \
+        shutil.which(command, path=env.get("PATH", ""))
+    if not hit:
+        return Tool(name=name, path=None)
+    try:
+        _, out = run([hit, *args])
+    except OSError as e:
+        return Tool(name=name, path=Path(hit), note=f"cannot run: {e}")
+    return Tool(name=name, path=Path(hit), version=_first_version(out))
+
+
+def survey(env: Mapping[str, str], run: Runner, *, os_name: str) -> dict[str, Tool]:
+    """The build tools doctor reports, whether found or not."""
+    tools = {
+        "cmake": _probe("cmake", "cmake", ["--version"], env, run),
+        "ninja": _probe("ninja", "ninja", ["--version"], env, run),
+        "ccache": _probe("ccache", "ccache", ["--version"], env, run),
+    }
+    if os_name == "windows":
+        tools["msvc"] = _probe("msvc", "cl", [], env, run)
+    else:
+        tools["cc"] = _probe("cc", "gcc", ["--version"], env, run)
+        tools["c++"] = _probe("c++", "g++", ["--version"], env, run)
+        for n in range(15, 8, -1):  # older g++ for older CUDA toolkits
+            t = _probe(f"g++-{n}", f"g++-{n}", ["--version"], env, run)
+            if t.found:
+                tools[t.name] = t
+        tools["mingw"] = _probe("mingw", MINGW_CXX, ["--version"], env, run)
+        wine = Path("/usr/lib/wine/wine64")
+        tools["wine"] = _probe("wine", "wine64", ["--version"], env, run,
+                               path=wine if wine.is_file() else None)
+        tools["msvc"] = Tool(name="msvc", path=None, note="Windows only")
+    return tools
+
+
+ToolkitFor = Callable[[object | None], Toolkit]
+
+
+def _cuda_verdict(recipe: Recipe, archs: object, toolkit_for: ToolkitFor,
+                  tools: Mapping[str, Tool]) -> Verdict:
+    try:
+        tk = toolkit_for(recipe.cuda)
+        notes = preflight(archs, tk)  # type: ignore[arg-type]
+    except FatalError as e:
+        return Verdict(recipe=recipe.name, ok=False, why=e.message, todo=e.hint)
+    if not tools.get("ccache", Tool(name="ccache", path=None)).found:
+        notes.append("no ccache: every CUDA build compiles from scratch (apt install ccache)")
+    notes.insert(0, f"{tk.describe()}, host compiler {tk.host.describe()}")
+    return Verdict(recipe=recipe.name, ok=True, notes=tuple(notes))
+
+
+def recipe_verdict(recipe: Recipe, *, os_name: str, tools: Mapping[str, Tool],
+                   toolkit_for: ToolkitFor) -> Verdict:
+    name = recipe.name
+    archs = recipe.cuda.archs if recipe.cuda else None
+    need_note = f"needs {toolkits_for(archs.sms)} for {archs.describe()}" if archs else ""
+    here = _OS_NAMES.get(os_name, os_name)
+    if recipe.os != os_name:
+        cross_mingw = recipe.os == "windows" and os_name == "linux" and recipe.cuda is None \
+            and recipe.build.toolchain is not None
+        if not cross_mingw:
+            if recipe.os == "windows" and recipe.cuda is not None:
+                why = f"windows recipe: needs MSVC on Windows; cannot build on {here}"
+                todo = ("build it on Windows from a Visual Studio developer prompt (cl + Ninja) "
+                        f"with a CUDA toolkit; {need_note}")
+            else:
+                why = f"{recipe.os} recipe: cannot build on {here}"
+                todo = f"build it on {_OS_NAMES.get(recipe.os, recipe.os)}"
+            return Verdict(recipe=name, ok=False, why=why, todo=todo)
+    missing = [t for t in ("cmake",) if not tools[t].found]
+    if recipe.build.generator == "Ninja" and not tools["ninja"].found:
+        missing.append("ninja")
+    if recipe.os == os_name:
+        cxx = "msvc" if os_name == "windows" else "c++"
+        if not tools.get(cxx, Tool(name=cxx, path=None)).found:
+            missing.append("cl (a VS developer prompt)" if cxx == "msvc" else "g++")
+    else:  # windows from linux through the mingw toolchain
+        if not tools["mingw"].found:
+            missing.append(MINGW_CXX)
+    if missing:
+        return Verdict(recipe=name, ok=False, why=f"missing {', '.join(missing)}",
+                       todo="pip install cmake ninja; install the compilers "
+                            "(apt install g++ g++-mingw-w64-x86-64)")
+    if recipe.cuda is not None:
+        return _cuda_verdict(recipe, archs, toolkit_for, tools)
+    notes = []
+    if recipe.os != os_name and not tools["wine"].found:
+        notes.append("no wine64: the Windows smoke tests cannot run here (apt install wine64)")
+    return Verdict(recipe=name, ok=True, notes=tuple(notes))
+
+
+def build_report(project: Path | None, series: Series | None, *, cuda_root: Path | None,
+                 env: Mapping[str, str], run: Runner = default_runner,
+                 os_name: str | None = None, sites: Sequence[Path] | None = None,
+                 project_error: str = "") -> Report:
+    os_name = os_name or host_os()
+    windows = os_name == "windows"
+    tools = survey(env, run, os_name=os_name)
+    sites = site_dirs() if sites is None else sites
+    cache: dict[tuple[str | None, str | None], Toolkit | FatalError] = {}
+
+    def toolkit_for(spec: object | None) -> Toolkit:
+        key = (getattr(spec, "toolkit_root", None), getattr(spec, "host_compiler", None))
+        if key not in cache:
+            try:
+                cache[key] = find_toolkit(spec, cuda_root, env, run=run, sites=sites,
+                                          windows=windows)
+            except FatalError as e:
+                cache[key] = e
+        hit = cache[key]
+        if isinstance(hit, FatalError):
+            raise hit
+        return hit
+
+    toolkit, tk_error = None, ""
+    try:
+        toolkit = toolkit_for(None)
+    except FatalError as e:
+        tk_error = e.message
+
+    verdicts: list[Verdict] = []
+    if project is not None and series is not None:
+        for path in list_recipes(project):
+            try:
+                recipe = load_recipe(path, project, series)
+            except FatalError as e:
+                verdicts.append(Verdict(recipe=path.stem, ok=False, why=e.message,
+                                        todo=e.hint or "fix the recipe"))
+                continue
+            verdicts.append(recipe_verdict(recipe, os_name=os_name, tools=tools,
+                                           toolkit_for=toolkit_for))
+    return Report(host_os=os_name, tools=tools, toolkit=toolkit, toolkit_error=tk_error,
+                  verdicts=tuple(verdicts), project_error=project_error)
