@@ -30,6 +30,7 @@ import stat
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TypeVar
 
 from patchkit.model.patchfile import parse_diff
 from patchkit.upkeep.check import in_when_range
@@ -86,24 +87,89 @@ def _out(tree: Path, *args: str) -> str:
 
 
 # -- state ---------------------------------------------------------------------------------
-def _load_state(workdir: Path) -> dict[str, object]:
-    path = workdir / STATE_FILE
-    if not path.is_file():
-        raise PatchError(f"no refresh in progress in {workdir}",
-                         hint="start one with `patchkit refresh --onto COMMIT`")
-    state = json.loads(path.read_text(encoding="utf-8"))
-    if state.get("version") != _STATE_VERSION:
-        raise PatchError(f"{path} was written by another patchkit version",
-                         hint="run `patchkit refresh --abort` and start again")
-    return state
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class PatchState:
+    name: str
+    file: str
+    sha256: str  # of the patch file when the refresh started
+    skip: bool  # outside its When range at onto: left as it is
 
 
-def _check_sources_unchanged(state: dict[str, object]) -> None:
-    for p in state["patches"]:  # type: ignore[union-attr]
-        path = Path(state["patches_dir"]) / p["file"]  # type: ignore[index,arg-type]
-        if not path.is_file() or sha256_file(path) != p["sha256"]:  # type: ignore[index]
-            raise PatchError(f"{path} changed since the refresh started",
-                             hint="run `patchkit refresh --abort` and start again")
+@dataclasses.dataclass(kw_only=True)
+class RefreshState:
+    """A refresh in progress (``WORKDIR/refresh-state.json``), advanced one patch at a time."""
+
+    repo: str
+    onto: str
+    base: str  # the scratch commit the patches are replayed onto
+    patches_dir: str
+    recipe: str | None
+    move_pin: bool
+    patches: list[PatchState]
+    next: int = 0  # the patch to do next
+    commits: list[str | None] = dataclasses.field(default_factory=list)  # one per patch done
+    old_commits: list[str | None] = dataclasses.field(default_factory=list)  # on the old base
+
+    def to_json(self) -> dict[str, object]:
+        return {"version": _STATE_VERSION, "repo": self.repo, "onto": self.onto,
+                "base": self.base, "patches_dir": self.patches_dir, "recipe": self.recipe,
+                "move_pin": self.move_pin, "patches": [dataclasses.asdict(p) for p in self.patches],
+                "next": self.next, "commits": list(self.commits),
+                "old_commits": list(self.old_commits)}
+
+    def save(self, workdir: Path) -> None:
+        atomic_write_json(workdir / STATE_FILE, self.to_json())
+
+    @classmethod
+    def load(cls, workdir: Path) -> RefreshState:
+        path = workdir / STATE_FILE
+        if not path.is_file():
+            raise PatchError(f"no refresh in progress in {workdir}",
+                             hint="start one with `patchkit refresh --onto COMMIT`")
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError, UnicodeDecodeError) as e:
+            raise PatchError(f"{path} is unreadable ({e})", hint=_ABORT) from None
+        if not isinstance(data, dict) or data.get("version") != _STATE_VERSION:
+            raise PatchError(f"{path} was written by another patchkit version", hint=_ABORT)
+        try:
+            state = cls(
+                repo=_typed(data["repo"], str), onto=_typed(data["onto"], str),
+                base=_typed(data["base"], str), patches_dir=_typed(data["patches_dir"], str),
+                recipe=_typed(data.get("recipe"), (str, type(None))),
+                move_pin=_typed(data["move_pin"], bool),
+                patches=[PatchState(name=_typed(p["name"], str), file=_typed(p["file"], str),
+                                    sha256=_typed(p["sha256"], str), skip=_typed(p["skip"], bool))
+                         for p in _typed(data["patches"], list)],
+                next=_typed(data["next"], int),
+                commits=[_typed(c, (str, type(None))) for c in _typed(data["commits"], list)],
+                old_commits=[_typed(c, (str, type(None)))
+                             for c in _typed(data["old_commits"], list)])
+        except (KeyError, TypeError, ValueError):
+            raise PatchError(f"{path} is damaged (a field is missing or of the wrong type)",
+                             hint=_ABORT) from None
+        if not (0 <= state.next <= len(state.patches)) or len(state.commits) != state.next \
+                or len(state.old_commits) != len(state.patches):
+            raise PatchError(f"{path} is damaged (its counters disagree)", hint=_ABORT)
+        return state
+
+
+_ABORT = "run `patchkit refresh --abort` and start again"
+_T = TypeVar("_T")
+
+
+def _typed(value: object, typ: type[_T] | tuple[type, ...]) -> _T:
+    types = typ if isinstance(typ, tuple) else (typ,)
+    if not isinstance(value, types) or (isinstance(value, bool) and bool not in types):
+        raise TypeError(value)
+    return value  # type: ignore[return-value]
+
+
+def _check_sources_unchanged(state: RefreshState) -> None:
+    for p in state.patches:
+        path = Path(state.patches_dir) / p.file
+        if not path.is_file() or sha256_file(path) != p.sha256:
+            raise PatchError(f"{path} changed since the refresh started", hint=_ABORT)
 
 
 # -- start / continue / abort --------------------------------------------------------------
@@ -143,56 +209,62 @@ def refresh_start(opts: RefreshOptions) -> RefreshResult:
     except BaseException:
         _rmtree(opts.workdir)
         raise
-    base = _out(tree, "rev-parse", "HEAD").strip()
-    state: dict[str, object] = {
-        "version": _STATE_VERSION,
-        "repo": str(opts.repo),
-        "onto": onto,
-        "base": base,
-        "patches_dir": str(opts.patches_dir),
-        "recipe": str(opts.recipe_path) if opts.recipe_path else None,
-        "move_pin": opts.move_pin,
-        "patches": [{"name": p.name, "file": p.filename, "sha256": sha256_bytes(d), "skip": s}
-                    for p, d, s in zip(opts.patches, datas, skip)],
-        "next": 0,
-        "commits": [],
-        "old_commits": old_commits,
-    }
-    atomic_write_json(opts.workdir / STATE_FILE, state)
+    state = RefreshState(
+        repo=str(opts.repo), onto=onto, base=_out(tree, "rev-parse", "HEAD").strip(),
+        patches_dir=str(opts.patches_dir),
+        recipe=str(opts.recipe_path) if opts.recipe_path else None, move_pin=opts.move_pin,
+        patches=[PatchState(name=p.name, file=p.filename, sha256=sha256_bytes(d), skip=s)
+                 for p, d, s in zip(opts.patches, datas, skip)],
+        old_commits=old_commits)
+    state.save(opts.workdir)
     return _run(opts.workdir, state)
 
 
 def refresh_continue(workdir: Path) -> RefreshResult:
     """Commit the user's resolution of the stopped patch and go on."""
-    state = _load_state(workdir)
+    state = RefreshState.load(workdir)
     _check_sources_unchanged(state)
     tree = workdir / "tree"
-    i = int(state["next"])  # type: ignore[arg-type]
-    patch = state["patches"][i]  # type: ignore[index]
+    if state.next >= len(state.patches):
+        raise PatchError(f"{workdir}: every patch is done; nothing to continue", hint=_ABORT)
+    patch = state.patches[state.next]
     unmerged = sorted({ln.split("\t", 1)[1] for ln in _out(tree, "ls-files", "-u").splitlines()
                        if "\t" in ln})
     if unmerged:
-        raise PatchError(f"{patch['file']}: still unmerged: {', '.join(unmerged)}",
+        raise PatchError(f"{patch.file}: still unmerged: {', '.join(unmerged)}",
                          hint=f"fix them in {tree}, `git -C {tree} add` them, then --continue")
     unstaged = _out(tree, "diff", "--name-only").split()
     if unstaged:
-        raise PatchError(f"{patch['file']}: changes not staged: {', '.join(unstaged)}",
+        raise PatchError(f"{patch.file}: changes not staged: {', '.join(unstaged)}",
                          hint=f"`git -C {tree} add` them (or `git -C {tree} checkout` them away)")
     markers = [ln for ln in _scratch_git(tree, "diff", "--cached", "--check", check=False)
                .stdout.splitlines() if "conflict marker" in ln]
     if markers:
-        raise PatchError(f"{patch['file']}: conflict markers left: {markers[0].split(':')[0]}",
+        raise PatchError(f"{patch.file}: conflict markers left: {markers[0].split(':')[0]}",
                          hint=f"edit the file in {tree}, `git add` it, then --continue")
-    _commit(tree, patch["name"])
-    state["commits"].append(_out(tree, "rev-parse", "HEAD").strip())  # type: ignore[union-attr]
-    state["next"] = i + 1
-    atomic_write_json(workdir / STATE_FILE, state)
+    _commit(tree, patch.name)
+    state.commits.append(_out(tree, "rev-parse", "HEAD").strip())
+    state.next += 1
+    state.save(workdir)
     return _run(workdir, state)
 
 
+_OURS = {STATE_FILE, "tree", "patches"}
+
+
 def refresh_abort(workdir: Path) -> None:
-    """Drop a refresh in progress: its work folder goes, patches/ was never touched."""
-    _load_state(workdir)
+    """Drop a refresh in progress: its work folder goes, patches/ was never touched.
+
+    Works on a damaged state file too; a folder that holds anything but what a refresh
+    writes there is never removed.
+    """
+    if not (workdir / STATE_FILE).is_file():
+        raise PatchError(f"no refresh in progress in {workdir}",
+                         hint="start one with `patchkit refresh --onto COMMIT`")
+    foreign = sorted(p.name for p in workdir.iterdir() if p.name not in _OURS)
+    if foreign:
+        raise PatchError(f"{workdir} holds {foreign[0]}, which a refresh did not write: "
+                         "not removing it", hint="remove the folder by hand")
     _rmtree(workdir)
 
 
@@ -258,19 +330,15 @@ def _commit(tree: Path, name: str) -> None:
     _scratch_git(tree, "commit", "-q", "--allow-empty", "--no-verify", "-m", name)
 
 
-def _run(workdir: Path, state: dict[str, object]) -> RefreshResult:
+def _run(workdir: Path, state: RefreshState) -> RefreshResult:
     tree = workdir / "tree"
-    patches = state["patches"]
-    assert isinstance(patches, list)
-    commits = state["commits"]
-    assert isinstance(commits, list)
-    while int(state["next"]) < len(patches):  # type: ignore[arg-type]
-        i = int(state["next"])  # type: ignore[arg-type]
-        p = patches[i]
-        if p["skip"]:
-            commits.append(None)
+    while state.next < len(state.patches):
+        i = state.next
+        p = state.patches[i]
+        if p.skip:
+            state.commits.append(None)
         else:
-            old = state["old_commits"][i]  # type: ignore[index]
+            old = state.old_commits[i]
             if old:
                 proc = _scratch_git(tree, "cherry-pick", "--no-commit", old, check=False)
             else:
@@ -278,72 +346,69 @@ def _run(workdir: Path, state: dict[str, object]) -> RefreshResult:
                 proc = _scratch_git(tree, "apply", "--3way", "--whitespace=nowarn", str(pfile),
                                     check=False)
             if not proc.ok:
-                atomic_write_json(workdir / STATE_FILE, state)
+                state.save(workdir)
                 _stop(tree, p, proc)
-            _commit(tree, p["name"])
-            commits.append(_out(tree, "rev-parse", "HEAD").strip())
-        state["next"] = i + 1
-        atomic_write_json(workdir / STATE_FILE, state)
+            _commit(tree, p.name)
+            state.commits.append(_out(tree, "rev-parse", "HEAD").strip())
+        state.next = i + 1
+        state.save(workdir)
     return _finish(workdir, state)
 
 
-def _stop(tree: Path, p: dict[str, object], proc: RunResult) -> None:
+def _stop(tree: Path, p: PatchState, proc: RunResult) -> None:
     text = proc.stdout + proc.stderr
     unmerged = sorted({ln.split("\t", 1)[1] for ln in _out(tree, "ls-files", "-u").splitlines()
                        if "\t" in ln})
     if unmerged:
         raise PatchError(
-            f"refresh stopped at {p['file']}: conflicts in {', '.join(unmerged)}",
+            f"refresh stopped at {p.file}: conflicts in {', '.join(unmerged)}",
             detail=f"the files with conflict markers are in {tree}",
             hint=f"fix them, `git -C {tree} add` them, then `patchkit refresh --continue` "
                  "(or `patchkit refresh --abort`)")
     errors = [ln.removeprefix("error: ") for ln in text.splitlines() if ln.startswith("error: ")]
     raise PatchError(
-        f"refresh stopped at {p['file']}: it does not apply and cannot be 3-way merged"
+        f"refresh stopped at {p.file}: it does not apply and cannot be 3-way merged"
         + (f" ({errors[0]})" if errors else ""),
         detail="\n".join(errors[1:]),
         hint=f"apply it by hand in {tree}, `git -C {tree} add` the files, then "
              "`patchkit refresh --continue` (or `patchkit refresh --abort`)")
 
 
-def _finish(workdir: Path, state: dict[str, object]) -> RefreshResult:
+def _finish(workdir: Path, state: RefreshState) -> RefreshResult:
     _check_sources_unchanged(state)
     tree = workdir / "tree"
-    pdir = Path(str(state["patches_dir"]))
-    patches = state["patches"]
-    commits = state["commits"]
-    assert isinstance(patches, list) and isinstance(commits, list)
-    prev = str(state["base"])
+    pdir = Path(state.patches_dir)
+    prev = state.base
     writes: dict[Path, bytes] = {}
     updated: list[str] = []
     unchanged: list[str] = []
     skipped: list[str] = []
     empty: list[str] = []
     new_hashes: dict[str, str] = {}
-    for p, commit in zip(patches, commits):
+    for p, commit in zip(state.patches, state.commits):
         if commit is None:
-            skipped.append(p["file"])
+            skipped.append(p.file)
             continue
         diff = _scratch_git(tree, "diff", "--no-color", "--no-ext-diff", "--no-textconv",
                             "--no-renames", "--binary", "-U3", "--src-prefix=a/",
                             "--dst-prefix=b/", prev, commit, binary=True).data
         prev = commit
         if not diff.strip():
-            empty.append(p["file"])
+            empty.append(p.file)
             continue
-        old = (pdir / p["file"]).read_bytes()
+        old = (pdir / p.file).read_bytes()
         cut = re.search(rb"^diff --git ", old, re.MULTILINE)
         header = old[: cut.start()] if cut else old
         new = header + diff
         if new == old:
-            unchanged.append(p["file"])
+            unchanged.append(p.file)
         else:
-            updated.append(p["file"])
-            writes[pdir / p["file"]] = new
-            new_hashes[p["file"]] = sha256_bytes(new)
+            updated.append(p.file)
+            writes[pdir / p.file] = new
+            new_hashes[p.file] = sha256_bytes(new)
     if empty:
         raise PatchError(
-            f"{', '.join(empty)}: empty on top of {str(state['onto'])[:12]}: upstream already "
+            f"{', '.join(empty)}: empty on top of {state.onto[:12]}: upstream already "
             "has the change", hint="drop it from patches/series (nothing was written), then "
                                    "`patchkit refresh --abort` and start again")
     if new_hashes:
@@ -351,16 +416,16 @@ def _finish(workdir: Path, state: dict[str, object]) -> RefreshResult:
         writes[series] = _rewrite_series(series.read_text(encoding="utf-8"),
                                          new_hashes).encode("utf-8")
     pin_moved = False
-    if state["move_pin"] and state["recipe"]:
-        rpath = Path(str(state["recipe"]))
+    if state.move_pin and state.recipe:
+        rpath = Path(state.recipe)
         text = rpath.read_text(encoding="utf-8")
-        new_text = move_recipe_pin(text, str(state["onto"]), where=str(rpath))
+        new_text = move_recipe_pin(text, state.onto, where=str(rpath))
         if new_text != text:
             writes[rpath] = new_text.encode("utf-8")
             pin_moved = True
     _write_all(writes)
     _rmtree(workdir)
-    return RefreshResult(onto=str(state["onto"]), updated=tuple(updated),
+    return RefreshResult(onto=state.onto, updated=tuple(updated),
                          unchanged=tuple(unchanged), skipped=tuple(skipped), pin_moved=pin_moved)
 
 
