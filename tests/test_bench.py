@@ -458,7 +458,7 @@ def test_unsupported_sweep_refused_before_anything_runs(tmp_path: Path) -> None:
     assert not (tmp_path / "res").exists()
     r = _cli("bench", str(tmp_path / "res"), "-m", str(model), "--build", str(build),
              "--rpc", "127.0.0.1:1")  # nobody listens: fails before any llama-bench run
-    assert r.exit_code == 7 and "connection refused" in r.output
+    assert r.exit_code == 14 and "connection refused" in r.output
     assert all(c in (["--help"],) or "--list-devices" in c for c in _calls(tmp_path))
 
 

@@ -41,7 +41,7 @@ from patchkit.build.cuda.toolkit import (
     TOOLKIT_LIMITS,
     Cublas,
     HostCompiler,
-    Toolkit,
+    CudaToolkit,
     find_cublas,
     find_cuobjdump,
     find_toolkit,
@@ -134,7 +134,7 @@ def host(kind: str = "gcc", version: tuple[int, ...] = (12, 2, 0), *, explicit: 
 
 def toolkit(version: tuple[int, int, int] = (13, 0, 88), *, cublas: str | None = "toolkit",
             libcuda: bool = True, cuobjdump: bool = True, gpu_codes: frozenset[int] | None = None,
-            host_compiler: HostCompiler | None = None, windows: bool = False) -> Toolkit:
+            host_compiler: HostCompiler | None = None, windows: bool = False) -> CudaToolkit:
     root = Path(f"/opt/cuda-{version[0]}.{version[1]}")
     cb = None
     if cublas == "toolkit":
@@ -144,7 +144,7 @@ def toolkit(version: tuple[int, int, int] = (13, 0, 88), *, cublas: str | None =
         w = Path("/site/nvidia/cu13")
         cb = Cublas(library=w / "lib/libcublas.so.13", lt_library=w / "lib/libcublasLt.so.13",
                     include_dir=w / "include", source="wheel")
-    return Toolkit(root=root, nvcc=root / "bin/nvcc", version=version, source="test",
+    return CudaToolkit(root=root, nvcc=root / "bin/nvcc", version=version, source="test",
                    gpu_codes=gpu_codes, cublas=cb,
                    libcuda=root / "lib64/stubs/libcuda.so" if libcuda else None,
                    libcuda_kind="stub" if libcuda else None,
@@ -513,7 +513,7 @@ def test_find_toolkit_search_order_and_broken_roots(tmp_path: Path) -> None:
     make_exe(tmp_path / "bin" / "g++")
     env = {"PATH": str(tmp_path / "bin"), "CUDA_PATH": str(c)}
 
-    def find(root: Path | None, spec_root: Path | None) -> Toolkit:
+    def find(root: Path | None, spec_root: Path | None) -> CudaToolkit:
         run = FakeRun(nvcc_answers(NVCC_12_4, root or spec_root or c)
                       | {("g++", "--version"): (0, GXX_12)})
         return find_toolkit(spec("turing", toolkit_root=str(spec_root) if spec_root else None),
@@ -794,7 +794,7 @@ def test_doctor_on_windows_needs_a_developer_prompt(tmp_path: Path) -> None:
 # integration: the real nvcc, CMake and cuobjdump on the fixture
 
 
-def _real_toolkit() -> Toolkit:
+def _real_toolkit() -> CudaToolkit:
     try:
         return find_toolkit(None, None, os.environ)
     except ToolMissing as e:

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from rpc_fake_server import FakeRpcServer
 
 from patchkit.cli import main
-from patchkit.core.errors import ConfigError, SmokeError
+from patchkit.core.errors import ConfigError, RpcError, SmokeError
 from patchkit.rpc.client import (
     HELLO_RSP,
     RPC_TENSOR,
@@ -143,7 +143,7 @@ def test_connection_refused_is_one_line_with_endpoint() -> None:
     with pytest.raises(RpcUnreachable) as ei:
         server_info("127.0.0.1", port, timeout=2)
     assert ei.value.refused and str(ei.value) == f"127.0.0.1:{port}: connection refused"
-    assert isinstance(ei.value, SmokeError) and ei.value.hint
+    assert isinstance(ei.value, RpcError) and ei.value.exit_code == 14 and ei.value.hint
 
 
 def test_timeout_when_server_never_answers() -> None:
@@ -288,7 +288,7 @@ def test_cli_rejects_bad_endpoint() -> None:
 def test_cli_refused_is_one_line() -> None:
     port = _closed_port()
     r = _cli(f"127.0.0.1:{port}", "--timeout", "2")
-    assert r.exit_code == SmokeError.exit_code
+    assert r.exit_code == RpcError.exit_code == 14
     assert f"error: 127.0.0.1:{port}: connection refused" in r.stderr
     assert "Traceback" not in r.output
 

@@ -14,11 +14,13 @@ import re
 import statistics
 from typing import Any
 
+from patchkit.core.enums import StrEnum
 from patchkit.core.proc import RunResult
 
 __all__ = [
     "Measurement",
     "PointResult",
+    "PointStatus",
     "classify_failure",
     "measurements",
     "parse_bench_output",
@@ -61,11 +63,11 @@ class Measurement:
     devices: str = ""  # as llama-bench reports them (after its own resolution)
     split_mode: str = ""
 
-    def as_dict(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, Any]:
         return dataclasses.asdict(self) | {"samples_ts": list(self.samples_ts)}
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> Measurement:
+    def from_json(cls, d: dict[str, Any]) -> Measurement:
         return cls(**{**d, "samples_ts": tuple(d["samples_ts"])})
 
 
@@ -128,6 +130,12 @@ def classify_failure(r: RunResult) -> tuple[str, str]:
     return "error", f"{r.brief()}: {r.last_line()}".rstrip(": ")
 
 
+class PointStatus(StrEnum):
+    OK = "ok"
+    FAILED = "failed"
+    DUPLICATE = "duplicate"  # the same llama-bench arguments as an earlier point: not run
+
+
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class PointResult:
     """One setup of the sweep and what became of it."""
@@ -136,7 +144,7 @@ class PointResult:
     label: str
     settings: tuple[tuple[str, str], ...]
     args: tuple[str, ...]  # the llama-bench arguments of this point (without -m/-rpc)
-    status: str  # ok | failed | duplicate
+    status: PointStatus
     error: str = ""
     error_kind: str = ""
     measurements: tuple[Measurement, ...] = ()
@@ -157,15 +165,15 @@ class PointResult:
     def devices(self) -> str:
         return next((m.devices for m in self.measurements if m.devices), "")
 
-    def as_dict(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, Any]:
         return {"index": self.index, "label": self.label, "settings": dict(self.settings),
-                "args": list(self.args), "status": self.status, "error": self.error,
+                "args": list(self.args), "status": self.status.value, "error": self.error,
                 "error_kind": self.error_kind, "seconds": round(self.seconds, 2),
-                "measurements": [m.as_dict() for m in self.measurements]}
+                "measurements": [m.to_json() for m in self.measurements]}
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> PointResult:
+    def from_json(cls, d: dict[str, Any]) -> PointResult:
         return cls(index=d["index"], label=d["label"], settings=tuple(d["settings"].items()),
-                   args=tuple(d["args"]), status=d["status"], error=d.get("error", ""),
+                   args=tuple(d["args"]), status=PointStatus(d["status"]), error=d.get("error", ""),
                    error_kind=d.get("error_kind", ""), seconds=d.get("seconds", 0.0),
-                   measurements=tuple(Measurement.from_dict(m) for m in d["measurements"]))
+                   measurements=tuple(Measurement.from_json(m) for m in d["measurements"]))

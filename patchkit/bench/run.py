@@ -22,7 +22,13 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from patchkit.bench.result import PointResult, classify_failure, measurements, parse_bench_output
+from patchkit.bench.result import (
+    PointResult,
+    PointStatus,
+    classify_failure,
+    measurements,
+    parse_bench_output,
+)
 from patchkit.bench.sweep import (
     BenchCaps,
     Device,
@@ -83,7 +89,7 @@ class RpcLatency:
     min_ms: float = 0.0
     max_ms: float = 0.0
 
-    def as_dict(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 
 
@@ -102,13 +108,13 @@ class BenchReport:
         ok = [p for p in self.points if p.status == "ok" and p.kind(kind) is not None]
         return max(ok, key=lambda p: p.kind(kind).median, default=None)  # type: ignore[union-attr]
 
-    def as_dict(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, Any]:
         best = {kind: (b.label if (b := self.best(kind)) else None) for kind in ("decode", "prompt")}
         return {"schema": 1, "build": self.build, "model": self.model, "settings": self.settings,
                 "demo": self.demo, "complete": self.complete,
-                "rpc_latency": [x.as_dict() for x in self.latency],
+                "rpc_latency": [x.to_json() for x in self.latency],
                 "devices": [dataclasses.asdict(d) for d in self.devices],
-                "best": best, "points": [p.as_dict() for p in self.points]}
+                "best": best, "points": [p.to_json() for p in self.points]}
 
 
 def _split_endpoint(ep: str) -> tuple[str, int]:
@@ -198,7 +204,7 @@ def _run_point(exe: Path, index: int, label: str, settings: tuple[tuple[str, str
     (raw_dir / f"{index:02d}.out").write_text(r.stdout, encoding="utf-8")
     (raw_dir / f"{index:02d}.err").write_text(r.stderr, encoding="utf-8")
     found = tuple(measurements(parse_bench_output(r.stdout)))
-    res = PointResult(index=index, label=label, settings=settings, args=args, status="ok",
+    res = PointResult(index=index, label=label, settings=settings, args=args, status=PointStatus.OK,
                       measurements=found, seconds=r.seconds)
     if r.ok and found:
         return res
@@ -206,7 +212,7 @@ def _run_point(exe: Path, index: int, label: str, settings: tuple[tuple[str, str
         kind, msg = "error", "llama-bench exited 0 but printed no results"
     else:
         kind, msg = classify_failure(r)
-    return dataclasses.replace(res, status="failed", error=msg, error_kind=kind)
+    return dataclasses.replace(res, status=PointStatus.FAILED, error=msg, error_kind=kind)
 
 
 def run_bench(opts: BenchOptions, *, on_point: Callable[[PointResult], None] | None = None,
@@ -255,7 +261,7 @@ def run_bench(opts: BenchOptions, *, on_point: Callable[[PointResult], None] | N
     for i, (point, args) in enumerate(resolved, start=1):
         if args in seen:
             res = PointResult(index=i, label=point.label, settings=point.settings, args=args,
-                              status="duplicate", error=f"same llama-bench arguments as {seen[args]}")
+                              status=PointStatus.DUPLICATE, error=f"same llama-bench arguments as {seen[args]}")
         else:
             seen[args] = point.label
             res = _run_point(exe, i, point.label, point.settings, base, args, opts,
@@ -266,11 +272,11 @@ def run_bench(opts: BenchOptions, *, on_point: Callable[[PointResult], None] | N
                     res = dataclasses.replace(res, error=f"{res.error}; {dead}")
         done.append(res)
         report = dataclasses.replace(report, points=tuple(done))
-        atomic_write_json(opts.out_dir / BENCH_JSON, report.as_dict())
+        atomic_write_json(opts.out_dir / BENCH_JSON, report.to_json())
         if on_point is not None:
             on_point(res)
     report = dataclasses.replace(report, complete=True)
-    atomic_write_json(opts.out_dir / BENCH_JSON, report.as_dict())
+    atomic_write_json(opts.out_dir / BENCH_JSON, report.to_json())
     return report
 
 

@@ -112,7 +112,7 @@ def bench_cmd(outdir: Path, model: Path | None, rpc: tuple[str, ...], sweeps: tu
              + (f"; fastest decode: {best.label}" if best else "")
              + f"; wrote {outdir}/bench.md, bench.json, bench.png")
     if as_json:
-        click.echo(json.dumps(report.as_dict(), indent=2))
+        click.echo(json.dumps(report.to_json(), indent=2))
 
 
 COMMANDS = [bench_cmd]

@@ -18,8 +18,15 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from patchkit.upkeep.scratch import PatchResult, Status
-from patchkit.upkeep.check import BisectReport, CheckReport, bisect, check_range, check_series
+from patchkit.upkeep.scratch import PatchVerdict, Status
+from patchkit.upkeep.check import (
+    BisectReport,
+    CheckReport,
+    Verdict,
+    bisect,
+    check_range,
+    check_series,
+)
 from patchkit.cli._common import (
     load_optional_recipe,
     repo_options,
@@ -37,7 +44,7 @@ _STYLE = {Status.APPLIES: "green", Status.OFFSET: "green", Status.CONFLICTS: "bo
           Status.UPSTREAM: "cyan", Status.NA: "dim"}
 
 
-def _cell(r: PatchResult) -> str:
+def _cell(r: PatchVerdict) -> str:
     text = escape(r.label)
     for c in r.conflicts:
         if c.hunk is not None:
@@ -82,17 +89,17 @@ def render_bisect(report: BisectReport) -> list[str]:
         head = f"  {r.patch:<{width}}  "
         c = r.first_bad
         res = r.result.label if r.result else ""
-        if r.verdict in ("broken", "merged-upstream") and c is not None:
-            what = "broken by" if r.verdict == "broken" else "merged upstream by"
+        if r.verdict in (Verdict.BROKEN, Verdict.MERGED_UPSTREAM) and c is not None:
+            what = "broken by" if r.verdict is Verdict.BROKEN else "merged upstream by"
             lines.append(f"{head}{what} {c.short} {c.date} {c.subject}")
             pad = " " * len(head)
             if r.files:
                 lines.append(f"{pad}which touched {', '.join(r.files)}")
             if r.last_good is not None:
                 lines.append(f"{pad}last applies at {r.last_good.short}; then: {res}")
-        elif r.verdict == "fails-at-start" and c is not None:
+        elif r.verdict is Verdict.FAILS_AT_START and c is not None:
             lines.append(f"{head}already fails at the start of the range ({c.short}): {res}")
-        elif r.verdict == "applies-throughout":
+        elif r.verdict is Verdict.APPLIES_THROUGHOUT:
             lines.append(f"{head}applies throughout ({res})")
         else:
             lines.append(f"{head}n/a: outside its When range across the whole range")
@@ -109,7 +116,7 @@ def _print_table(table: Table) -> None:
     log.console.out("\n".join(ln.rstrip() for ln in buf.getvalue().splitlines()), highlight=False)
 
 
-def _fail_check(failures: Sequence[tuple[str, PatchResult]]) -> None:
+def _fail_check(failures: Sequence[tuple[str, PatchVerdict]]) -> None:
     ref, res = failures[0]
     more = f" (and {len(failures) - 1} more)" if len(failures) > 1 else ""
     raise CheckFailed(f"{res.patch} does not apply to {ref}: {res.label}{more}",

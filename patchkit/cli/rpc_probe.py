@@ -10,6 +10,7 @@ from patchkit.core.errors import SmokeError
 from patchkit.core.log import log
 from patchkit.rpc.probe import (
     GuardReport,
+    GuardVerdict,
     ServerInfo,
     parse_endpoint,
     probe_zero_nbytes_guard,
@@ -74,7 +75,7 @@ def rpc_probe(endpoint: str, guard: bool, as_json: bool, timeout: float, count: 
             out["guard"] = report.to_json()
         click.echo(json.dumps(out, indent=2))
     if report is not None and not report.ok:
-        died = "; the server died" if report.verdict == "unpatched" else ""
+        died = "; the server died" if report.verdict is GuardVerdict.UNPATCHED else ""
         raise SmokeError(f"{info.endpoint}: zero-byte tensor guard is {report.verdict}{died}",
                          hint="build the server with patches/0001-rpc-deserialize-tensor-"
                               "zero-nbytes.patch (patchkit build)")

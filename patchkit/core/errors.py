@@ -17,6 +17,7 @@ __all__ = [
     "PEError",
     "RecipeError",
     "ReleaseError",
+    "RpcError",
     "SmokeError",
     "SourceError",
     "ToolMissing",
@@ -90,3 +91,10 @@ class CudaError(FatalError):
     """The toolkit cannot build what the recipe asks, or the binary lacks a requested arch."""
 
     exit_code = 13
+
+
+class RpcError(FatalError):
+    """An RPC server could not be reached (refused, unresolvable, no route, timeout) or
+    did not speak ggml's RPC protocol."""
+
+    exit_code = 14

@@ -17,7 +17,7 @@ from patchkit.build.cuda.plan import preflight, toolkits_for
 from patchkit.core.errors import FatalError
 from patchkit.model.recipe import Recipe, list_recipes, load_recipe
 from patchkit.model.series import Series
-from patchkit.build.cuda.toolkit import Runner, Toolkit, default_runner, find_toolkit, site_dirs
+from patchkit.build.cuda.toolkit import Runner, CudaToolkit, default_runner, find_toolkit, site_dirs
 
 __all__ = ["Report", "Tool", "Verdict", "build_report", "host_os", "recipe_verdict", "survey"]
 
@@ -57,7 +57,7 @@ class Verdict:
 class Report:
     host_os: str
     tools: dict[str, Tool]
-    toolkit: Toolkit | None
+    toolkit: CudaToolkit | None
     toolkit_error: str
     verdicts: tuple[Verdict, ...]
     project_error: str = ""
@@ -127,7 +127,7 @@ def survey(env: Mapping[str, str], run: Runner, *, os_name: str) -> dict[str, To
     return tools
 
 
-ToolkitFor = Callable[[object | None], Toolkit]
+ToolkitFor = Callable[[object | None], CudaToolkit]
 
 
 def _cuda_verdict(recipe: Recipe, archs: object, toolkit_for: ToolkitFor,
@@ -191,9 +191,9 @@ def build_report(project: Path | None, series: Series | None, *, cuda_root: Path
     windows = os_name == "windows"
     tools = survey(env, run, os_name=os_name)
     sites = site_dirs() if sites is None else sites
-    cache: dict[tuple[str | None, str | None], Toolkit | FatalError] = {}
+    cache: dict[tuple[str | None, str | None], CudaToolkit | FatalError] = {}
 
-    def toolkit_for(spec: object | None) -> Toolkit:
+    def toolkit_for(spec: object | None) -> CudaToolkit:
         key = (getattr(spec, "toolkit_root", None), getattr(spec, "host_compiler", None))
         if key not in cache:
             try:

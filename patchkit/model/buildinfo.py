@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
+from patchkit.core.enums import StrEnum
 from patchkit.core.errors import ConfigError, FatalError
 from patchkit.core.fs import atomic_write_json
 
@@ -49,18 +50,18 @@ _HEX = re.compile(r"^[0-9a-f]{8,}$")
 _REBUILD = "rebuild with `patchkit build <recipe>`"
 
 
-class ApplyResult(str, enum.Enum):
+class ApplyResult(StrEnum):
     APPLIED = "applied"
     ALREADY_PRESENT = "already-present"  # it reverse-applies: upstream has it
 
 
-class CheckStatus(str, enum.Enum):
+class CheckStatus(StrEnum):
     PASS = "pass"
     FAIL = "fail"
     SKIP = "skip"
 
 
-class SmokeStatus(str, enum.Enum):
+class SmokeStatus(StrEnum):
     PASSED = "passed"
     FAILED = "failed"
     SKIPPED = "skipped"

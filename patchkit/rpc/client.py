@@ -22,7 +22,7 @@ import socket
 import struct
 from collections.abc import Sequence
 
-from patchkit.core.errors import SmokeError
+from patchkit.core.errors import RpcError
 
 __all__ = [
     "CONN_CAPS_SIZE",
@@ -171,10 +171,6 @@ def encode_graph(device: int, nodes: Sequence[int], tensors: Sequence[RpcTensor]
         _U32.pack(device), _U32.pack(len(nodes)), struct.pack(f"<{len(nodes)}Q", *nodes),
         _U32.pack(len(tensors)), *(t.pack() for t in tensors),
     ))
-
-
-class RpcError(SmokeError):
-    """An RPC server could not be reached or did not behave."""
 
 
 class RpcUnreachable(RpcError):

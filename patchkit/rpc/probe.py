@@ -23,12 +23,12 @@ Point it only at servers you own: on an unpatched server ``--guard`` kills it.
 from __future__ import annotations
 
 import dataclasses
-import enum
 import re
 import statistics
 import time
 from collections.abc import Callable
 
+from patchkit.core.enums import StrEnum
 from patchkit.core.errors import ConfigError
 from patchkit.rpc.client import (
     RpcClient,
@@ -45,6 +45,7 @@ __all__ = [
     "DeviceInfo",
     "GuardCase",
     "GuardReport",
+    "GuardVerdict",
     "Outcome",
     "RpcClient",
     "RttStats",
@@ -58,12 +59,20 @@ PROBE_BUFFER_SIZE = 4096
 _TENSOR_ID = 0x5EED0001  # any non-zero id
 
 
-class Outcome(str, enum.Enum):
+class Outcome(StrEnum):
     ACCEPTED = "accepted"  # the server computed the graph and answered after it
     REFUSED = "refused"  # connection closed, server still answers a new connection
     SERVER_DIED = "server-died"  # nobody answers on the port any more
     NO_ANSWER = "no-answer"  # neither: the server did not answer in time
     NOT_RUN = "not-run"  # skipped: the server was gone
+
+
+class GuardVerdict(StrEnum):
+    PATCHED = "patched"  # zero bytes outside accepted, straddling refused
+    UNPATCHED = "unpatched"  # the zero-byte tensor killed the server
+    NO_BOUNDS_CHECK = "no-bounds-check"  # even the straddling tensor was accepted
+    REFUSES_ZERO_BYTES = "refuses-zero-bytes"
+    INCONCLUSIVE = "inconclusive"
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -94,28 +103,27 @@ class GuardReport:
         return next(c for c in self.cases if c.name == name)
 
     @property
-    def verdict(self) -> str:
-        """patched | unpatched | no-bounds-check | refuses-zero-bytes | inconclusive."""
+    def verdict(self) -> GuardVerdict:
         inb, zero, strad = (self.case(n).outcome for n in CASES)
         if zero is Outcome.SERVER_DIED:
-            return "unpatched"
+            return GuardVerdict.UNPATCHED
         if inb is not Outcome.ACCEPTED:
-            return "inconclusive"
+            return GuardVerdict.INCONCLUSIVE
         if zero is Outcome.ACCEPTED and strad is Outcome.REFUSED:
-            return "patched"
+            return GuardVerdict.PATCHED
         if strad is Outcome.ACCEPTED:
-            return "no-bounds-check"
+            return GuardVerdict.NO_BOUNDS_CHECK
         if zero is Outcome.REFUSED:
-            return "refuses-zero-bytes"
-        return "inconclusive"
+            return GuardVerdict.REFUSES_ZERO_BYTES
+        return GuardVerdict.INCONCLUSIVE
 
     @property
     def ok(self) -> bool:
-        return self.verdict == "patched"
+        return self.verdict is GuardVerdict.PATCHED
 
     def to_json(self) -> dict[str, object]:
         return {"endpoint": self.endpoint, "version": str(self.version),
-                "verdict": self.verdict, "ok": self.ok,
+                "verdict": self.verdict.value, "ok": self.ok,
                 "cases": [c.to_json() for c in self.cases]}
 
 

@@ -17,8 +17,9 @@ import dataclasses
 from collections.abc import Sequence
 from pathlib import Path
 
+from patchkit.core.enums import StrEnum
 from patchkit.upkeep.scratch import (
-    PatchResult,
+    PatchVerdict,
     Scratch,
     Status,
     parse_apply_output,
@@ -33,6 +34,7 @@ __all__ = [
     "BisectResult",
     "CheckReport",
     "RefResult",
+    "Verdict",
     "bisect",
     "check_range",
     "check_series",
@@ -47,7 +49,7 @@ JSON_SCHEMA = 1
 class RefResult:
     name: str  # as the user gave it (or the short sha for range commits)
     commit: CommitInfo
-    results: tuple[PatchResult, ...]
+    results: tuple[PatchVerdict, ...]
 
     @property
     def failed(self) -> bool:
@@ -71,7 +73,7 @@ class CheckReport:
     def ok(self) -> bool:
         return not any(r.failed for r in self.refs)
 
-    def failures(self) -> list[tuple[RefResult, PatchResult]]:
+    def failures(self) -> list[tuple[RefResult, PatchVerdict]]:
         return [(r, p) for r in self.refs for p in r.results if p.status is Status.CONFLICTS]
 
     def to_json(self) -> dict[str, object]:
@@ -87,25 +89,34 @@ class CheckReport:
         }
 
 
+class Verdict(StrEnum):
+    """What bisecting a range says about one patch."""
+
+    APPLIES_THROUGHOUT = "applies-throughout"
+    BROKEN = "broken"  # stops applying at first_bad
+    MERGED_UPSTREAM = "merged-upstream"  # first_bad has it (it reverse-applies)
+    FAILS_AT_START = "fails-at-start"
+    NA = "n/a"  # outside its When range across the whole range
+
+
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class BisectResult:
     patch: str
-    # applies-throughout | broken | merged-upstream | fails-at-start | n/a
-    verdict: str
+    verdict: Verdict
     last_good: CommitInfo | None = None
     first_bad: CommitInfo | None = None
-    result: PatchResult | None = None  # the patch's result at first_bad (or at the start)
+    result: PatchVerdict | None = None  # the patch's result at first_bad (or at the start)
     files: tuple[str, ...] = ()  # the patch's files first_bad changed
 
     @property
     def failed(self) -> bool:
-        return self.verdict in ("broken", "fails-at-start") and (
+        return self.verdict in (Verdict.BROKEN, Verdict.FAILS_AT_START) and (
             self.result is not None and self.result.status is Status.CONFLICTS)
 
     def to_json(self) -> dict[str, object]:
         return {
             "patch": self.patch,
-            "verdict": self.verdict,
+            "verdict": self.verdict.value,
             "last_good": _commit_json(self.last_good),
             "first_bad": _commit_json(self.first_bad),
             "result": self.result.to_json() if self.result else None,
@@ -165,7 +176,7 @@ class _Engine:
             paths.extend(f for f in files if f not in paths)
         self.paths = tuple(paths)
         self.bounds = [when_bounds(git, p) for p in self.patches]
-        self.memo: dict[_Key, tuple[PatchResult, ...]] = {}
+        self.memo: dict[_Key, tuple[PatchVerdict, ...]] = {}
         self.scratch = Scratch(self.data)
 
     def close(self) -> None:
@@ -190,7 +201,7 @@ class _Engine:
 
     # -- verdicts --------------------------------------------------------------------
     def results(self, commits: Sequence[str],
-                masks: Sequence[tuple[bool, ...]] | None = None) -> list[tuple[PatchResult, ...]]:
+                masks: Sequence[tuple[bool, ...]] | None = None) -> list[tuple[PatchVerdict, ...]]:
         entries = self.git.tree_entries(commits, self.paths)
         if masks is None:
             masks = [self.in_range(c) for c in commits]
@@ -205,32 +216,32 @@ class _Engine:
         return [self.memo[k] for k in keys]
 
     def _evaluate(self, entries: dict[str, TreeEntry], blobs: dict[str, bytes],
-                  mask: tuple[bool, ...]) -> tuple[PatchResult, ...]:
+                  mask: tuple[bool, ...]) -> tuple[PatchVerdict, ...]:
         self.scratch.load(entries, blobs)
-        out: list[PatchResult] = []
+        out: list[PatchVerdict] = []
         left_out: list[str] = []
         for (name, _data), inr in zip(self.data, mask):
             if not inr:
-                out.append(PatchResult(patch=name, status=Status.NA))
+                out.append(PatchVerdict(patch=name, status=Status.NA))
                 continue
             overlap = [n for n in left_out if self.files[n] & self.files[name]]
             note = f"checked without {', '.join(overlap)}" if overlap else ""
             ok, text = self.scratch.apply(name)
             if ok:
                 offsets, _ = parse_apply_output(text, self.hunks[name])
-                out.append(PatchResult(patch=name, status=Status.OFFSET if offsets else Status.APPLIES,
+                out.append(PatchVerdict(patch=name, status=Status.OFFSET if offsets else Status.APPLIES,
                                        offsets=tuple(offsets), note=note))
                 continue
             rev_ok, _ = self.scratch.apply(name, check=True, reverse=True)
             if rev_ok:
-                out.append(PatchResult(patch=name, status=Status.UPSTREAM, note=note))
+                out.append(PatchVerdict(patch=name, status=Status.UPSTREAM, note=note))
                 continue
             _, text = self.scratch.apply(name, check=True, reject=True)
             _, conflicts = parse_apply_output(text, self.hunks[name])
             if not conflicts:
                 raise PatchError(f"{name}: git apply cannot use the patch: "
                                  + _first_error(text), hint="regenerate it with `git diff`")
-            out.append(PatchResult(patch=name, status=Status.CONFLICTS,
+            out.append(PatchVerdict(patch=name, status=Status.CONFLICTS,
                                    conflicts=tuple(conflicts), note=note))
             left_out.append(name)
         return tuple(out)
@@ -334,11 +345,11 @@ def bisect(repo_path: Path, patches: Sequence[Patch], old: str, new: str) -> Bis
     chain = [old_info.sha] + [c.sha for c in commits]
     infos = [old_info, *commits]
     engine = _Engine(git, patches)
-    probed: dict[int, tuple[PatchResult, ...]] = {}
+    probed: dict[int, tuple[PatchVerdict, ...]] = {}
     try:
         masks = engine.chain_masks(chain)
 
-        def at(i: int) -> tuple[PatchResult, ...]:
+        def at(i: int) -> tuple[PatchVerdict, ...]:
             if i not in probed:
                 probed[i] = engine.results([chain[i]], [masks[i]])[0]
             return probed[i]
@@ -347,15 +358,15 @@ def bisect(repo_path: Path, patches: Sequence[Patch], old: str, new: str) -> Bis
         for k, patch in enumerate(engine.patches):
             inside = [i for i, m in enumerate(masks) if m[k]]
             if not inside:
-                out.append(BisectResult(patch=patch.name, verdict="n/a"))
+                out.append(BisectResult(patch=patch.name, verdict=Verdict.NA))
                 continue
             lo, hi = inside[0], inside[-1]
             if not at(lo)[k].status.applies:
-                out.append(BisectResult(patch=patch.name, verdict="fails-at-start",
+                out.append(BisectResult(patch=patch.name, verdict=Verdict.FAILS_AT_START,
                                         first_bad=infos[lo], result=at(lo)[k]))
                 continue
             if at(hi)[k].status.applies:
-                out.append(BisectResult(patch=patch.name, verdict="applies-throughout",
+                out.append(BisectResult(patch=patch.name, verdict=Verdict.APPLIES_THROUGHOUT,
                                         last_good=infos[hi], result=at(hi)[k]))
                 continue
             good, bad = lo, hi
@@ -370,7 +381,7 @@ def bisect(repo_path: Path, patches: Sequence[Patch], old: str, new: str) -> Bis
                 files = tuple(git.changed_paths(f"{chain[bad]}^", chain[bad], patch.files))
             except SourceError:  # a root commit has no parent
                 files = ()
-            verdict = "merged-upstream" if res.status is Status.UPSTREAM else "broken"
+            verdict = Verdict.MERGED_UPSTREAM if res.status is Status.UPSTREAM else Verdict.BROKEN
             out.append(BisectResult(patch=patch.name, verdict=verdict, last_good=infos[good],
                                     first_bad=infos[bad], result=res, files=files))
     finally:

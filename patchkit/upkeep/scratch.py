@@ -9,7 +9,6 @@ This module also parses ``git apply -v`` output into offsets and conflicts.
 from __future__ import annotations
 
 import dataclasses
-import enum
 import os
 import re
 import shutil
@@ -18,6 +17,7 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
+from patchkit.core.enums import StrEnum
 from patchkit.git.repo import TreeEntry
 from patchkit.model.patchfile import Hunk
 from patchkit.git.runner import run_git, scratch_env
@@ -25,14 +25,14 @@ from patchkit.git.runner import run_git, scratch_env
 __all__ = [
     "Conflict",
     "Offset",
-    "PatchResult",
+    "PatchVerdict",
     "Scratch",
     "Status",
     "parse_apply_output",
 ]
 
 
-class Status(str, enum.Enum):
+class Status(StrEnum):
     APPLIES = "applies"
     OFFSET = "applies-with-offset"
     CONFLICTS = "conflicts"
@@ -67,7 +67,7 @@ class Conflict:
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class PatchResult:
+class PatchVerdict:
     patch: str
     status: Status
     offsets: tuple[Offset, ...] = ()

@@ -28,7 +28,7 @@ from patchkit.model.cuda import CudaArchs, family_of
 from patchkit.build.cuda.toolkit import (
     TOOLKIT_LIMITS,
     Runner,
-    Toolkit,
+    CudaToolkit,
     default_runner,
     find_toolkit,
     limits_for,
@@ -79,7 +79,7 @@ def _host_hint(sms: Sequence[int]) -> str:
     return "; ".join(parts)
 
 
-def preflight(archs: CudaArchs, toolkit: Toolkit, host_compiler: object | None = None, *,
+def preflight(archs: CudaArchs, toolkit: CudaToolkit, host_compiler: object | None = None, *,
               need_cublas: bool = True, need_cuobjdump: bool = True) -> list[str]:
     """Refuse, before configuring, what this toolkit cannot build; return notes to show.
 
@@ -157,7 +157,7 @@ def _on(flag: bool) -> str:
     return "ON" if flag else "OFF"
 
 
-def cmake_defines(recipe: Recipe, archs: CudaArchs, toolkit: Toolkit, *,
+def cmake_defines(recipe: Recipe, archs: CudaArchs, toolkit: CudaToolkit, *,
                   ccache: str | None | bool = True) -> dict[str, str]:
     """The CMake cache entries a CUDA build needs (they win over the recipe's defines).
 
@@ -255,7 +255,7 @@ def prove_archs(files: Sequence[Path], archs: CudaArchs, cuobjdump: Path | None,
     return result
 
 
-def build_info(archs: CudaArchs, toolkit: Toolkit, cubins: Mapping[str, list[str]],
+def build_info(archs: CudaArchs, toolkit: CudaToolkit, cubins: Mapping[str, list[str]],
                notes: Sequence[str] = ()) -> CudaRecord:
     """The ``cuda`` section of build-info.json: what was asked, what built it, what is in it."""
     version = ".".join(map(str, toolkit.version))
@@ -283,7 +283,7 @@ def build_info(archs: CudaArchs, toolkit: Toolkit, cubins: Mapping[str, list[str
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class CudaPlan:
     archs: CudaArchs
-    toolkit: Toolkit
+    toolkit: CudaToolkit
     notes: tuple[str, ...]
     defines: dict[str, str]
 
@@ -320,7 +320,7 @@ def cuda_files(build_dir: Path, targets: Sequence[str], *,
     return list(found.values())
 
 
-def build_env(toolkit: Toolkit, env: Mapping[str, str]) -> dict[str, str]:
+def build_env(toolkit: CudaToolkit, env: Mapping[str, str]) -> dict[str, str]:
     """Environment additions for configure/build: on Linux the toolkit's library folder
     goes on LD_LIBRARY_PATH, so links that pull libcublasLt's own dependencies (and a
     Debian-layout CUDA 11.8) resolve. Empty on Windows."""

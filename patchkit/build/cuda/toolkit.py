@@ -32,7 +32,7 @@ __all__ = [
     "HostCompiler",
     "Runner",
     "TOOLKIT_LIMITS",
-    "Toolkit",
+    "CudaToolkit",
     "ToolkitLimits",
     "default_runner",
     "find_cublas",
@@ -279,7 +279,7 @@ def find_cuobjdump(root: Path | None, env: Mapping[str, str], sites: Sequence[Pa
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class Toolkit:
+class CudaToolkit:
     root: Path
     nvcc: Path
     version: tuple[int, int, int]
@@ -336,7 +336,7 @@ def _candidates(spec_root: str | None, cuda_root: Path | None, env: Mapping[str,
 
 def _default_roots(windows: bool) -> list[Path]:
     if windows:
-        base = Path(os.environ.get("ProgramFiles", r"C:\Program Files")) / "NVIDIA GPU Computing Toolkit" / "CUDA"
+        base = Path(os.environ.get("ProgramFiles", r"C:\Program Files")) / "NVIDIA GPU Computing CudaToolkit" / "CUDA"
         return sorted(base.glob("v*"), reverse=True)
     return [Path("/usr/local/cuda"), *sorted(Path("/usr/local").glob("cuda-*"), reverse=True)]
 
@@ -401,11 +401,11 @@ def _pick_host(host_compiler: str | None, version: tuple[int, int, int], env: Ma
 def find_toolkit(spec: object | None, cuda_root: Path | None, env: Mapping[str, str], *,
                  run: Runner = default_runner, sites: Sequence[Path] | None = None,
                  windows: bool = sys.platform == "win32",
-                 default_roots: Sequence[Path] | None = None) -> Toolkit:
+                 default_roots: Sequence[Path] | None = None) -> CudaToolkit:
     """Locate and probe the toolkit a recipe's [cuda] section (a CudaSpec, or None) asks for.
 
     ``default_roots``: install folders tried last (default: /usr/local/cuda*, or
-    ``%ProgramFiles%/NVIDIA GPU Computing Toolkit/CUDA/v*``).
+    ``%ProgramFiles%/NVIDIA GPU Computing CudaToolkit/CUDA/v*``).
     """
     spec_root = getattr(spec, "toolkit_root", None)
     host_cmd = getattr(spec, "host_compiler", None)
@@ -435,7 +435,7 @@ def find_toolkit(spec: object | None, cuda_root: Path | None, env: Mapping[str, 
             pass
     sites = site_dirs() if sites is None else list(sites)
     libcuda, libcuda_kind = find_libcuda(root, windows=windows)
-    return Toolkit(
+    return CudaToolkit(
         root=root, nvcc=nvcc, version=version, source=source, gpu_codes=gpu_codes,
         cublas=find_cublas(root, version[0], sites, windows=windows),
         libcuda=libcuda, libcuda_kind=libcuda_kind,
