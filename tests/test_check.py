@@ -21,8 +21,8 @@ from drift_fixture import (
 from conftest import run_cli
 from upstream_fixture import GIT_ENV, git
 
-from patchkit.model.patchfile import Hunk, parse_diff
-from patchkit.upkeep.scratch import Status, parse_apply_output
+from patchkit.model.patchfile import Hunk, parse_apply_output, parse_diff
+from patchkit.upkeep.scratch import Status
 from patchkit.upkeep.check import bisect, check_range, check_series
 from patchkit.core.errors import ConfigError, SourceError
 from patchkit.git.repo import parse_range

@@ -11,8 +11,7 @@ import dataclasses
 import tempfile
 from pathlib import Path
 
-from patchkit.model.patchfile import parse_diff
-from patchkit.upkeep.scratch import parse_apply_output
+from patchkit.model.patchfile import parse_apply_output, parse_diff
 from patchkit.core.errors import PatchError, SourceError
 from patchkit.model.buildinfo import ApplyResult, PatchRecord
 from patchkit.model.series import Patch

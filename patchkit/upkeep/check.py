@@ -22,11 +22,10 @@ from patchkit.upkeep.scratch import (
     PatchVerdict,
     Scratch,
     Status,
-    parse_apply_output,
 )
 from patchkit.core.errors import ConfigError, PatchError, SourceError
 from patchkit.git.repo import CommitInfo, Git, TreeEntry
-from patchkit.model.patchfile import Hunk, parse_diff
+from patchkit.model.patchfile import Hunk, parse_apply_output, parse_diff
 from patchkit.model.series import Patch
 
 __all__ = [
