@@ -9,13 +9,13 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from upstream_fixture import GIT_ENV, GUARD_PATCH_BODY, FixtureUpstream, make_upstream  # noqa: E402
+from upstream_fixture import GIT_ENV, GUARD_PATCH_BODY, FixtureUpstream, make_upstream
 
-from patchkit.core.fs import sha256_file  # noqa: E402
+from patchkit.core.fs import sha256_file
 
 
 class _ForbiddenPopen:
-    def __init__(self, *args, **kwargs):  # noqa: ANN002, ANN003
+    def __init__(self, *args, **kwargs):
         raise AssertionError(
             f"unit tests must not spawn processes (got {args[:1]!r}); "
             "mark the test @pytest.mark.integration"
@@ -39,7 +39,7 @@ def _hermetic(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch,
     monkeypatch.delenv("PATCHKIT_PROJECT", raising=False)
 
 
-def _with_git_env(make, root: Path):  # noqa: ANN001, ANN202
+def _with_git_env(make, root: Path):
     """Session fixtures run outside the per-test env: give git its identity here."""
     old = os.environ.copy()
     os.environ.update(GIT_ENV)
@@ -58,14 +58,14 @@ def upstream(tmp_path_factory: pytest.TempPathFactory) -> FixtureUpstream:
 
 
 @pytest.fixture(scope="session")
-def drift(tmp_path_factory: pytest.TempPathFactory):  # noqa: ANN201
+def drift(tmp_path_factory: pytest.TempPathFactory):
     """An upstream whose history breaks a patch and later merges it (tests/drift_fixture.py)."""
     from drift_fixture import make_drift_upstream
 
     return _with_git_env(make_drift_upstream, tmp_path_factory.mktemp("drift"))
 
 
-def run_cli(project: Path, *args: str):  # noqa: ANN201
+def run_cli(project: Path, *args: str):
     """`patchkit --project PROJECT ARGS...` in-process."""
     from click.testing import CliRunner
 

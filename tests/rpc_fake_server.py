@@ -81,7 +81,7 @@ class FakeRpcServer:
         while not self.stopped.is_set() and not self.aborted.is_set():
             try:
                 conn, _ = self.listener.accept()
-            except socket.timeout:
+            except TimeoutError:
                 continue
             except OSError:
                 return

@@ -18,8 +18,8 @@ from pathlib import Path
 import matplotlib.font_manager  # noqa: F401  (builds its font cache, which runs fc-list, at collection)
 import numpy as np
 import pytest
+from buildinfo_fixture import build_info_json
 
-from patchkit.bench.run import BenchReport, RpcLatency, measure_latency
 from patchkit.bench.report import BAR_COLOR, BEST_COLOR, render_markdown, render_png, write_reports
 from patchkit.bench.result import (
     PointResult,
@@ -27,6 +27,7 @@ from patchkit.bench.result import (
     measurements,
     parse_bench_output,
 )
+from patchkit.bench.run import BenchReport, RpcLatency, measure_latency
 from patchkit.bench.sweep import (
     Device,
     Point,
@@ -40,7 +41,6 @@ from patchkit.bench.sweep import (
 )
 from patchkit.core.errors import ConfigError
 from patchkit.core.proc import RunResult
-from buildinfo_fixture import build_info_json
 
 DATA = Path(__file__).parent / "data" / "bench"
 HELP = (DATA / "help-82bb485.txt").read_text()
@@ -394,7 +394,7 @@ def _alive(tmp_path: Path) -> list[int]:
     return alive
 
 
-def _cli(*args: str):  # noqa: ANN202
+def _cli(*args: str):
     from click.testing import CliRunner
 
     from patchkit.cli import main
@@ -510,7 +510,7 @@ def test_ctrl_c_keeps_the_points_done_and_stops_servers(tmp_path: Path,
     real = bench._run_point
     calls = {"n": 0}
 
-    def interrupt(*a, **kw):  # noqa: ANN002, ANN003, ANN202
+    def interrupt(*a, **kw):
         calls["n"] += 1
         if calls["n"] == 3:
             raise KeyboardInterrupt

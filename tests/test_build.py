@@ -274,7 +274,7 @@ def test_ctrl_c_in_any_stage_leaves_the_cache_usable(project: Path, tmp_path: Pa
               "build": (pl.cm, "build"), "write_output": (pl, "write_output")}[stage]
     real = getattr(*target)
 
-    def interrupted(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+    def interrupted(*args, **kwargs):
         real(*args, **kwargs)  # the stage did (part of) its work, then Ctrl-C
         raise KeyboardInterrupt
 

@@ -13,8 +13,8 @@ from click.testing import CliRunner
 from conftest import write_recipe
 from upstream_fixture import FixtureUpstream
 
-from patchkit.cli import main
 from patchkit.build.pe import pe_info
+from patchkit.cli import main
 
 pytestmark = [
     pytest.mark.integration,

@@ -9,6 +9,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from conftest import run_cli
 from drift_fixture import (
     GUARD_PATCH_BODY,
     README_PATCH_BODY,
@@ -18,15 +19,14 @@ from drift_fixture import (
     patch_header,
     standard_patches,
 )
-from conftest import run_cli
 from upstream_fixture import GIT_ENV, git
 
-from patchkit.model.patchfile import Hunk, parse_apply_output, parse_diff
-from patchkit.upkeep.scratch import Status
-from patchkit.upkeep.check import bisect, check_range, check_series
 from patchkit.core.errors import ConfigError, SourceError
 from patchkit.git.repo import parse_range
+from patchkit.model.patchfile import Hunk, parse_apply_output, parse_diff
 from patchkit.model.series import load_series
+from patchkit.upkeep.check import bisect, check_range, check_series
+from patchkit.upkeep.scratch import Status
 
 
 def statuses(doc: dict) -> list[list[str]]:
@@ -107,7 +107,7 @@ def test_bisect_names_the_breaking_commit(drift: DriftUpstream, tmp_path: Path) 
     proj = make_project(tmp_path, drift, pin=drift.c["d2"], patches=standard_patches(drift))
     series = load_series(proj / "patches")
     report = bisect(drift.path, series.patches, drift.c["d1"], "master")
-    guard, comment, cli = report.results
+    guard, _comment, cli = report.results
     assert guard.verdict == "broken"
     assert guard.first_bad is not None and guard.first_bad.sha == drift.c["d5"]
     assert guard.first_bad.subject == "rpc: reword the bounds comment"

@@ -20,28 +20,22 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from patchkit.cli import main
-from patchkit.doctor.survey import Tool, build_report, recipe_verdict
 from patchkit.build.cuda.plan import (
     build_env,
     build_info,
-    cuda_files,
-    prepare,
     cmake_defines,
+    cuda_files,
     parse_cuobjdump_list,
     preflight,
+    prepare,
     prove_archs,
     toolkits_for,
 )
-from patchkit.model.cuda import FAMILIES, CudaArchs, resolve_archs
-from patchkit.core.errors import CudaError, RecipeError, ToolMissing
-from patchkit.model.recipe import CudaSpec, Recipe, load_recipe
-from patchkit.model.series import Series, load_series
 from patchkit.build.cuda.toolkit import (
     TOOLKIT_LIMITS,
     Cublas,
-    HostCompiler,
     CudaToolkit,
+    HostCompiler,
     find_cublas,
     find_cuobjdump,
     find_toolkit,
@@ -51,6 +45,12 @@ from patchkit.build.cuda.toolkit import (
     parse_nvcc_root,
     parse_nvcc_version,
 )
+from patchkit.cli import main
+from patchkit.core.errors import CudaError, RecipeError, ToolMissing
+from patchkit.doctor.survey import Tool, build_report, recipe_verdict
+from patchkit.model.cuda import FAMILIES, CudaArchs, resolve_archs
+from patchkit.model.recipe import CudaSpec, Recipe, load_recipe
+from patchkit.model.series import Series, load_series
 
 REPO = Path(__file__).resolve().parent.parent
 FIXTURE = Path(__file__).resolve().parent / "cuda_fixture"

@@ -7,7 +7,6 @@ import os
 from pathlib import Path
 
 import pytest
-
 from buildinfo_fixture import build_info_json
 
 from patchkit.build import output

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from patchkit.model.series import Patch, load_series
 from patchkit.core.fs import sha256_file
+from patchkit.model.series import Patch, load_series
 
 PATCHES = Path(__file__).resolve().parent.parent / "patches"
 SHA40 = re.compile(r"^[0-9a-f]{40}$")
@@ -108,7 +108,7 @@ def _preimage(hunks: list[list[str]]) -> list[str]:
         while len(out) < start - 1:
             out.append(f"// filler {len(out) + 1}")
         out += [line[1:] for line in hunk[1:] if line[:1] in (" ", "-", "")]
-    return out + ["// end"]
+    return [*out, "// end"]
 
 
 @pytest.mark.integration

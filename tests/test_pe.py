@@ -24,15 +24,15 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from patchkit.build import pe as pemod
-from patchkit.cli import main
-from patchkit.core.errors import PEError
-from patchkit.model.units import PAGE_SIZE, format_size, parse_size
 from patchkit.build.pe import (
     pe_checksum,
     pe_info,
     plan_stack_edit,
     set_stack_reserve,
 )
+from patchkit.cli import main
+from patchkit.core.errors import PEError
+from patchkit.model.units import PAGE_SIZE, format_size, parse_size
 
 MIB = 1 << 20
 PROGS = Path(__file__).parent / "pe_progs"

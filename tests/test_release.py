@@ -15,15 +15,15 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from patchkit.release.archive import Member, read_archive, write_archive
-from patchkit.release.ci import MatrixEntry, render_workflow
 from patchkit.cli import main
 from patchkit.core.errors import ReleaseError
+from patchkit.core.fs import sha256_bytes, sha256_file
 from patchkit.model.recipe import load_recipe
+from patchkit.model.series import load_series
+from patchkit.release.archive import Member, read_archive, write_archive
+from patchkit.release.ci import MatrixEntry, render_workflow
 from patchkit.release.names import archive_name, variant_name
 from patchkit.release.release import ReleaseOptions, dump_manifest, release
-from patchkit.model.series import load_series
-from patchkit.core.fs import sha256_bytes, sha256_file
 from patchkit.release.verify import verify_dir
 
 COMMIT = "82bb48500a9a6b3374da2cf5811695369278e4d3"
@@ -503,7 +503,7 @@ def test_verify_catches_non_normalised_layout(tmp_path: Path) -> None:
 
 
 def test_verify_flags_unlisted_and_unreadable_files(tmp_path: Path) -> None:
-    dist, r = _released(tmp_path)
+    dist, _r = _released(tmp_path)
     junk = dist / "llama-junk.tar.gz"
     junk.write_bytes(b"not a gzip")
     diffs = verify_dir(dist).differences
@@ -638,9 +638,9 @@ def test_render_workflow_needs_entries() -> None:
 
 
 def test_ci_template_cross_builds_windows_on_linux() -> None:
-    from patchkit.release.ci import matrix_from_recipes
     from patchkit.model.recipe import load_recipe
     from patchkit.model.series import load_series
+    from patchkit.release.ci import matrix_from_recipes
 
     root = Path(__file__).resolve().parents[1]
     series = load_series(root / "patches")

@@ -218,7 +218,7 @@ def test_huge_reply_size_is_refused_without_reading() -> None:
 
 # the guard probe ---------------------------------------------------------------------------
 
-def _outcomes(report) -> list[str]:  # noqa: ANN001
+def _outcomes(report) -> list[str]:
     return [c.outcome.value for c in report.cases]
 
 
@@ -274,7 +274,7 @@ def test_outcome_values() -> None:
 
 # the command -------------------------------------------------------------------------------
 
-def _cli(*args: str):  # noqa: ANN202
+def _cli(*args: str):
     return CliRunner().invoke(main, ["rpc-probe", *args])
 
 

@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from patchkit.core.errors import PatchError
 from patchkit.build.patch import failed_hunks
-from patchkit.model.series import load_series, patch_name_from_file, rehash_series
+from patchkit.core.errors import PatchError
 from patchkit.core.fs import sha256_file
+from patchkit.model.series import load_series, patch_name_from_file, rehash_series
 
 HEADER = ("Subject: s\nWhy: because\nUpstream-Status: submitted https://x/pr/1\n"
           "When: 0123456..\nExperimental: no\n\n")

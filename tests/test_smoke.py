@@ -9,7 +9,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from buildinfo_fixture import build_info_json, patch_json
 
 from patchkit.model.buildinfo import CheckStatus
@@ -120,7 +119,7 @@ def test_ctrl_c_during_a_check_still_stops_servers(tmp_path: Path, monkeypatch: 
     out = make_out(tmp_path)
     real = SmokeEnv.run
 
-    def interrupted(self, exe, *args, timeout=None):  # noqa: ANN001, ANN002
+    def interrupted(self, exe, *args, timeout=None):
         if "--rpc" in args:
             raise KeyboardInterrupt
         return real(self, exe, *args, timeout=timeout)

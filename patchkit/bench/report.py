@@ -10,8 +10,8 @@ import dataclasses
 import io
 from pathlib import Path
 
-from patchkit.bench.run import BenchReport
 from patchkit.bench.result import Measurement, PointResult
+from patchkit.bench.run import BenchReport
 from patchkit.core.fs import atomic_write_bytes, atomic_write_text
 
 __all__ = ["BAR_COLOR", "BEST_COLOR", "PlotInfo", "fmt_rate", "render_markdown", "render_png",
@@ -120,7 +120,7 @@ class PlotInfo:
     panels: dict[str, tuple[int, int]]  # panel kind -> (left, right) pixel columns of its axes
 
 
-def _panel(ax, points: tuple[PointResult, ...], kind: str, title: str,  # noqa: ANN001
+def _panel(ax, points: tuple[PointResult, ...], kind: str, title: str,
            best: PointResult | None) -> list[float | None]:
     ys = list(range(len(points)))
     values: list[float | None] = []

@@ -41,10 +41,10 @@ from patchkit.bench.sweep import (
     point_args,
 )
 from patchkit.core.errors import ConfigError, FatalError, ToolMissing
-from patchkit.model.buildinfo import BuildInfo, read_build_info
+from patchkit.core.fs import atomic_write_json
 from patchkit.core.net import LOOPBACK, free_port
 from patchkit.core.proc import Processes, run
-from patchkit.core.fs import atomic_write_json
+from patchkit.model.buildinfo import BuildInfo, read_build_info
 
 __all__ = [
     "BENCH_JSON",
@@ -261,7 +261,8 @@ def run_bench(opts: BenchOptions, *, on_point: Callable[[PointResult], None] | N
     for i, (point, args) in enumerate(resolved, start=1):
         if args in seen:
             res = PointResult(index=i, label=point.label, settings=point.settings, args=args,
-                              status=PointStatus.DUPLICATE, error=f"same llama-bench arguments as {seen[args]}")
+                              status=PointStatus.DUPLICATE,
+                              error=f"same llama-bench arguments as {seen[args]}")
         else:
             seen[args] = point.label
             res = _run_point(exe, i, point.label, point.settings, base, args, opts,

@@ -11,11 +11,11 @@ import dataclasses
 import tempfile
 from pathlib import Path
 
-from patchkit.model.patchfile import parse_apply_output, parse_diff
 from patchkit.core.errors import PatchError, SourceError
-from patchkit.model.buildinfo import ApplyResult, PatchRecord
-from patchkit.model.series import Patch
 from patchkit.git.runner import git_out
+from patchkit.model.buildinfo import ApplyResult, PatchRecord
+from patchkit.model.patchfile import parse_apply_output, parse_diff
+from patchkit.model.series import Patch
 
 __all__ = ["AppliedPatch", "apply_series", "failed_hunks"]
 

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from collections.abc import Callable
+from pathlib import Path
 from typing import TypeVar
 
 import click

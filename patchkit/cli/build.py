@@ -6,10 +6,10 @@ from pathlib import Path
 
 import click
 
-from patchkit.cli._common import DEFAULT_RECIPE, load_recipe_arg
-from patchkit.core.log import log
 from patchkit.build.pipeline import BuildOptions, run_build
+from patchkit.cli._common import DEFAULT_RECIPE, load_recipe_arg
 from patchkit.cli.smoke import print_check
+from patchkit.core.log import log
 
 __all__ = ["COMMANDS"]
 

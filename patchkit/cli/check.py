@@ -18,7 +18,15 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from patchkit.upkeep.scratch import PatchVerdict, Status
+from patchkit.cli._common import (
+    load_optional_recipe,
+    repo_options,
+    resolve_repo,
+    select_patches,
+)
+from patchkit.core.errors import CheckFailed, ConfigError
+from patchkit.core.log import log
+from patchkit.git.repo import parse_range
 from patchkit.upkeep.check import (
     BisectReport,
     CheckReport,
@@ -27,15 +35,7 @@ from patchkit.upkeep.check import (
     check_range,
     check_series,
 )
-from patchkit.cli._common import (
-    load_optional_recipe,
-    repo_options,
-    resolve_repo,
-    select_patches,
-)
-from patchkit.core.errors import CheckFailed, ConfigError
-from patchkit.git.repo import parse_range
-from patchkit.core.log import log
+from patchkit.upkeep.scratch import PatchVerdict, Status
 
 __all__ = ["COMMANDS", "render_bisect", "render_check"]
 

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import click
 
+from patchkit.build.pe import apply_stack_edit, pe_info, plan_stack_edit
 from patchkit.core.errors import FatalError
 from patchkit.core.log import log
-from patchkit.build.pe import apply_stack_edit, pe_info, plan_stack_edit
 from patchkit.model.units import format_size, parse_size
 
 __all__ = ["COMMANDS", "pe_info_cmd", "pe_stack_cmd"]

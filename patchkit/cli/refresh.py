@@ -34,8 +34,8 @@ __all__ = ["COMMANDS"]
 @repo_options
 @click.pass_context
 def refresh_cmd(ctx: click.Context, recipe: str | None, onto: str | None, cont: bool, abort: bool,
-                base: str | None, move_pin: bool, workdir: Path | None, repo: Path | None, upstream: str | None,
-                all_: bool) -> None:
+                base: str | None, move_pin: bool, workdir: Path | None, repo: Path | None,
+                upstream: str | None, all_: bool) -> None:
     """Rebase the series onto COMMIT (3-way), rewriting patch files and their hashes.
 
     The work happens in a scratch repo (--workdir, default in the cache). On a
@@ -57,7 +57,7 @@ def refresh_cmd(ctx: click.Context, recipe: str | None, onto: str | None, cont: 
             result = refresh_continue(workdir)
     else:
         need_recipe = not all_ or move_pin or (repo is None and upstream is None)
-        project, series, rec = load_optional_recipe(ctx, recipe, need_recipe)
+        _project, series, rec = load_optional_recipe(ctx, recipe, need_recipe)
         if move_pin and rec is None:
             raise ConfigError("--move-pin needs a recipe")
         patches = select_patches(series, rec, all_)
@@ -66,7 +66,8 @@ def refresh_cmd(ctx: click.Context, recipe: str | None, onto: str | None, cont: 
         with log.step(f"refresh {len(patches)} patches onto {onto}"):
             result = refresh_start(RefreshOptions(
                 repo=repo_path, patches=patches, patches_dir=series.directory, onto=onto,
-                base=base or (rec.upstream.commit if rec else None), workdir=workdir, recipe_path=rec.path if rec else None, move_pin=move_pin))
+                base=base or (rec.upstream.commit if rec else None), workdir=workdir,
+                recipe_path=rec.path if rec else None, move_pin=move_pin))
     for f in result.updated:
         log.info(f"updated   {f}")
     for f in result.unchanged:

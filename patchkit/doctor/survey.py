@@ -14,10 +14,10 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from patchkit.build.cuda.plan import preflight, toolkits_for
+from patchkit.build.cuda.toolkit import CudaToolkit, Runner, default_runner, find_toolkit, site_dirs
 from patchkit.core.errors import FatalError
 from patchkit.model.recipe import Recipe, list_recipes, load_recipe
 from patchkit.model.series import Series
-from patchkit.build.cuda.toolkit import Runner, CudaToolkit, default_runner, find_toolkit, site_dirs
 
 __all__ = ["Report", "Tool", "Verdict", "build_report", "host_os", "recipe_verdict", "survey"]
 

@@ -8,6 +8,7 @@ blob fetches a partial (blobless) clone does on its own. Git runs with
 from __future__ import annotations
 
 import dataclasses
+import itertools
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
@@ -110,7 +111,7 @@ class Git:
         return {s: self._commit_cache[s] for s in shas}
 
     def _remember(self, line: str) -> CommitInfo:
-        sha, date, subject = (line.split("\x1f") + ["", ""])[:3]
+        sha, date, subject = ([*line.split("\x1f"), "", ""])[:3]
         info = CommitInfo(sha=sha, date=date, subject=subject)
         self._commit_cache[sha] = info
         return info
@@ -149,7 +150,7 @@ class Git:
         result = [dict(state)]
         if len(commits) == 1:
             return result
-        feed = "".join(f"{cur} {prev}\n" for prev, cur in zip(commits, commits[1:]))
+        feed = "".join(f"{cur} {prev}\n" for prev, cur in itertools.pairwise(commits))
         raw = self._run(["diff-tree", "--stdin", "--always", "-r", "-z", "--no-abbrev",
                          "--no-renames", "--", *paths], input=feed.encode()).data
         fields = raw.split(b"\0")

@@ -18,14 +18,14 @@ from patchkit.core.text import did_you_mean
 
 __all__ = [
     "HEADER_KEYS",
-    "Conflict",
-    "Offset",
     "SYMLINK_MODE",
+    "Conflict",
     "FileDiff",
     "Hunk",
+    "Offset",
     "ParsedDiff",
-    "parse_diff",
     "parse_apply_output",
+    "parse_diff",
     "parse_header",
 ]
 

@@ -13,11 +13,11 @@ from pathlib import Path
 from typing import Any
 
 from patchkit.core.errors import PEError, RecipeError
-from patchkit.model.units import PAGE_SIZE, parse_size
-from patchkit.model.cuda import CudaArchs, check_cuda_build, resolve_archs
-from patchkit.model.series import Patch, Series
 from patchkit.core.fs import sha256_bytes
 from patchkit.core.text import did_you_mean
+from patchkit.model.cuda import CudaArchs, check_cuda_build, resolve_archs
+from patchkit.model.series import Patch, Series
+from patchkit.model.units import PAGE_SIZE, parse_size
 
 if sys.version_info >= (3, 11):
     import tomllib

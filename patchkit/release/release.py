@@ -39,19 +39,19 @@ from pathlib import Path
 from typing import Any
 
 from patchkit import __version__
-from patchkit.release.archive import Member, read_archive, write_archive
-from patchkit.model.buildinfo import read_build_info
-from patchkit.release.names import archive_name, variant_name
 from patchkit.core.errors import ConfigError, ReleaseError
-from patchkit.core.paths import cache_dir
-from patchkit.model.recipe import Recipe
 from patchkit.core.fs import atomic_write_bytes, sha256_file
+from patchkit.core.paths import cache_dir
+from patchkit.model.buildinfo import read_build_info
+from patchkit.model.recipe import Recipe
+from patchkit.release.archive import Member, read_archive, write_archive
+from patchkit.release.names import archive_name, variant_name
 
 __all__ = [
     "MANIFEST_SCHEMA",
+    "SUMS",
     "ReleaseOptions",
     "ReleaseResult",
-    "SUMS",
     "dump_manifest",
     "read_sums",
     "release",

@@ -21,11 +21,11 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from patchkit.release.archive import ARCHIVE_SUFFIXES, archive_kind, check_archive, read_archive
 from patchkit.core.errors import ReleaseError
+from patchkit.core.fs import sha256_file
+from patchkit.release.archive import ARCHIVE_SUFFIXES, archive_kind, check_archive, read_archive
 from patchkit.release.names import archive_name, variant_name
 from patchkit.release.release import SUMS, dump_manifest, read_sums
-from patchkit.core.fs import sha256_file
 
 __all__ = ["VerifyReport", "verify_dir"]
 

@@ -236,7 +236,7 @@ class RpcClient:
         except socket.gaierror as e:
             raise RpcUnreachable(f"{self.endpoint}: cannot resolve host ({e.strerror})",
                                  hint="check the host name") from None
-        except (TimeoutError, socket.timeout):
+        except TimeoutError:
             raise RpcUnreachable(
                 f"{self.endpoint}: no TCP connection within {self.timeout:g}s",
                 hint="check the address and any firewall, or raise --timeout") from None
@@ -258,7 +258,7 @@ class RpcClient:
             raise RpcClosed(f"{self.endpoint}: not connected")
         try:
             sock.sendall(data)
-        except (TimeoutError, socket.timeout):
+        except TimeoutError:
             raise self._timeout(what) from None
         except OSError:
             raise RpcClosed(f"{self.endpoint}: connection closed while sending {what}") from None
@@ -271,7 +271,7 @@ class RpcClient:
         while len(buf) < n:
             try:
                 chunk = sock.recv(n - len(buf))
-            except (TimeoutError, socket.timeout):
+            except TimeoutError:
                 raise self._timeout(what) from None
             except OSError:
                 chunk = b""

@@ -18,15 +18,15 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from patchkit.core.enums import StrEnum
+from patchkit.core.errors import ConfigError, PatchError, SourceError
+from patchkit.git.repo import CommitInfo, Git, TreeEntry
+from patchkit.model.patchfile import Hunk, parse_apply_output, parse_diff
+from patchkit.model.series import Patch
 from patchkit.upkeep.scratch import (
     PatchVerdict,
     Scratch,
     Status,
 )
-from patchkit.core.errors import ConfigError, PatchError, SourceError
-from patchkit.git.repo import CommitInfo, Git, TreeEntry
-from patchkit.model.patchfile import Hunk, parse_apply_output, parse_diff
-from patchkit.model.series import Patch
 
 __all__ = [
     "BisectReport",
@@ -192,9 +192,10 @@ class _Engine:
         since "FROM is an ancestor" only turns true and "is an ancestor of TO" only false."""
         n = len(chain)
         cols: list[list[bool]] = []
+        anc = self.git.is_ancestor
         for lo, hi in self.bounds:
-            start = 0 if lo is None else _first_true(n, lambda i: self.git.is_ancestor(lo, chain[i]))
-            stop = n if hi is None else _first_true(n, lambda i: not self.git.is_ancestor(chain[i], hi))
+            start = 0 if lo is None else _first_true(n, lambda i, lo=lo: anc(lo, chain[i]))
+            stop = n if hi is None else _first_true(n, lambda i, hi=hi: not anc(chain[i], hi))
             cols.append([start <= i < stop for i in range(n)])
         return [tuple(col[i] for col in cols) for i in range(n)]
 

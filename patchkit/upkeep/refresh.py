@@ -32,19 +32,19 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TypeVar
 
-from patchkit.model.patchfile import parse_diff
-from patchkit.upkeep.check import in_when_range
 from patchkit.core.errors import PatchError, RecipeError
+from patchkit.core.fs import atomic_write_json, sha256_bytes, sha256_file
 from patchkit.core.proc import RunResult
 from patchkit.git.repo import Git, TreeEntry
 from patchkit.git.runner import run_git, scratch_env
+from patchkit.model.patchfile import parse_diff
 from patchkit.model.series import Patch
-from patchkit.core.fs import atomic_write_json, sha256_bytes, sha256_file
+from patchkit.upkeep.check import in_when_range
 
 __all__ = [
+    "STATE_FILE",
     "RefreshOptions",
     "RefreshResult",
-    "STATE_FILE",
     "move_recipe_pin",
     "refresh_abort",
     "refresh_continue",

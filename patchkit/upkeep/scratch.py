@@ -18,8 +18,8 @@ from pathlib import Path
 
 from patchkit.core.enums import StrEnum
 from patchkit.git.repo import TreeEntry
-from patchkit.model.patchfile import Conflict, Offset
 from patchkit.git.runner import run_git, scratch_env
+from patchkit.model.patchfile import Conflict, Offset
 
 __all__ = [
     "PatchVerdict",

@@ -22,30 +22,30 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from patchkit.core.errors import CudaError, RecipeError, ToolMissing
-from patchkit.model.buildinfo import CudaRecord
-from patchkit.model.cuda import CudaArchs, family_of
 from patchkit.build.cuda.toolkit import (
     TOOLKIT_LIMITS,
-    Runner,
     CudaToolkit,
+    Runner,
     default_runner,
     find_toolkit,
     limits_for,
 )
+from patchkit.core.errors import CudaError, RecipeError, ToolMissing
+from patchkit.model.buildinfo import CudaRecord
+from patchkit.model.cuda import CudaArchs, family_of
 
 if TYPE_CHECKING:
     from patchkit.model.recipe import Recipe
 
 __all__ = [
+    "CudaPlan",
     "build_env",
     "build_info",
-    "CudaPlan",
-    "cuda_files",
-    "prepare",
     "cmake_defines",
+    "cuda_files",
     "parse_cuobjdump_list",
     "preflight",
+    "prepare",
     "prove_archs",
     "toolkits_for",
 ]
@@ -158,7 +158,7 @@ def _on(flag: bool) -> str:
 
 
 def cmake_defines(recipe: Recipe, archs: CudaArchs, toolkit: CudaToolkit, *,
-                  ccache: str | None | bool = True) -> dict[str, str]:
+                  ccache: str | bool | None = True) -> dict[str, str]:
     """The CMake cache entries a CUDA build needs (they win over the recipe's defines).
 
     ``ccache``: True = use ccache when it is on PATH, False/None = never, a str = that path.
@@ -289,7 +289,7 @@ class CudaPlan:
 
 
 def prepare(recipe: Recipe, *, cuda_root: Path | None = None,
-            env: Mapping[str, str] | None = None, ccache: str | None | bool = True,
+            env: Mapping[str, str] | None = None, ccache: str | bool | None = True,
             run: Runner = default_runner, sites: Sequence[Path] | None = None) -> CudaPlan:
     """Everything before configuring: validate, find the toolkit, refuse early, the defines."""
     if recipe.cuda is None:

@@ -18,8 +18,8 @@ from __future__ import annotations
 import dataclasses
 import os
 import re
-import site
 import shutil
+import site
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -28,11 +28,11 @@ from patchkit.core.errors import ToolMissing
 from patchkit.core.proc import run
 
 __all__ = [
+    "TOOLKIT_LIMITS",
     "Cublas",
+    "CudaToolkit",
     "HostCompiler",
     "Runner",
-    "TOOLKIT_LIMITS",
-    "CudaToolkit",
     "ToolkitLimits",
     "default_runner",
     "find_cublas",
@@ -336,7 +336,8 @@ def _candidates(spec_root: str | None, cuda_root: Path | None, env: Mapping[str,
 
 def _default_roots(windows: bool) -> list[Path]:
     if windows:
-        base = Path(os.environ.get("ProgramFiles", r"C:\Program Files")) / "NVIDIA GPU Computing CudaToolkit" / "CUDA"
+        program_files = os.environ.get("ProgramFiles", r"C:\Program Files")  # noqa: SIM112
+        base = Path(program_files) / "NVIDIA GPU Computing Toolkit" / "CUDA"
         return sorted(base.glob("v*"), reverse=True)
     return [Path("/usr/local/cuda"), *sorted(Path("/usr/local").glob("cuda-*"), reverse=True)]
 
@@ -405,7 +406,7 @@ def find_toolkit(spec: object | None, cuda_root: Path | None, env: Mapping[str, 
     """Locate and probe the toolkit a recipe's [cuda] section (a CudaSpec, or None) asks for.
 
     ``default_roots``: install folders tried last (default: /usr/local/cuda*, or
-    ``%ProgramFiles%/NVIDIA GPU Computing CudaToolkit/CUDA/v*``).
+    ``%ProgramFiles%/NVIDIA GPU Computing Toolkit/CUDA/v*``).
     """
     spec_root = getattr(spec, "toolkit_root", None)
     host_cmd = getattr(spec, "host_compiler", None)
