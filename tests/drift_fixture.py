@@ -19,14 +19,14 @@ from upstream_fixture import commit_files, git
 
 __all__ = [
     "CLI_PATCH_BODY",
-    "DriftUpstream",
     "GUARD_COMMENT_PATCH_BODY",
     "GUARD_PATCH_BODY",
     "README_PATCH_BODY",
+    "DriftUpstream",
     "make_drift_upstream",
     "make_project",
-    "standard_patches",
     "patch_header",
+    "standard_patches",
 ]
 
 RPC = """\

@@ -12,7 +12,7 @@ import os
 import subprocess
 from pathlib import Path
 
-__all__ = ["FixtureUpstream", "GIT_ENV", "git", "make_upstream", "commit_files"]
+__all__ = ["GIT_ENV", "FixtureUpstream", "commit_files", "git", "make_upstream"]
 
 GIT_ENV = {
     "GIT_AUTHOR_NAME": "Fixture Author",
