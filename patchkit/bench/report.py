@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import io
 from pathlib import Path
+from typing import Any
 
 from patchkit.bench.result import Measurement, PointResult
 from patchkit.bench.run import BenchReport
@@ -120,7 +121,7 @@ class PlotInfo:
     panels: dict[str, tuple[int, int]]  # panel kind -> (left, right) pixel columns of its axes
 
 
-def _panel(ax, points: tuple[PointResult, ...], kind: str, title: str,
+def _panel(ax: Any, points: tuple[PointResult, ...], kind: str, title: str,
            best: PointResult | None) -> list[float | None]:
     ys = list(range(len(points)))
     values: list[float | None] = []

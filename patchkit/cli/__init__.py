@@ -51,7 +51,8 @@ class _Group(click.Group):
         if module is None:
             return None
         mod = importlib.import_module(f"patchkit.cli.{module}")
-        return next(c for c in mod.COMMANDS if c.name == cmd_name)
+        command: click.Command = next(c for c in mod.COMMANDS if c.name == cmd_name)
+        return command
 
     def resolve_command(self, ctx: click.Context, args: list[str]):  # type: ignore[no-untyped-def]
         name = args[0] if args else ""

@@ -12,6 +12,7 @@ import io
 import json
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import click
 from rich.console import Console
@@ -61,7 +62,7 @@ def render_check(report: CheckReport, *, group: bool) -> Table:
     table.add_column("commit")
     for name in report.patches:
         table.add_column(name)
-    rows: list[list] = []  # [first, last, count, results]
+    rows: list[list[Any]] = []  # [first, last, count, results]
     for ref in report.refs:
         labels = tuple((r.label, r.note) for r in ref.results)
         if group and rows and rows[-1][3] == labels:

@@ -15,7 +15,7 @@ from patchkit.model.units import format_size, parse_size
 __all__ = ["COMMANDS", "pe_info_cmd", "pe_stack_cmd"]
 
 
-class _Size(click.ParamType):
+class _Size(click.ParamType):  # type: ignore[type-arg, unused-ignore]
     name = "SIZE"
 
     def convert(self, value: object, param: click.Parameter | None,

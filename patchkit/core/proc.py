@@ -97,18 +97,17 @@ class RunResult:
 def _popen(args: Sequence[str], *, env: Mapping[str, str] | None, cwd: StrPath | None,
            stdin: int | IO[bytes] | None, stdout: int | IO[bytes] | None,
            stderr: int | IO[bytes] | None) -> subprocess.Popen[bytes]:
-    kwargs: dict[str, object] = {}
+    env_arg = None if env is None else dict(env)
     if sys.platform == "win32":
-        kwargs["creationflags"] = subprocess.CREATE_NEW_PROCESS_GROUP
-    else:
-        kwargs["start_new_session"] = True
-    proc = subprocess.Popen(list(args), stdin=stdin, stdout=stdout, stderr=stderr,  # type: ignore[call-overload]
-                            env=None if env is None else dict(env), cwd=cwd, **kwargs)
-    if sys.platform == "win32":
+        proc = subprocess.Popen(list(args), stdin=stdin, stdout=stdout, stderr=stderr, env=env_arg,
+                                cwd=cwd, creationflags=subprocess.CREATE_NEW_PROCESS_GROUP)
         from patchkit.core import _winjob
 
         _winjob.attach(proc)
-    return proc  # type: ignore[no-any-return]
+    else:
+        proc = subprocess.Popen(list(args), stdin=stdin, stdout=stdout, stderr=stderr, env=env_arg,
+                                cwd=cwd, start_new_session=True)
+    return proc
 
 
 def _signal_group(proc: subprocess.Popen[bytes], kill: bool) -> None:

@@ -163,11 +163,11 @@ class Git:
                 continue
             if f.startswith(b":"):
                 _om, nm, _oo, no, _st = f[1:].decode().split()
-                name = fields[i + 1].decode("utf-8", "surrogateescape")
+                path = fields[i + 1].decode("utf-8", "surrogateescape")
                 if no == _NULL_OID:
-                    state.pop(name, None)
+                    state.pop(path, None)
                 else:
-                    state[name] = TreeEntry(mode=nm, oid=no)
+                    state[path] = TreeEntry(mode=nm, oid=no)
                 i += 2
                 continue
             # a header (the commit sha, possibly followed by a newline): a new commit starts

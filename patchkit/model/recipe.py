@@ -22,7 +22,7 @@ from patchkit.model.units import PAGE_SIZE, parse_size
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover
-    import tomli as tomllib
+    import tomli as tomllib  # type: ignore[import-not-found, unused-ignore]
 
 __all__ = [
     "BuildSpec",
@@ -187,7 +187,7 @@ class _Ctx:
         return resolved
 
     def section(self, data: dict[str, Any], name: str, *, required: bool = False) -> dict[str, Any] | None:
-        table = self.get(data, name, dict, None, required=required)
+        table: dict[str, Any] | None = self.get(data, name, dict, None, required=required)
         if table is not None:
             self.check_keys(table, name)
         return table

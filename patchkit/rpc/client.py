@@ -145,7 +145,7 @@ class RpcTensor:
         flags, i = f[i], i + 1
         src, i = tuple(f[i:i + s]), i + s
         view_src, view_offs, data, name = f[i:i + 4]
-        return cls(id=f[0], type=f[1], buffer=f[2], ne=ne, nb=nb, op=op,  # type: ignore[arg-type]
+        return cls(id=f[0], type=f[1], buffer=f[2], ne=ne, nb=nb, op=op,
                    op_params=op_params, flags=flags, src=src, view_src=view_src,
                    view_offs=view_offs, data=data,
                    name=name.split(b"\0", 1)[0].decode("utf-8", "replace"))
@@ -344,7 +344,7 @@ class RpcClient:
         return Version(major=raw[0], minor=raw[1], patch=raw[2])
 
     def device_count(self) -> int:
-        return _U32.unpack(self.call(Cmd.DEVICE_COUNT, b"", _U32.size))[0]
+        return int(_U32.unpack(self.call(Cmd.DEVICE_COUNT, b"", _U32.size))[0])
 
     def get_device_memory(self, device: int) -> tuple[int, int]:
         """(free, total) bytes."""
@@ -353,10 +353,10 @@ class RpcClient:
         return free, total
 
     def get_alignment(self, device: int) -> int:
-        return _U64.unpack(self.call(Cmd.GET_ALIGNMENT, _U32.pack(device), _U64.size))[0]
+        return int(_U64.unpack(self.call(Cmd.GET_ALIGNMENT, _U32.pack(device), _U64.size))[0])
 
     def get_max_size(self, device: int) -> int:
-        return _U64.unpack(self.call(Cmd.GET_MAX_SIZE, _U32.pack(device), _U64.size))[0]
+        return int(_U64.unpack(self.call(Cmd.GET_MAX_SIZE, _U32.pack(device), _U64.size))[0])
 
     def alloc_buffer(self, device: int, size: int) -> tuple[int, int]:
         """(remote_ptr, remote_size); remote_ptr 0 means the server could not allocate."""
@@ -365,7 +365,7 @@ class RpcClient:
         return ptr, got
 
     def buffer_get_base(self, remote_ptr: int) -> int:
-        return _U64.unpack(self.call(Cmd.BUFFER_GET_BASE, _U64.pack(remote_ptr), _U64.size))[0]
+        return int(_U64.unpack(self.call(Cmd.BUFFER_GET_BASE, _U64.pack(remote_ptr), _U64.size))[0])
 
     def free_buffer(self, remote_ptr: int) -> None:
         self.call(Cmd.FREE_BUFFER, _U64.pack(remote_ptr), 0)

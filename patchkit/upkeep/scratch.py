@@ -55,7 +55,7 @@ class PatchVerdict:
         if self.status is Status.OFFSET:
             return "applies-with-offset (" + ", ".join(
                 f"{o.file}:{o.hunk} {o.lines:+d}" for o in self.offsets) + ")"
-        return self.status.value
+        return str(self.status.value)
 
     def to_json(self) -> dict[str, object]:
         return {

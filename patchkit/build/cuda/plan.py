@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING
 from patchkit.build.cuda.toolkit import (
     TOOLKIT_LIMITS,
     CudaToolkit,
+    HostCompiler,
     Runner,
     default_runner,
     find_toolkit,
@@ -79,11 +80,11 @@ def _host_hint(sms: Sequence[int]) -> str:
     return "; ".join(parts)
 
 
-def preflight(archs: CudaArchs, toolkit: CudaToolkit, host_compiler: object | None = None, *,
+def preflight(archs: CudaArchs, toolkit: CudaToolkit, host_compiler: HostCompiler | None = None, *,
               need_cublas: bool = True, need_cuobjdump: bool = True) -> list[str]:
     """Refuse, before configuring, what this toolkit cannot build; return notes to show.
 
-    ``host_compiler`` (a HostCompiler) defaults to the one find_toolkit picked.
+    ``host_compiler`` defaults to the one find_toolkit picked.
     Raises CudaError (exit 13) for archs / host compiler / cuBLAS problems, ToolMissing
     when the host compiler or cuobjdump is missing.
     """

@@ -231,10 +231,10 @@ def find_cublas(root: Path, major: int, sites: Sequence[Path], *, windows: bool)
     # wheel layouts: nvidia/cu13/{lib,include} (CUDA 13), nvidia/cublas/{lib,include} (cu12)
     for sp in sites:
         for base in (sp / "nvidia" / f"cu{major}", sp / "nvidia" / "cublas"):
-            lib = _first([base / "lib" / f"libcublas.so.{major}", base / "lib" / "libcublas.so"])
-            lt = _first([base / "lib" / f"libcublasLt.so.{major}", base / "lib" / "libcublasLt.so"])
-            if lib and lt and (base / "include" / "cublas_v2.h").is_file():
-                return Cublas(library=lib, lt_library=lt, include_dir=base / "include",
+            wlib = _first([base / "lib" / f"libcublas.so.{major}", base / "lib" / "libcublas.so"])
+            wlt = _first([base / "lib" / f"libcublasLt.so.{major}", base / "lib" / "libcublasLt.so"])
+            if wlib and wlt and (base / "include" / "cublas_v2.h").is_file():
+                return Cublas(library=wlib, lt_library=wlt, include_dir=base / "include",
                               source="wheel")
     return None
 
