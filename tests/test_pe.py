@@ -105,7 +105,7 @@ def write(tmp_path: Path, name: str, data: bytes) -> Path:
 
 
 def leftovers(folder: Path) -> list[str]:
-    return sorted(p.name for p in folder.iterdir() if p.name.endswith(".pk-tmp"))
+    return sorted(p.name for p in folder.iterdir() if p.name.startswith(".") and p.name.endswith(".tmp"))
 
 
 # ---------------------------------------------------------------- sizes

@@ -16,16 +16,15 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import stat
 import struct
 import sys
-import tempfile
 from array import array
 from pathlib import Path
 
 import pefile
 
 from patchkit.core.errors import PEError
+from patchkit.core.fs import atomic_file
 from patchkit.model.units import PAGE_SIZE, format_size, parse_size
 
 __all__ = [
@@ -361,7 +360,7 @@ def _verify(plan: StackPlan, tmp: Path, label: str) -> int:
 
 
 def apply_stack_edit(plan: StackPlan, *, label: str | None = None) -> StackEdit:
-    """Write a planned edit: temp file, verify, os.replace (permissions kept)."""
+    """Write a planned edit: temp file, verify, rename over the original (core.fs)."""
     label = label or str(plan.before.path)
     before = plan.before
     if plan.new_data is None:
@@ -371,26 +370,14 @@ def apply_stack_edit(plan: StackPlan, *, label: str | None = None) -> StackEdit:
                          checksum_after=before.checksum, changed=False)
     target = plan.path
     try:
-        mode = stat.S_IMODE(target.stat().st_mode)
-        fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".pk-tmp",
-                                        dir=target.parent)
-    except OSError as e:
-        raise _fail(label, f"cannot write next to the file: {e.strerror or e}") from None
-    tmp = Path(tmp_name)
-    try:
-        with os.fdopen(fd, "wb") as f:
+        with atomic_file(target) as (f, tmp):  # permissions kept
             f.write(plan.new_data)
             f.flush()
-            os.fsync(f.fileno())
-        os.chmod(tmp, mode)
-        checksum = _verify(plan, tmp, label)
-        os.replace(tmp, target)
-    except BaseException as e:
-        tmp.unlink(missing_ok=True)
-        if isinstance(e, OSError):
-            raise _fail(label, f"cannot write the edited file: {e.strerror or e}; "
-                               "the original is unchanged") from None
-        raise
+            os.fsync(f.fileno())  # verify what is on disk, exactly what gets renamed
+            checksum = _verify(plan, tmp, label)
+    except OSError as e:
+        raise _fail(label, f"cannot write the edited file: {e.strerror or e}; "
+                           "the original is unchanged") from None
     after = _info(plan.before.path, _read(target))
     if (after.stack_reserve, after.stack_commit, after.checksum) != (plan.reserve, plan.commit,
                                                                      checksum):

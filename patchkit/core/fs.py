@@ -1,20 +1,32 @@
-"""Files: hashing, atomic writes."""
+"""Files: hashing, and writes that are never seen half done.
+
+Every write goes to a temp file in the target's folder, is flushed to disk, and is then
+renamed over the target with ``os.replace`` (atomic on POSIX and on Windows, same
+volume): readers see the old file or the new one, never a mix. On any error (Ctrl-C
+included) the temp file is removed and the target is untouched.
+"""
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
+import stat
 import tempfile
+from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 __all__ = [
+    "atomic_file",
     "atomic_write_bytes",
     "atomic_write_json",
+    "atomic_write_many",
     "atomic_write_text",
     "sha256_bytes",
     "sha256_file",
+    "sha256_stream",
 ]
 
 
@@ -22,33 +34,51 @@ def sha256_bytes(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def sha256_file(path: Path) -> str:
+def sha256_stream(f: IO[bytes]) -> str:
     h = hashlib.sha256()
-    with path.open("rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
+    for chunk in iter(lambda: f.read(1 << 20), b""):
+        h.update(chunk)
     return h.hexdigest()
 
 
-def atomic_write_bytes(path: Path, data: bytes, *, mode: int | None = None) -> None:
-    """Write via a temp file in the same directory, fsync, then os.replace.
+def sha256_file(path: Path) -> str:
+    with path.open("rb") as f:
+        return sha256_stream(f)
 
-    os.replace is atomic on POSIX and on Windows (same volume), so readers see
-    either the old file or the new one, never a half-written one.
+
+def _temp_beside(path: Path) -> tuple[int, Path]:
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    return fd, Path(tmp)
+
+
+@contextlib.contextmanager
+def atomic_file(path: Path, *, mode: int | None = None) -> Iterator[tuple[IO[bytes], Path]]:
+    """``with atomic_file(p) as (f, tmp):`` write ``f`` (a binary file open for read and
+    write); when the block ends without an error, ``tmp`` is synced and renamed to ``p``.
+
+    ``mode``: the new file's permissions (default: the old file's, else 0o644 minus umask).
+    Code in the block may check ``tmp`` (after ``f.flush()``) and raise to keep the old file.
     """
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    if mode is None and path.exists():
+        mode = stat.S_IMODE(path.stat().st_mode)
+    fd, tmp = _temp_beside(path)
     try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
+        with os.fdopen(fd, "w+b") as f:
+            yield f, tmp
             f.flush()
             os.fsync(f.fileno())
         if mode is not None:
             os.chmod(tmp, mode)
         os.replace(tmp, path)
     except BaseException:
-        Path(tmp).unlink(missing_ok=True)
+        tmp.unlink(missing_ok=True)
         raise
+
+
+def atomic_write_bytes(path: Path, data: bytes, *, mode: int | None = None) -> None:
+    with atomic_file(path, mode=mode) as (f, _):
+        f.write(data)
 
 
 def atomic_write_text(path: Path, text: str, *, mode: int | None = None) -> None:
@@ -57,3 +87,25 @@ def atomic_write_text(path: Path, text: str, *, mode: int | None = None) -> None
 
 def atomic_write_json(path: Path, obj: Any) -> None:
     atomic_write_text(path, json.dumps(obj, indent=2, sort_keys=True) + "\n")
+
+
+def atomic_write_many(files: Mapping[Path, bytes]) -> None:
+    """Write every file to a temp sibling first, then rename them all into place: an
+    error while writing leaves every target as it was (permissions are kept)."""
+    staged: list[tuple[Path, Path]] = []
+    try:
+        for path, data in files.items():
+            fd, tmp = _temp_beside(path)
+            staged.append((path, tmp))
+            with os.fdopen(fd, "wb") as f:
+                f.write(data)
+                f.flush()
+                os.fsync(f.fileno())
+            if path.exists():
+                os.chmod(tmp, stat.S_IMODE(path.stat().st_mode))
+    except BaseException:
+        for _, tmp in staged:
+            tmp.unlink(missing_ok=True)
+        raise
+    for path, tmp in staged:
+        os.replace(tmp, path)

@@ -19,16 +19,17 @@ import dataclasses
 import gzip
 import hashlib
 import io
-import os
 import shutil
 import stat
 import tarfile
-import tempfile
 import time
 import zipfile
 import zlib
 from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import IO
+
+from patchkit.core.fs import atomic_file, sha256_stream
 
 __all__ = [
     "ARCHIVE_SUFFIXES",
@@ -109,7 +110,7 @@ def _sorted(members: Sequence[Member]) -> list[Member]:
     return sorted(members, key=lambda m: m.name)
 
 
-def _write_tar_gz(f: io.BufferedIOBase, root: str, members: Sequence[Member], mtime: int) -> None:
+def _write_tar_gz(f: IO[bytes], root: str, members: Sequence[Member], mtime: int) -> None:
     with gzip.GzipFile(filename="", mode="wb", fileobj=f, mtime=0, compresslevel=_LEVEL) as gz:
         with tarfile.open(fileobj=gz, mode="w", format=tarfile.PAX_FORMAT) as tar:
             for m in _sorted(members):
@@ -124,7 +125,7 @@ def _write_tar_gz(f: io.BufferedIOBase, root: str, members: Sequence[Member], mt
                     tar.addfile(info, src)
 
 
-def _write_zip(f: io.BufferedIOBase, root: str, members: Sequence[Member], mtime: int) -> None:
+def _write_zip(f: IO[bytes], root: str, members: Sequence[Member], mtime: int) -> None:
     date_time = zip_date_time(mtime)
     with zipfile.ZipFile(f, mode="w", compression=zipfile.ZIP_DEFLATED,
                          compresslevel=_LEVEL) as zf:
@@ -149,31 +150,15 @@ def write_archive(path: Path, root: str, members: Sequence[Member], *, mtime: in
     interrupted run leaves no half archive. Returns the archive's sha256.
     """
     kind = archive_kind(path.name)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w+b") as f:
-            if kind == "zip":
-                _write_zip(f, root, members, mtime)
-            else:
-                _write_tar_gz(f, root, members, mtime)
-            f.flush()
-            os.fsync(f.fileno())
-            f.seek(0)
-            digest = _hash_stream(f)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    with atomic_file(path, mode=0o644) as (f, _):
+        if kind == "zip":
+            _write_zip(f, root, members, mtime)
+        else:
+            _write_tar_gz(f, root, members, mtime)
+        f.flush()
+        f.seek(0)
+        digest = sha256_stream(f)
     return digest
-
-
-def _hash_stream(f: io.BufferedIOBase) -> str:
-    h = hashlib.sha256()
-    for chunk in iter(lambda: f.read(1 << 20), b""):
-        h.update(chunk)
-    return h.hexdigest()
 
 
 def read_archive(path: Path, keep: Sequence[str] = ()) -> list[EntryInfo]:

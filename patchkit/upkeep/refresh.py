@@ -27,13 +27,12 @@ import os
 import re
 import shutil
 import stat
-import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TypeVar
 
 from patchkit.core.errors import PatchError, RecipeError
-from patchkit.core.fs import atomic_write_json, sha256_bytes, sha256_file
+from patchkit.core.fs import atomic_write_json, atomic_write_many, sha256_bytes, sha256_file
 from patchkit.core.proc import RunResult
 from patchkit.git.repo import Git, TreeEntry
 from patchkit.git.runner import run_git, scratch_env
@@ -423,7 +422,7 @@ def _finish(workdir: Path, state: RefreshState) -> RefreshResult:
         if new_text != text:
             writes[rpath] = new_text.encode("utf-8")
             pin_moved = True
-    _write_all(writes)
+    atomic_write_many(writes)
     _rmtree(workdir)
     return RefreshResult(onto=state.onto, updated=tuple(updated),
                          unchanged=tuple(unchanged), skipped=tuple(skipped), pin_moved=pin_moved)
@@ -460,27 +459,6 @@ def move_recipe_pin(text: str, commit: str, *, where: str = "recipe") -> str:
                 lines[n] = c.group(1) + commit + c.group(3)
                 return "".join(lines)
     raise RecipeError(f"{where}: no `commit = \"<40 hex>\"` line in [upstream] to move")
-
-
-def _write_all(files: dict[Path, bytes]) -> None:
-    """Write every file to a temp sibling first, then rename them all into place."""
-    staged: list[tuple[Path, str]] = []
-    try:
-        for path, data in files.items():
-            fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-            staged.append((path, tmp))
-            with os.fdopen(fd, "wb") as f:
-                f.write(data)
-                f.flush()
-                os.fsync(f.fileno())
-            if path.exists():
-                os.chmod(tmp, stat.S_IMODE(path.stat().st_mode))
-    except BaseException:
-        for _, tmp in staged:
-            Path(tmp).unlink(missing_ok=True)
-        raise
-    for path, tmp in staged:
-        os.replace(tmp, path)
 
 
 def _rmtree(path: Path) -> None:
