@@ -15,11 +15,12 @@ ALLOWED: dict[str, set[str]] = {
     "model": {"core"},
     "git": {"core"},
     "rpc": {"core"},
-    "smoke": {"core", "model", "rpc"},
+    "smoke": {"core", "model", "rpc", "weights"},
+    "weights": {"core"},
     "build": {"core", "model", "git", "smoke"},
     "upkeep": {"core", "model", "git"},
     "release": {"core", "model"},
-    "bench": {"core", "model", "rpc", "smoke"},
+    "bench": {"core", "model", "rpc", "smoke", "weights"},
     "doctor": {"core", "model", "build"},
 }
 TOP_LEVEL = {"__init__.py", "__main__.py"}

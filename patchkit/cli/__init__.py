@@ -31,6 +31,7 @@ _COMMANDS = {
     "ci-template": "ci_template",
     "doctor": "doctor",
     "list": "list",
+    "model": "model",
     "pe-info": "pe",
     "pe-stack": "pe",
     "refresh": "refresh",

@@ -96,6 +96,7 @@ class CacheLayout:
         <cache>/repos/<slug>-<hash>.git     one bare clone per upstream (git.cache)
         <cache>/work/<recipe>-<hash>/       worktree src/, build/, state.json, build.log
         <cache>/refresh/<recipe>/           a refresh in progress (upkeep.refresh)
+        <cache>/models/<name>/              real model weights (weights.store)
     """
 
     root: Path
@@ -111,6 +112,10 @@ class CacheLayout:
 
     def refresh(self, label: str) -> Path:
         return self.root / "refresh" / _slug(label)
+
+    @property
+    def models(self) -> Path:
+        return self.root / "models"
 
 
 def cache_layout() -> CacheLayout:

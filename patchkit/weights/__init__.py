@@ -1,0 +1,1 @@
+"""Real model weights, found without a model hub (weights.store)."""
