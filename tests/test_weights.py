@@ -94,7 +94,7 @@ def test_download_failure_says_how_to_work_offline(fake: store.KnownModel,
                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     calls = []
 
-    def pip(args, **kw):  # noqa: ANN001, ANN003, ANN202
+    def pip(args, **kw):
         calls.append(args)
         return RunResult(args=tuple(args), returncode=1, stdout="",
                          stderr="ERROR: Could not find a version that satisfies the requirement",
