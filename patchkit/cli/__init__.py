@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import importlib
 import sys
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -62,6 +64,27 @@ class _Group(click.Group):
 
             ctx.fail(f"No such command '{name}'{did_you_mean(name, _COMMANDS)}.")
         return super().resolve_command(ctx, args)
+
+    def main(self, args: Sequence[str] | None = None, prog_name: str | None = None,
+             complete_var: str | None = None, standalone_mode: bool = True, **extra: Any) -> Any:
+        """click's main, with a bad command line as one line (+ a hint), exit 2."""
+        try:
+            rv = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+        except click.UsageError as e:
+            path = e.ctx.command_path if e.ctx is not None else "patchkit"
+            log.error(e.format_message())
+            log.console.print(f"hint: `{path} --help` lists the arguments and options",
+                              markup=False, style="cyan")
+            sys.exit(e.exit_code)
+        except click.ClickException as e:
+            log.error(e.format_message())
+            sys.exit(e.exit_code)
+        except click.Abort:
+            log.error("interrupted")
+            sys.exit(130)
+        if not standalone_mode:
+            return rv
+        sys.exit(rv if isinstance(rv, int) else 0)
 
     def invoke(self, ctx: click.Context) -> object:
         debug = ctx.find_root().params.get("debug", False)

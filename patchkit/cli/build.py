@@ -21,7 +21,7 @@ __all__ = ["COMMANDS"]
                    "(the pinned commit must be in it).")
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path),
               help="Output folder (default: out/<recipe>).")
-@click.option("-j", "--jobs", type=click.IntRange(min=1), help="Parallel build jobs.")
+@click.option("-j", "--jobs", type=click.IntRange(min=1, max=4096), help="Parallel build jobs (1-4096).")
 @click.option("--clean", is_flag=True, help="Start fresh: new worktree, new build dir.")
 @click.option("--no-smoke", is_flag=True, help="Do not run the smoke checks after building.")
 @click.option("--cuda-root", type=click.Path(file_okay=False, path_type=Path),

@@ -12,11 +12,14 @@ import contextlib
 import hashlib
 import json
 import os
+import shutil
 import stat
 import tempfile
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import IO, Any
+
+from patchkit.core.errors import FatalError
 
 __all__ = [
     "atomic_file",
@@ -24,6 +27,8 @@ __all__ = [
     "atomic_write_json",
     "atomic_write_many",
     "atomic_write_text",
+    "contained",
+    "safe_copy",
     "sha256_bytes",
     "sha256_file",
     "sha256_stream",
@@ -109,3 +114,26 @@ def atomic_write_many(files: Mapping[Path, bytes]) -> None:
         raise
     for path, tmp in staged:
         os.replace(tmp, path)
+
+
+def contained(path: Path, root: Path, *, error: type[FatalError], what: str = "") -> Path:
+    """``path`` with every link followed; ``error`` if that is not inside ``root``.
+
+    What patchkit copies out of a worktree, a build dir or an output folder must come from
+    there: a symlink a patch (or anyone) planted to a host file is refused, never read.
+    """
+    real = path.resolve()
+    base = root.resolve()
+    if not real.is_relative_to(base):
+        where = f"{what}: " if what else ""
+        raise error(f"{where}{path} resolves to {real}, outside {base}: refusing to copy it",
+                    hint="a symlink leaves the folder it belongs to; remove it (or rebuild "
+                         "with --clean)")
+    return real
+
+
+def safe_copy(src: Path, dest: Path, *, root: Path, error: type[FatalError]) -> Path:
+    """Copy ``src`` (which must resolve inside ``root``) to ``dest`` as a plain file."""
+    real = contained(src, root, error=error)
+    shutil.copy2(real, dest, follow_symlinks=True)
+    return dest
