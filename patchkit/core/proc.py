@@ -122,7 +122,11 @@ def _signal_group(proc: subprocess.Popen[bytes], kill: bool) -> None:
 
 
 def stop(proc: subprocess.Popen[bytes], *, grace: float = 2.0) -> None:
-    """Stop a child and its whole group: TERM, ``grace`` seconds, then KILL; reaped."""
+    """Stop a child and its whole group: TERM, ``grace`` seconds, then KILL; reaped.
+
+    The KILL goes to the group even when the leader left in time: a member that ignores
+    TERM (or was started by one that did not wait for it) must not outlive the stop.
+    """
     if proc.poll() is None:
         _signal_group(proc, kill=grace <= 0 or sys.platform == "win32")
         try:
@@ -130,9 +134,8 @@ def stop(proc: subprocess.Popen[bytes], *, grace: float = 2.0) -> None:
         except subprocess.TimeoutExpired:
             _signal_group(proc, kill=True)
             proc.wait()
-    elif sys.platform != "win32":
-        # the leader is gone but members of its group (a daemonised child) may remain
-        with contextlib.suppress(OSError):
+    if sys.platform != "win32":
+        with contextlib.suppress(OSError):  # ESRCH: nothing of the group is left
             os.killpg(proc.pid, signal.SIGKILL)
 
 

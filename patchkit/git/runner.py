@@ -66,6 +66,9 @@ def run_git(cwd: Path | None, *args: str, input: bytes | None = None, check: boo
             identity: bool = False) -> RunResult:
     """``git -C cwd ARGS``; with ``check`` a non-zero exit raises ``error`` (one line)."""
     argv: list[str] = [git_exe(), *(IDENTITY if identity else ())]
+    if identity:  # the user's GIT_AUTHOR_*/GIT_COMMITTER_* would win over -c user.*
+        env = {k: v for k, v in (git_env() if env is None else env).items()
+               if not k.startswith(("GIT_AUTHOR_", "GIT_COMMITTER_"))}
     if cwd is not None:
         argv += ["-C", str(cwd)]
     argv += list(args)
