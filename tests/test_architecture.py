@@ -7,7 +7,9 @@ from pathlib import Path
 
 import pytest
 
-PKG = Path(__file__).resolve().parents[1] / "patchkit"
+from tests.fixtures.paths import PACKAGE
+
+PKG = PACKAGE
 
 # room -> the rooms it may import (besides itself). cli may import anything.
 ALLOWED: dict[str, set[str]] = {

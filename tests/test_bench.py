@@ -18,7 +18,6 @@ from pathlib import Path
 import matplotlib.font_manager  # noqa: F401  (builds its font cache, which runs fc-list, at collection)
 import numpy as np
 import pytest
-from buildinfo_fixture import build_info_json
 
 from patchkit.bench.report import BAR_COLOR, BEST_COLOR, render_markdown, render_png, write_reports
 from patchkit.bench.result import (
@@ -41,8 +40,10 @@ from patchkit.bench.sweep import (
 )
 from patchkit.core.errors import ConfigError
 from patchkit.core.proc import RunResult
+from tests.fixtures.buildinfo import build_info_json
+from tests.fixtures.paths import BENCH_DATA, FAKE_BENCH, FAKE_LLAMA, RPC_SERVER
 
-DATA = Path(__file__).parent / "data" / "bench"
+DATA = BENCH_DATA
 HELP = (DATA / "help-82bb485.txt").read_text()
 RIG = [Device(name="CUDA0", description="NVIDIA GeForce RTX 3070"),
        Device(name="CUDA1", description="Tesla P100-PCIE-16GB"),
@@ -344,8 +345,7 @@ def test_png_with_every_point_failed_still_renders(tmp_path: Path) -> None:
 
 
 def test_latency_from_a_protocol_server() -> None:
-    sys.path.insert(0, str(Path(__file__).parent))
-    from rpc_fake_server import FakeRpcServer
+    from tests.fixtures.rpc_server import FakeRpcServer
 
     with FakeRpcServer("patched", devices=1) as fake:
         (lat,) = measure_latency([f"127.0.0.1:{fake.port}"], count=5)
@@ -355,8 +355,7 @@ def test_latency_from_a_protocol_server() -> None:
 
 # ---- the whole command, with a fake llama-bench replaying real output ---------------------
 
-FAKE = Path(__file__).with_name("fake_bench.py")
-FAKE_LLAMA = Path(__file__).with_name("fake_llama.py")
+FAKE = FAKE_BENCH
 
 
 def _fake_build(tmp_path: Path, *, help_text: str = HELP, fail: dict[str, str] | None = None,
@@ -373,7 +372,7 @@ def _fake_build(tmp_path: Path, *, help_text: str = HELP, fail: dict[str, str] |
         "calls": str(tmp_path / "calls.jsonl"), "fail": fail or {}, "rates": rates or {}}))
     (out / "bin" / "fake.json").write_text(json.dumps({  # for fake_llama's ggml-rpc-server
         "mode": "proto-patched", "piddir": str(tmp_path / "pids"),
-        "tests_dir": str(Path(__file__).parent)}))
+        "rpc_server": str(RPC_SERVER)}))
     (out / "build-info.json").write_text(json.dumps(build_info_json()))
     return out
 
@@ -408,8 +407,7 @@ posix_only = pytest.mark.skipif(sys.platform == "win32", reason="fake binaries a
 @pytest.mark.integration
 @posix_only
 def test_sweep_records_failures_and_goes_on(tmp_path: Path) -> None:
-    sys.path.insert(0, str(Path(__file__).parent))
-    from rpc_fake_server import FakeRpcServer
+    from tests.fixtures.rpc_server import FakeRpcServer
 
     build = _fake_build(tmp_path, fail={"-sm tensor -dev RPC0/RPC1": "abort", "-dev RPC1": "oom"},
                         rates={"-sm tensor": [400.0, 9.9], "-sm layer": [300.0, 7.8]})

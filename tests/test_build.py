@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner, Result
-from conftest import write_patch, write_recipe
-from upstream_fixture import GUARD_PATCH_BODY, FixtureUpstream, commit_files, git
 
 from patchkit.cli import main
 from patchkit.core.lock import cache_lock
 from patchkit.core.paths import cache_dir
+from tests.fixtures.project import write_patch, write_recipe
+from tests.fixtures.upstream import GUARD_PATCH_BODY, FixtureUpstream, commit_files, git
 
 pytestmark = pytest.mark.integration
 EXE = ".exe" if sys.platform == "win32" else ""

@@ -10,18 +10,19 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from conftest import write_recipe
-from upstream_fixture import FixtureUpstream
 
 from patchkit.build.pe import pe_info
 from patchkit.cli import main
+from tests.fixtures.paths import REPO
+from tests.fixtures.project import write_recipe
+from tests.fixtures.upstream import FixtureUpstream
 
 pytestmark = [
     pytest.mark.integration,
     pytest.mark.skipif(shutil.which("x86_64-w64-mingw32-gcc-posix") is None,
                        reason="mingw-w64 is not installed (apt-get install g++-mingw-w64-x86-64)"),
 ]
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = REPO
 
 
 def test_windows_cross_build_edits_rpc_client_stacks(project: Path, upstream: FixtureUpstream,

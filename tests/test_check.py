@@ -9,8 +9,14 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import run_cli
-from drift_fixture import (
+
+from patchkit.core.errors import ConfigError, SourceError
+from patchkit.git.repo import parse_range
+from patchkit.model.patchfile import Hunk, parse_apply_output, parse_diff
+from patchkit.model.series import load_series
+from patchkit.upkeep.check import bisect, check_range, check_series
+from patchkit.upkeep.scratch import Status
+from tests.fixtures.drift import (
     GUARD_PATCH_BODY,
     README_PATCH_BODY,
     RPC,
@@ -19,14 +25,8 @@ from drift_fixture import (
     patch_header,
     standard_patches,
 )
-from upstream_fixture import GIT_ENV, git
-
-from patchkit.core.errors import ConfigError, SourceError
-from patchkit.git.repo import parse_range
-from patchkit.model.patchfile import Hunk, parse_apply_output, parse_diff
-from patchkit.model.series import load_series
-from patchkit.upkeep.check import bisect, check_range, check_series
-from patchkit.upkeep.scratch import Status
+from tests.fixtures.project import run_cli
+from tests.fixtures.upstream import GIT_ENV, git
 
 
 def statuses(doc: dict) -> list[list[str]]:

@@ -2,7 +2,7 @@
 the refusal before configuring, CMake defines, the cubin proof and `patchkit doctor`.
 
 Unit tests replay real tool outputs through a fake Runner and fake toolkit folders.
-The integration tests compile tests/cuda_fixture (one .cu file) for two archs through
+The integration tests compile tests/fixtures/cuda_project (one .cu file) for two archs through
 the real CMake path and read the cubins back with cuobjdump; they skip without nvcc.
 """
 
@@ -51,9 +51,9 @@ from patchkit.doctor.survey import Tool, build_report, recipe_verdict
 from patchkit.model.cuda import FAMILIES, CudaArchs, resolve_archs
 from patchkit.model.recipe import CudaSpec, Recipe, load_recipe
 from patchkit.model.series import Series, load_series
+from tests.fixtures.paths import CUDA_PROJECT, REPO
 
-REPO = Path(__file__).resolve().parent.parent
-FIXTURE = Path(__file__).resolve().parent / "cuda_fixture"
+FIXTURE = CUDA_PROJECT
 
 # Real `nvcc --version` outputs.
 NVCC_13_0 = """\

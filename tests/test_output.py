@@ -7,12 +7,12 @@ import os
 from pathlib import Path
 
 import pytest
-from buildinfo_fixture import build_info_json
 
 from patchkit.build import output
 from patchkit.build.cmake import Artifact
 from patchkit.core.errors import BuildError
 from patchkit.model.buildinfo import BuildInfo, PeEditRecord, StackSizes
+from tests.fixtures.buildinfo import build_info_json
 
 
 def info(version: str) -> BuildInfo:

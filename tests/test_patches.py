@@ -15,8 +15,9 @@ import pytest
 
 from patchkit.core.fs import sha256_file
 from patchkit.model.series import Patch, load_series
+from tests.fixtures.paths import REPO
 
-PATCHES = Path(__file__).resolve().parent.parent / "patches"
+PATCHES = REPO / "patches"
 SHA40 = re.compile(r"^[0-9a-f]{40}$")
 HUNK = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
 RPC_CPP = "ggml/src/ggml-rpc/ggml-rpc.cpp"

@@ -1,7 +1,7 @@
 """patchkit.build.pe and `patchkit pe-stack` / `pe-info`.
 
 Unit tests work on PE images built byte by byte here (no process, no binary in the
-repo). Integration tests compile tests/pe_progs/*.c with mingw-w64, check the edit
+repo). Integration tests compile tests/fixtures/pe_progs/*.c with mingw-w64, check the edit
 with objdump (an independent reader) and run a deep recursion under wine.
 """
 
@@ -33,9 +33,10 @@ from patchkit.build.pe import (
 from patchkit.cli import main
 from patchkit.core.errors import PEError
 from patchkit.model.units import PAGE_SIZE, format_size, parse_size
+from tests.fixtures.paths import PE_PROGS
 
 MIB = 1 << 20
-PROGS = Path(__file__).parent / "pe_progs"
+PROGS = PE_PROGS
 POSIX = os.name == "posix"
 
 
@@ -540,7 +541,7 @@ WINE = "/usr/lib/wine/wine64"
 
 @pytest.fixture(scope="module")
 def mingw(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    """hello.exe, deep.exe and lib.dll compiled from tests/pe_progs (once per module)."""
+    """hello.exe, deep.exe and lib.dll compiled from tests/fixtures/pe_progs (once per module)."""
     if not shutil.which(MINGW_CC):
         pytest.skip(f"{MINGW_CC} not installed (apt install gcc-mingw-w64-x86-64-posix)")
     out = tmp_path_factory.mktemp("mingw")

@@ -12,8 +12,9 @@ import pytest
 from patchkit.core.errors import RecipeError
 from patchkit.model.recipe import list_recipes, load_recipe
 from patchkit.model.series import Series, load_series
+from tests.fixtures.paths import REPO
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = REPO
 TOOLCHAIN = ROOT / "toolchains" / "mingw-w64-x86_64.cmake"
 COMPAT = ROOT / "toolchains" / "mingw-w64-compat.h"
 MIB = 1 << 20

@@ -9,6 +9,7 @@ import pytest
 from patchkit.core.errors import RecipeError
 from patchkit.model.recipe import load_recipe, resolve_recipe_path
 from patchkit.model.series import load_series
+from tests.fixtures.paths import REPO
 
 COMMIT = "a" * 40
 GOOD = f"""\
@@ -113,7 +114,7 @@ def test_resolve_recipe_by_name_with_suggestion(proj: Path) -> None:
 
 
 def test_shipped_recipes_validate() -> None:
-    root = Path(__file__).resolve().parents[1]
+    root = REPO
     series = load_series(root / "patches")
     recipes = sorted((root / "recipes").glob("*.toml"))
     assert any(p.stem == "cpu-rpc" for p in recipes)

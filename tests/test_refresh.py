@@ -7,18 +7,18 @@ import os
 from pathlib import Path
 
 import pytest
-from conftest import run_cli
-from drift_fixture import (
+
+from patchkit.core.errors import RecipeError
+from patchkit.model.series import load_series
+from patchkit.upkeep.refresh import _rewrite_series, move_recipe_pin
+from tests.fixtures.drift import (
     RPC_D5,
     DriftUpstream,
     make_project,
     standard_patches,
 )
-from upstream_fixture import git
-
-from patchkit.core.errors import RecipeError
-from patchkit.model.series import load_series
-from patchkit.upkeep.refresh import _rewrite_series, move_recipe_pin
+from tests.fixtures.project import run_cli
+from tests.fixtures.upstream import git
 
 
 def snapshot(folder: Path) -> dict[str, bytes]:

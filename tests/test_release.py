@@ -25,6 +25,7 @@ from patchkit.release.ci import MatrixEntry, render_workflow
 from patchkit.release.names import archive_name, variant_name
 from patchkit.release.release import ReleaseOptions, dump_manifest, release
 from patchkit.release.verify import verify_dir
+from tests.fixtures.paths import REPO
 
 COMMIT = "82bb48500a9a6b3374da2cf5811695369278e4d3"
 SERIES_HASH = "5f3c2a1b" + "0" * 56
@@ -558,7 +559,7 @@ WIN_RECIPE = '\n[platform]\nos = "windows"\n\n[cuda]\narchs = [60, 61, 75, 86]\n
 
 
 def _workflow(project: Path) -> str:
-    from conftest import write_recipe
+    from tests.fixtures.project import write_recipe
     fixture = (project / "recipes" / "fixture.toml").read_text()
     url = fixture.split('url = "')[1].split('"')[0]
     commit = fixture.split('commit = "')[1].split('"')[0]
@@ -642,7 +643,7 @@ def test_ci_template_cross_builds_windows_on_linux() -> None:
     from patchkit.model.series import load_series
     from patchkit.release.ci import matrix_from_recipes
 
-    root = Path(__file__).resolve().parents[1]
+    root = REPO
     series = load_series(root / "patches")
     recipes = [load_recipe(root / "recipes" / f"{n}.toml", root, series)
                for n in ("windows-cpu-rpc", "windows-cuda-pascal-ampere")]

@@ -11,7 +11,6 @@ import pytest
 from click.testing import CliRunner
 from hypothesis import given
 from hypothesis import strategies as st
-from rpc_fake_server import FakeRpcServer
 
 from patchkit.cli import main
 from patchkit.core.errors import ConfigError, RpcError, SmokeError
@@ -30,6 +29,7 @@ from patchkit.rpc.client import (
     encode_request,
 )
 from patchkit.rpc.probe import Outcome, parse_endpoint, probe_zero_nbytes_guard, server_info
+from tests.fixtures.rpc_server import FakeRpcServer
 
 U64 = 2**64 - 1
 

@@ -9,19 +9,20 @@ import sys
 from pathlib import Path
 
 import pytest
-from buildinfo_fixture import build_info_json, patch_json
 
 from patchkit.model.buildinfo import CheckStatus
 from patchkit.smoke import checks
 from patchkit.smoke import runner as smoke
 from patchkit.smoke.env import SmokeEnv
 from patchkit.smoke.runner import run_smoke
+from tests.fixtures.buildinfo import build_info_json, patch_json
+from tests.fixtures.paths import FAKE_LLAMA, RPC_SERVER
 
 pytestmark = [
     pytest.mark.integration,
     pytest.mark.skipif(sys.platform == "win32", reason="fake binaries are POSIX scripts"),
 ]
-FAKE = Path(__file__).with_name("fake_llama.py")
+FAKE = FAKE_LLAMA
 TOOLS = ("llama-cli", "llama-bench", "ggml-rpc-server", "test-llama-archs")
 
 
@@ -32,7 +33,7 @@ def make_out(tmp_path: Path, mode: str = "ok", patches: tuple[str, ...] = (check
         shutil.copy(FAKE, out / "bin" / t)
         os.chmod(out / "bin" / t, 0o755)
     (out / "bin" / "fake.json").write_text(json.dumps({"mode": mode, "piddir": str(tmp_path / "pids"),
-                                                       "tests_dir": str(Path(__file__).parent)}))
+                                                       "rpc_server": str(RPC_SERVER)}))
     info = build_info_json(
         patches=[patch_json(p) for p in patches],
         artifacts=[{"target": t, "type": "EXECUTABLE", "path": f"bin/{t}", "sha256": "00" * 32,
