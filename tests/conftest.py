@@ -1,7 +1,9 @@
+"""Shared fixtures: a private cache and git identity per test, the synthetic upstreams
+(built once per session), and a patchkit project for the fixture upstream."""
+
 from __future__ import annotations
 
 import os
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -11,23 +13,12 @@ from tests.fixtures.project import write_patch, write_recipe
 from tests.fixtures.upstream import GIT_ENV, GUARD_PATCH_BODY, FixtureUpstream, make_upstream
 
 
-class _ForbiddenPopen:
-    def __init__(self, *args, **kwargs):
-        raise AssertionError(
-            f"unit tests must not spawn processes (got {args[:1]!r}); "
-            "mark the test @pytest.mark.integration"
-        )
-
-
 @pytest.fixture(autouse=True)
-def _hermetic(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch,
-              tmp_path_factory: pytest.TempPathFactory) -> None:
-    """Unit tests may not spawn processes; every test gets its own cache and git identity."""
-    marked = request.node.get_closest_marker("integration") or request.node.get_closest_marker(
-        "realbuild")
-    if not marked:
-        monkeypatch.setattr(subprocess, "Popen", _ForbiddenPopen)
-        monkeypatch.setattr(os, "system", _ForbiddenPopen)
+def _hermetic(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Every test gets its own cache and git identity, and no CI or project from outside.
+
+    (Whether a test may spawn processes is decided by its folder: tests/unit/conftest.py.)
+    """
     monkeypatch.setenv("PATCHKIT_CACHE", str(tmp_path_factory.mktemp("cache")))
     for k, v in GIT_ENV.items():
         monkeypatch.setenv(k, v)
