@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from patchkit.core.errors import RecipeError
-from patchkit.model.cuda import FAMILIES
+from patchkit.model.cuda import FAMILIES, KNOWN_SMS, family_of, resolve_archs, sm_label
 from patchkit.model.recipe import load_recipe
 from tests.fixtures.cuda import (
     archs_of,
@@ -101,3 +101,35 @@ def test_recipe_validation_errors(tmp_path: Path, body: str, expect: str) -> Non
 
 def test_recipe_without_cuda_has_no_cuda_spec(tmp_path: Path) -> None:
     assert recipe_from(tmp_path, '[build]\ntargets = ["t"]\n').cuda is None
+
+
+def test_resolve_archs_directly() -> None:
+    a = resolve_archs([86, " Ampere ", "SM_75", "compute_90"], source="r.toml")
+    assert (a.sms, a.ptx) == ((75, 80, 86, 90), 90)
+    assert a.cmake == "75-real;80-real;86-real;90-real;90-virtual"
+    assert a.requested == ("86", " Ampere ", "SM_75", "compute_90")  # as the recipe said
+    assert a.to_json() == {"sms": [75, 80, 86, 90], "ptx": 90, "requested": list(a.requested),
+                           "cmake": "75-real;80-real;86-real;90-real;90-virtual"}
+    assert a.describe() == "sm_75 (turing), sm_80 (ampere), sm_86 (ampere), sm_90 (hopper)"
+    assert a.describe([120]) == "sm_120"
+    one = resolve_archs(["maxwell"])
+    assert one.sms == (50, 52) and one.cmake == "50-real;52-real;52-virtual"
+
+
+def test_resolve_archs_refusals() -> None:
+    with pytest.raises(RecipeError, match=r"^r.toml: cuda.archs must name at least one GPU family$"):
+        resolve_archs([], source="r.toml")
+    with pytest.raises(RecipeError) as e:
+        resolve_archs(["ampere", 99], source="r.toml")
+    assert e.value.message == "r.toml: cuda.archs[1]: sm_99 is not a CUDA architecture"
+    assert "86" in e.value.hint
+    with pytest.raises(RecipeError, match=r"cuda.archs\[0\]: True is not a GPU family") as e:
+        resolve_archs([True], source="r.toml")
+    assert "families: maxwell, pascal" in e.value.hint
+
+
+def test_family_and_labels() -> None:
+    assert [family_of(s) for s in (52, 61, 70, 75, 86, 89, 90, 120)] == [
+        "maxwell", "pascal", "volta", "turing", "ampere", "ada", "hopper", None]
+    assert sm_label(61) == "sm_61 (pascal)" and sm_label(120) == "sm_120"
+    assert all(sm in KNOWN_SMS for sms in FAMILIES.values() for sm in sms)

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from patchkit.core.errors import PEError
 from patchkit.model.units import PAGE_SIZE, format_size, parse_size
@@ -43,3 +45,18 @@ def test_format_size() -> None:
     assert format_size(PAGE_SIZE) == "4 KiB"
     assert format_size(1 << 30) == "1 GiB"
     assert format_size(3 * 512) == "1536 B"
+
+
+@given(st.integers(min_value=0, max_value=1 << 50))
+def test_format_size_parses_back(n: int) -> None:
+    text = format_size(n)
+    assert parse_size(text) == n
+    assert text.endswith((" B", " KiB", " MiB", " GiB"))
+
+
+def test_tib_and_hex_and_the_refusals_name_the_input() -> None:
+    assert parse_size("2TiB") == 2 << 40 and parse_size("0xFFFFF000") == 0xFFFFF000
+    with pytest.raises(PEError) as e:
+        parse_size("16 MB")
+    assert e.value.message == "size '16 MB' is ambiguous (decimal or binary?): write 16MiB"
+    assert e.value.exit_code == 10
