@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from patchkit.model.recipe import load_recipe
+from patchkit.model.recipe import Recipe, load_recipe
 from patchkit.model.series import load_series
-from patchkit.release.ci import MatrixEntry, render_workflow
+from patchkit.release.ci import DEFAULT_CUDA, RUNNERS, MatrixEntry, matrix_from_recipes, render_workflow
 from tests.fixtures.paths import REPO
 from tests.fixtures.release import (
     workflow,
@@ -63,3 +63,26 @@ def test_ci_template_cross_builds_windows_on_linux() -> None:
     assert by_name["windows-cpu-rpc"].cross == "mingw"
     assert by_name["windows-cuda-pascal-ampere"].runner.startswith("windows")
     assert by_name["windows-cuda-pascal-ampere"].cross == ""
+
+
+def _shipped(*names: str) -> list[Recipe]:
+    series = load_series(REPO / "patches")
+    return [load_recipe(REPO / "recipes" / f"{n}.toml", REPO, series) for n in names]
+
+
+def test_matrix_is_sorted_with_runner_cuda_and_cross_per_recipe() -> None:
+    recipes = _shipped("windows-cpu-rpc", "cuda-pascal-ampere", "cpu-rpc")
+    assert matrix_from_recipes(recipes) == [
+        MatrixEntry(recipe="cpu-rpc", runner=RUNNERS["linux"], cuda=""),
+        MatrixEntry(recipe="cuda-pascal-ampere", runner=RUNNERS["linux"], cuda=DEFAULT_CUDA),
+        MatrixEntry(recipe="windows-cpu-rpc", runner=RUNNERS["linux"], cuda="", cross="mingw")]
+    assert [e.cuda for e in matrix_from_recipes(recipes, cuda="12.6.3")] == ["", "12.6.3", ""]
+
+
+def test_render_workflow_fills_both_slots_and_quotes_values() -> None:
+    text = render_workflow([MatrixEntry(recipe="a", runner="ubuntu-22.04", cuda="12.4.1"),
+                            MatrixEntry(recipe='we"ird', runner="windows-2022", cuda="", cross="")])
+    assert "@@" not in text
+    assert '- recipe: "a"\n' in text and 'runner: "ubuntu-22.04"' in text and 'cuda: "12.4.1"' in text
+    assert '- recipe: "we\\"ird"' in text  # YAML never retypes or breaks on a value
+    assert "a we\"ird" in text  # @@RECIPES@@: the names `patchkit check` runs over
