@@ -6,9 +6,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from patchkit.doctor.survey import Tool, build_report, recipe_verdict
-from patchkit.model.recipe import load_recipe
+from patchkit.doctor.survey import MINGW_CXX, Tool, Verdict, build_report, recipe_verdict, survey
+from patchkit.model.recipe import Recipe, load_recipe
+from patchkit.model.series import load_series
 from tests.fixtures.cuda import (
+    CL_19_38,
+    GXX_11,
     GXX_12,
     NVCC_12_4,
     NVCC_13_0,
@@ -20,6 +23,7 @@ from tests.fixtures.cuda import (
     nvcc_answers,
     toolkit,
 )
+from tests.fixtures.paths import REPO
 
 
 def _doctor_machine(tmp_path: Path, nvcc_text: str) -> tuple[dict[str, str], FakeRun, Path]:
@@ -85,3 +89,84 @@ def test_doctor_on_windows_needs_a_developer_prompt(tmp_path: Path) -> None:
     assert recipe_verdict(linux, os_name="windows", tools=tools,
                           toolkit_for=lambda s: toolkit()).why == \
         "linux recipe: cannot build on Windows"
+
+
+def _shipped(name: str) -> Recipe:
+    return load_recipe(REPO / "recipes" / f"{name}.toml", REPO, load_series(REPO / "patches"))
+
+
+def _tools(*found: str) -> dict[str, Tool]:
+    names = ("cmake", "ninja", "ccache", "cc", "c++", "mingw", "wine", "msvc")
+    return {n: Tool(name=n, path=Path(f"/usr/bin/{n}") if n in found else None) for n in names}
+
+
+def test_survey_finds_tools_on_path_with_their_versions(tmp_path: Path) -> None:
+    bin_ = tmp_path / "bin"
+    for tool in ("cmake", "ninja", "gcc", "g++", "g++-11", MINGW_CXX):
+        make_exe(bin_ / tool)
+    run = FakeRun({("cmake", "--version"): (0, "cmake version 3.31.6\n"),
+                   ("ninja", "--version"): (0, "1.12.1\n"),
+                   ("gcc", "--version"): (0, GXX_12.replace("g++", "gcc")),
+                   ("g++", "--version"): (0, GXX_12), ("g++-11", "--version"): (0, GXX_11),
+                   (MINGW_CXX, "--version"): (0, "x86_64-w64-mingw32-g++-posix (GCC) 12-posix\n"),
+                   ("wine64", "--version"): (0, "wine-8.0\n")})
+    tools = survey({"PATH": str(bin_)}, run, os_name="linux")
+    assert (tools["cmake"].path, tools["cmake"].version) == (bin_ / "cmake", "3.31.6")
+    assert tools["ninja"].version == "1.12.1" and tools["c++"].version == "12.2.0"
+    assert tools["g++-11"].found and tools["g++-11"].version == "11.4.0"
+    assert "g++-12" not in tools  # only the older g++ that exist are listed
+    assert tools["mingw"].found and tools["mingw"].version == "12"
+    assert not tools["ccache"].found and tools["ccache"].to_json() == {"path": None, "version": None,
+                                                                       "note": ""}
+    assert tools["msvc"].note == "Windows only" and not tools["msvc"].found
+
+
+def test_survey_on_windows_asks_for_cl(tmp_path: Path) -> None:
+    make_exe(tmp_path / "cl")
+    tools = survey({"PATH": str(tmp_path)}, FakeRun({("cl", ""): (0, CL_19_38)}), os_name="windows")
+    assert set(tools) == {"cmake", "ninja", "ccache", "msvc"}
+    assert tools["msvc"].found and tools["msvc"].version == "19.38.33130"
+
+
+def test_a_tool_that_cannot_run_is_found_with_a_note(tmp_path: Path) -> None:
+    make_exe(tmp_path / "cmake")
+
+    def broken(args: object) -> tuple[int, str]:
+        raise OSError(8, "Exec format error")
+
+    cmake = survey({"PATH": str(tmp_path)}, broken, os_name="windows")["cmake"]
+    assert cmake.found and cmake.version is None and cmake.note.startswith("cannot run: ")
+    assert "Exec format error" in cmake.note
+
+
+def test_verdicts_name_what_is_missing() -> None:
+    cpu, win = _shipped("cpu-rpc"), _shipped("windows-cpu-rpc")
+
+    def no_toolkit(spec: object) -> object:
+        raise AssertionError("a CPU recipe needs no CUDA toolkit")
+
+    def verdict(recipe: Recipe, *found: str) -> Verdict:
+        return recipe_verdict(recipe, os_name="linux", tools=_tools(*found),
+                              toolkit_for=no_toolkit)  # type: ignore[arg-type]
+
+    bare = verdict(cpu)
+    assert (bare.ok, bare.why) == (False, "missing cmake, ninja, g++")
+    assert "pip install cmake ninja" in bare.todo
+    assert verdict(cpu, "cmake", "ninja", "c++") == Verdict(recipe="cpu-rpc", ok=True)
+    cross = verdict(win, "cmake", "ninja", "c++")
+    assert (cross.ok, cross.why) == (False, f"missing {MINGW_CXX}")  # the cross compiler, not g++
+    no_wine = verdict(win, "cmake", "ninja", "mingw")
+    assert no_wine.ok and no_wine.notes == (
+        "no wine64: the Windows smoke tests cannot run here (apt install wine64)",)
+    assert verdict(win, "cmake", "ninja", "mingw", "wine").notes == ()
+    assert bare.to_json() == {"recipe": "cpu-rpc", "ok": False, "why": bare.why, "todo": bare.todo,
+                              "notes": []}
+
+
+def test_a_cuda_verdict_notes_the_missing_ccache() -> None:
+    r = _shipped("cuda-turing-ampere")
+    ok = recipe_verdict(r, os_name="linux", tools=_tools("cmake", "ninja", "c++"),
+                        toolkit_for=lambda s: toolkit((12, 4, 131)))
+    assert ok.ok, ok
+    assert ok.notes[0].startswith("CUDA 12.4") and "host compiler" in ok.notes[0]
+    assert any("no ccache" in n for n in ok.notes)
