@@ -1,36 +1,24 @@
+"""Shared fixtures: a private cache and git identity per test, the synthetic upstreams
+(built once per session), and a patchkit project for the fixture upstream."""
+
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parent))
-
-from upstream_fixture import GIT_ENV, GUARD_PATCH_BODY, FixtureUpstream, make_upstream
-
-from patchkit.core.fs import sha256_file
-
-
-class _ForbiddenPopen:
-    def __init__(self, *args, **kwargs):
-        raise AssertionError(
-            f"unit tests must not spawn processes (got {args[:1]!r}); "
-            "mark the test @pytest.mark.integration"
-        )
+from tests.fixtures.drift import DriftUpstream, make_drift_upstream
+from tests.fixtures.project import write_patch, write_recipe
+from tests.fixtures.upstream import GIT_ENV, GUARD_PATCH_BODY, FixtureUpstream, make_upstream
 
 
 @pytest.fixture(autouse=True)
-def _hermetic(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch,
-              tmp_path_factory: pytest.TempPathFactory) -> None:
-    """Unit tests may not spawn processes; every test gets its own cache and git identity."""
-    marked = request.node.get_closest_marker("integration") or request.node.get_closest_marker(
-        "realbuild")
-    if not marked:
-        monkeypatch.setattr(subprocess, "Popen", _ForbiddenPopen)
-        monkeypatch.setattr(os, "system", _ForbiddenPopen)
+def _hermetic(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Every test gets its own cache and git identity, and no CI or project from outside.
+
+    (Whether a test may spawn processes is decided by its folder: tests/unit/conftest.py.)
+    """
     monkeypatch.setenv("PATCHKIT_CACHE", str(tmp_path_factory.mktemp("cache")))
     for k, v in GIT_ENV.items():
         monkeypatch.setenv(k, v)
@@ -58,56 +46,9 @@ def upstream(tmp_path_factory: pytest.TempPathFactory) -> FixtureUpstream:
 
 
 @pytest.fixture(scope="session")
-def drift(tmp_path_factory: pytest.TempPathFactory):
-    """An upstream whose history breaks a patch and later merges it (tests/drift_fixture.py)."""
-    from drift_fixture import make_drift_upstream
-
+def drift(tmp_path_factory: pytest.TempPathFactory) -> DriftUpstream:
+    """An upstream whose history breaks a patch and later merges it (tests/fixtures/drift.py)."""
     return _with_git_env(make_drift_upstream, tmp_path_factory.mktemp("drift"))
-
-
-def run_cli(project: Path, *args: str):
-    """`patchkit --project PROJECT ARGS...` in-process."""
-    from click.testing import CliRunner
-
-    from patchkit.cli import main
-
-    return CliRunner().invoke(main, ["--project", str(project), *args], catch_exceptions=False)
-
-
-GUARD_HEADER = """\
-Subject: rpc: let zero-byte tensors pass the bounds check
-Why: zero-element views carry a data pointer past the slice end
-Upstream-Status: pending
-When: {when}
-Default: yes
-Experimental: no
-
-"""
-
-
-def write_patch(patches: Path, filename: str, body: str, *, header: str | None = None,
-                when: str = "..", series: bool = True) -> Path:
-    """Write a patch file and (by default) append it to the series with its hash."""
-    path = patches / filename
-    path.write_text((header if header is not None else GUARD_HEADER.format(when=when)) + body)
-    if series:
-        with (patches / "series").open("a") as f:
-            f.write(f"{filename} sha256={sha256_file(path)}\n")
-    return path
-
-
-def write_recipe(project: Path, name: str, *, url: str, commit: str, extra: str = "",
-                 targets: str = '["fixture-cli", "fixture-rpc-server"]',
-                 patches: str | None = None) -> Path:
-    text = f'name = "{name}"\ndescription = "fixture recipe"\n'
-    if patches is not None:
-        text += f"patches = {patches}\n"
-    text += f'\n[upstream]\nurl = "{url}"\ncommit = "{commit}"\n'
-    text += f'\n[build]\ntargets = {targets}\n\n[build.defines]\nFIXTURE_RPC = true\n'
-    text += extra
-    path = project / "recipes" / f"{name}.toml"
-    path.write_text(text)
-    return path
 
 
 @pytest.fixture

@@ -43,12 +43,19 @@ class BuildState:
                 "config_id": self.config_id}
 
 
+_RESULTS = ("applied", "already-present")
+
+
 def read_state(path: Path) -> BuildState:
+    """The recorded state; an empty one when it is missing or not what patchkit writes."""
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
+        results = data.get("results") or []
+        if not isinstance(results, list) or any(r not in _RESULTS for r in results):
+            return BuildState()
         return BuildState(
             source_id=str(data.get("source_id") or ""), tree=str(data.get("tree") or ""),
-            results=tuple(str(r) for r in data.get("results") or ()),
+            results=tuple(results),
             commit_date=str(data.get("commit_date") or ""), subject=str(data.get("subject") or ""),
             config_id=data.get("config_id") if isinstance(data.get("config_id"), str) else None)
     except (OSError, ValueError, AttributeError, TypeError):

@@ -40,13 +40,13 @@ def parse_size(text: str | int) -> int:
         raise PEError(f"size {text!r} is ambiguous (decimal or binary?): "
                       f"write {m.group(2)}{_AMBIGUOUS[unit]}")
     if unit not in _UNITS:
-        raise PEError(f"size {text!r} has an unknown unit {m.group(3)!r}: use B, KiB, MiB or GiB")
+        raise PEError(f"size {text!r} has an unknown unit {m.group(3)!r}: use B, KiB, MiB, GiB or TiB")
     return int(m.group(2)) * _UNITS[unit]
 
 
 def format_size(n: int) -> str:
     """268435456 -> ``"256 MiB"``; sizes that are not whole units stay in bytes."""
-    for unit, mult in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+    for unit, mult in (("TiB", 1 << 40), ("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
         if n >= mult and n % mult == 0:
             return f"{n // mult} {unit}"
     return f"{n} B"

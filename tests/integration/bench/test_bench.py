@@ -1,0 +1,217 @@
+"""`patchkit bench` end to end with a fake llama-bench replaying real output
+(tests/fixtures/fake_bench.py) and fake_llama's protocol-speaking ggml-rpc-server."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+from patchkit.bench.report import write_reports
+from tests.fixtures.bench import HELP, older_help
+from tests.fixtures.buildinfo import build_info_json
+from tests.fixtures.paths import BENCH_DATA, FAKE_BENCH, FAKE_LLAMA, RPC_SERVER
+
+DATA = BENCH_DATA
+
+
+# ---- the whole command, with a fake llama-bench replaying real output ---------------------
+
+FAKE = FAKE_BENCH
+
+
+def _fake_build(tmp_path: Path, *, help_text: str = HELP, fail: dict[str, str] | None = None,
+                rates: dict[str, list[float]] | None = None) -> Path:
+    out = tmp_path / "build"
+    (out / "bin").mkdir(parents=True)
+    shutil.copy(FAKE, out / "bin" / "llama-bench")
+    os.chmod(out / "bin" / "llama-bench", 0o755)
+    shutil.copy(FAKE_LLAMA, out / "bin" / "ggml-rpc-server")
+    os.chmod(out / "bin" / "ggml-rpc-server", 0o755)
+    (tmp_path / "help.txt").write_text(help_text)
+    (out / "bin" / "bench.json").write_text(json.dumps({
+        "help": str(tmp_path / "help.txt"), "record": str(DATA / "layer-2rpc-82bb485.json"),
+        "calls": str(tmp_path / "calls.jsonl"), "fail": fail or {}, "rates": rates or {}}))
+    (out / "bin" / "fake.json").write_text(json.dumps({  # for fake_llama's ggml-rpc-server
+        "mode": "proto-patched", "piddir": str(tmp_path / "pids"),
+        "rpc_server": str(RPC_SERVER)}))
+    (out / "build-info.json").write_text(json.dumps(build_info_json()))
+    return out
+
+
+def _calls(tmp_path: Path) -> list[list[str]]:
+    path = tmp_path / "calls.jsonl"
+    return [json.loads(ln) for ln in path.read_text().splitlines()] if path.exists() else []
+
+
+def _alive(tmp_path: Path) -> list[int]:
+    alive = []
+    for p in (tmp_path / "pids").iterdir() if (tmp_path / "pids").exists() else []:
+        try:
+            os.kill(int(p.name), 0)
+        except ProcessLookupError:
+            continue
+        alive.append(int(p.name))
+    return alive
+
+
+def _cli(*args: str):
+    from click.testing import CliRunner
+
+    from patchkit.cli import main
+
+    return CliRunner().invoke(main, list(args))
+
+
+posix_only = pytest.mark.skipif(sys.platform == "win32", reason="fake binaries are POSIX scripts")
+
+
+@posix_only
+def test_sweep_records_failures_and_goes_on(tmp_path: Path) -> None:
+    from tests.fixtures.rpc_server import FakeRpcServer
+
+    build = _fake_build(tmp_path, fail={"-sm tensor -dev RPC0/RPC1": "abort", "-dev RPC1": "oom"},
+                        rates={"-sm tensor": [400.0, 9.9], "-sm layer": [300.0, 7.8]})
+    model = tmp_path / "m.gguf"
+    model.write_bytes(b"GGUF")
+    with FakeRpcServer("patched", devices=1) as a, FakeRpcServer("patched", devices=1) as b:
+        rpc = f"127.0.0.1:{a.port},127.0.0.1:{b.port}"
+        r = _cli("bench", str(tmp_path / "res"), "-m", str(model), "--build", str(build),
+                 "--rpc", rpc, "--sweep", "sm=layer,tensor", "--sweep", "dev=RPC0/RPC1,RPC1",
+                 "-p", "64", "-n", "16", "-r", "3", "--json")
+    assert r.exit_code == 0, r.output
+    res = json.loads(r.stdout[r.stdout.index("{"):])
+    got = [(p["label"], p["status"], p["error_kind"]) for p in res["points"]]
+    assert got == [("sm=layer dev=RPC0/RPC1", "ok", ""), ("sm=layer dev=RPC1", "failed", "oom"),
+                   ("sm=tensor dev=RPC0/RPC1", "failed", "abort"), ("sm=tensor dev=RPC1", "failed", "oom")]
+    aborted = res["points"][2]
+    assert [m["test"] for m in aborted["measurements"]] == ["pp64"]  # what it printed before dying
+    assert "GGML_ASSERT" in aborted["error"]
+    assert res["best"]["decode"] == "sm=layer dev=RPC0/RPC1" and res["complete"] is True
+    assert [x["ok"] for x in res["rpc_latency"]] == [True, True]
+    calls = _calls(tmp_path)
+    assert calls[0] == ["--help"] and calls[1] == ["-rpc", rpc, "--list-devices"]
+    assert calls[2] == ["-m", str(model), "-rpc", rpc, "-p", "64", "-n", "16", "-r", "3", "-o", "jsonl",
+                        "-sm", "layer", "-dev", "RPC0/RPC1"]
+    assert len(calls) == 6
+    out = tmp_path / "res"
+    assert {p.name for p in out.iterdir()} == {"bench.json", "bench.md", "bench.png", "raw"}
+    assert "failed (abort)" in (out / "bench.md").read_text()
+    assert "GGML_ASSERT" in (out / "raw" / "03.err").read_text()
+
+
+@posix_only
+def test_unsupported_sweep_refused_before_anything_runs(tmp_path: Path) -> None:
+    build = _fake_build(tmp_path, help_text=older_help(HELP, tensor=False))
+    model = tmp_path / "m.gguf"
+    model.write_bytes(b"GGUF")
+    r = _cli("bench", str(tmp_path / "res"), "-m", str(model), "--build", str(build),
+             "--sweep", "sm=layer,tensor")
+    assert r.exit_code == 2
+    assert "--sweep sm=tensor: this llama-bench takes -sm none|layer|row" in r.output
+    assert _calls(tmp_path) == [["--help"]] and not (tmp_path / "res").exists()
+    r = _cli("bench", str(tmp_path / "res"), "-m", str(model), "--build", str(build),
+             "--sweep", "dev=CUDA0")  # no such device: refused after --list-devices, before a run
+    assert r.exit_code == 2 and "no device 'CUDA0'" in r.output
+    assert not (tmp_path / "res").exists()
+    r = _cli("bench", str(tmp_path / "res"), "-m", str(model), "--build", str(build),
+             "--rpc", "127.0.0.1:1")  # nobody listens: fails before any llama-bench run
+    assert r.exit_code == 14 and "connection refused" in r.output
+    assert all(c in (["--help"],) or "--list-devices" in c for c in _calls(tmp_path))
+
+
+@posix_only
+def test_cli_input_errors(tmp_path: Path) -> None:
+    build = _fake_build(tmp_path)
+    model = tmp_path / "m.gguf"
+    model.write_bytes(b"GGUF")
+    r = _cli("bench", str(tmp_path / "r"), "--build", str(build))
+    assert r.exit_code == 2 and "give the model to benchmark with -m" in r.output
+    r = _cli("bench", str(tmp_path / "r"), "--demo", "-m", str(model), "--build", str(build))
+    assert r.exit_code == 2 and "drop -m/--rpc" in r.output
+    r = _cli("bench", str(tmp_path / "r"), "-m", str(model), "--build", str(tmp_path / "nope"))
+    assert r.exit_code == 2 and "no finished build" in r.output
+    (tmp_path / "busy").mkdir()
+    (tmp_path / "busy" / "thesis.tex").write_text("x")
+    r = _cli("bench", str(tmp_path / "busy"), "-m", str(model), "--build", str(build))
+    assert r.exit_code == 2 and "already holds other files" in r.output
+    r = _cli("bench", str(tmp_path / "r"), "-m", str(model), "--build", str(build), "--rpc", "host")
+    assert r.exit_code == 2 and "is not HOST:PORT" in r.output
+    assert _calls(tmp_path) == []  # nothing ran
+
+
+@posix_only
+def test_demo_with_fake_binaries_stops_its_servers(tmp_path: Path) -> None:
+    build = _fake_build(tmp_path, rates={"-sm tensor": [50.0, 5.0]}, fail={"-sm tensor -dev none": "abort"})
+    r = _cli("bench", str(tmp_path / "demo"), "--demo", "--build", str(build))
+    assert r.exit_code == 0, r.output
+    res = json.loads((tmp_path / "demo" / "bench.json").read_text())
+    assert res["demo"] is True and len(res["points"]) == 6
+    assert [p["status"] for p in res["points"]] == ["ok", "ok", "ok", "failed", "ok", "ok"]
+    eps = [x["endpoint"] for x in res["rpc_latency"]]
+    assert len(eps) == 2 and all(e.startswith("127.0.0.1:") for e in eps)
+    assert all(x["ok"] for x in res["rpc_latency"])
+    bench_calls = [c for c in _calls(tmp_path) if "-m" in c]
+    assert all(c[c.index("-rpc") + 1] == ",".join(eps) for c in bench_calls)
+    assert len(list((tmp_path / "pids").iterdir())) == 2 and _alive(tmp_path) == []
+    assert "demo: a tiny generated llama model" in (tmp_path / "demo" / "bench.md").read_text()
+
+
+@posix_only
+def test_ctrl_c_keeps_the_points_done_and_stops_servers(tmp_path: Path,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    from patchkit.bench import run as bench
+    build = _fake_build(tmp_path)
+    real = bench._run_point
+    calls = {"n": 0}
+
+    def interrupt(*a, **kw):
+        calls["n"] += 1
+        if calls["n"] == 3:
+            raise KeyboardInterrupt
+        return real(*a, **kw)
+
+    monkeypatch.setattr(bench, "_run_point", interrupt)
+    with pytest.raises(KeyboardInterrupt):
+        bench.run_demo(tmp_path / "demo", build)
+    res = json.loads((tmp_path / "demo" / "bench.json").read_text())
+    assert res["complete"] is False and len(res["points"]) == 2
+    assert _alive(tmp_path) == []
+
+
+# ---- the real thing --------------------------------------------------------------------------
+
+@pytest.mark.realbuild
+@pytest.mark.skipif(not os.environ.get("PATCHKIT_REALBUILD"), reason="PATCHKIT_REALBUILD is not set")
+def test_real_demo(tmp_path: Path) -> None:
+    from patchkit.bench.run import run_demo
+
+    build = Path(os.environ["PATCHKIT_REALBUILD"])
+    report = run_demo(tmp_path / "demo", build, n_prompt=16, n_gen=4, reps=2,
+                      sweep=("sm=layer,tensor", "dev=none,RPC0/RPC1"))
+    write_reports(report, tmp_path / "demo")
+    assert len(report.points) == 4
+    ok = [p for p in report.points if p.status == "ok"]
+    assert ok and all(p.decode is not None and len(p.decode.samples_ts) == 2 for p in ok)
+    assert all(x.ok and x.median_ms > 0 for x in report.latency) and len(report.latency) == 2
+    assert report.best() is not None
+    assert (tmp_path / "demo" / "bench.png").stat().st_size > 10_000
+
+
+@posix_only
+def test_silent_and_hanging_points_are_failures(tmp_path: Path) -> None:
+    build = _fake_build(tmp_path, fail={"-sm tensor": "silent", "-sm none": "hang"})
+    model = tmp_path / "m.gguf"
+    model.write_bytes(b"GGUF")
+    r = _cli("bench", str(tmp_path / "res"), "-m", str(model), "--build", str(build),
+             "--sweep", "sm=layer,tensor,none", "--timeout", "2", "-r", "2")
+    assert r.exit_code == 0, r.output
+    res = json.loads((tmp_path / "res" / "bench.json").read_text())
+    got = [(p["status"], p["error_kind"], p["error"]) for p in res["points"]]
+    assert got == [("ok", "", ""), ("failed", "error", "llama-bench exited 0 but printed no results"),
+                   ("failed", "timeout", "timed out after 2s")]
+    assert "3 setups, 2 failed; fastest decode: sm=layer" in r.output

@@ -1,0 +1,14 @@
+"""bench.run against the in-process fake RPC server."""
+
+from __future__ import annotations
+
+from patchkit.bench.run import measure_latency
+
+
+def test_latency_from_a_protocol_server() -> None:
+    from tests.fixtures.rpc_server import FakeRpcServer
+
+    with FakeRpcServer("patched", devices=1) as fake:
+        (lat,) = measure_latency([f"127.0.0.1:{fake.port}"], count=5)
+    assert lat.ok and lat.version == "5.0.0" and lat.devices == 1 and lat.count == 5
+    assert 0 < lat.min_ms <= lat.median_ms <= lat.max_ms

@@ -1,0 +1,53 @@
+"""`patchkit release` and `patchkit verify` from the command line."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from patchkit.cli import main
+from tests.fixtures.release import (
+    make_build,
+    project_build,
+)
+
+# ---------------------------------------------------------------- CLI
+
+
+def test_cli_release_and_verify(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    build = make_build(tmp_path, smoke="failed")
+    monkeypatch.delenv("SOURCE_DATE_EPOCH", raising=False)
+    runner = CliRunner()
+    dist = tmp_path / "dist"
+    res = runner.invoke(main, ["release", "--build-dir", str(build), "--out", str(dist)])
+    assert res.exit_code == 12 and "smoke stage failed" in res.output and "Traceback" not in res.output
+    res = runner.invoke(main, ["release", "--build-dir", str(build), "--out", str(dist),
+                               "--allow-unsmoked", "--json"])
+    assert res.exit_code == 0, res.output
+    out = json.loads(res.stdout)
+    assert out["waivers"] == ["unsmoked"] and out["archive"].endswith("-cpu-rpc.tar.gz")
+    res = runner.invoke(main, ["verify", str(dist)])
+    assert res.exit_code == 0, res.output
+    Path(out["manifest"]).write_text("{}\n")
+    res = runner.invoke(main, ["verify", str(dist), "--json"])
+    assert res.exit_code == 12
+    assert "2 differences" in res.stderr
+    assert len(json.loads(res.stdout)["differences"]) == 2
+
+
+def test_cli_release_by_recipe_finds_out_dir(project: Path, tmp_path: Path,
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    runner = CliRunner()
+    res = runner.invoke(main, ["--project", str(project), "release", "fixture"])
+    assert res.exit_code == 12
+    assert "no finished build" in res.output and "patchkit build" in res.output
+    project_build(project, tmp_path)  # writes tmp_path/b/out/fixture
+    shutil.move(tmp_path / "b" / "out", tmp_path / "out")
+    res = runner.invoke(main, ["--project", str(project), "release", "fixture"])
+    assert res.exit_code == 0, res.output
+    assert len(list((tmp_path / "dist").glob("llama-*-fixture.tar.gz"))) == 1

@@ -1,0 +1,88 @@
+"""`patchkit ci-template` (release.ci): the workflow's structure and its build matrix."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from patchkit.model.recipe import Recipe, load_recipe
+from patchkit.model.series import load_series
+from patchkit.release.ci import DEFAULT_CUDA, RUNNERS, MatrixEntry, matrix_from_recipes, render_workflow
+from tests.fixtures.paths import REPO
+from tests.fixtures.release import (
+    workflow,
+)
+
+
+def test_ci_template_structure(project: Path) -> None:
+    yaml = pytest.importorskip("yaml")
+    text = workflow(project)
+    doc = yaml.safe_load(text)
+    on = doc.get("on", doc.get(True))  # PyYAML reads the key `on` as True
+    assert "push" in on and "workflow_dispatch" in on
+    jobs = doc["jobs"]
+    assert set(jobs) == {"check", "build", "publish"}
+    assert jobs["build"]["needs"] == "check" and jobs["publish"]["needs"] == "build"
+    assert "patchkit check" in jobs["check"]["steps"][-1]["run"]
+    assert "cuda-pascal-ampere fixture windows-cuda12" in jobs["check"]["steps"][-1]["run"]
+    matrix = jobs["build"]["strategy"]["matrix"]["include"]
+    assert matrix == [
+        {"recipe": "cuda-pascal-ampere", "runner": "ubuntu-22.04", "cuda": "12.4.1", "cross": ""},
+        {"recipe": "fixture", "runner": "ubuntu-22.04", "cuda": "", "cross": ""},
+        {"recipe": "windows-cuda12", "runner": "windows-2022", "cuda": "12.4.1", "cross": ""}]
+    steps = jobs["build"]["steps"]
+    uses = [s.get("uses", "") for s in steps]
+    assert "ilammy/msvc-dev-cmd@v1" in uses and "actions/cache@v4" in uses
+    cache = next(s for s in steps if s.get("uses") == "actions/cache@v4")
+    assert cache["with"]["path"] == ".ccache"
+    runs = " ".join(s.get("run", "") for s in steps)
+    assert "patchkit build" in runs and "patchkit release" in runs and "patchkit verify" in runs
+    publish = " ".join(s.get("run", "") for s in jobs["publish"]["steps"])
+    assert "SHA256SUMS" in publish and "gh release upload" in publish
+    assert jobs["publish"]["permissions"] == {"contents": "write"}
+    assert "@@" not in text
+
+
+def test_render_workflow_needs_entries() -> None:
+    with pytest.raises(ValueError):
+        render_workflow([])
+    text = render_workflow([MatrixEntry(recipe="cpu-rpc", runner="ubuntu-22.04", cuda="")])
+    assert '- recipe: "cpu-rpc"' in text
+
+
+def test_ci_template_cross_builds_windows_on_linux() -> None:
+    from patchkit.release.ci import matrix_from_recipes
+
+    root = REPO
+    series = load_series(root / "patches")
+    recipes = [load_recipe(root / "recipes" / f"{n}.toml", root, series)
+               for n in ("windows-cpu-rpc", "windows-cuda-pascal-ampere")]
+    by_name = {e.recipe: e for e in matrix_from_recipes(recipes)}
+    assert by_name["windows-cpu-rpc"].runner.startswith("ubuntu")
+    assert by_name["windows-cpu-rpc"].cross == "mingw"
+    assert by_name["windows-cuda-pascal-ampere"].runner.startswith("windows")
+    assert by_name["windows-cuda-pascal-ampere"].cross == ""
+
+
+def _shipped(*names: str) -> list[Recipe]:
+    series = load_series(REPO / "patches")
+    return [load_recipe(REPO / "recipes" / f"{n}.toml", REPO, series) for n in names]
+
+
+def test_matrix_is_sorted_with_runner_cuda_and_cross_per_recipe() -> None:
+    recipes = _shipped("windows-cpu-rpc", "cuda-pascal-ampere", "cpu-rpc")
+    assert matrix_from_recipes(recipes) == [
+        MatrixEntry(recipe="cpu-rpc", runner=RUNNERS["linux"], cuda=""),
+        MatrixEntry(recipe="cuda-pascal-ampere", runner=RUNNERS["linux"], cuda=DEFAULT_CUDA),
+        MatrixEntry(recipe="windows-cpu-rpc", runner=RUNNERS["linux"], cuda="", cross="mingw")]
+    assert [e.cuda for e in matrix_from_recipes(recipes, cuda="12.6.3")] == ["", "12.6.3", ""]
+
+
+def test_render_workflow_fills_both_slots_and_quotes_values() -> None:
+    text = render_workflow([MatrixEntry(recipe="a", runner="ubuntu-22.04", cuda="12.4.1"),
+                            MatrixEntry(recipe='we"ird', runner="windows-2022", cuda="", cross="")])
+    assert "@@" not in text
+    assert '- recipe: "a"\n' in text and 'runner: "ubuntu-22.04"' in text and 'cuda: "12.4.1"' in text
+    assert '- recipe: "we\\"ird"' in text  # YAML never retypes or breaks on a value
+    assert "a we\"ird" in text  # @@RECIPES@@: the names `patchkit check` runs over

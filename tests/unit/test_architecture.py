@@ -1,0 +1,107 @@
+"""The import rules of the package (README, "Code map"), checked on the source."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+from tests.fixtures.paths import PACKAGE
+
+PKG = PACKAGE
+
+# room -> the rooms it may import (besides itself). cli may import anything.
+ALLOWED: dict[str, set[str]] = {
+    "core": set(),
+    "model": {"core"},
+    "git": {"core"},
+    "rpc": {"core"},
+    "smoke": {"core", "model", "rpc", "weights"},
+    "weights": {"core"},
+    "build": {"core", "model", "git", "smoke"},
+    "upkeep": {"core", "model", "git"},
+    "release": {"core", "model"},
+    "bench": {"core", "model", "rpc", "smoke", "weights"},
+    "doctor": {"core", "model", "build"},
+}
+TOP_LEVEL = {"__init__.py", "__main__.py"}
+SUBPROCESS_OK = {"core/proc.py"}
+
+
+def _imports(path: Path) -> list[tuple[str, int]]:
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    out: list[tuple[str, int]] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            out += [(a.name, node.lineno) for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            out.append((node.module, node.lineno))
+            out += [(f"{node.module}.{a.name}", node.lineno) for a in node.names]
+    return out
+
+
+def _room(module: str) -> str | None:
+    parts = module.split(".")
+    if len(parts) < 2 or parts[0] != "patchkit" or parts[1].startswith("__"):
+        return None  # not patchkit's, or the package face (patchkit.__version__)
+    return parts[1]
+
+
+def _sources() -> list[Path]:
+    return sorted(PKG.rglob("*.py"))
+
+
+def violations(root: Path = PKG) -> list[str]:
+    bad: list[str] = []
+    for path in sorted(root.rglob("*.py")):
+        rel = path.relative_to(root).as_posix()
+        if "/" not in rel:
+            if rel not in TOP_LEVEL:
+                bad.append(f"{rel}: a module at the package top level")
+            continue
+        room = rel.split("/")[0]
+        for module, line in _imports(path):
+            if module.split(".")[0] == "subprocess" and rel not in SUBPROCESS_OK:
+                bad.append(f"{rel}:{line} imports subprocess (only core/proc.py runs processes)")
+            target = _room(module)
+            if target is None or target == room or room == "cli":
+                continue
+            if target not in ALLOWED.get(room, set()):
+                bad.append(f"{rel}:{line} imports patchkit.{target} ({room} may import "
+                           f"{', '.join(sorted(ALLOWED.get(room, set()))) or 'nothing of patchkit'})")
+    return bad
+
+
+def test_every_room_is_known() -> None:
+    rooms = {p.name for p in PKG.iterdir() if p.is_dir() and (p / "__init__.py").exists()}
+    assert rooms == set(ALLOWED) | {"cli"}
+
+
+def test_the_import_rules_hold() -> None:
+    assert violations() == []
+
+
+def test_the_rule_check_fails_on_a_forbidden_import(tmp_path: Path) -> None:
+    fake = tmp_path / "patchkit"
+    for room, body in (("core", "from patchkit.cli import main\n"),
+                       ("model", "import subprocess\nfrom patchkit.build import pipeline\n")):
+        (fake / room).mkdir(parents=True)
+        (fake / room / "__init__.py").write_text("")
+        (fake / room / "x.py").write_text(body)
+    (fake / "loose.py").write_text("")
+    found = violations(fake)
+    assert any("core/x.py:1 imports patchkit.cli" in v for v in found)
+    assert any("model/x.py:1 imports subprocess" in v for v in found)
+    assert any("model/x.py:2 imports patchkit.build" in v for v in found)
+    assert any("loose.py: a module at the package top level" in v for v in found)
+
+
+@pytest.mark.parametrize("path", _sources(), ids=lambda p: p.relative_to(PKG).as_posix())
+def test_modules_declare_all(path: Path) -> None:
+    if path.name in ("__init__.py", "__main__.py"):
+        return
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    names = {t.id for n in tree.body if isinstance(n, ast.Assign) for t in n.targets
+             if isinstance(t, ast.Name)}
+    assert "__all__" in names, f"{path.relative_to(PKG)} has no __all__"
