@@ -8,6 +8,7 @@ the pinned commit and the error names the patch, the file and the hunk.
 from __future__ import annotations
 
 import dataclasses
+import os
 import tempfile
 from pathlib import Path
 
@@ -17,7 +18,7 @@ from patchkit.model.buildinfo import ApplyResult, PatchRecord
 from patchkit.model.patchfile import parse_apply_output, parse_diff
 from patchkit.model.series import Patch
 
-__all__ = ["AppliedPatch", "apply_series", "failed_hunks"]
+__all__ = ["AppliedPatch", "apply_series", "check_links", "failed_hunks"]
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -53,6 +54,28 @@ def failed_hunks(patch_text: str, stderr: str) -> list[str]:
     return found or [stderr.strip().splitlines()[-1] if stderr.strip() else "git apply failed"]
 
 
+def check_links(worktree: Path, paths: tuple[str, ...], patch_name: str) -> None:
+    """After a patch is in: each path it wrote (and every folder above it) that is a
+    symlink must resolve inside the worktree. The series loader already refuses a patch
+    that states such a link; this catches what it cannot see (a patch that rewrites the
+    content of a link upstream already has, or moves one to another folder)."""
+    root = Path(os.path.realpath(worktree))
+    for rel in paths:
+        p = worktree
+        for part in rel.split("/"):
+            p = p / part
+            if not p.is_symlink():
+                continue
+            real = Path(os.path.realpath(p))
+            if not real.is_relative_to(root):
+                raise PatchError(
+                    f"patch {patch_name} makes {p.relative_to(worktree).as_posix()} a symlink "
+                    f"to {os.readlink(p)!r}, which resolves outside the worktree ({real}): "
+                    "refused, the worktree is reset",
+                    hint="patches are data: a symlink a patch writes must stay inside the "
+                         "source tree")
+
+
 def _git_apply(worktree: Path, patch_file: Path, *flags: str) -> tuple[bool, str]:
     try:
         git_out(worktree, "apply", *flags, str(patch_file))
@@ -76,6 +99,10 @@ def apply_series(worktree: Path, commit: str, patches: tuple[Patch, ...],
                     ok, err = _git_apply(worktree, pfile, "--index")
                     if not ok:  # pragma: no cover - --check said yes
                         raise PatchError(f"{patch.filename}: git apply failed after --check: {err}")
+                    parsed = parse_diff(data.decode("utf-8", "replace"))
+                    check_links(worktree, tuple(dict.fromkeys(
+                        p for f in parsed.files for p in (f.new_path, *f.names))),
+                        patch.filename)
                     results.append(AppliedPatch(patch=patch, result=ApplyResult.APPLIED))
                     continue
                 back, _ = _git_apply(worktree, pfile, "--index", "--check", "--reverse")

@@ -27,15 +27,22 @@ __all__ = [
     "parse_apply_output",
     "parse_diff",
     "parse_header",
+    "refusals",
 ]
 
 HEADER_KEYS = ("Name", "Subject", "Why", "Upstream-Status", "When", "Default", "Experimental")
 SYMLINK_MODE = "120000"
+_S_IFMT, _S_IFLNK = 0o170000, 0o120000
 
-_DIFF = re.compile(r"^diff --git a/(\S+) b/(\S+)$")
-_HUNK = re.compile(r"^@@ -(\d+)(?:,\d+)? \+(\d+)(?:,\d+)? @@")
-_MODE = re.compile(r"^(new file mode|deleted file mode|new mode|old mode) ([0-7]{6})$")
-_INDEX = re.compile(r"^index [0-9a-f]+\.\.[0-9a-f]+(?: ([0-7]{6}))?$")
+_DIFF_GIT = "diff --git "
+_HUNK = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
+# git reads a mode with strtoul(..., 8) after the keyword: extra spaces and leading zeros
+# (0120000) are the same mode to it, so they must be to us
+_MODE = re.compile(r"^(new file mode|deleted file mode|new mode|old mode) +([0-7]+)\s*$")
+_INDEX = re.compile(r"^index [^.\s]*\.\.\S*?(?: +([0-7]+))?\s*$")
+_NAME_LINE = re.compile(r"^(rename from|rename to|copy from|copy to|rename old|rename new) (.*)$")
+_ESCAPES = {"a": "\a", "b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t", "v": "\v",
+            "\\": "\\", '"': '"'}
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -55,15 +62,35 @@ class FileDiff:
     new_mode: str | None = None  # the file's mode after the patch, when the diff says it
     hunks: tuple[Hunk, ...] = ()
     body: tuple[str, ...] = ()  # the lines after the headers (hunks, binary data)
+    deleted: bool = False  # "deleted file mode": the patch removes the file
+    binary: bool = False  # "GIT binary patch" / "Binary files ... differ"
+    names: tuple[str, ...] = ()  # every other path the headers name (---/+++, rename, copy)
 
     @property
     def makes_symlink(self) -> bool:
-        return self.new_mode == SYMLINK_MODE
+        """The file is a symlink after the patch (git: any mode whose type bits are S_IFLNK)."""
+        return not self.deleted and self.new_mode is not None \
+            and int(self.new_mode, 8) & _S_IFMT == _S_IFLNK
+
+    @property
+    def symlink_target(self) -> str | None:
+        """The link's target as the patch writes it (a symlink's content is its target), or
+        None when the patch does not state it (a mode change alone, binary data, a partial
+        hunk): then it cannot be checked and is refused."""
+        if not self.makes_symlink or self.binary or len(self.hunks) != 1:
+            return None
+        new_side = [ln[1:] for ln in self.body[1:] if ln[:1] in ("+", " ")]
+        if len(new_side) != 1 or self.hunks[0].new_start > 1:
+            return None
+        return new_side[0]
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class ParsedDiff:
     files: tuple[FileDiff, ...]
+    # what git would read as (part of) a diff but patchkit cannot check: an unreadable
+    # `diff --git` line, a diff without one; each "line N: ..."
+    problems: tuple[str, ...] = ()
 
     @property
     def targets(self) -> tuple[str, ...]:
@@ -80,51 +107,265 @@ class ParsedDiff:
         return tuple(h for f in self.files for h in f.hunks)
 
 
+def _unquote(text: str) -> tuple[str, str] | None:
+    """A C-quoted name at the start of ``text`` (git's quoting) and what follows it."""
+    assert text.startswith('"')
+    out: list[str] = []
+    raw = bytearray()
+    i = 1
+    while i < len(text):
+        c = text[i]
+        if c == '"':
+            out.append(raw.decode("utf-8", "replace"))
+            return "".join(out), text[i + 1:]
+        if c == "\\" and i + 1 < len(text):
+            n = text[i + 1]
+            if n in "01234567" and re.match(r"[0-7]{3}", text[i + 1:i + 4]):
+                raw.append(int(text[i + 1:i + 4], 8))
+                i += 4
+                continue
+            if n in _ESCAPES:
+                raw += _ESCAPES[n].encode()
+                i += 2
+                continue
+            return None
+        raw += c.encode("utf-8", "surrogateescape")
+        i += 1
+    return None
+
+
+def _strip_prefix(name: str) -> str | None:
+    """``a/src/x.c`` -> ``src/x.c``: git apply -p1 drops the first component, whatever it is."""
+    head, sep, rest = name.partition("/")
+    return rest if sep and head and rest else None
+
+
+def _git_names(rest: str) -> tuple[str, str] | None:
+    """The two names of a ``diff --git`` line (after the keyword), as git reads them."""
+    names: list[str] = []
+    if rest.startswith('"'):
+        first = _unquote(rest)
+        if first is None or not first[1].startswith(" "):
+            return None
+        names.append(first[0])
+        second = first[1][1:]
+        if second.startswith('"'):
+            quoted = _unquote(second)
+            if quoted is None or quoted[1].strip():
+                return None
+            names.append(quoted[0])
+        else:
+            names.append(second)
+    elif ' "' in rest:
+        a, _, b = rest.partition(' "')
+        quoted = _unquote('"' + b)
+        if quoted is None or quoted[1].strip():
+            return None
+        names += [a, quoted[0]]
+    else:
+        # unquoted: the same name twice (a rename names itself in `rename from/to`), split
+        # where both halves agree after their prefix; one space only: split there
+        splits = [i for i, c in enumerate(rest) if c == " "]
+        same = [i for i in splits if _strip_prefix(rest[:i]) is not None
+                and _strip_prefix(rest[:i]) == _strip_prefix(rest[i + 1:])]
+        if len(same) == 1:
+            i = same[0]
+        elif len(splits) == 1:
+            i = splits[0]
+        else:
+            return None
+        names += [rest[:i], rest[i + 1:]]
+    old, new = (_strip_prefix(n) for n in names)
+    if old is None or new is None:
+        return None
+    return old, new
+
+
+def _header_name(value: str) -> str:
+    """A name on a ---/+++/rename/copy line, unquoted; ``/dev/null`` stays as it is."""
+    value = value.split("\t", 1)[0].rstrip("\n")
+    if value.startswith('"'):
+        quoted = _unquote(value)
+        return quoted[0] if quoted is not None else value
+    return value
+
+
 def parse_diff(text: str) -> ParsedDiff:
-    """Every ``diff --git`` section of a patch, with its modes and hunks."""
+    """Every ``diff --git`` section of a patch, with its modes and hunks.
+
+    Reads the way ``git apply`` does: any ``diff --git`` line starts a section (names
+    quoted or not, any one-component prefix), hunk lines are counted, and what comes after
+    a section's last hunk is prose again, where a ``---``/``+++``/``@@`` triple would be a
+    traditional diff. What cannot be read that way lands in ``problems``.
+    """
     files: list[FileDiff] = []
+    problems: list[str] = []
     cur: dict[str, object] | None = None
     hunks: list[Hunk] = []
     body: list[str] = []
+    names: list[str] = []
 
     def close() -> None:
         if cur is not None:
-            files.append(FileDiff(hunks=tuple(hunks), body=tuple(body), **cur))  # type: ignore[arg-type]
+            files.append(FileDiff(hunks=tuple(hunks), body=tuple(body), names=tuple(names),
+                                  **cur))  # type: ignore[arg-type]
 
-    in_headers = False
-    for line in text.splitlines():
-        m = _DIFF.match(line)
-        if m:
+    # git splits lines at "\n" only; str.splitlines() would also split at \r, \x1c, \x85...
+    # and could read a symlink target shorter than the one git writes
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    state = "prose"  # prose | headers | hunk | binary
+    old_left = new_left = 0
+    for n, line in enumerate(lines, 1):
+        if line.startswith(_DIFF_GIT) and state != "hunk":
             close()
-            cur = {"old_path": m.group(1), "new_path": m.group(2)}
-            hunks, body, in_headers = [], [], True
+            cur, hunks, body, names = None, [], [], []
+            parsed = _git_names(line[len(_DIFF_GIT):])
+            if parsed is None:
+                problems.append(f"line {n}: cannot read the file names of {line[:120]!r}")
+                state = "prose"
+                continue
+            cur = {"old_path": parsed[0], "new_path": parsed[1]}
+            state = "headers"
             continue
-        if cur is None:
+        if state == "hunk":
+            kind = line[:1]
+            if kind in (" ", "") and (old_left or new_left):
+                old_left, new_left = old_left - 1, new_left - 1
+            elif kind == "-" and old_left:
+                old_left -= 1
+            elif kind == "+" and new_left:
+                new_left -= 1
+            elif kind == "\\":
+                pass
+            else:
+                state = "after"
+            if state == "hunk":
+                body.append(line)
+                if old_left <= 0 and new_left <= 0:
+                    state = "after"
+                continue
+        if state == "after" and line.startswith("\\") and body and body[-1][:1] != "\\":
+            body.append(line)  # "\ No newline at end of file" after a hunk's last line
             continue
-        if in_headers:
+        if state in ("headers", "after") and (h := _HUNK.match(line)):
+            assert cur is not None
+            hunks.append(Hunk(file=str(cur["new_path"]), number=len(hunks) + 1,
+                              old_start=int(h.group(1)), new_start=int(h.group(3)),
+                              header=line.rstrip()))
+            body.append(line)
+            old_left = 1 if h.group(2) is None else int(h.group(2))
+            new_left = 1 if h.group(4) is None else int(h.group(4))
+            state = "hunk" if old_left or new_left else "after"
+            continue
+        if state == "headers":
+            assert cur is not None
             if mm := _MODE.match(line):
-                kind, mode = mm.group(1), mm.group(2)
+                kind, mode = mm.group(1), f"{int(mm.group(2), 8):06o}"
                 if kind in ("new file mode", "new mode"):
                     cur["new_mode"] = mode
                 else:
                     cur["old_mode"] = mode
+                    if kind == "deleted file mode":
+                        cur["deleted"] = True
                 continue
             if mi := _INDEX.match(line):
                 if mi.group(1):
-                    cur.setdefault("new_mode", mi.group(1))
-                    cur.setdefault("old_mode", mi.group(1))
+                    mode = f"{int(mi.group(1), 8):06o}"
+                    cur.setdefault("new_mode", mode)
+                    cur.setdefault("old_mode", mode)
                 continue
-            if not line.startswith(("@@", "GIT binary patch", "Binary files")):
-                continue  # ---/+++, similarity, rename/copy lines
-            in_headers = False
-        h = _HUNK.match(line)
-        if h:
-            hunks.append(Hunk(file=str(cur["new_path"]), number=len(hunks) + 1,
-                              old_start=int(h.group(1)), new_start=int(h.group(2)),
-                              header=line.rstrip()))
-        body.append(line)
+            if mn := _NAME_LINE.match(line):
+                names.append(_header_name(mn.group(2)))
+                continue
+            if line.startswith(("--- ", "+++ ")):
+                value = _header_name(line[4:])
+                if value != "/dev/null":
+                    stripped = _strip_prefix(value)
+                    names.append(stripped if stripped is not None else value)
+                continue
+            if line.startswith(("GIT binary patch", "Binary files")):
+                cur["binary"] = True
+                body.append(line)
+                state = "binary"
+                continue
+            continue  # similarity lines, and prose git would stop at (conservative: go on)
+        if state == "binary":
+            body.append(line)
+            continue
+        # prose (before the first section, or after a section's hunks): git would still
+        # apply a traditional diff found here
+        if line.startswith("--- ") and n < len(lines) and lines[n].startswith("+++ ") \
+                and n + 1 < len(lines) and lines[n + 1].startswith("@@ -"):
+            problems.append(f"line {n}: a diff without a `diff --git` header "
+                            "(patchkit takes git-format patches only)")
     close()
-    return ParsedDiff(files=tuple(files))
+    return ParsedDiff(files=tuple(files), problems=tuple(problems))
+
+
+def _unsafe_path(path: str) -> str | None:
+    """Why a path in a patch is not a plain path inside the worktree, or None."""
+    if not path or "\0" in path:
+        return "is empty or holds a NUL byte"
+    if path.startswith(("/", "\\")) or re.match(r"^[A-Za-z]:", path):
+        return "is absolute"
+    if "\\" in path:
+        return "holds a backslash (a folder separator on Windows)"
+    parts = path.split("/")
+    if any(p in ("", ".", "..") for p in parts):
+        return "has an empty, '.' or '..' component"
+    if any(p.lower().rstrip(". ") == ".git" for p in parts):
+        return "is inside .git"
+    return None
+
+
+def _link_escapes(path: str, target: str) -> str | None:
+    """Why a symlink at ``path`` pointing to ``target`` may leave the worktree, or None."""
+    if not target or "\0" in target:
+        return "an empty target"
+    if target.startswith(("/", "\\")) or re.match(r"^[A-Za-z]:", target):
+        return "an absolute target"
+    if "\\" in target:
+        return "a target with a backslash (a folder separator on Windows)"
+    depth = path.count("/")  # folders above the link, up to the worktree's root
+    named = False
+    for part in target.split("/"):
+        if part in ("", "."):
+            continue
+        if part == "..":
+            if named:  # x/.. goes wherever x's parent is, and x may be a link
+                return "a target with '..' after a folder name (cannot be checked)"
+            depth -= 1
+            if depth < 0:
+                return "a target above the worktree"
+            continue
+        if part.lower().rstrip(". ") == ".git":
+            return "a target inside .git"
+        named = True
+    return None
+
+
+def refusals(parsed: ParsedDiff) -> list[str]:
+    """Why a parsed patch must not be applied: paths outside the worktree, symlinks whose
+    target leaves it (or is not stated), diffs patchkit cannot check. One line each."""
+    out = list(parsed.problems)
+    for f in parsed.files:
+        for p in dict.fromkeys((f.old_path, f.new_path, *f.names)):
+            why = _unsafe_path(p)
+            if why is not None:
+                out.append(f"the path {p!r} {why}")
+        if f.makes_symlink:
+            target = f.symlink_target
+            if target is None:
+                out.append(f"{f.new_path}: makes a symlink without stating its target "
+                           "(a mode change alone, binary data or a partial hunk)")
+                continue
+            why = _link_escapes(f.new_path, target)
+            if why is not None:
+                out.append(f"{f.new_path}: makes a symlink to {target!r}, {why}: it would "
+                           "leave the worktree")
+    return out
 
 
 def parse_header(text: str, where: str) -> dict[str, str]:

@@ -26,9 +26,9 @@ import re
 from pathlib import Path
 
 from patchkit.core.errors import PatchError
-from patchkit.core.fs import sha256_bytes, sha256_file
+from patchkit.core.fs import contained, read_capped, sha256_bytes
 from patchkit.core.text import did_you_mean
-from patchkit.model.patchfile import parse_diff, parse_header
+from patchkit.model.patchfile import parse_diff, parse_header, refusals
 
 __all__ = [
     "UPSTREAM_STATUSES",
@@ -42,6 +42,10 @@ UPSTREAM_STATUSES = ("pending", "submitted", "accepted", "backport", "inappropri
 _REQUIRED = ("Subject", "Why", "Upstream-Status", "When")
 _HEX = re.compile(r"^[0-9a-f]{7,40}$")
 _SERIES_LINE = re.compile(r"^(?P<file>\S+)\s+sha256=(?P<sha>[0-9a-fA-F]{64})\s*$")
+SERIES_MAX = 1 << 20  # patches/series: a line per patch
+PATCH_MAX = 64 << 20  # one patch file (llama.cpp's are a few KiB)
+_DATA_HINT = ("patches are data: a patch may only change files inside the worktree "
+              "(no absolute or '..' paths, no symlink leading out of it)")
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -68,7 +72,7 @@ class Patch:
 
     def read_verified(self) -> bytes:
         """The patch bytes, after checking them against the series' sha256."""
-        data = self.path.read_bytes()
+        data = _read_patch(self.path)
         actual = sha256_bytes(data)
         if actual != self.sha256:
             raise PatchError(
@@ -128,11 +132,19 @@ def _parse_when(value: str, where: str) -> tuple[str | None, str | None]:
     return ends[0], ends[1]
 
 
-def _load_patch(path: Path, sha: str) -> Patch:
+def _read_patch(path: Path) -> bytes:
     where = f"{path.parent.name}/{path.name}"
     if not path.is_file():
-        raise PatchError(f"{where}: listed in the series but the file does not exist")
-    text = path.read_text(encoding="utf-8", errors="replace")
+        raise PatchError(f"{where}: listed in the series but the file does not exist"
+                         + ("" if not path.exists() else " as a regular file"))
+    # a patch file is read from patches/ only: a link to a host file is never read
+    contained(path, path.parent, error=PatchError, what=where)
+    return read_capped(path, limit=PATCH_MAX, error=PatchError, what=where)
+
+
+def _load_patch(path: Path, sha: str) -> Patch:
+    where = f"{path.parent.name}/{path.name}"
+    text = _read_patch(path).decode("utf-8", errors="replace")
     header = parse_header(text, where)
     missing = [k for k in _REQUIRED if k not in header]
     if missing:
@@ -143,7 +155,12 @@ def _load_patch(path: Path, sha: str) -> Patch:
             f"{where}: Upstream-Status {status!r} is not one of {', '.join(UPSTREAM_STATUSES)}"
             + did_you_mean(status, UPSTREAM_STATUSES)
         )
-    files = parse_diff(text).targets
+    parsed = parse_diff(text)
+    refused = refusals(parsed)
+    if refused:
+        more = f" (and {len(refused) - 1} more)" if len(refused) > 1 else ""
+        raise PatchError(f"{where}: refused: {refused[0]}{more}", hint=_DATA_HINT)
+    files = parsed.targets
     if not files:
         raise PatchError(f"{where}: holds no `diff --git` section")
     when_from, when_to = _parse_when(header["When"], where)
@@ -162,24 +179,42 @@ def _load_patch(path: Path, sha: str) -> Patch:
     )
 
 
+def _series_lines(series_file: Path) -> list[str]:
+    if not series_file.is_file():
+        if series_file.exists():
+            raise PatchError(f"{series_file} is not a regular file: it lists the patches in order")
+        raise PatchError(f"{series_file} is missing: it lists the patches in order")
+    data = read_capped(series_file, limit=SERIES_MAX, error=PatchError, what=str(series_file))
+    try:
+        return data.decode("utf-8").splitlines()
+    except UnicodeDecodeError as e:
+        line = data[:e.start].count(b"\n") + 1
+        raise PatchError(f"{series_file}:{line}: not UTF-8 text (byte 0x{data[e.start]:02x})",
+                         hint="the series is text: `FILE sha256=HEX` lines") from None
+
+
+def _series_file_name(fname: str, n: int) -> str:
+    if "/" in fname or "\\" in fname or fname.startswith(".") or ":" in fname \
+            or "\0" in fname:
+        raise PatchError(f"patches/series:{n}: {fname!r} must be a file in patches/",
+                         hint="name the file only, no folder")
+    return fname
+
+
 def load_series(patches_dir: Path) -> Series:
     series_file = patches_dir / "series"
-    if not series_file.is_file():
-        raise PatchError(f"{series_file} is missing: it lists the patches in order")
     patches: list[Patch] = []
-    for n, raw in enumerate(series_file.read_text(encoding="utf-8").splitlines(), 1):
+    for n, raw in enumerate(_series_lines(series_file), 1):
         line = raw.split("#", 1)[0].strip()
         if not line:
             continue
         m = _SERIES_LINE.match(line)
         if not m:
             raise PatchError(
-                f"patches/series:{n}: expected `FILE sha256=<64 hex>`, got {raw.strip()!r}",
+                f"patches/series:{n}: expected `FILE sha256=<64 hex>`, got {raw.strip()[:120]!r}",
                 hint="run `patchkit series --rehash` to write the hashes",
             )
-        fname = m.group("file")
-        if "/" in fname or "\\" in fname or fname.startswith(".."):
-            raise PatchError(f"patches/series:{n}: {fname!r} must be a file in patches/")
+        fname = _series_file_name(m.group("file"), n)
         patch = _load_patch(patches_dir / fname, m.group("sha"))
         if any(p.name == patch.name for p in patches):
             raise PatchError(f"patches/series:{n}: patch name {patch.name!r} appears twice")
@@ -194,17 +229,17 @@ def rehash_series(patches_dir: Path) -> list[tuple[str, str, str]]:
     series_file = patches_dir / "series"
     out: list[str] = []
     changed: list[tuple[str, str, str]] = []
-    for raw in series_file.read_text(encoding="utf-8").splitlines():
+    for n, raw in enumerate(_series_lines(series_file), 1):
         body, hash_, comment = raw.partition("#")
         fields = body.split()
         if not fields:
             out.append(raw)
             continue
-        fname = fields[0]
+        fname = _series_file_name(fields[0], n)
         path = patches_dir / fname
         if not path.is_file():
             raise PatchError(f"patches/series names {fname!r}, which does not exist")
-        new = sha256_file(path)
+        new = sha256_bytes(_read_patch(path))
         old = next((f.split("=", 1)[1] for f in fields[1:] if f.startswith("sha256=")), "")
         if old != new:
             changed.append((fname, old, new))
