@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from patchkit import __version__
 from patchkit.build import cmake as cm
-from patchkit.build.output import write_output
+from patchkit.build.output import check_out_dir, write_output
 from patchkit.build.patch import AppliedPatch, apply_series
 from patchkit.build.state import (
     BuildState,
@@ -106,6 +106,8 @@ def run_build(opts: BuildOptions) -> BuildResult:
     recipe = opts.recipe
     url = opts.upstream or recipe.upstream.url
     cache = cache_layout()
+    # the output folder is checked first: never inside the cache, never someone else's
+    check_out_dir(opts.out or Path("out") / recipe.name, cache.root)
     log.timings = {}
     tools = cm.find_tools()
     cuda_plan = None
@@ -180,7 +182,8 @@ def _run_locked(opts: BuildOptions, url: str, cache: CacheLayout, tools: cm.Buil
     out_dir = opts.out or Path("out") / recipe.name
     with log.step("output", "output"):
         post = _pe_stack_edits(recipe) if recipe.windows and recipe.windows.rpc_clients else None
-        info = write_output(out_dir.resolve(), artifacts, work.src / "LICENSE", info, post=post)
+        info = write_output(out_dir.resolve(), artifacts, work.src / "LICENSE", info, post=post,
+                            build_dir=work.build, source_dir=work.src)
         log.info(f"wrote {out_dir}/ ({len(artifacts)} files + build-info.json)")
     if smoke:
         _smoke(out_dir, recipe, work, runtime_env, opts.on_check)

@@ -9,6 +9,7 @@ included) the temp file is removed and the target is untouched.
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import json
 import os
@@ -22,17 +23,25 @@ from typing import IO, Any
 from patchkit.core.errors import FatalError
 
 __all__ = [
+    "NO_SPACE_ERRNOS",
     "atomic_file",
     "atomic_write_bytes",
     "atomic_write_json",
     "atomic_write_many",
     "atomic_write_text",
     "contained",
+    "mount_point",
+    "read_capped",
     "safe_copy",
     "sha256_bytes",
     "sha256_file",
     "sha256_stream",
+    "write_failure",
 ]
+
+# the errors that mean "the file system (or a limit on it) has no room for this"
+NO_SPACE_ERRNOS = frozenset(e for e in (errno.ENOSPC, getattr(errno, "EDQUOT", None),
+                                        errno.EFBIG) if e is not None)
 
 
 def sha256_bytes(data: bytes) -> str:
@@ -133,7 +142,82 @@ def contained(path: Path, root: Path, *, error: type[FatalError], what: str = ""
 
 
 def safe_copy(src: Path, dest: Path, *, root: Path, error: type[FatalError]) -> Path:
-    """Copy ``src`` (which must resolve inside ``root``) to ``dest`` as a plain file."""
+    """Copy ``src`` (which must resolve inside ``root`` to a regular file) to ``dest`` as a
+    plain file (a symlink at ``dest`` is replaced, never written through)."""
     real = contained(src, root, error=error)
+    try:
+        st = real.stat()
+    except OSError as e:
+        raise error(f"{src}: cannot read it: {e.strerror or e}") from None
+    if not stat.S_ISREG(st.st_mode):
+        raise error(f"{src} is not a regular file: refusing to copy it",
+                    hint="only plain files are copied out of a build")
+    if dest.is_symlink():
+        dest.unlink()
     shutil.copy2(real, dest, follow_symlinks=True)
     return dest
+
+
+def read_capped(path: Path, *, limit: int, error: type[FatalError], what: str = "") -> bytes:
+    """The bytes of a regular file no larger than ``limit``; ``error`` (one line) for a
+    missing, special (FIFO, device: reading could block or never end), unreadable or too
+    large file. Never reads more than ``limit + 1`` bytes."""
+    label = what or str(path)
+    try:
+        with path.open("rb") as f:
+            st = os.fstat(f.fileno())
+            if not stat.S_ISREG(st.st_mode):
+                raise error(f"{label} is not a regular file")
+            data = f.read(limit + 1)
+    except FileNotFoundError:
+        raise error(f"{label} does not exist") from None
+    except IsADirectoryError:
+        raise error(f"{label} is a folder, not a file") from None
+    except OSError as e:
+        raise error(f"cannot read {label}: {e.strerror or e}") from None
+    if len(data) > limit:
+        raise error(f"{label} is larger than {_human(limit)}: not a file patchkit wrote or "
+                    "reads", hint="is it the right file?")
+    return data
+
+
+def _human(n: int) -> str:
+    for unit, mult in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= mult:
+            return f"{n / mult:.3g} {unit}"
+    return f"{n} bytes"
+
+
+def mount_point(path: Path) -> Path:
+    """The mount point of the file system holding ``path`` (or its nearest existing parent)."""
+    p = path.absolute()
+    while not p.exists() and p != p.parent:
+        p = p.parent
+    p = p.resolve()
+    while not os.path.ismount(p) and p != p.parent:
+        p = p.parent
+    return p
+
+
+def write_failure(e: OSError, *, dest: Path, folder: Path, error: type[FatalError],
+                  full_error: type[FatalError] | None = None) -> FatalError:
+    """A one-line error for a failed write of ``dest`` into ``folder`` (the folder the user
+    named, e.g. --out): a full disk names that folder's file system, its mount point and
+    free space, and the file being written; a refusal (permissions, read-only) says so."""
+    reason = e.strerror or str(e)
+    if e.errno in NO_SPACE_ERRNOS:
+        mount = mount_point(folder)
+        try:
+            free = f"{_human(shutil.disk_usage(mount).free)} free"
+        except OSError:
+            free = "free space unknown"
+        if e.errno == errno.EFBIG:
+            msg = (f"{dest} is too large for {folder}: its file system (mounted at {mount}, "
+                   f"{free}) or a file size limit (ulimit -f) refuses it")
+        else:
+            msg = (f"no space left on the file system of {folder} (mounted at {mount}, "
+                   f"{free}) while writing {dest}")
+        return (full_error or error)(
+            msg, hint=f"free space on {mount}, or pass another --out on another disk")
+    return error(f"cannot write {dest}: {reason}",
+                 hint=f"is {folder} writable? Pass another --out, or fix its permissions")
