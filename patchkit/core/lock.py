@@ -12,14 +12,46 @@ import datetime as dt
 import json
 import os
 import socket
+import stat
 import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import IO
 
-from patchkit.core.errors import LockBusy
+from patchkit.core.errors import ConfigError, LockBusy
+from patchkit.core.fs import atomic_write_text
 
 __all__ = ["cache_lock"]
+
+_OWNER_MAX = 4096  # lock.owner is one short JSON line; anything bigger is not ours
+
+
+def _open_lock(path: Path) -> IO[bytes]:
+    """The lock file, opened without following a symlink planted in its place."""
+    flags = os.O_RDWR | os.O_CREAT | os.O_APPEND | getattr(os, "O_NOFOLLOW", 0) \
+        | getattr(os, "O_BINARY", 0)
+    try:
+        fd = os.open(path, flags, 0o644)
+    except OSError as e:
+        raise ConfigError(f"cannot open the cache lock {path}: {e.strerror or e}",
+                          hint="it must be a plain file (remove it if it is a link or a "
+                               "folder), or set PATCHKIT_CACHE to use another cache") from None
+    return os.fdopen(fd, "a+b")
+
+
+def _holder(info_path: Path) -> str:
+    """Who holds the lock, from lock.owner (read with a size cap, never a FIFO or device)."""
+    holder = "another patchkit run"
+    with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
+        fd = os.open(info_path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0)
+                     | getattr(os, "O_NOFOLLOW", 0))
+        with os.fdopen(fd, "rb") as f:
+            if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+                return holder
+            info = json.loads(f.read(_OWNER_MAX).decode("utf-8"))
+        holder = (f"pid {int(info['pid'])} on {str(info['host'])[:100]} "
+                  f"({str(info['what'])[:200]}, since {str(info['since'])[:40]})")
+    return holder
 
 
 def _try_lock(f: IO[bytes]) -> bool:
@@ -59,24 +91,25 @@ def cache_lock(cache: Path, what: str) -> Iterator[None]:
     cache.mkdir(parents=True, exist_ok=True)
     lock_path = cache / "lock"
     info_path = cache / "lock.owner"
-    f = lock_path.open("a+b")
+    f = _open_lock(lock_path)
     try:
         if not _try_lock(f):
-            holder = "another patchkit run"
-            with contextlib.suppress(OSError, ValueError):
-                info = json.loads(info_path.read_text(encoding="utf-8"))
-                holder = (f"pid {info['pid']} on {info['host']} "
-                          f"({info['what']}, since {info['since']})")
+            holder = _holder(info_path)
             raise LockBusy(
                 f"the cache {cache} is in use by {holder}",
                 hint="wait for it to finish, or set PATCHKIT_CACHE to use another cache",
             )
-        info_path.write_text(json.dumps({
-            "pid": os.getpid(),
-            "host": socket.gethostname(),
-            "what": what,
-            "since": dt.datetime.now().strftime("%Y-%m-%d %H:%M:%S"),
-        }), encoding="utf-8")
+        try:
+            # atomic: a link planted as lock.owner is replaced, never written through
+            atomic_write_text(info_path, json.dumps({
+                "pid": os.getpid(),
+                "host": socket.gethostname(),
+                "what": what,
+                "since": dt.datetime.now().strftime("%Y-%m-%d %H:%M:%S"),
+            }))
+        except BaseException:
+            _unlock(f)
+            raise
         try:
             yield
         finally:

@@ -47,17 +47,52 @@ def find_project_dir(explicit: Path | None = None) -> Path:
     )
 
 
+def _absolute_env(name: str) -> Path | None:
+    """An environment variable naming a folder, if set to an absolute path (the XDG base
+    directory spec: a relative path in XDG_* is invalid and is ignored)."""
+    value = os.environ.get(name, "")
+    if not value:
+        return None
+    p = Path(value)
+    return p if p.is_absolute() else None
+
+
+def _home() -> Path:
+    """The user's home folder; an empty or relative HOME (USERPROFILE) is refused rather
+    than turned into ``/`` or the current directory."""
+    var = "USERPROFILE" if sys.platform == "win32" else "HOME"
+    if var in os.environ:
+        value = os.environ[var]
+        if not value or not Path(value).is_absolute():
+            raise ConfigError(f"{var}={value!r} is not an absolute folder: it cannot hold the "
+                              "cache", hint=f"set PATCHKIT_CACHE or {var}")
+        return Path(value)
+    try:
+        home = Path.home()  # the password database when HOME is unset
+    except (KeyError, RuntimeError, OSError):
+        raise ConfigError(f"{var} is not set and this user has no home folder",
+                          hint=f"set PATCHKIT_CACHE or {var}") from None
+    if not home.is_absolute() or home == Path(home.anchor):
+        raise ConfigError(f"the home folder {str(home)!r} cannot hold the cache",
+                          hint=f"set PATCHKIT_CACHE or {var}")
+    return home
+
+
 def cache_dir() -> Path:
-    """PATCHKIT_CACHE, else the platform's user cache dir + /patchkit."""
+    """PATCHKIT_CACHE, else the platform's user cache dir + /patchkit.
+
+    The user cache dir: ``LOCALAPPDATA`` (Windows), ``~/Library/Caches`` (macOS),
+    ``XDG_CACHE_HOME`` if absolute, else ``~/.cache`` (elsewhere).
+    """
     env = os.environ.get("PATCHKIT_CACHE")
     if env:
         return Path(env).expanduser().resolve()
     if sys.platform == "win32":
-        base = Path(os.environ.get("LOCALAPPDATA") or Path.home() / "AppData" / "Local")
+        base = _absolute_env("LOCALAPPDATA") or _home() / "AppData" / "Local"
     elif sys.platform == "darwin":
-        base = Path.home() / "Library" / "Caches"
+        base = _home() / "Library" / "Caches"
     else:
-        base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+        base = _absolute_env("XDG_CACHE_HOME") or _home() / ".cache"
     return (base / "patchkit").resolve()
 
 
