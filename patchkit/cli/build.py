@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import click
@@ -9,9 +10,25 @@ import click
 from patchkit.build.pipeline import BuildOptions, run_build
 from patchkit.cli._common import DEFAULT_RECIPE, load_recipe_arg
 from patchkit.cli.smoke import print_check
+from patchkit.core.errors import ConfigError
 from patchkit.core.log import log
 
 __all__ = ["COMMANDS"]
+
+MAX_JOBS = 4096
+_PARALLEL_ENV = "CMAKE_BUILD_PARALLEL_LEVEL"  # what `cmake --build` uses without -j
+
+
+def _check_parallel_env(jobs: int | None) -> None:
+    """Without -j, cmake takes its job count from CMAKE_BUILD_PARALLEL_LEVEL: a bad value
+    there is a bad command line too (exit 2), not a build failure after the configure."""
+    raw = os.environ.get(_PARALLEL_ENV)
+    if jobs is not None or raw is None or raw == "":
+        return
+    value = raw.strip()
+    if not value.isdigit() or not 1 <= int(value) <= MAX_JOBS:
+        raise ConfigError(f"{_PARALLEL_ENV}={raw[:40]!r} is not a job count (1-{MAX_JOBS})",
+                          hint=f"unset it, or pass -j N (1-{MAX_JOBS}), which wins over it")
 
 
 @click.command("build")
@@ -21,7 +38,8 @@ __all__ = ["COMMANDS"]
                    "(the pinned commit must be in it).")
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path),
               help="Output folder (default: out/<recipe>).")
-@click.option("-j", "--jobs", type=click.IntRange(min=1, max=4096), help="Parallel build jobs (1-4096).")
+@click.option("-j", "--jobs", type=click.IntRange(min=1, max=MAX_JOBS),
+              help=f"Parallel build jobs (1-{MAX_JOBS}; default: ${_PARALLEL_ENV}, else ninja's).")
 @click.option("--clean", is_flag=True, help="Start fresh: new worktree, new build dir.")
 @click.option("--no-smoke", is_flag=True, help="Do not run the smoke checks after building.")
 @click.option("--cuda-root", type=click.Path(file_okay=False, path_type=Path),
@@ -29,6 +47,7 @@ __all__ = ["COMMANDS"]
 @click.pass_context
 def build_cmd(ctx: click.Context, recipe: str | None, upstream: str | None, out: Path | None,
               jobs: int | None, clean: bool, no_smoke: bool, cuda_root: Path | None) -> None:
+    _check_parallel_env(jobs)
     project, _, rec = load_recipe_arg(ctx, recipe)
     log.info(f"recipe {rec.name}: upstream {rec.upstream.commit[:12]}, "
              f"{len(rec.patches)} patch(es), targets {', '.join(rec.build.targets)}")
@@ -39,7 +58,7 @@ def build_cmd(ctx: click.Context, recipe: str | None, upstream: str | None, out:
     log.info(f"done in {total:.1f}s: {result.out_dir}/")
 
 
-build_cmd.help = (f"Build RECIPE (a name in recipes/ or a path to a .toml file; "
-                  f"default: {DEFAULT_RECIPE}).")
+build_cmd.help = (f"Build RECIPE: a bare NAME is recipes/NAME.toml (always); anything with a "
+                  f"/ or a .toml suffix is a path to a recipe file. Default: {DEFAULT_RECIPE}.")
 
 COMMANDS = [build_cmd]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import click
+from rich.markup import escape
 from rich.table import Table
 
 from patchkit.cli._common import DEFAULT_RECIPE, load_project
@@ -23,8 +24,10 @@ def list_cmd(ctx: click.Context) -> None:
         patches.add_column(col)
     for i, p in enumerate(series.patches, 1):
         flag = "yes" if p.default else "no"
-        name = f"{p.name} [yellow](experimental)[/yellow]" if p.experimental else p.name
-        patches.add_row(str(i), name, p.upstream_status, p.when, flag, p.sha256[:12])
+        # patch headers and recipe files are data: never read as rich markup
+        name = escape(p.name) + (" [yellow](experimental)[/yellow]" if p.experimental else "")
+        patches.add_row(str(i), name, escape(p.upstream_status), escape(p.when), flag,
+                        p.sha256[:12])
     recipes = Table(title="recipes (recipes/)", title_justify="left")
     for col in ("name", "os", "gpu", "upstream", "patches", "targets", "status"):
         recipes.add_column(col)
@@ -35,12 +38,13 @@ def list_cmd(ctx: click.Context) -> None:
             gpu = _gpu(r)
         except FatalError as e:
             bad += 1
-            recipes.add_row(path.stem, "", "", "", "", "", f"[red]invalid: {e.message}[/red]")
+            recipes.add_row(escape(path.stem), "", "", "", "", "",
+                            f"[red]invalid: {escape(e.message)}[/red]")
             continue
         name = r.name + (" (default)" if path.stem == DEFAULT_RECIPE else "")
         exp = any(p.experimental for p in r.patches)
-        recipes.add_row(name, r.os, gpu, r.upstream.commit[:12], ", ".join(r.patch_names) or "-",
-                        ", ".join(r.build.targets),
+        recipes.add_row(escape(name), escape(r.os), gpu, r.upstream.commit[:12],
+                        escape(", ".join(r.patch_names)) or "-", escape(", ".join(r.build.targets)),
                         "[yellow]experimental[/yellow]" if exp else "ok")
     log.console.print(patches)
     log.console.print(recipes)

@@ -7,13 +7,14 @@ Every problem is reported as one line naming the file and the key, with a
 from __future__ import annotations
 
 import dataclasses
+import os
 import re
 import sys
 from pathlib import Path
 from typing import Any
 
 from patchkit.core.errors import PEError, RecipeError
-from patchkit.core.fs import sha256_bytes
+from patchkit.core.fs import read_capped, sha256_bytes
 from patchkit.core.text import did_you_mean
 from patchkit.model.cuda import CudaArchs, check_cuda_build, resolve_archs
 from patchkit.model.series import Patch, Series
@@ -30,11 +31,13 @@ __all__ = [
     "Recipe",
     "Upstream",
     "WindowsSpec",
+    "is_recipe_name",
     "list_recipes",
     "load_recipe",
     "resolve_recipe_path",
 ]
 
+RECIPE_MAX = 1 << 20  # a recipe is a page of TOML
 _COMMIT = re.compile(r"^[0-9a-f]{40}$")
 _NAME = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
 _TARGET = re.compile(r"^[A-Za-z0-9_.+-]+$")
@@ -123,9 +126,10 @@ class Recipe:
 
 
 class _Ctx:
-    def __init__(self, path: Path, project: Path) -> None:
+    def __init__(self, path: Path, project: Path, sha256: str = "") -> None:
         self.path = path
         self.project = project
+        self.sha256 = sha256
         try:
             self.label = str(path.relative_to(project))
         except ValueError:
@@ -316,7 +320,7 @@ def _parse(ctx: _Ctx, data: dict[str, Any], series: Series) -> Recipe:
         name=name,
         description=ctx.get(data, "description", str, None, default=""),
         path=ctx.path,
-        sha256=sha256_bytes(ctx.path.read_bytes()),
+        sha256=ctx.sha256,
         upstream=Upstream(url=url, commit=commit, ref=ref),
         patches=patches,
         allow_experimental=allow_exp,
@@ -332,30 +336,63 @@ def _parse(ctx: _Ctx, data: dict[str, Any], series: Series) -> Recipe:
 
 
 def list_recipes(project: Path) -> list[Path]:
+    """Every ``recipes/*.toml`` entry (a folder or a broken link too: loading it says why)."""
     return sorted((project / "recipes").glob("*.toml"))
 
 
+def is_recipe_name(arg: str) -> bool:
+    """A bare name (no folder separator, no ``.toml`` suffix, no drive): looked up in
+    recipes/ only. Anything else is a path."""
+    return not ("/" in arg or "\\" in arg or arg.endswith(".toml")
+                or re.match(r"^[A-Za-z]:", arg) is not None)
+
+
 def resolve_recipe_path(arg: str, project: Path) -> Path:
-    """A recipe argument is a path to a .toml file or the name of one in recipes/."""
-    p = Path(arg)
-    if p.suffix == ".toml" or p.exists() or "/" in arg or "\\" in arg:
-        if not p.is_file():
-            raise RecipeError(f"recipe file {arg} does not exist")
-        return p.resolve()
-    candidate = project / "recipes" / f"{arg}.toml"
-    if candidate.is_file():
-        return candidate
+    """A recipe argument: a bare NAME is ``recipes/NAME.toml`` (always: a file or folder
+    named NAME in the current directory does not hide it); a path (it has a folder
+    separator or ends in ``.toml``) is that file."""
     names = [r.stem for r in list_recipes(project)]
-    raise RecipeError(f"no recipe named {arg!r} in {project / 'recipes'}" + did_you_mean(arg, names),
-                      hint="`patchkit list` shows the recipes")
+    if is_recipe_name(arg):
+        candidate = project / "recipes" / f"{arg}.toml"
+        if os.path.lexists(candidate):
+            return candidate  # load_recipe says what is wrong with it, if anything
+        hint = "`patchkit list` shows the recipes"
+        if os.path.lexists(arg):
+            hint = (f"a bare name is looked up in {project / 'recipes'} only; for the file "
+                    f"{arg!r} here, write ./{arg}")
+        raise RecipeError(f"no recipe named {arg!r} in {project / 'recipes'}"
+                          + did_you_mean(arg, names), hint=hint)
+    p = Path(arg)
+    if not os.path.lexists(p):
+        stem = p.name.removesuffix(".toml")
+        hint = (f"the recipe {stem!r} in recipes/ is `patchkit build {stem}`"
+                if stem in names and p.name == f"{stem}.toml" else "")
+        raise RecipeError(f"recipe file {arg} does not exist", hint=hint)
+    if p.is_dir():
+        raise RecipeError(f"recipe {arg} is a folder, not a recipe file",
+                          hint="a recipe is a .toml file; a bare NAME means recipes/NAME.toml")
+    return p.resolve()
 
 
 def load_recipe(path: Path, project: Path, series: Series) -> Recipe:
-    ctx = _Ctx(path, project)
+    label = _Ctx(path, project).label
+    if not os.path.exists(path):
+        why = "a link to nothing" if os.path.lexists(path) else "missing"
+        raise RecipeError(f"{label}: the recipe file is {why}")
+    if path.is_dir():
+        raise RecipeError(f"{label}: is a folder, not a recipe file")
+    data = read_capped(path, limit=RECIPE_MAX, error=RecipeError, what=label)
+    ctx = _Ctx(path, project, sha256_bytes(data))
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = data[:e.start].count(b"\n") + 1
+        raise RecipeError(f"{ctx.label}:{line}: not UTF-8 text (byte 0x{data[e.start]:02x})",
+                          hint="recipes are UTF-8 TOML") from None
+    try:
+        parsed = tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
         raise RecipeError(f"{ctx.label}: not valid TOML: {e}") from None
-    except UnicodeDecodeError:
-        raise RecipeError(f"{ctx.label}: not UTF-8 text") from None
-    return _parse(ctx, data, series)
+    except RecursionError:
+        raise RecipeError(f"{ctx.label}: not valid TOML: nested too deeply") from None
+    return _parse(ctx, parsed, series)
