@@ -16,15 +16,18 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import shutil
+import stat
 import struct
 import sys
+import tempfile
 from array import array
+from collections.abc import Sequence
 from pathlib import Path
 
 import pefile
 
 from patchkit.core.errors import PEError
-from patchkit.core.fs import atomic_file
 from patchkit.model.units import PAGE_SIZE, format_size, parse_size
 
 __all__ = [
@@ -32,6 +35,7 @@ __all__ = [
     "StackEdit",
     "StackPlan",
     "apply_stack_edit",
+    "apply_stack_edits",
     "pe_checksum",
     "pe_info",
     "plan_stack_edit",
@@ -41,6 +45,11 @@ __all__ = [
 _MAGIC_PE32 = 0x10B
 _MAGIC_PE32_PLUS = 0x20B
 _FILE_DLL = 0x2000
+_FILE_LARGE_ADDRESS_AWARE = 0x0020
+# what the Windows loader can give a thread's stack: the user address space
+X64_USER_SPACE = 128 << 40  # 128 TiB (x64, 47-bit user addresses)
+PE32_USER_SPACE = 2 << 30  # 2 GiB for a 32-bit exe...
+PE32_LAA_USER_SPACE = 4 << 30  # ...4 GiB with IMAGE_FILE_LARGE_ADDRESS_AWARE (on 64-bit Windows)
 _SECURITY_DIR = 4  # IMAGE_DIRECTORY_ENTRY_SECURITY: (file offset, size) of the certificate table
 
 _MACHINES = {0x8664: "x86_64", 0x14C: "i386", 0xAA64: "arm64", 0x1C4: "armnt", 0x200: "ia64"}
@@ -72,6 +81,7 @@ class PEInfo:
     format: str  # "PE32" or "PE32+"
     subsystem: str  # console, windows-gui, ...
     is_dll: bool
+    large_address_aware: bool  # IMAGE_FILE_LARGE_ADDRESS_AWARE (PE32: 4 GiB, not 2 GiB)
     stack_reserve: int
     stack_commit: int
     checksum: int  # as stored in the header
@@ -86,8 +96,24 @@ class PEInfo:
         return self.checksum == self.checksum_computed
 
     @property
-    def max_stack(self) -> int:
+    def field_max(self) -> int:
+        """The largest page multiple the header's field holds (32 or 64 bits)."""
         return (1 << 32) - PAGE_SIZE if self.format == "PE32" else (1 << 64) - PAGE_SIZE
+
+    @property
+    def loader_max(self) -> tuple[int, str]:
+        """The largest stack the Windows loader can honour for this exe, and why."""
+        if self.format == "PE32+":
+            return X64_USER_SPACE, "the x64 user address space"
+        if self.large_address_aware:
+            return PE32_LAA_USER_SPACE, ("the 32-bit address space of a large-address-aware "
+                                         "exe")
+        return PE32_USER_SPACE, ("the user address space of a 32-bit exe without "
+                                 "IMAGE_FILE_LARGE_ADDRESS_AWARE")
+
+    @property
+    def max_stack(self) -> int:
+        return min(self.field_max, self.loader_max[0])
 
     def to_json(self) -> dict[str, object]:
         d = dataclasses.asdict(self)
@@ -239,6 +265,7 @@ def _info(path: Path, data: bytes) -> PEInfo:
         format="PE32+" if lay.is_plus else "PE32",
         subsystem=_SUBSYSTEMS.get(lay.subsystem, f"subsystem-{lay.subsystem}"),
         is_dll=bool(lay.characteristics & _FILE_DLL),
+        large_address_aware=bool(lay.characteristics & _FILE_LARGE_ADDRESS_AWARE),
         stack_reserve=struct.unpack_from(fmt, data, lay.reserve_off)[0],
         stack_commit=struct.unpack_from(fmt, data, lay.commit_off)[0],
         checksum=struct.unpack_from("<I", data, lay.checksum_off)[0],
@@ -274,10 +301,15 @@ def _check_size(label: str, what: str, value: int, info: PEInfo) -> None:
     if value % PAGE_SIZE:
         raise _fail(label, f"stack {what} {value} ({format_size(value)}) is not a multiple "
                            f"of the page size ({PAGE_SIZE})")
-    if value > info.max_stack:
+    if value > info.field_max:
         field = "32-bit" if info.format == "PE32" else "64-bit"
         raise _fail(label, f"stack {what} {format_size(value)} does not fit the {info.format} "
-                           f"{field} field (at most {format_size(info.max_stack)})")
+                           f"{field} field (at most {format_size(info.field_max)})")
+    limit, why = info.loader_max
+    if value > limit:
+        raise _fail(label, f"stack {what} {format_size(value)} is more than the Windows loader "
+                           f"can honour for a {info.format} exe: at most {format_size(limit)} "
+                           f"({why})")
 
 
 def plan_stack_edit(path: Path | str, reserve: int | str, commit: int | str | None = None, *,
@@ -359,34 +391,114 @@ def _verify(plan: StackPlan, tmp: Path, label: str) -> int:
     return want[2]
 
 
-def apply_stack_edit(plan: StackPlan, *, label: str | None = None) -> StackEdit:
-    """Write a planned edit: temp file, verify, rename over the original (core.fs)."""
-    label = label or str(plan.before.path)
+def _unchanged(plan: StackPlan) -> StackEdit:
     before = plan.before
-    if plan.new_data is None:
-        return StackEdit(file=plan.before.path, reserve_before=before.stack_reserve,
-                         reserve_after=before.stack_reserve, commit_before=before.stack_commit,
-                         commit_after=before.stack_commit, checksum_before=before.checksum,
-                         checksum_after=before.checksum, changed=False)
+    return StackEdit(file=before.path, reserve_before=before.stack_reserve,
+                     reserve_after=before.stack_reserve, commit_before=before.stack_commit,
+                     commit_after=before.stack_commit, checksum_before=before.checksum,
+                     checksum_after=before.checksum, changed=False)
+
+
+def _stage(plan: StackPlan, label: str) -> tuple[Path, int]:
+    """Write the edited bytes to a temp file beside the target; verify it; (temp, checksum)."""
+    assert plan.new_data is not None
     target = plan.path
+    fd, name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    tmp = Path(name)
     try:
-        with atomic_file(target) as (f, tmp):  # permissions kept
+        with os.fdopen(fd, "wb") as f:
             f.write(plan.new_data)
             f.flush()
             os.fsync(f.fileno())  # verify what is on disk, exactly what gets renamed
-            checksum = _verify(plan, tmp, label)
+        os.chmod(tmp, stat.S_IMODE(target.stat().st_mode))  # permissions kept
+        return tmp, _verify(plan, tmp, label)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def _backup(target: Path) -> Path:
+    """A second name for the original file (a hard link; a copy where links are not
+    supported), to put it back if a later rename of the batch fails."""
+    fd, name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".orig", dir=target.parent)
+    os.close(fd)
+    backup = Path(name)
+    try:
+        backup.unlink()
+        os.link(target, backup)
+    except OSError:
+        shutil.copy2(target, backup)
+    return backup
+
+
+def apply_stack_edits(plans: Sequence[StackPlan], *,
+                      labels: Sequence[str] | None = None) -> list[StackEdit]:
+    """Write planned edits, all or nothing: every file's new bytes are staged beside it and
+    verified (pefile) first; only then are they renamed into place, and if one rename fails
+    the files already renamed get their originals back. A file named twice is edited once.
+    """
+    names = list(labels) if labels is not None else [str(p.before.path) for p in plans]
+    edits: list[StackEdit] = []
+    staged: list[tuple[StackPlan, str, Path, int]] = []
+    seen: set[Path] = set()
+    label = names[0] if names else ""
+    try:
+        try:
+            for plan, label in zip(plans, names):
+                if plan.path in seen:
+                    continue
+                seen.add(plan.path)
+                if plan.new_data is not None:
+                    tmp, checksum = _stage(plan, label)
+                    staged.append((plan, label, tmp, checksum))
+            done: list[tuple[Path, Path]] = []
+            backups: list[Path] = []
+            try:
+                for plan, staged_label, tmp, _ in staged:
+                    label = staged_label  # named in the error, if this one fails
+                    backups.append(_backup(plan.path))
+                    os.replace(tmp, plan.path)
+                    done.append((plan.path, backups[-1]))
+            except BaseException:
+                for target, backup in reversed(done):  # put the originals back
+                    os.replace(backup, target)
+                raise
+            finally:
+                for backup in backups:
+                    backup.unlink(missing_ok=True)
+        finally:
+            for _, _, tmp, _ in staged:
+                tmp.unlink(missing_ok=True)
     except OSError as e:
-        raise _fail(label, f"cannot write the edited file: {e.strerror or e}; "
-                           "the original is unchanged") from None
-    after = _info(plan.before.path, _read(target))
-    if (after.stack_reserve, after.stack_commit, after.checksum) != (plan.reserve, plan.commit,
-                                                                     checksum):
-        raise _fail(label, "the file changed on disk right after the edit (another writer?)")
-    return StackEdit(file=plan.before.path, reserve_before=before.stack_reserve,
-                     reserve_after=plan.reserve, commit_before=before.stack_commit,
-                     commit_after=plan.commit, checksum_before=before.checksum,
-                     checksum_after=checksum, changed=True,
-                     signature_removed=plan.signature_removed)
+        what = "no file was changed" if len(seen) > 1 else "the original is unchanged"
+        raise _fail(label, f"cannot write the edited file: {e.strerror or e}; {what}") from None
+    checksums = {plan.path: checksum for plan, _, _, checksum in staged}
+    seen.clear()
+    for plan, label in zip(plans, names):
+        if plan.path in seen:
+            continue
+        seen.add(plan.path)
+        if plan.path not in checksums:
+            edits.append(_unchanged(plan))
+            continue
+        checksum = checksums[plan.path]
+        after = _info(plan.before.path, _read(plan.path))
+        if (after.stack_reserve, after.stack_commit, after.checksum) != (plan.reserve, plan.commit,
+                                                                         checksum):
+            raise _fail(label, "the file changed on disk right after the edit (another writer?)")
+        before = plan.before
+        edits.append(StackEdit(file=before.path, reserve_before=before.stack_reserve,
+                               reserve_after=plan.reserve, commit_before=before.stack_commit,
+                               commit_after=plan.commit, checksum_before=before.checksum,
+                               checksum_after=checksum, changed=True,
+                               signature_removed=plan.signature_removed))
+    return edits
+
+
+def apply_stack_edit(plan: StackPlan, *, label: str | None = None) -> StackEdit:
+    """Write one planned edit: temp file, verify, rename over the original."""
+    (edit,) = apply_stack_edits([plan], labels=[label or str(plan.before.path)])
+    return edit
 
 
 def set_stack_reserve(path: Path | str, reserve: int | str, commit: int | str | None = None, *,

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from patchkit.build.pe import apply_stack_edit, pe_info, plan_stack_edit
+from patchkit.build.pe import apply_stack_edits, pe_info, plan_stack_edit
 from patchkit.core.errors import FatalError
 from patchkit.core.log import log
 from patchkit.model.units import format_size, parse_size
@@ -47,19 +47,19 @@ def pe_stack_cmd(files: tuple[Path, ...], reserve: int, commit: int | None, allo
                  allow_unsign: bool, as_json: bool) -> None:
     """Set the stack reserve of Windows executables (like `editbin /STACK`).
 
-    Every file is checked before any is written; each write is atomic and verified.
-    A file that already has the size is left untouched.
+    All or nothing: every file is checked and its edit staged and verified before any is
+    renamed into place; if one rename fails, the files already done get their originals
+    back. A file that already has the size is left untouched.
     """
     plans = [plan_stack_edit(f, reserve, commit, allow_dll=allow_dll, allow_unsign=allow_unsign)
              for f in files]
-    edits = []
     for f, plan in zip(files, plans):
         if plan.signature_removed:
             log.warning(f"{f}: removing its Authenticode signature (the header edit invalidates "
                         "it); re-sign the file if it must be signed")
-        edit = apply_stack_edit(plan, label=str(f))
+    edits = apply_stack_edits(plans, labels=[str(f) for f in files])
+    for edit in edits:
         log.info(edit.describe())
-        edits.append(edit)
     if as_json:
         click.echo(json.dumps([e.to_json() for e in edits], indent=2))
 

@@ -11,9 +11,10 @@ import re
 
 from patchkit.core.errors import PEError
 
-__all__ = ["PAGE_SIZE", "format_size", "parse_size"]
+__all__ = ["PAGE_SIZE", "SIZE_LIMIT", "format_size", "parse_size"]
 
 PAGE_SIZE = 4096
+SIZE_LIMIT = 1 << 64  # no size patchkit handles needs more than 64 bits
 
 _UNITS = {"": 1, "b": 1, "kib": 1 << 10, "mib": 1 << 20, "gib": 1 << 30, "tib": 1 << 40}
 _AMBIGUOUS = {"k": "KiB", "kb": "KiB", "m": "MiB", "mb": "MiB", "g": "GiB", "gb": "GiB",
@@ -28,20 +29,28 @@ def parse_size(text: str | int) -> int:
     if isinstance(text, int):
         if text < 0:
             raise PEError(f"size {text} is negative")
-        return text
+        return _bounded(text, str(text))
+    if len(text) > 64:
+        raise PEError(f"size {text[:32]!r}... is not a size: too long")
     m = _SIZE.match(text)
     if not m:
         raise PEError(f"size {text!r} is not a size: write bytes (268435456, 0x10000000) "
                       "or a binary unit (256MiB, 1GiB)")
     if m.group(1):
-        return int(m.group(1), 16)
+        return _bounded(int(m.group(1), 16), text)
     unit = m.group(3).lower()
     if unit in _AMBIGUOUS:
         raise PEError(f"size {text!r} is ambiguous (decimal or binary?): "
                       f"write {m.group(2)}{_AMBIGUOUS[unit]}")
     if unit not in _UNITS:
         raise PEError(f"size {text!r} has an unknown unit {m.group(3)!r}: use B, KiB, MiB, GiB or TiB")
-    return int(m.group(2)) * _UNITS[unit]
+    return _bounded(int(m.group(2)) * _UNITS[unit], text)
+
+
+def _bounded(n: int, text: str) -> int:
+    if n > SIZE_LIMIT:
+        raise PEError(f"size {text!r} is too large: at most 2^64 bytes (16 EiB)")
+    return n
 
 
 def format_size(n: int) -> str:
