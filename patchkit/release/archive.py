@@ -19,8 +19,10 @@ import dataclasses
 import gzip
 import hashlib
 import io
+import lzma
 import shutil
 import stat
+import struct
 import tarfile
 import time
 import zipfile
@@ -33,11 +35,15 @@ from patchkit.core.fs import atomic_file, sha256_stream
 
 __all__ = [
     "ARCHIVE_SUFFIXES",
+    "DEFAULT_LIMITS",
+    "ArchiveRefused",
     "EntryInfo",
+    "Limits",
     "Member",
     "archive_kind",
     "check_archive",
     "read_archive",
+    "unsafe_member_name",
     "write_archive",
     "zip_date_time",
 ]
@@ -46,6 +52,27 @@ ARCHIVE_SUFFIXES = (".tar.gz", ".zip")
 _ZIP_MIN = 315532800  # 1980-01-01T00:00:00Z
 _LEVEL = 9
 _UNIX = 3  # zip "version made by" host: Unix
+_CHUNK = 1 << 16  # hashing reads (tar: no single read may exceed Limits.header + a block)
+
+
+class ArchiveRefused(ValueError):
+    """Reading an archive hit one of its :class:`Limits` (a bomb?): nothing more is read."""
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Limits:
+    """What ``read_archive`` will read before it refuses: every size and count is capped,
+    and so is the time, so a hostile archive costs bounded memory and time."""
+
+    keep: int = 4 << 20  # a member kept in memory (manifest.json)
+    members: int = 10_000
+    total: int = 32 << 30  # uncompressed bytes of all members (a CUDA bundle is ~1.5 GB)
+    header: int = 1 << 16  # one tar header record (pax, GNU long name)
+    central_directory: int = 16 << 20  # a zip's directory, read whole by zipfile
+    seconds: float = 1800.0  # the whole read
+
+
+DEFAULT_LIMITS = Limits()
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -161,53 +188,187 @@ def write_archive(path: Path, root: str, members: Sequence[Member], *, mtime: in
     return digest
 
 
-def read_archive(path: Path, keep: Sequence[str] = ()) -> list[EntryInfo]:
-    """Every entry of an archive, in stored order, hashed; the data of ``keep`` names kept.
+def read_archive(path: Path, keep: Sequence[str] = (), *,
+                 limits: Limits = DEFAULT_LIMITS) -> list[EntryInfo]:
+    """Every entry of an archive, in stored order, hashed as a stream; the data of ``keep``
+    names kept (each at most ``limits.keep`` bytes).
 
-    Raises ValueError (with a one-line reason) when the file is not a readable archive.
+    Raises ValueError (with a one-line reason) when the file is not a readable archive,
+    and :class:`ArchiveRefused` (a ValueError) when it would take more than ``limits``.
     """
     kind = archive_kind(path.name)
+    budget = _Budget(limits, path.name)
     try:
-        return list(_read_zip(path, keep) if kind == "zip" else _read_tar(path, keep))
-    except (tarfile.TarError, zipfile.BadZipFile, OSError, EOFError, zlib.error) as e:
-        raise ValueError(f"not a readable {kind} archive ({e})") from None
+        return list(_read_zip(path, keep, budget) if kind == "zip"
+                    else _read_tar(path, keep, budget))
+    except ArchiveRefused:
+        raise
+    except RecursionError:
+        raise ArchiveRefused("tar headers chained too deeply (a bomb?)") from None
+    except (tarfile.TarError, zipfile.BadZipFile, OSError, EOFError, zlib.error, lzma.LZMAError,
+            NotImplementedError, RuntimeError, struct.error, UnicodeError, OverflowError,
+            ValueError) as e:
+        raise ValueError(f"not a readable {kind} archive ({str(e)[:200]})") from None
 
 
-def _hash_and_keep(src: io.BufferedIOBase, keep: bool) -> tuple[str, int, bytes | None]:
+class _Budget:
+    """The limits of one read: members seen, bytes hashed, the deadline."""
+
+    def __init__(self, limits: Limits, label: str) -> None:
+        self.limits = limits
+        self.members = 0
+        self.total = 0
+        self.deadline = time.monotonic() + limits.seconds
+
+    def member(self, name: str, declared: int, keep: bool) -> None:
+        self.members += 1
+        lim = self.limits
+        if self.members > lim.members:
+            raise ArchiveRefused(f"more than {lim.members} members (a bomb?)")
+        if declared < 0 or self.total + declared > lim.total:
+            raise ArchiveRefused(f"{name}: its {declared} bytes take the members past "
+                                 f"{_gib(lim.total)} uncompressed (a bomb?)")
+        if keep and declared > lim.keep:
+            raise ArchiveRefused(f"{name} is {declared} bytes uncompressed, more than the "
+                                 f"{lim.keep >> 20} MiB a manifest may be (a bomb?)")
+
+    def add(self, n: int) -> None:
+        self.total += n
+        if self.total > self.limits.total:
+            raise ArchiveRefused(f"the members inflate past {_gib(self.limits.total)} (a bomb?)")
+        self.tick()
+
+    def tick(self) -> None:
+        if time.monotonic() > self.deadline:
+            raise ArchiveRefused(f"reading it took more than {self.limits.seconds:.0f}s")
+
+
+def _gib(n: int) -> str:
+    return f"{n / (1 << 30):g} GiB"
+
+
+class _CappedReader(io.RawIOBase):
+    """The decompressed tar stream, refusing any single read above ``cap``: tarfile reads a
+    pax or GNU long-name header's whole payload in one call, so a header claiming a
+    gigabyte is refused here instead of being inflated into memory."""
+
+    def __init__(self, f: IO[bytes], cap: int, budget: _Budget) -> None:
+        self.f, self.cap, self.budget = f, cap, budget
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def read(self, size: int | None = -1) -> bytes:
+        if size is None or size < 0 or size > self.cap:
+            raise ArchiveRefused(f"a tar header record of {size} bytes, more than "
+                                 f"{self.cap} (a bomb?)")
+        self.budget.tick()
+        return self.f.read(size)
+
+    def readinto(self, b: bytearray | memoryview) -> int:  # type: ignore[override]
+        data = self.read(len(b))
+        b[:len(data)] = data
+        return len(data)
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        if whence == io.SEEK_SET and offset < self.f.tell():
+            raise ArchiveRefused("the tar stream asks to be read backwards")
+        return self.f.seek(offset, whence)
+
+    def tell(self) -> int:
+        return self.f.tell()
+
+
+def _hash_and_keep(src: IO[bytes], keep: bool, budget: _Budget, declared: int,
+                   name: str) -> tuple[str, int, bytes | None]:
     h = hashlib.sha256()
     size = 0
     kept = bytearray() if keep else None
-    for chunk in iter(lambda: src.read(1 << 20), b""):
+    for chunk in iter(lambda: src.read(_CHUNK), b""):
         h.update(chunk)
         size += len(chunk)
+        budget.add(len(chunk))
+        if size > declared:
+            raise ArchiveRefused(f"{name} inflates past its declared {declared} bytes")
         if kept is not None:
             kept += chunk
     return h.hexdigest(), size, bytes(kept) if kept is not None else None
 
 
-def _read_tar(path: Path, keep: Sequence[str]) -> Iterator[EntryInfo]:
-    with tarfile.open(path, mode="r:gz") as tar:
-        for info in tar:
-            sha, size, data = "", info.size, None
-            if info.isfile():
-                src = tar.extractfile(info)
-                assert src is not None
-                sha, size, data = _hash_and_keep(src, info.name in keep)  # type: ignore[arg-type]
-            yield EntryInfo(name=info.name, is_file=info.isfile(), size=size, sha256=sha,
-                            data=data, mode=info.mode, mtime=int(info.mtime),
-                            owner=(info.uid, info.gid, info.uname, info.gname), extra=False)
+def _read_tar(path: Path, keep: Sequence[str], budget: _Budget) -> Iterator[EntryInfo]:
+    with gzip.GzipFile(path, mode="rb") as gz:
+        raw = _CappedReader(gz, budget.limits.header + tarfile.BLOCKSIZE, budget)  # type: ignore[arg-type]
+        with tarfile.open(fileobj=raw, mode="r:") as tar:
+            for info in tar:
+                wanted = info.name in keep
+                budget.member(info.name, info.size if info.isfile() else 0, wanted)
+                sha, size, data = "", info.size, None
+                if info.isfile():
+                    src = tar.extractfile(info)
+                    assert src is not None
+                    sha, size, data = _hash_and_keep(src, wanted, budget, info.size, info.name)
+                # tarfile keeps every header it read: drop them, so memory stays flat
+                tar.members.clear()  # type: ignore[attr-defined]
+                yield EntryInfo(name=info.name, is_file=info.isreg() and not info.issparse(),
+                                size=size, sha256=sha, data=data, mode=info.mode,
+                                mtime=int(info.mtime),
+                                owner=(info.uid, info.gid, info.uname, info.gname), extra=False)
 
 
-def _read_zip(path: Path, keep: Sequence[str]) -> Iterator[EntryInfo]:
-    with zipfile.ZipFile(path) as zf:
-        for info in zf.infolist():
-            with zf.open(info) as src:
-                sha, size, data = _hash_and_keep(src, info.filename in keep)  # type: ignore[arg-type]
-            mode = (info.external_attr >> 16) & 0o7777
-            yield EntryInfo(name=info.filename, is_file=not info.is_dir(), size=size, sha256=sha,
-                            data=data, mode=mode, mtime=_zip_epoch(info.date_time), owner=None,
-                            extra=bool(info.extra or info.comment) or info.create_system != _UNIX
-                            or info.compress_type != zipfile.ZIP_DEFLATED)
+def _check_zip_directory(f: IO[bytes], budget: _Budget) -> None:
+    """Before zipfile reads the central directory whole: its entry count and size."""
+    end_rec = getattr(zipfile, "_EndRecData", None)
+    if end_rec is None:  # pragma: no cover - a Python without the private helper
+        return
+    rec = end_rec(f)
+    if rec is None:
+        return  # zipfile says "not a zip file" itself
+    entries, size = rec[getattr(zipfile, "_ECD_ENTRIES_TOTAL", 4)], rec[getattr(zipfile, "_ECD_SIZE", 5)]
+    lim = budget.limits
+    if entries > lim.members:
+        raise ArchiveRefused(f"its directory lists {entries} members, more than {lim.members} "
+                             "(a bomb?)")
+    if size > lim.central_directory:
+        raise ArchiveRefused(f"its directory is {size} bytes, more than "
+                             f"{lim.central_directory >> 20} MiB (a bomb?)")
+
+
+def _read_zip(path: Path, keep: Sequence[str], budget: _Budget) -> Iterator[EntryInfo]:
+    with path.open("rb") as f:
+        _check_zip_directory(f, budget)
+        f.seek(0)
+        with zipfile.ZipFile(f) as zf:
+            for info in zf.infolist():
+                wanted = info.filename in keep
+                budget.member(info.filename, info.file_size, wanted)
+                with zf.open(info) as src:
+                    sha, size, data = _hash_and_keep(src, wanted, budget, info.file_size,
+                                                     info.filename)
+                unix = info.external_attr >> 16
+                kind = stat.S_IFMT(unix)
+                mode = unix & 0o7777
+                yield EntryInfo(name=info.filename,
+                                is_file=not info.is_dir() and kind in (0, stat.S_IFREG),
+                                size=size, sha256=sha, data=data, mode=mode,
+                                mtime=_zip_epoch(info.date_time), owner=None,
+                                extra=bool(info.extra or info.comment) or info.create_system != _UNIX
+                                or info.compress_type != zipfile.ZIP_DEFLATED)
+
+
+def unsafe_member_name(name: str) -> str:
+    """Why an unpacker could write a member outside its folder (or nowhere sane), or ''."""
+    if not name or "\0" in name:
+        return "an empty name or one with a NUL byte"
+    if name.startswith(("/", "\\")) or (len(name) > 1 and name[1] == ":"):
+        return "an absolute name"
+    if "\\" in name:
+        return "a backslash in the name (a folder separator on Windows)"
+    if any(part in ("", ".", "..") for part in name.split("/")):
+        return "an empty, '.' or '..' component in the name"
+    return ""
 
 
 def check_archive(path: Path, entries: Sequence[EntryInfo], *, root: str, mtime: int) -> list[str]:
@@ -219,6 +380,14 @@ def check_archive(path: Path, entries: Sequence[EntryInfo], *, root: str, mtime:
     names = [e.name for e in entries]
     if names != sorted(names):
         problems.append("entries are not in sorted order")
+    seen: set[str] = set()
+    for n in names:
+        if n in seen:
+            problems.append(f"{n}: appears twice (an unpacker keeps the last one)")
+        seen.add(n)
+        why = unsafe_member_name(n)
+        if why:
+            problems.append(f"{n[:200]!r}: {why}")
     kind = archive_kind(path.name)
     want_mtime = _zip_epoch(zip_date_time(mtime)) if kind == "zip" else mtime
     for e in entries:

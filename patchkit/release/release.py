@@ -40,7 +40,7 @@ from typing import Any
 
 from patchkit import __version__
 from patchkit.core.errors import ConfigError, ReleaseError
-from patchkit.core.fs import atomic_write_bytes, sha256_file
+from patchkit.core.fs import atomic_write_bytes, contained, sha256_file
 from patchkit.core.paths import cache_dir
 from patchkit.model.buildinfo import read_build_info
 from patchkit.model.recipe import Recipe
@@ -173,6 +173,8 @@ def _artifact_members(info: Mapping[str, Any], build_dir: Path) -> list[tuple[Me
         if not path.is_file():
             raise ReleaseError(f"{rel} is missing from {build_dir}",
                                hint="the build folder was changed after the build: rebuild")
+        # packed from the build folder only: a link to a host file is refused, never read
+        path = contained(path, build_dir, error=ReleaseError, what=rel)
         size, sha = path.stat().st_size, sha256_file(path)
         if sha != art.get("sha256") or size != art.get("size"):
             raise ReleaseError(f"{rel} changed after the build (sha256 {sha[:12]}…, size {size}; "
@@ -265,7 +267,11 @@ def read_sums(path: Path) -> tuple[dict[str, str], list[str]]:
     """SHA256SUMS -> ({name: sha256}, [problems with line numbers])."""
     sums: dict[str, str] = {}
     problems: list[str] = []
-    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+    try:
+        text = path.read_bytes().decode("utf-8")
+    except UnicodeDecodeError:
+        return {}, [f"{path.name}: not UTF-8 text"]
+    for n, line in enumerate(text.splitlines(), 1):
         if not line.strip():
             continue
         m = _SUM_LINE.match(line)
@@ -328,6 +334,7 @@ def release(opts: ReleaseOptions) -> ReleaseResult:
     if not license_path.is_file():
         raise ReleaseError(f"{build_dir} has no LICENSE (llama.cpp's licence must ship)",
                            hint="rebuild with `patchkit build <recipe>`")
+    license_path = contained(license_path, build_dir, error=ReleaseError, what="LICENSE")
 
     stem, suffix = archive_name(info)
     mtime = _mtime(info, opts.source_date_epoch)

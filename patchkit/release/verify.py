@@ -17,19 +17,52 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
+import stat
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from patchkit.core.errors import ReleaseError
 from patchkit.core.fs import sha256_file
-from patchkit.release.archive import ARCHIVE_SUFFIXES, archive_kind, check_archive, read_archive
+from patchkit.release.archive import (
+    ARCHIVE_SUFFIXES,
+    DEFAULT_LIMITS,
+    ArchiveRefused,
+    archive_kind,
+    check_archive,
+    read_archive,
+)
 from patchkit.release.names import archive_name, variant_name
 from patchkit.release.release import SUMS, dump_manifest, read_sums
 
 __all__ = ["VerifyReport", "verify_dir"]
 
 _MAX_KEYS = 6
+SUMS_MAX = 1 << 20  # SHA256SUMS: a line per file
+_REFUSED_HINT = "it is not an archive `patchkit release` wrote; do not unpack it"
+
+
+def _not_plain(path: Path) -> str:
+    """Why ``path`` is not a plain file verify may read ('' if it is): a link is never
+    followed (it could lead anywhere on this host), a FIFO or device never opened."""
+    try:
+        st = os.lstat(path)
+    except OSError as e:
+        return f"cannot be read ({e.strerror or e})"
+    if stat.S_ISLNK(st.st_mode):
+        return "is a symlink (not followed)"
+    if not stat.S_ISREG(st.st_mode):
+        return "is not a regular file"
+    return ""
+
+
+def _json(data: bytes) -> Any:
+    """JSON from bytes; ValueError for anything that is not (too deep included)."""
+    try:
+        return json.loads(data.decode("utf-8"))
+    except RecursionError:
+        raise ValueError("nested too deeply") from None
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -91,22 +124,28 @@ def _check_members(label: str, root: str, entries: list[Any], manifest: Mapping[
 def _check_archive_file(dist: Path, name: str) -> list[str]:
     path = dist / name
     root = name[: -len("." + archive_kind(name))]
+    why = _not_plain(path)
+    if why:
+        return [f"{name}: {why}"]
     try:
         entries = read_archive(path, keep=[f"{root}/manifest.json"])
+    except ArchiveRefused as e:
+        raise ReleaseError(f"{name}: refused: {e}", hint=_REFUSED_HINT) from None
     except ValueError as e:
         return [f"{name}: {e}"]
     inner = next((e for e in entries if e.name == f"{root}/manifest.json"), None)
     if inner is None or inner.data is None:
         return [f"{name}: has no {root}/manifest.json"]
     try:
-        manifest = json.loads(inner.data.decode("utf-8"))
+        manifest = _json(inner.data)
         if not isinstance(manifest, dict):
             raise ValueError("not an object")
-    except (ValueError, UnicodeDecodeError) as e:
-        return [f"{name}: manifest.json is not valid JSON ({e})"]
+        canonical = dump_manifest(manifest)
+    except (ValueError, UnicodeDecodeError, RecursionError) as e:
+        return [f"{name}: manifest.json is not valid JSON ({str(e)[:200]})"]
 
     diffs: list[str] = []
-    if dump_manifest(manifest) != inner.data:
+    if canonical != inner.data:
         diffs.append(f"{name}: manifest.json is not in canonical form (edited by hand?)")
     if manifest.get("archive") != name:
         diffs.append(f"{name}: the manifest names the archive {manifest.get('archive')!r}")
@@ -135,15 +174,21 @@ def _check_archive_file(dist: Path, name: str) -> list[str]:
                      "'unsmoked' waiver")
 
     side = dist / f"{root}.manifest.json"
-    if not side.is_file():
+    side_why = _not_plain(side) if os.path.lexists(side) else ""
+    if not os.path.lexists(side):
         diffs.append(f"{side.name}: missing (the copy of {name}'s manifest)")
+    elif side_why:
+        diffs.append(f"{side.name}: {side_why}")
+    elif side.stat().st_size > DEFAULT_LIMITS.keep:
+        diffs.append(f"{side.name}: larger than {DEFAULT_LIMITS.keep >> 20} MiB, so not the "
+                     f"manifest inside {name}")
     elif side.read_bytes() != inner.data:
         try:
-            keys = _diff_keys(manifest, json.loads(side.read_text(encoding="utf-8")))
+            keys = _diff_keys(manifest, _json(side.read_bytes()))
             what = ", ".join(keys[:_MAX_KEYS]) + (f" (+{len(keys) - _MAX_KEYS} more)"
                                                   if len(keys) > _MAX_KEYS else "")
             what = what or "formatting only"
-        except (ValueError, UnicodeDecodeError):
+        except (ValueError, UnicodeDecodeError, RecursionError):
             what = "it is not valid JSON"
         diffs.append(f"{side.name}: differs from the manifest inside {name}: {what}")
     return diffs
@@ -156,26 +201,35 @@ def verify_dir(dist: Path) -> VerifyReport:
     diffs: list[str] = []
     sums_path = dist / SUMS
     sums: dict[str, str] = {}
-    if sums_path.is_file():
+    sums_why = _not_plain(sums_path) if os.path.lexists(sums_path) else ""
+    if not os.path.lexists(sums_path):
+        diffs.append(f"{SUMS}: missing")
+    elif sums_why:
+        diffs.append(f"{SUMS}: {sums_why}")
+    elif sums_path.stat().st_size > SUMS_MAX:
+        diffs.append(f"{SUMS}: larger than {SUMS_MAX >> 20} MiB, so not one a release wrote")
+    else:
         sums, problems = read_sums(sums_path)
         diffs += problems
-    else:
-        diffs.append(f"{SUMS}: missing")
     for name, want in sorted(sums.items()):
         path = dist / name
-        if not path.is_file():
+        if not os.path.lexists(path):
             diffs.append(f"{name}: listed in {SUMS} but missing")
+            continue
+        why = _not_plain(path)
+        if why:
+            diffs.append(f"{name}: listed in {SUMS} but it {why}")
             continue
         got = sha256_file(path)
         if got != want:
             diffs.append(f"{name}: sha256 is {_short(got)}, {SUMS} says {_short(want)}")
-    ours = sorted(p.name for p in dist.iterdir() if p.is_file()
+    ours = sorted(p.name for p in dist.iterdir() if os.path.lexists(p) and not p.is_dir()
                   and (p.name.endswith(ARCHIVE_SUFFIXES) or p.name.endswith(".manifest.json")))
     for name in ours:
         if name not in sums:
             diffs.append(f"{name}: not listed in {SUMS}")
     archives = sorted({n for n in (*ours, *sums) if n.endswith(ARCHIVE_SUFFIXES)
-                       and (dist / n).is_file()})
+                       and os.path.lexists(dist / n) and not (dist / n).is_dir()})
     if not archives and not diffs:
         diffs.append(f"{dist}: no archives to verify")
     for name in archives:
