@@ -121,14 +121,50 @@ def _signal_group(proc: subprocess.Popen[bytes], kill: bool) -> None:
             os.killpg(proc.pid, signal.SIGKILL if kill else signal.SIGTERM)
 
 
+def _session_members(sid: int) -> list[int]:
+    """Linux: the live processes of session ``sid``. A child started here leads a session of
+    its own, and everything it starts stays in it: also jobs that moved to process groups of
+    their own (ninja runs each build step in a new group) and orphans whose parent died."""
+    found: list[int] = []
+    try:
+        names = os.listdir("/proc")
+    except OSError:
+        return found
+    for name in names:
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", "rb") as f:
+                fields = f.read().rsplit(b")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        # state, ppid, pgrp, session: a zombie is already dead (only not yet reaped)
+        if len(fields) > 3 and fields[3] == str(sid).encode() and fields[0] != b"Z":
+            found.append(int(name))
+    return found
+
+
+def _signal_session(sid: int, sig: int) -> bool:
+    """Send ``sig`` to every live member of session ``sid``; whether there was any."""
+    members = _session_members(sid) if sys.platform.startswith("linux") else []
+    for pid in members:
+        with contextlib.suppress(OSError):
+            os.kill(pid, sig)
+    return bool(members)
+
+
 def stop(proc: subprocess.Popen[bytes], *, grace: float = 2.0) -> None:
-    """Stop a child and its whole group: TERM, ``grace`` seconds, then KILL; reaped.
+    """Stop a child and everything it started: TERM, ``grace`` seconds, then KILL; reaped.
 
     The KILL goes to the group even when the leader left in time: a member that ignores
-    TERM (or was started by one that did not wait for it) must not outlive the stop.
+    TERM (or was started by one that did not wait for it) must not outlive the stop. On
+    Linux it also goes to the child's whole session, which holds what left the group
+    (ninja's jobs each run in a process group of their own) or was orphaned.
     """
     if proc.poll() is None:
         _signal_group(proc, kill=grace <= 0 or sys.platform == "win32")
+        if sys.platform != "win32" and grace > 0:
+            _signal_session(proc.pid, signal.SIGTERM)
         try:
             proc.wait(timeout=max(grace, 0.1))
         except subprocess.TimeoutExpired:
@@ -137,6 +173,10 @@ def stop(proc: subprocess.Popen[bytes], *, grace: float = 2.0) -> None:
     if sys.platform != "win32":
         with contextlib.suppress(OSError):  # ESRCH: nothing of the group is left
             os.killpg(proc.pid, signal.SIGKILL)
+        for _ in range(100):  # a member may fork while it is being killed: until none is left
+            if not _signal_session(proc.pid, signal.SIGKILL):
+                break
+            time.sleep(0.01)
 
 
 def _argv(args: Sequence[StrPath]) -> list[str]:
