@@ -164,7 +164,9 @@ def read_capped(path: Path, *, limit: int, error: type[FatalError], what: str = 
     large file. Never reads more than ``limit + 1`` bytes."""
     label = what or str(path)
     try:
-        with path.open("rb") as f:
+        # O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer forever
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0))
+        with open(fd, "rb") as f:
             st = os.fstat(f.fileno())
             if not stat.S_ISREG(st.st_mode):
                 raise error(f"{label} is not a regular file")

@@ -159,17 +159,19 @@ def _check_archive_file(dist: Path, name: str) -> list[str]:
         if manifest.get("variant") != variant_name(manifest):
             diffs.append(f"{name}: the manifest's variant {manifest.get('variant')!r} does not "
                          f"follow from its fields ({variant_name(manifest)!r})")
-    except (KeyError, TypeError, ReleaseError, AttributeError) as e:
-        diffs.append(f"{name}: cannot recompute the archive name from the manifest ({e})")
+    except (KeyError, TypeError, ValueError, ReleaseError, AttributeError) as e:
+        diffs.append(f"{name}: cannot recompute the archive name from the manifest "
+                     f"({str(e)[:200]})")
     diffs += _check_members(name, root, entries, manifest)
     mtime = manifest.get("source_date_epoch")
-    if isinstance(mtime, int):
+    if isinstance(mtime, int) and not isinstance(mtime, bool) and 0 <= mtime < 1 << 40:
         diffs += [f"{name}: {p}" for p in check_archive(path, entries, root=root, mtime=mtime)]
     else:
-        diffs.append(f"{name}: the manifest has no source_date_epoch")
+        diffs.append(f"{name}: the manifest has no (valid) source_date_epoch")
     smoke = manifest.get("smoke")
     status = smoke.get("status") if isinstance(smoke, dict) else None
-    if status != "passed" and "unsmoked" not in (manifest.get("waivers") or []):
+    waivers = manifest.get("waivers")
+    if status != "passed" and "unsmoked" not in (waivers if isinstance(waivers, list) else []):
         diffs.append(f"{name}: smoke {status or 'not run'} but the manifest records no "
                      "'unsmoked' waiver")
 

@@ -3,6 +3,7 @@ line, the right exit code, nothing half-done."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -58,3 +59,45 @@ def test_list_shows_gpu_archs_and_flags_a_bad_family(project: Path, upstream: Fi
     assert r.exit_code == 3, r.output
     assert "CUDA sm_60,61,75,86" in r.output
     assert "invalid" in r.output and "pascall" in r.output
+
+
+@pytest.mark.parametrize("jobs", ["99999999999999999999", "4097", "-1", "two", "1e3", ""])
+def test_absurd_jobs_are_one_line_exit_2(project: Path, tmp_path: Path, jobs: str) -> None:
+    r = invoke(project, "build", "fixture", "--out", str(tmp_path / "out"), "-j", jobs)
+    assert r.exit_code == 2 and r.output.count("error: ") == 1, r.output
+    assert "CMake" not in r.output and len(r.output.splitlines()) <= 3
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("value", ["99999999999999999999", "0", "-3", "lots", "4097"])
+def test_a_bad_parallel_level_in_the_environment_is_exit_2(
+        project: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, value: str) -> None:
+    from patchkit.core.paths import cache_dir
+
+    monkeypatch.setenv("CMAKE_BUILD_PARALLEL_LEVEL", value)
+    r = invoke(project, "build", "fixture", "--out", str(tmp_path / "out"))
+    assert_error(r, 2, f"CMAKE_BUILD_PARALLEL_LEVEL={value!r} is not a job count (1-4096)", "-j N")
+    assert not cache_dir().exists() or not any(cache_dir().iterdir())  # nothing started
+
+
+@pytest.mark.parametrize("where", ["cache", "cache/work/fixture-1/build", "."])
+def test_an_out_dir_in_or_around_the_cache_is_refused_before_anything_runs(
+        project: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, where: str) -> None:
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("PATCHKIT_CACHE", str(cache))
+    r = invoke(project, "build", "fixture", "--out", str(tmp_path / where))
+    assert_error(r, 2, "patchkit's cache")
+    assert not (cache / "lock").exists() and not (cache / "repos").exists()
+
+
+def test_an_out_dir_of_user_files_is_refused_before_anything_runs(project: Path, tmp_path: Path) -> None:
+    from patchkit.core.paths import cache_dir
+
+    out = tmp_path / "Documents"
+    out.mkdir()
+    (out / "thesis.tex").write_text("years of work")
+    (out / "build-info.json").write_text("{}")
+    r = invoke(project, "build", "fixture", "--out", str(out))
+    assert_error(r, 2, f"{out} is not a patchkit output dir", "unknown build-info schema")
+    assert sorted(os.listdir(out)) == ["build-info.json", "thesis.tex"]
+    assert not (cache_dir() / "repos").exists()  # refused before the clone

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from patchkit.core import fs
+from patchkit.core.errors import BuildError, ConfigError, ReleaseError
 from patchkit.core.fs import (
     atomic_write_bytes,
     atomic_write_json,
@@ -83,3 +84,66 @@ def test_unserialisable_json_writes_nothing(tmp_path: Path) -> None:
     with pytest.raises(TypeError):
         atomic_write_json(tmp_path / "x.json", {"x": object()})
     assert os.listdir(tmp_path) == []
+
+
+# -- hostile files: reads capped, links refused, full disks named --------------------------
+
+
+def test_read_capped_refuses_folders_fifos_and_big_files(tmp_path: Path) -> None:
+    (tmp_path / "f").write_bytes(b"12345")
+    assert fs.read_capped(tmp_path / "f", limit=5, error=ConfigError) == b"12345"
+    with pytest.raises(ConfigError, match="f is larger than 4 bytes"):
+        fs.read_capped(tmp_path / "f", limit=4, error=ConfigError)
+    with pytest.raises(ConfigError, match="is a folder, not a file|is not a regular file"):
+        fs.read_capped(tmp_path, limit=4, error=ConfigError)
+    with pytest.raises(ReleaseError, match="nope does not exist"):
+        fs.read_capped(tmp_path / "nope", limit=4, error=ReleaseError)
+    if hasattr(os, "mkfifo"):
+        os.mkfifo(tmp_path / "fifo")  # opening it for reading must not wait for a writer
+        with pytest.raises(ConfigError, match="fifo is not a regular file"):
+            fs.read_capped(tmp_path / "fifo", limit=4, error=ConfigError)
+
+
+@pytest.mark.skipif(os.name != "posix", reason="symlinks")
+def test_safe_copy_refuses_links_out_of_the_root_and_special_files(tmp_path: Path) -> None:
+    root = tmp_path / "root"
+    root.mkdir()
+    secret = tmp_path / "secret"
+    secret.write_text("host file")
+    (root / "LICENSE").symlink_to(secret)
+    dest = tmp_path / "dest"
+    with pytest.raises(BuildError, match="resolves to .*secret, outside .*root: refusing"):
+        fs.safe_copy(root / "LICENSE", dest, root=root, error=BuildError)
+    assert not dest.exists()
+    (root / "real").write_text("ok")
+    (root / "inner").symlink_to(root / "real")  # a link inside the root is fine
+    dest.symlink_to(secret)  # and a link at the destination is replaced, not written through
+    fs.safe_copy(root / "inner", dest, root=root, error=BuildError)
+    assert dest.read_text() == "ok" and not dest.is_symlink() and secret.read_text() == "host file"
+    (root / "dir").mkdir()
+    with pytest.raises(BuildError, match="is not a regular file"):
+        fs.safe_copy(root / "dir", tmp_path / "d2", root=root, error=BuildError)
+
+
+def test_write_failure_names_the_out_dir_its_mount_and_the_file(tmp_path: Path) -> None:
+    out = tmp_path / "out" / "cpu-rpc"
+    dest = tmp_path / "out" / ".cpu-rpc.tmp-1" / "bin" / "llama-cli"
+    full = OSError(28, "No space left on device", "/cache/work/build/bin/llama-cli")
+    err = fs.write_failure(full, dest=dest, folder=out, error=ConfigError, full_error=BuildError)
+    mount = fs.mount_point(out)
+    assert isinstance(err, BuildError) and err.exit_code == 6
+    assert err.message.startswith(f"no space left on the file system of {out} (mounted at {mount}, ")
+    assert f"free) while writing {dest}" in err.message and "/cache/" not in err.message
+    assert str(mount) in err.hint
+    big = fs.write_failure(OSError(27, "File too large"), dest=dest, folder=out, error=ConfigError,
+                           full_error=BuildError)
+    assert "ulimit -f" in big.message and isinstance(big, BuildError)
+    denied = fs.write_failure(PermissionError(13, "Permission denied"), dest=dest, folder=out,
+                              error=ConfigError)
+    assert isinstance(denied, ConfigError) and denied.exit_code == 2
+    assert denied.message == f"cannot write {dest}: Permission denied"
+
+
+def test_mount_point_of_a_path_that_does_not_exist_yet(tmp_path: Path) -> None:
+    assert os.path.ismount(fs.mount_point(tmp_path / "a" / "b" / "c"))
+    assert fs.mount_point(tmp_path / "a") == fs.mount_point(tmp_path)
