@@ -28,6 +28,7 @@ from pathlib import Path
 import pefile
 
 from patchkit.core.errors import PEError
+from patchkit.core.fs import read_capped
 from patchkit.model.units import PAGE_SIZE, format_size, parse_size
 
 __all__ = [
@@ -231,15 +232,24 @@ def _layout(data: bytes, label: str) -> _Layout:
     )
 
 
+PE_MAX = 4 << 30  # a PE image cannot be larger (its sizes are 32-bit)
+
+
 def _read(path: Path) -> bytes:
+    """The whole file; a FIFO or device (/dev/zero, /dev/stdin) is refused, never read."""
     try:
-        return path.read_bytes()
+        st = path.stat()
     except FileNotFoundError:
         raise PEError(f"{path}: no such file") from None
-    except IsADirectoryError:
-        raise PEError(f"{path}: is a directory, not a PE file") from None
     except OSError as e:
         raise PEError(f"{path}: cannot read: {e.strerror or e}") from None
+    if stat.S_ISDIR(st.st_mode):
+        raise PEError(f"{path}: is a directory, not a PE file")
+    if not stat.S_ISREG(st.st_mode):
+        raise PEError(f"{path}: not a regular file (a FIFO or a device?), not a PE file")
+    if st.st_size > PE_MAX:
+        raise PEError(f"{path}: {st.st_size} bytes, larger than any PE file can be")
+    return read_capped(path, limit=PE_MAX, error=PEError, what=str(path))
 
 
 def _certificate(data: bytes, lay: _Layout, label: str) -> tuple[int, int]:

@@ -262,7 +262,8 @@ def _group_members(pgid: int) -> list[int]:
 
 
 @linux_only
-@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT, signal.SIGHUP],
+                         ids=["SIGTERM", "SIGINT", "SIGHUP"])
 def test_a_signal_to_patchkit_alone_stops_every_build_job_before_the_lock_is_freed(
         project: Path, tmp_path: Path, slow_upstream: tuple[Path, str], sig: int) -> None:
     repo, head = slow_upstream

@@ -136,3 +136,16 @@ def test_plan_refusals_are_pe_errors_never_tracebacks(tmp_path: Path) -> None:
     exe = write(tmp_path, "a.exe", synth_pe())
     with pytest.raises(PEError, match="larger than the reserve"):
         plan_stack_edit(exe, "1MiB", "2MiB")
+
+
+@pytest.mark.parametrize("special", ["/dev/zero", "/dev/null", "fifo"])
+def test_devices_and_fifos_are_refused_not_read(tmp_path: Path, special: str) -> None:
+    if os.name != "posix" or (special == "fifo" and not hasattr(os, "mkfifo")):
+        pytest.skip("POSIX devices and FIFOs")
+    path = special
+    if special == "fifo":
+        os.mkfifo(tmp_path / "fifo")  # reading it would wait for a writer forever
+        path = str(tmp_path / "fifo")
+    for cmd in (["pe-info", path], ["pe-stack", path, "--reserve", "256MiB"]):
+        code, out = run(*cmd)
+        assert code == 10 and "not a regular file" in out, out

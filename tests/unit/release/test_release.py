@@ -238,3 +238,36 @@ def test_stale_build_refused_unless_allowed(project: Path, tmp_path: Path) -> No
     # another recipe's build
     with pytest.raises(ReleaseError, match="the build is of recipe 'cpu-rpc'"):
         do_release(make_build(tmp_path / "x"), tmp_path / "d3", recipe=recipe)
+
+
+@pytest.mark.skipif(os.name != "posix", reason="symlinks")
+def test_a_build_folder_file_linked_to_a_host_file_is_never_packed(tmp_path: Path) -> None:
+    import json
+
+    from patchkit.core.fs import sha256_file
+
+    secret = tmp_path / "secret"
+    secret.write_bytes(b"\x7fELF HOST SECRET")
+    for target in ("bin/llama-cli", "LICENSE", "bin"):
+        build = make_build(tmp_path / target.replace("/", "-"))
+        victim = build / target
+        if target == "bin":  # the whole bin/ elsewhere, with the same files
+            import shutil
+
+            elsewhere = tmp_path / "elsewhere-bin"
+            shutil.copytree(victim, elsewhere)
+            shutil.rmtree(victim)
+            victim.symlink_to(elsewhere)
+        else:
+            victim.unlink()
+            victim.symlink_to(secret)
+            # the attacker also makes build-info agree with the host file
+            info = json.loads((build / "build-info.json").read_text())
+            for a in info["artifacts"]:
+                if a["path"] == target:
+                    a["sha256"], a["size"] = sha256_file(secret), secret.stat().st_size
+            (build / "build-info.json").write_text(json.dumps(info))
+        dist = tmp_path / f"dist-{target.replace('/', '-')}"
+        with pytest.raises(ReleaseError, match="resolves to .*, outside .*: refusing to copy it"):
+            do_release(build, dist)
+        assert not dist.exists() or not list(dist.iterdir())
