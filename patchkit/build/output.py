@@ -157,6 +157,9 @@ def write_output(out_dir: Path, artifacts: list[Artifact], license_file: Path | 
         write_build_info(tmp, info)
         _swap_in(tmp, out_dir)
     except OSError as e:
+        # name the file as it will be in the out dir, not by its temp folder's random name
+        if tmp is not None and current.is_relative_to(tmp):
+            current = out_dir / current.relative_to(tmp)
         raise _write_error(e, current, out_dir) from None
     finally:
         if tmp is not None:
