@@ -5,7 +5,6 @@ never swapped away, stopping patchkit stops its whole build, a full disk is name
 from __future__ import annotations
 
 import os
-import resource
 import signal
 import subprocess
 import sys
@@ -166,6 +165,8 @@ def test_check_refs_that_look_like_options(project: Path, upstream: FixtureUpstr
 
 def _limit_file_size(limit: int):  # type: ignore[no-untyped-def]
     def preexec() -> None:
+        import resource  # POSIX only
+
         resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
     return preexec
 
@@ -262,7 +263,7 @@ def _group_members(pgid: int) -> list[int]:
 
 
 @linux_only
-@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT, signal.SIGHUP],
+@pytest.mark.parametrize("sig", [getattr(signal, n, None) for n in ("SIGTERM", "SIGINT", "SIGHUP")],
                          ids=["SIGTERM", "SIGINT", "SIGHUP"])
 def test_a_signal_to_patchkit_alone_stops_every_build_job_before_the_lock_is_freed(
         project: Path, tmp_path: Path, slow_upstream: tuple[Path, str], sig: int) -> None:
