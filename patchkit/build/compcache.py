@@ -92,8 +92,9 @@ class RemoteUrl:
     host: str = ""  # the host, or the bucket for s3:// / gcs://
     port: int | None = None
     path: str = ""  # /DB for redis, a path prefix for http/s3/gcs
-    username: str = ""
-    password: str = ""  # a lone `word@` (ccache's redis form) is taken as the password
+    username: str = dataclasses.field(default="", repr=False)
+    # a lone `word@` (ccache's redis form) is taken as the password
+    password: str = dataclasses.field(default="", repr=False)
     raw: str = dataclasses.field(default="", repr=False)
 
     @property
@@ -207,12 +208,14 @@ def parse_remote(text: str, *, where: str, error: type[ConfigError] | type[Recip
 
 
 def _redact_raw(text: str) -> str:
-    """A URL as typed, with anything between :// and the last @ masked."""
+    """A URL as typed (maybe malformed), with everything that could be credentials masked:
+    what stands between the scheme and the last ``@`` (or before it, without a scheme)."""
+    if "@" not in text:
+        return text
     head, sep, rest = text.partition("://")
-    if sep and "@" in rest.split("/", 1)[0]:
-        return f"{head}://{_MASK}@{rest.split('/', 1)[0].rpartition('@')[2]}" + (
-            "/" + rest.split("/", 1)[1] if "/" in rest else "")
-    return text
+    if not sep:
+        return f"{_MASK}@{text.rpartition('@')[2]}"
+    return f"{head}://{_MASK}@{rest.rpartition('@')[2]}"
 
 
 def redact(text: str, remote: RemoteUrl | None) -> str:

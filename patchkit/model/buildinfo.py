@@ -438,7 +438,8 @@ class BuildInfo:
             "log": self.log,
             "build_dir": self.build_dir,
             "artifacts": [a.to_json() for a in self.artifacts],
-            "compile_cache": self.compile_cache.to_json() if self.compile_cache else None,
+            # only when there was a launcher: files of builds without one stay as they were
+            **({"compile_cache": self.compile_cache.to_json()} if self.compile_cache else {}),
         }
 
     @classmethod
