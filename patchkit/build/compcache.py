@@ -41,6 +41,7 @@ from patchkit.model.buildinfo import CompileCacheRecord
 from patchkit.model.recipe import LAUNCHERS as RECIPE_LAUNCHERS
 
 __all__ = [
+    "ENV_DIST",
     "ENV_LAUNCHER",
     "ENV_REMOTE",
     "LAUNCHERS",
@@ -51,6 +52,7 @@ __all__ = [
     "ccache_counts",
     "find_sccache",
     "miss_seconds",
+    "parse_dist",
     "parse_remote",
     "plan",
     "probe",
@@ -62,6 +64,7 @@ __all__ = [
 
 ENV_REMOTE = "PATCHKIT_CACHE_REMOTE"
 ENV_LAUNCHER = "PATCHKIT_LAUNCHER"
+ENV_DIST = "PATCHKIT_DIST"  # an sccache-dist scheduler: http://TOKEN@HOST:PORT
 LAUNCHERS = RECIPE_LAUNCHERS
 OFF = "off"  # --cache-remote off: no remote, whatever the environment or recipe say
 
@@ -207,6 +210,19 @@ def parse_remote(text: str, *, where: str, error: type[ConfigError] | type[Recip
                      password=password, raw=text)
 
 
+def parse_dist(text: str, *, where: str) -> RemoteUrl:
+    """An sccache-dist scheduler, ``http(s)://TOKEN@HOST:PORT`` (the client token as the
+    URL's user part); ConfigError (one line, no token) otherwise."""
+    r = parse_remote(text, where=where)
+    if r.scheme not in ("http", "https") or r.path.strip("/"):
+        raise ConfigError(f"{where} {r.redacted!r}: an sccache-dist scheduler is "
+                          "http(s)://TOKEN@HOST:PORT", hint="see docs/cache.md")
+    if not r.password:
+        raise ConfigError(f"{where} {r.redacted!r}: no client token (http://TOKEN@HOST:PORT)",
+                          hint="the token of the scheduler's [client_auth]")
+    return dataclasses.replace(r, path="")
+
+
 def _redact_raw(text: str) -> str:
     """A URL as typed (maybe malformed), with everything that could be credentials masked:
     what stands between the scheme and the last ``@`` (or before it, without a scheme)."""
@@ -239,11 +255,13 @@ class CacheSettings:
     remote: RemoteUrl | None = None
     launcher_from: str = "default"
     remote_from: str = ""
+    dist: RemoteUrl | None = None  # an sccache-dist scheduler (its token in ``password``)
 
 
 def resolve(*, remote_flag: str | None = None, launcher_flag: str | None = None,
             env: Mapping[str, str] | None = None, recipe_remote: str | None = None,
-            recipe_launcher: str | None = None, recipe_label: str = "recipe") -> CacheSettings:
+            recipe_launcher: str | None = None, recipe_label: str = "recipe",
+            dist_flag: str | None = None) -> CacheSettings:
     """The settings in force (order in the module doc); one-line errors, nothing run:
     ConfigError (exit 2) for the flag and the environment, RecipeError (exit 3) for a recipe."""
     env = os.environ if env is None else env
@@ -275,6 +293,16 @@ def resolve(*, remote_flag: str | None = None, launcher_flag: str | None = None,
             raise err(f"{where}: {value!r} is not one of {', '.join(LAUNCHERS)}")
         launcher, launcher_from = value, where
         break
+    dist = None
+    for value, where in ((dist_flag, "--dist"), (env.get(ENV_DIST) or None, ENV_DIST)):
+        if value is not None:
+            dist = None if value.strip().lower() == OFF else parse_dist(value.strip(), where=where)
+            if dist is not None and launcher in ("ccache", "none"):
+                raise ConfigError(f"{where}: distributed compilation is sccache's, but "
+                                  f"{launcher_from} says {launcher}", hint="--launcher sccache")
+            if dist is not None and not launcher:
+                launcher, launcher_from = "sccache", where
+            break
     if remote is not None:
         if not launcher and remote.scheme not in _CCACHE_SCHEMES:
             launcher, launcher_from = "sccache", f"{remote.scheme} (from {remote_from})"
@@ -286,7 +314,7 @@ def resolve(*, remote_flag: str | None = None, launcher_flag: str | None = None,
                               f"{remote.scheme}", hint="use --launcher sccache, or a redis:// or "
                               "http:// remote")
     return CacheSettings(launcher=launcher, remote=remote, launcher_from=launcher_from,
-                         remote_from=remote_from)
+                         remote_from=remote_from, dist=dist)
 
 
 # -- the plan: which program, which environment -----------------------------------------------
@@ -299,6 +327,7 @@ class CachePlan:
     base_dir: Path
     env: Mapping[str, str]  # added to the build's environment (no credentials)
     remote_from: str = ""
+    dist: RemoteUrl | None = None
 
     @property
     def defines(self) -> dict[str, str]:
@@ -363,7 +392,8 @@ def plan(settings: CacheSettings, *, ccache: Path | None, cache_root: Path,
         add["SCCACHE_BASEDIRS"] = base if base and _covers(base.split(os.pathsep)[0], cache_root) \
             else str(cache_root)
     return CachePlan(launcher=name, program=program, remote=settings.remote,
-                     base_dir=cache_root, env=add, remote_from=settings.remote_from)
+                     base_dir=cache_root, env=add, remote_from=settings.remote_from,
+                     dist=settings.dist if name == "sccache" else None)
 
 
 def _remote_env(p: CachePlan) -> dict[str, str]:
@@ -482,6 +512,7 @@ class Counts:
     misses: int = 0
     remote_errors: int = 0  # calls where the remote failed or timed out
     miss_seconds: float | None = None  # the launcher's own measure of this build's compiles
+    distributed: int = 0  # compiles that ran on sccache-dist build servers
 
 
 def ccache_counts(stats_log: str) -> Counts:
@@ -533,7 +564,9 @@ def sccache_counts(text: str) -> Counts:
                   remote_hits=min(remote_hits, hits), misses=misses,
                   remote_errors=_count_map(stats.get("cache_errors"))
                   + _num(stats.get("cache_read_errors")) + _num(stats.get("cache_timeouts")),
-                  miss_seconds=spent / compiled if compiled else None)
+                  miss_seconds=spent / compiled if compiled else None,
+                  distributed=sum(_num(v) for v in dist.values())
+                  if isinstance(dist := stats.get("dist_compiles"), dict) else 0)
 
 
 def _ninja_entries(build_dir: Path, offset: int) -> list[float]:
@@ -584,6 +617,7 @@ class Session:
         self._procs: Processes | None = None
         self._tmp: Path | None = None
         self._stats_log = work_root / "ccache-stats.log"
+        self.dist = p.dist
 
     # started by session()
     def _start(self, stack: contextlib.ExitStack) -> None:
@@ -614,6 +648,7 @@ class Session:
         stack.callback(shutil.rmtree, self._tmp, True)
         self._procs = stack.enter_context(Processes(self._tmp))
         stack.callback(self._save_server_log)
+        self._dist_config()
         for attempt in (1, 2):
             port = net.free_port()
             self.env["SCCACHE_SERVER_PORT"] = str(port)
@@ -636,6 +671,29 @@ class Session:
                 self._fall_back(f"sccache did not start with the remote {self.remote.redacted} "
                                 "(its storage check failed): building with the local cache only")
 
+    def _dist_config(self) -> None:
+        """sccache reads its dist client settings from a config file only: a private one."""
+        d = self.dist
+        if d is None or self._tmp is None:
+            return
+        why = probe(d)
+        if why is not None:
+            log.warning(f"the sccache-dist scheduler {d.redacted} {why}: compiling here")
+            self.fallback = self.fallback or f"sccache-dist scheduler {d.redacted} {why}"
+            self.dist = None
+            return
+        conf = self._tmp / "sccache-client.conf"
+        toolchains = self.work_root / "sccache-dist-toolchains"
+        conf.touch(mode=0o600)
+        conf.write_text(f"[dist]\nscheduler_url = {json.dumps(d.endpoint)}\ntoolchains = []\n"
+                        f"cache_dir = {json.dumps(str(toolchains))}\n"
+                        f"[dist.auth]\ntype = \"token\"\ntoken = {json.dumps(d.password)}\n",
+                        encoding="utf-8")
+        self.env["SCCACHE_CONF"] = str(conf)
+
+    def _secrets(self) -> list[RemoteUrl]:
+        return [r for r in (self.plan.remote, self.plan.dist) if r is not None]
+
     def _save_server_log(self) -> None:
         """The server's log, redacted, next to build.log."""
         if self._tmp is None:
@@ -643,7 +701,9 @@ class Session:
         text = "".join(f.read_text("utf-8", "replace")[-_STATS_CAP:]
                        for f in sorted(self._tmp.glob("sccache-*.log")))
         with contextlib.suppress(OSError):
-            atomic_write_text(self.work_root / "sccache.log", redact(text, self.plan.remote))
+            for r in self._secrets():
+                text = redact(text, r)
+            atomic_write_text(self.work_root / "sccache.log", text)
 
     def before_build(self, build_dir: Path) -> None:
         try:
@@ -691,9 +751,10 @@ class Session:
                              "slow): those used the local cache")
             log.warning(self.fallback)
         said = "unknown (no compile measured here yet)" if saved is None else f"~{saved:.0f}s"
+        dist = f", {counts.distributed} compiled on build servers" if self.dist else ""
         log.info(f"compile cache ({p.launcher} {version or '?'}{where}): {counts.compiles} "
                  f"compiles: {counts.local_hits} local hits, {counts.remote_hits} remote hits, "
-                 f"{counts.misses} misses; time saved {said}")
+                 f"{counts.misses} misses{dist}; time saved {said}")
         return CompileCacheRecord(
             launcher=p.launcher, version=version,
             remote=self.remote.redacted if self.remote else None,
@@ -701,7 +762,8 @@ class Session:
             remote_hits=counts.remote_hits, misses=counts.misses,
             remote_errors=counts.remote_errors,
             miss_seconds=round(mean, 3) if mean is not None else None,
-            seconds_saved=saved, fallback=self.fallback)
+            seconds_saved=saved, fallback=self.fallback, distributed=counts.distributed,
+            dist_scheduler=self.dist.redacted if self.dist else None)
 
     def _remember(self, mean: float | None) -> float | None:
         """Keep this build's time per compile in the work folder; without one, the last."""

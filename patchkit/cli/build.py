@@ -34,16 +34,19 @@ __all__ = ["COMMANDS"]
 @click.option("--launcher", type=click.Choice(compcache.LAUNCHERS),
               help=f"Compiler launcher (beats {compcache.ENV_LAUNCHER} and build.launcher; "
                    "default: ccache when on PATH).")
+@click.option("--dist", metavar="URL",
+              help=f"Compile on sccache-dist build servers: the scheduler as "
+                   f"http://TOKEN@HOST:PORT (beats {compcache.ENV_DIST}; implies sccache).")
 @click.pass_context
 def build_cmd(ctx: click.Context, recipe: str | None, upstream: str | None, out: Path | None,
               jobs: int | None, clean: bool, no_smoke: bool, cuda_root: Path | None,
-              cache_remote: str | None, launcher: str | None) -> None:
+              cache_remote: str | None, launcher: str | None, dist: str | None) -> None:
     project, _, rec = load_recipe_arg(ctx, recipe)
     # checked before anything runs: a bad URL is one line (exit 2), never its password
     settings = compcache.resolve(remote_flag=cache_remote, launcher_flag=launcher,
                                  recipe_remote=rec.build.cache_remote,
                                  recipe_launcher=rec.build.launcher,
-                                 recipe_label=_label(rec.path, project))
+                                 recipe_label=_label(rec.path, project), dist_flag=dist)
     log.info(f"recipe {rec.name}: upstream {rec.upstream.commit[:12]}, "
              f"{len(rec.patches)} patch(es), targets {', '.join(rec.build.targets)}")
     result = run_build(BuildOptions(recipe=rec, project=project, upstream=upstream, out=out,

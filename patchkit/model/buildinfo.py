@@ -358,13 +358,16 @@ class CompileCacheRecord:
     miss_seconds: float | None = None  # mean seconds of one compile (estimated)
     seconds_saved: float | None = None  # hits x miss_seconds; None: nothing to measure by
     fallback: str = ""  # the warning when the remote was down or failed, "" when it was fine
+    distributed: int = 0  # compiles that ran on sccache-dist build servers
+    dist_scheduler: str | None = None  # redacted URL of the sccache-dist scheduler used
 
     def to_json(self) -> dict[str, Any]:
         return {"launcher": self.launcher, "version": self.version, "remote": self.remote,
                 "compiles": self.compiles, "local_hits": self.local_hits,
                 "remote_hits": self.remote_hits, "misses": self.misses,
                 "remote_errors": self.remote_errors, "miss_seconds": self.miss_seconds,
-                "seconds_saved": self.seconds_saved, "fallback": self.fallback}
+                "seconds_saved": self.seconds_saved, "fallback": self.fallback,
+                "distributed": self.distributed, "dist_scheduler": self.dist_scheduler}
 
     @classmethod
     def from_obj(cls, o: _Obj) -> CompileCacheRecord:
@@ -380,7 +383,9 @@ class CompileCacheRecord:
                    local_hits=count("local_hits"), remote_hits=count("remote_hits"),
                    misses=count("misses"), remote_errors=count("remote_errors"),
                    miss_seconds=secs("miss_seconds"), seconds_saved=secs("seconds_saved"),
-                   fallback=o.text("fallback", optional=True, default=""))
+                   fallback=o.text("fallback", optional=True, default=""),
+                   distributed=count("distributed"),
+                   dist_scheduler=o.text("dist_scheduler", optional=True))
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

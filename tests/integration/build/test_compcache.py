@@ -13,11 +13,13 @@ import pytest
 
 from patchkit.build import cmake
 from patchkit.build.compcache import find_sccache
+from patchkit.core.net import free_port
 from patchkit.core.paths import cache_dir
 from tests.fixtures.project import build
 from tests.fixtures.redis import PASSWORD, RedisServer, redis_server
+from tests.fixtures.sccache_dist import CLIENT_TOKEN, DistCluster, sccache_dist
 
-__all__ = ["redis_server"]  # the fixture, used by name below
+__all__ = ["redis_server", "sccache_dist"]  # the fixtures, used by name below
 
 pytestmark = pytest.mark.skipif(shutil.which("ccache") is None, reason="ccache is not installed")
 
@@ -162,3 +164,36 @@ def test_without_a_remote_the_stats_are_local(project: Path, tmp_path: Path,
     assert cc["remote"] is None and cc["local_hits"] == cc["compiles"] > 0
     assert cc["seconds_saved"] is not None  # measured on the first build, kept in the work dir
     assert "local hits" in r.output and "time saved ~" in r.output
+
+
+def test_sccache_dist_compiles_on_a_loopback_build_server(
+        project: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        sccache_dist: DistCluster) -> None:
+    m = _machine(tmp_path, "m", monkeypatch)
+    r = build(project, m / "out", "--no-smoke", "--dist", sccache_dist.url)  # implies sccache
+    assert r.exit_code == 0, r.output
+    cc = _info(m / "out")["compile_cache"]
+    assert cc["launcher"] == "sccache" and cc["misses"] == cc["compiles"] > 0
+    assert cc["distributed"] == cc["compiles"], cc
+    assert cc["dist_scheduler"] == f"http://***@127.0.0.1:{sccache_dist.scheduler_port}"
+    assert f"{cc['distributed']} compiled on build servers" in r.output
+    assert CLIENT_TOKEN not in r.output
+    for f in tmp_path.rglob("*"):
+        if f.is_file() and sccache_dist.root not in f.parents:
+            assert CLIENT_TOKEN.encode() not in f.read_bytes(), f"the token is in {f}"
+    # the binaries it made run
+    assert (m / "out" / "bin" / "fixture-cli").is_file()
+
+
+def test_sccache_dist_scheduler_down_compiles_here_with_one_warning(
+        project: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    if find_sccache() is None:
+        pytest.skip("sccache is not installed")
+    m = _machine(tmp_path, "m", monkeypatch)
+    port = free_port()
+    r = build(project, m / "out", "--no-smoke", "--dist", f"http://tok@127.0.0.1:{port}")
+    assert r.exit_code == 0, r.output
+    (warning,) = _warnings(r.output)
+    assert "sccache-dist scheduler http://***@127.0.0.1" in warning and "compiling here" in warning
+    cc = _info(m / "out")["compile_cache"]
+    assert cc["distributed"] == 0 and cc["misses"] == cc["compiles"] > 0

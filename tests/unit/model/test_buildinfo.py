@@ -147,7 +147,8 @@ def test_compile_cache_record_round_trips_and_is_optional() -> None:
 
     record = {"launcher": "ccache", "version": "4.7.5", "remote": "redis://***@cache.lan:6379",
               "compiles": 40, "local_hits": 1, "remote_hits": 38, "misses": 1, "remote_errors": 0,
-              "miss_seconds": 2.5, "seconds_saved": 97.5, "fallback": ""}
+              "miss_seconds": 2.5, "seconds_saved": 97.5, "fallback": "", "distributed": 0,
+              "dist_scheduler": None}
     data = build_info_json(compile_cache=record)
     info = BuildInfo.from_json(data)
     assert info.compile_cache == CompileCacheRecord(**record)
