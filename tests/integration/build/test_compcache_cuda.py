@@ -20,12 +20,13 @@ from patchkit.model.buildinfo import CompileCacheRecord
 from tests.fixtures.cuda import recipe_from
 from tests.fixtures.paths import CUDA_PROJECT
 from tests.fixtures.redis import PASSWORD, RedisServer, redis_server
+from tests.fixtures.sccache_dist import CLIENT_TOKEN, DistCluster, sccache_dist
 
-__all__ = ["redis_server"]
+__all__ = ["redis_server", "sccache_dist"]
 
 
-def _machine_build(root: Path, launcher: str, remote: str, tmp_path: Path) -> tuple[
-        CompileCacheRecord, dict[str, bytes]]:
+def _machine_build(root: Path, launcher: str, remote: str | None, tmp_path: Path, *,
+                   dist: str | None = None) -> tuple[CompileCacheRecord, dict[str, bytes]]:
     try:
         tk = find_toolkit(None, None, os.environ)
     except ToolMissing as e:
@@ -39,7 +40,7 @@ def _machine_build(root: Path, launcher: str, remote: str, tmp_path: Path) -> tu
     env = {**os.environ, "CCACHE_DIR": str(root / "ccache"), "SCCACHE_DIR": str(root / "sccache")}
     for k in ("CCACHE_BASEDIR", "SCCACHE_BASEDIRS"):
         env.pop(k, None)
-    settings = cc.resolve(remote_flag=remote, launcher_flag=launcher, env={})
+    settings = cc.resolve(remote_flag=remote, launcher_flag=launcher, env={}, dist_flag=dist)
     plan = cc.plan(settings, ccache=Path(p) if (p := shutil.which("ccache")) else None,
                    cache_root=cache_root, env=env)
     defines = {**cmake_defines(recipe, recipe.cuda.archs, tk, ccache=plan.launcher),
@@ -85,3 +86,14 @@ def test_nvcc_compiles_hit_the_remote_from_another_path(tmp_path: Path, launcher
     for f in tmp_path.rglob("*"):
         if f.is_file() and redis_server.dir not in f.parents:
             assert PASSWORD.encode() not in f.read_bytes(), f
+
+
+def test_nvcc_through_sccache_dist_on_loopback(tmp_path: Path, sccache_dist: DistCluster) -> None:
+    r, objects = _machine_build(tmp_path / "m", "sccache", None, tmp_path / "r",
+                                dist=sccache_dist.url)
+    # nvcc's cudafe++, cicc and ptxas steps and the host compiles ran on the build server
+    assert r.distributed >= 3 and r.dist_scheduler is not None, r
+    assert any(name.endswith(".cu.o") for name in objects)
+    for f in tmp_path.rglob("*"):
+        if f.is_file():
+            assert CLIENT_TOKEN.encode() not in f.read_bytes(), f
