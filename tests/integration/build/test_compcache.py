@@ -197,3 +197,19 @@ def test_sccache_dist_scheduler_down_compiles_here_with_one_warning(
     assert "sccache-dist scheduler http://***@127.0.0.1" in warning and "compiling here" in warning
     cc = _info(m / "out")["compile_cache"]
     assert cc["distributed"] == 0 and cc["misses"] == cc["compiles"] > 0
+
+
+def test_a_failed_build_with_a_remote_leaks_nothing(
+        project: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        redis_server: RedisServer) -> None:
+    from tests.fixtures.project import assert_error, write_patch
+    from tests.fixtures.upstream import GUARD_PATCH_BODY
+
+    m = _machine(tmp_path, "m", monkeypatch)
+    (project / "patches" / "series").write_text("")
+    write_patch(project / "patches", "0001-zero-nbytes-guard.patch",
+                GUARD_PATCH_BODY.replace("return 1; /* zero-byte", "return 1 /* zero-byte"))
+    r = build(project, m / "out", "--no-smoke", "--cache-remote", redis_server.url)
+    assert_error(r, 6, "the build failed", "full log:")
+    assert PASSWORD not in r.output
+    _no_secret_under(tmp_path, skip=redis_server.dir)

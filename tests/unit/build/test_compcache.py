@@ -344,3 +344,42 @@ def test_probe_a_slow_and_a_missing_remote(fake_remote: Callable[..., int]) -> N
     # http remotes: a TCP connect is the check; cloud ones are left to sccache
     assert cc.probe(cc.parse_remote(f"http://127.0.0.1:{free}/c", where="x")) == "refused the connection"
     assert cc.probe(cc.parse_remote("s3://bucket", where="x")) is None
+
+
+def test_a_remote_without_ccache_takes_sccache_or_says_what_to_install(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    remote = cc.parse_remote("redis://h", where="x")
+    settings = cc.CacheSettings(remote=remote, remote_from="--cache-remote")
+    monkeypatch.setattr(cc, "find_sccache", lambda env=None: tmp_path / "sccache")
+    assert cc.plan(settings, ccache=None, cache_root=tmp_path, env={}).launcher == "sccache"
+    monkeypatch.setattr(cc, "find_sccache", lambda env=None: None)
+    with pytest.raises(ToolMissing, match="neither ccache nor sccache is installed"):
+        cc.plan(settings, ccache=None, cache_root=tmp_path, env={})
+
+
+def test_session_redacts_errors_and_the_build_log(tmp_path: Path) -> None:
+    from patchkit.core.errors import BuildError
+
+    remote = cc.parse_remote(f"redis://:{PW}@h:1", where="x")
+    p = cc.CachePlan(launcher=None, program=None, remote=remote, base_dir=tmp_path, env={})
+    log = tmp_path / "build.log"
+    log.write_text(f"ccache: error: bad remote storage redis://{PW}@h:1\n")
+    with pytest.raises(BuildError) as e, cc.session(p, tmp_path, {}, log_path=log):
+        raise BuildError(f"failed with redis://:{PW}@h:1", detail=f"tail: {PW}", hint=PW)
+    assert PW not in f"{e.value} {e.value.message} {e.value.detail} {e.value.hint} {e.value.args}"
+    assert PW not in log.read_text() and "***" in log.read_text()
+
+
+def test_dist_urls() -> None:
+    d = cc.parse_dist("http://tok3n@127.0.0.1:10600", where="--dist")
+    assert d.password == "tok3n" and d.endpoint == "http://127.0.0.1:10600"
+    assert d.redacted == "http://***@127.0.0.1:10600"
+    for bad, needle in (("redis://t@h", "scheduler is http"),
+                        ("http://h:1", "no client token"), ("http://t@h:1/x", "HOST:PORT")):
+        with pytest.raises(ConfigError, match=needle):
+            cc.parse_dist(bad, where="--dist")
+    s = cc.resolve(env={cc.ENV_DIST: "http://t@h:1"})
+    assert s.launcher == "sccache" and s.dist is not None
+    with pytest.raises(ConfigError, match="distributed compilation is sccache's"):
+        cc.resolve(dist_flag="http://t@h:1", launcher_flag="ccache", env={})
+    assert cc.resolve(dist_flag="off", env={cc.ENV_DIST: "http://t@h:1"}).dist is None
