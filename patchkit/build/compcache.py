@@ -415,7 +415,9 @@ def _remote_env(p: CachePlan) -> dict[str, str]:
     out = {"SCCACHE_MULTILEVEL_CHAIN": f"disk,{level}",
            "SCCACHE_MULTILEVEL_WRITE_ERROR_POLICY": "ignore"}
     if level == "redis":
-        out["SCCACHE_REDIS_ENDPOINT"] = r.endpoint
+        out["SCCACHE_REDIS_ENDPOINT"] = dataclasses.replace(r, path="").endpoint
+        if r.path.strip("/"):
+            out["SCCACHE_REDIS_DB"] = r.path.strip("/")
         if r.username:
             out["SCCACHE_REDIS_USERNAME"] = r.username
         if r.password:
@@ -654,8 +656,8 @@ class Session:
         assert self.plan.program is not None
         self._tmp = Path(tempfile.mkdtemp(prefix="patchkit-sccache-"))
         stack.callback(shutil.rmtree, self._tmp, True)
+        stack.callback(self._save_server_log)  # after the server stopped (LIFO)
         self._procs = stack.enter_context(Processes(self._tmp))
-        stack.callback(self._save_server_log)
         self._dist_config()
         for attempt in (1, 2):
             port = net.free_port()

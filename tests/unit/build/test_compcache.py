@@ -183,7 +183,8 @@ def test_sccache_plan_puts_its_folder_on_path_and_credentials_apart(
     assert p.env["PATH"] == f"{exe.parent}:/usr/bin" and p.env["SCCACHE_BASEDIRS"] == str(tmp_path / "c")
     env = cc._remote_env(p)
     assert env["SCCACHE_MULTILEVEL_CHAIN"] == "disk,redis"
-    assert env["SCCACHE_REDIS_ENDPOINT"] == "redis://h:6379/3"  # sccache prints this one
+    assert env["SCCACHE_REDIS_ENDPOINT"] == "redis://h:6379"  # sccache prints this one
+    assert env["SCCACHE_REDIS_DB"] == "3"
     assert env["SCCACHE_REDIS_USERNAME"] == "ci" and env["SCCACHE_REDIS_PASSWORD"] == PW
     for url, want in (("s3://b/pre", {"SCCACHE_BUCKET": "b", "SCCACHE_S3_KEY_PREFIX": "pre"}),
                       ("gcs://g", {"SCCACHE_GCS_BUCKET": "g"}), ("gha", {"SCCACHE_GHA_ENABLED": "true"}),
