@@ -41,14 +41,15 @@ def build(recipe: str, upstream: str, home: Path, remote: str, launcher: str, jo
           ) -> tuple[float, dict]:
     env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""),
            "PATCHKIT_CACHE": str(home / "patchkit-cache"), "CCACHE_DIR": str(home / "ccache"),
-           "SCCACHE_DIR": str(home / "sccache")}
-    for k in ("CCACHE_BASEDIR", "CCACHE_REMOTE_STORAGE", "PATCHKIT_CACHE_REMOTE"):
+           "SCCACHE_DIR": str(home / "sccache"),
+           "PATCHKIT_CACHE_REMOTE": remote}  # not argv: other users can read a command line
+    for k in ("CCACHE_BASEDIR", "CCACHE_REMOTE_STORAGE"):
         env.pop(k, None)
     out = home / "out"
     start = time.perf_counter()
     proc = subprocess.run([sys.executable, "-m", "patchkit", "--project", str(ROOT), "build",
                            recipe, "--upstream", upstream, "--out", str(out), "--no-smoke",
-                           "-j", str(jobs), "--cache-remote", remote, "--launcher", launcher],
+                           "-j", str(jobs), "--launcher", launcher],
                           capture_output=True, text=True, env=env)
     took = time.perf_counter() - start
     if proc.returncode != 0:
