@@ -28,8 +28,8 @@ __all__ = ["COMMANDS"]
 @click.option("--cuda-root", type=click.Path(file_okay=False, path_type=Path),
               help="CUDA toolkit to use (beats cuda.toolkit_root, CUDA_PATH, PATH).")
 @click.option("--cache-remote", metavar="URL",
-              help=f"Shared compile cache: redis://, http:// (ccache) or also s3://, gcs://, gha, "
-                   f"rediss://, https://, memcached:// (sccache); `off` for none. Beats "
+              help=f"Shared compile cache: redis://, http:// (ccache or sccache); s3://, gcs://, "
+                   f"gha, rediss://, https://, memcached:// (sccache); `off` for none. Beats "
                    f"{compcache.ENV_REMOTE} and build.cache_remote (docs/cache.md).")
 @click.option("--launcher", type=click.Choice(compcache.LAUNCHERS),
               help=f"Compiler launcher (beats {compcache.ENV_LAUNCHER} and build.launcher; "
