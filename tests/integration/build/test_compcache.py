@@ -174,7 +174,8 @@ def test_sccache_dist_compiles_on_a_loopback_build_server(
     assert r.exit_code == 0, r.output
     cc = _info(m / "out")["compile_cache"]
     assert cc["launcher"] == "sccache" and cc["misses"] == cc["compiles"] > 0
-    assert cc["distributed"] == cc["compiles"], cc
+    # every compile, when the build server keeps up (sccache compiles locally when it does not)
+    assert 1 <= cc["distributed"] <= cc["compiles"], cc
     assert cc["dist_scheduler"] == f"http://***@127.0.0.1:{sccache_dist.scheduler_port}"
     assert f"{cc['distributed']} compiled on build servers" in r.output
     assert CLIENT_TOKEN not in r.output
