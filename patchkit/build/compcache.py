@@ -47,6 +47,7 @@ __all__ = [
     "LAUNCHERS",
     "CachePlan",
     "CacheSettings",
+    "Counts",
     "RemoteUrl",
     "Session",
     "ccache_counts",
@@ -694,11 +695,10 @@ class Session:
             return
         conf = self._tmp / "sccache-client.conf"
         toolchains = self.work_root / "sccache-dist-toolchains"
-        conf.touch(mode=0o600)
-        conf.write_text(f"[dist]\nscheduler_url = {json.dumps(d.endpoint)}\ntoolchains = []\n"
-                        f"cache_dir = {json.dumps(str(toolchains))}\n"
-                        f"[dist.auth]\ntype = \"token\"\ntoken = {json.dumps(d.password)}\n",
-                        encoding="utf-8")
+        atomic_write_text(conf, f"[dist]\nscheduler_url = {json.dumps(d.endpoint)}\n"
+                          f"toolchains = []\ncache_dir = {json.dumps(str(toolchains))}\n"
+                          f"[dist.auth]\ntype = \"token\"\ntoken = {json.dumps(d.password)}\n",
+                          mode=0o600)
         self.env["SCCACHE_CONF"] = str(conf)
 
     def _secrets(self) -> list[RemoteUrl]:
