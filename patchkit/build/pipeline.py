@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from patchkit import __version__
 from patchkit.build import cmake as cm
+from patchkit.build import compcache
 from patchkit.build.output import check_out_dir, write_output
 from patchkit.build.patch import AppliedPatch, apply_series
 from patchkit.build.state import (
@@ -79,6 +80,7 @@ class BuildOptions:
     clean: bool = False
     smoke: bool = True
     cuda_root: Path | None = None
+    compile_cache: compcache.CacheSettings | None = None  # None: from the env and the recipe
     on_check: Callable[[CheckResult], None] | None = None  # each smoke check, as it ends
 
 
@@ -110,22 +112,26 @@ def run_build(opts: BuildOptions) -> BuildResult:
     check_out_dir(opts.out or Path("out") / recipe.name, cache.root)
     log.timings = {}
     tools = cm.find_tools()
+    settings = opts.compile_cache or compcache.resolve(
+        recipe_remote=recipe.build.cache_remote, recipe_launcher=recipe.build.launcher,
+        recipe_label=_rel(recipe.path, opts.project))
+    cc = compcache.plan(settings, ccache=tools.ccache, cache_root=cache.root)
     cuda_plan = None
     if recipe.cuda is not None:
         from patchkit.build.cuda import plan as cuda
 
         with log.step("cuda preflight", "cuda"):  # refuse before cloning or configuring
             cuda_plan = cuda.prepare(recipe, cuda_root=opts.cuda_root, env=os.environ,
-                                     ccache="ccache" if tools.ccache is not None else False)
+                                     ccache=cc.launcher or False)
             log.info(f"  {cuda_plan.archs.describe()}")
             for note in cuda_plan.notes:
                 log.info(f"  note: {note}")
     with cache_lock(cache.root, f"patchkit build {recipe.name}"):
-        return _run_locked(opts, url, cache, tools, cuda_plan)
+        return _run_locked(opts, url, cache, tools, cuda_plan, cc)
 
 
 def _run_locked(opts: BuildOptions, url: str, cache: CacheLayout, tools: cm.BuildTools,
-                cuda_plan: CudaPlan | None) -> BuildResult:
+                cuda_plan: CudaPlan | None, cc: compcache.CachePlan) -> BuildResult:
     recipe = opts.recipe
     work = cache.work(recipe.name, url)
     work.root.mkdir(parents=True, exist_ok=True)
@@ -133,21 +139,25 @@ def _run_locked(opts: BuildOptions, url: str, cache: CacheLayout, tools: cm.Buil
 
     state, results = _source_and_patches(opts, url, cache, work)
     smoke = opts.smoke and recipe.smoke_enabled
-    defines, env = _defines_and_env(recipe, tools, cuda_plan, cache.root, smoke)
+    defines, env = _defines_and_env(recipe, cc, cuda_plan, smoke)
     toolchain = recipe.build.toolchain
     config_id = digest({"defines": defines, "generator": recipe.build.generator,
                         "build_type": recipe.build.build_type,
                         "toolchain": sha256_file(toolchain) if toolchain else None,
                         "cmake": str(tools.cmake.version), "src": str(work.src)})
-    with log.step("configure", "configure"):
-        state = _configure(tools, recipe, work, state, config_id, defines, env)
-        index = cm.load_index(work.build)
-        artifacts = cm.target_artifacts(index, recipe.build.targets, work.build)
-        smoke_tools = _available_tools(index, recipe.smoke_tools) if smoke else []
-    with log.step(f"build {', '.join(recipe.build.targets)}", "build"):
-        log.info(f"log: {work.log}")
-        cm.build(tools, build_dir=work.build, targets=[*recipe.build.targets, *smoke_tools],
-                 jobs=opts.jobs, log_path=work.log, env=env)
+    # the remote probed, sccache's server running; no credential in the log or an error
+    with compcache.session(cc, work.root, env, log_path=work.log) as ccs:
+        with log.step("configure", "configure"):
+            state = _configure(tools, recipe, work, state, config_id, defines, ccs.env)
+            index = cm.load_index(work.build)
+            artifacts = cm.target_artifacts(index, recipe.build.targets, work.build)
+            smoke_tools = _available_tools(index, recipe.smoke_tools) if smoke else []
+        with log.step(f"build {', '.join(recipe.build.targets)}", "build"):
+            log.info(f"log: {work.log}")
+            ccs.before_build(work.build)
+            cm.build(tools, build_dir=work.build, targets=[*recipe.build.targets, *smoke_tools],
+                     jobs=opts.jobs, log_path=work.log, env=ccs.env)
+        compile_cache = ccs.finish(work.build)
     cuda_info = _prove_cuda(cuda_plan, artifacts, work.build) if cuda_plan is not None else None
     # CUDA binaries load NVIDIA's runtime (cuBLAS) from the toolkit: smoke runs need its path
     runtime_env = {k: env[k] for k in ("LD_LIBRARY_PATH",) if k in env} \
@@ -172,12 +182,15 @@ def _run_locked(opts: BuildOptions, url: str, cache: CacheLayout, tools: cm.Buil
         targets=recipe.build.targets,
         tools={**cm.compiler_versions(index), "ninja": tools.ninja_version,
                "ccache": tool_version(tools.ccache),
+               **({"sccache": compile_cache.version}
+                  if compile_cache and compile_cache.launcher == "sccache" else {}),
                "nvcc": cuda_info.nvcc if cuda_info else None},
         cuda=cuda_info,
         runtime_env=runtime_env,
         timings=log.timings,
         log=str(work.log),
         build_dir=str(work.build),
+        compile_cache=compile_cache,
     )
     out_dir = opts.out or Path("out") / recipe.name
     with log.step("output", "output"):
@@ -235,17 +248,15 @@ def _source_and_patches(opts: BuildOptions, url: str, cache: CacheLayout, work: 
         return state, results
 
 
-def _defines_and_env(recipe: Recipe, tools: cm.BuildTools, cuda_plan: CudaPlan | None,
-                     cache: Path, smoke: bool) -> tuple[dict[str, str], dict[str, str]]:
+def _defines_and_env(recipe: Recipe, cc: compcache.CachePlan, cuda_plan: CudaPlan | None,
+                     smoke: bool) -> tuple[dict[str, str], dict[str, str]]:
     defines = offline_defines(recipe, smoke)
     env = dict(os.environ)
-    if tools.ccache is not None:
-        # by name (it is on PATH): no host path in the defines that go into a release
-        defines.setdefault("CMAKE_C_COMPILER_LAUNCHER", "ccache")
-        defines.setdefault("CMAKE_CXX_COMPILER_LAUNCHER", "ccache")
-        # one cache root for every worktree path, so ccache hits across builds
-        env.setdefault("CCACHE_BASEDIR", str(cache))
-        env.setdefault("CCACHE_NOHASHDIR", "true")
+    # the launcher by name (no host path in the defines that go into a release), its base
+    # dir (keys relative to the cache root: hits across worktree and cache paths)
+    for k, v in cc.defines.items():
+        defines.setdefault(k, v)
+    env.update(cc.env)
     if cuda_plan is not None:
         from patchkit.build.cuda import plan as cuda
 

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import click
 
+from patchkit.build import compcache
 from patchkit.build.pipeline import BuildOptions, run_build
 from patchkit.cli._common import DEFAULT_RECIPE, load_recipe_arg
 from patchkit.cli.smoke import print_check
@@ -44,18 +45,42 @@ def _check_parallel_env(jobs: int | None) -> None:
 @click.option("--no-smoke", is_flag=True, help="Do not run the smoke checks after building.")
 @click.option("--cuda-root", type=click.Path(file_okay=False, path_type=Path),
               help="CUDA toolkit to use (beats cuda.toolkit_root, CUDA_PATH, PATH).")
+@click.option("--cache-remote", metavar="URL",
+              help=f"Shared compile cache: redis://, http:// (ccache or sccache); s3://, gcs://, "
+                   f"gha, rediss://, https://, memcached:// (sccache); `off` for none. Beats "
+                   f"{compcache.ENV_REMOTE} and build.cache_remote (docs/cache.md).")
+@click.option("--launcher", type=click.Choice(compcache.LAUNCHERS),
+              help=f"Compiler launcher (beats {compcache.ENV_LAUNCHER} and build.launcher; "
+                   "default: ccache when on PATH).")
+@click.option("--dist", metavar="URL",
+              help=f"Compile on sccache-dist build servers: the scheduler as "
+                   f"http://TOKEN@HOST:PORT (beats {compcache.ENV_DIST}; implies sccache).")
 @click.pass_context
 def build_cmd(ctx: click.Context, recipe: str | None, upstream: str | None, out: Path | None,
-              jobs: int | None, clean: bool, no_smoke: bool, cuda_root: Path | None) -> None:
+              jobs: int | None, clean: bool, no_smoke: bool, cuda_root: Path | None,
+              cache_remote: str | None, launcher: str | None, dist: str | None) -> None:
     _check_parallel_env(jobs)
     project, _, rec = load_recipe_arg(ctx, recipe)
+    # checked before anything runs: a bad URL is one line (exit 2), never its password
+    settings = compcache.resolve(remote_flag=cache_remote, launcher_flag=launcher,
+                                 recipe_remote=rec.build.cache_remote,
+                                 recipe_launcher=rec.build.launcher,
+                                 recipe_label=_label(rec.path, project), dist_flag=dist)
     log.info(f"recipe {rec.name}: upstream {rec.upstream.commit[:12]}, "
              f"{len(rec.patches)} patch(es), targets {', '.join(rec.build.targets)}")
     result = run_build(BuildOptions(recipe=rec, project=project, upstream=upstream, out=out,
                                     jobs=jobs, clean=clean, smoke=not no_smoke,
-                                    cuda_root=cuda_root, on_check=print_check))
+                                    cuda_root=cuda_root, compile_cache=settings,
+                                    on_check=print_check))
     total = sum(v for v in log.timings.values())
     log.info(f"done in {total:.1f}s: {result.out_dir}/")
+
+
+def _label(path: Path, project: Path) -> str:
+    try:
+        return path.resolve().relative_to(project.resolve()).as_posix()
+    except ValueError:
+        return str(path)
 
 
 build_cmd.help = (f"Build RECIPE: a bare NAME is recipes/NAME.toml (always); anything with a "

@@ -29,6 +29,7 @@ __all__ = [
     "CMakeRecord",
     "CheckResult",
     "CheckStatus",
+    "CompileCacheRecord",
     "CudaRecord",
     "PatchRecord",
     "PeEditRecord",
@@ -343,6 +344,51 @@ class CudaRecord:
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
+class CompileCacheRecord:
+    """What the compiler cache did in the build (patchkit.build.compcache); no credentials."""
+
+    launcher: str  # ccache | sccache
+    version: str | None = None
+    remote: str | None = None  # redacted URL of the remote used, None: local only
+    compiles: int = 0  # cacheable compiler calls
+    local_hits: int = 0
+    remote_hits: int = 0
+    misses: int = 0
+    remote_errors: int = 0  # calls where the remote failed or timed out (they went local)
+    miss_seconds: float | None = None  # mean seconds of one compile (estimated)
+    seconds_saved: float | None = None  # hits x miss_seconds; None: nothing to measure by
+    fallback: str = ""  # the warning when the remote was down or failed, "" when it was fine
+    distributed: int = 0  # compiles that ran on sccache-dist build servers
+    dist_scheduler: str | None = None  # redacted URL of the sccache-dist scheduler used
+
+    def to_json(self) -> dict[str, Any]:
+        return {"launcher": self.launcher, "version": self.version, "remote": self.remote,
+                "compiles": self.compiles, "local_hits": self.local_hits,
+                "remote_hits": self.remote_hits, "misses": self.misses,
+                "remote_errors": self.remote_errors, "miss_seconds": self.miss_seconds,
+                "seconds_saved": self.seconds_saved, "fallback": self.fallback,
+                "distributed": self.distributed, "dist_scheduler": self.dist_scheduler}
+
+    @classmethod
+    def from_obj(cls, o: _Obj) -> CompileCacheRecord:
+        def count(key: str) -> int:
+            return int(o.get(key, int, optional=True, default=0))
+
+        def secs(key: str) -> float | None:
+            v = o.get(key, (int, float), optional=True)
+            return None if v is None else float(v)
+
+        return cls(launcher=o.text("launcher"), version=o.text("version", optional=True),
+                   remote=o.text("remote", optional=True), compiles=count("compiles"),
+                   local_hits=count("local_hits"), remote_hits=count("remote_hits"),
+                   misses=count("misses"), remote_errors=count("remote_errors"),
+                   miss_seconds=secs("miss_seconds"), seconds_saved=secs("seconds_saved"),
+                   fallback=o.text("fallback", optional=True, default=""),
+                   distributed=count("distributed"),
+                   dist_scheduler=o.text("dist_scheduler", optional=True))
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class BuildInfo:
     patchkit_version: str
     recipe: RecipeRef
@@ -363,6 +409,7 @@ class BuildInfo:
     log: str = ""
     build_dir: str = ""
     artifacts: tuple[ArtifactRecord, ...] = ()
+    compile_cache: CompileCacheRecord | None = None  # optional in the file (older builds)
     schema: int = SCHEMA
 
     @property
@@ -396,6 +443,8 @@ class BuildInfo:
             "log": self.log,
             "build_dir": self.build_dir,
             "artifacts": [a.to_json() for a in self.artifacts],
+            # only when there was a launcher: files of builds without one stay as they were
+            **({"compile_cache": self.compile_cache.to_json()} if self.compile_cache else {}),
         }
 
     @classmethod
@@ -430,6 +479,7 @@ class BuildInfo:
             return found
 
         cuda, smoke = o.obj("cuda", optional=True), o.obj("smoke", optional=True)
+        ccache = o.obj("compile_cache", optional=True)
         return cls(
             patchkit_version=o.text("patchkit_version", optional=True, default=""),
             recipe=RecipeRef.from_obj(sub("recipe")),
@@ -451,6 +501,7 @@ class BuildInfo:
             log=o.text("log", optional=True, default=""),
             build_dir=o.text("build_dir", optional=True, default=""),
             artifacts=tuple(ArtifactRecord.from_obj(a) for a in o.objs("artifacts")),
+            compile_cache=CompileCacheRecord.from_obj(ccache) if ccache is not None else None,
         )
 
 

@@ -44,13 +44,15 @@ _TARGET = re.compile(r"^[A-Za-z0-9_.+-]+$")
 _DEFINE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 OS_NAMES = ("linux", "windows", "macos")
 BUILD_TYPES = ("Release", "RelWithDebInfo", "Debug", "MinSizeRel")
+LAUNCHERS = ("ccache", "sccache", "none")  # build.launcher (patchkit.build.compcache)
 
 # section -> allowed keys (None = top level)
 _SCHEMA: dict[str | None, tuple[str, ...]] = {
     None: ("name", "description", "patches", "allow_experimental",
            "upstream", "build", "platform", "cuda", "windows", "smoke"),
     "upstream": ("url", "commit", "ref"),
-    "build": ("targets", "defines", "build_type", "generator", "toolchain", "sparse_exclude"),
+    "build": ("targets", "defines", "build_type", "generator", "toolchain", "sparse_exclude",
+              "cache_remote", "launcher"),
     "platform": ("os", "arch"),
     "cuda": ("archs", "toolkit_root", "host_compiler", "fa_all_quants"),
     "windows": ("stack_reserve", "stack_commit", "rpc_clients"),
@@ -73,6 +75,8 @@ class BuildSpec:
     generator: str = "Ninja"
     toolchain: Path | None = None
     sparse_exclude: tuple[str, ...] = ()
+    cache_remote: str | None = None  # a shared compile cache URL (checked by build.compcache)
+    launcher: str | None = None  # ccache | sccache | none; None: ccache when on PATH
 
     @property
     def defines_dict(self) -> dict[str, str]:
@@ -272,10 +276,15 @@ def _parse(ctx: _Ctx, data: dict[str, Any], series: Series) -> Recipe:
     generator = ctx.get(b, "generator", str, "build", default="Ninja")
     toolchain = ctx.get(b, "toolchain", str, "build")
     sparse = ctx.str_list(b, "sparse_exclude", "build")
+    launcher = ctx.get(b, "launcher", str, "build")
+    if launcher is not None and launcher not in LAUNCHERS:
+        raise ctx.fail("build.launcher", f"{launcher!r} is not one of {', '.join(LAUNCHERS)}"
+                       + did_you_mean(launcher, LAUNCHERS))
     build = BuildSpec(
         targets=targets, defines=tuple(defines), build_type=build_type, generator=generator,
         toolchain=ctx.project_path(toolchain, "build.toolchain") if toolchain else None,
         sparse_exclude=sparse,
+        cache_remote=ctx.get(b, "cache_remote", str, "build"), launcher=launcher,
     )
 
     plat = ctx.section(data, "platform") or {}

@@ -162,7 +162,8 @@ def cmake_defines(recipe: Recipe, archs: CudaArchs, toolkit: CudaToolkit, *,
                   ccache: str | bool | None = True) -> dict[str, str]:
     """The CMake cache entries a CUDA build needs (they win over the recipe's defines).
 
-    ``ccache``: True = use ccache when it is on PATH, False/None = never, a str = that path.
+    ``ccache``: True = use ccache when it is on PATH, False/None = never, a str = that
+    launcher (a path, or a name on PATH: "ccache" / "sccache", from build.compcache).
     """
     assert recipe.cuda is not None, "cmake_defines needs a recipe with a [cuda] section"
     d = {

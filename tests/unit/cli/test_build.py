@@ -101,3 +101,53 @@ def test_an_out_dir_of_user_files_is_refused_before_anything_runs(project: Path,
     assert_error(r, 2, f"{out} is not a patchkit output dir", "unknown build-info schema")
     assert sorted(os.listdir(out)) == ["build-info.json", "thesis.tex"]
     assert not (cache_dir() / "repos").exists()  # refused before the clone
+
+
+# -- the shared compile cache: refused before anything runs (no process may start here) ----
+
+SECRET = "s3cr3t-Pa55"
+
+
+@pytest.mark.parametrize(("args", "needle"), [
+    (["--cache-remote", f"redis://:{SECRET}@cache.lan:port"], "--cache-remote 'redis://***@cache.lan:port': is not a valid URL"),
+    (["--cache-remote", "ftp://cache.lan"], "unknown scheme 'ftp://'"),
+    (["--cache-remote", "s3://bucket", "--launcher", "ccache"], "ccache cannot store to s3"),
+    (["--cache-remote", "redis://h", "--launcher", "none"], "launcher none"),
+])
+def test_bad_cache_remote_is_one_line_exit_2(project: Path, tmp_path: Path, args: list[str],
+                                             needle: str) -> None:
+    r = build(project, tmp_path / "out", *args)
+    assert_error(r, 2, needle)
+    assert SECRET not in r.output
+    assert not (tmp_path / "out").exists()
+
+
+def test_bad_cache_remote_from_the_environment(project: Path, tmp_path: Path,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PATCHKIT_CACHE_REMOTE", f"redis//:{SECRET}@h")
+    r = build(project, tmp_path / "out")
+    assert_error(r, 2, "PATCHKIT_CACHE_REMOTE", "is not a URL")
+    assert SECRET not in r.output
+    monkeypatch.setenv("PATCHKIT_LAUNCHER", "distcc")
+    monkeypatch.delenv("PATCHKIT_CACHE_REMOTE")
+    assert_error(build(project, tmp_path / "out"), 2, "PATCHKIT_LAUNCHER: 'distcc' is not one of")
+
+
+def test_recipe_cache_keys(project: Path, upstream: FixtureUpstream, tmp_path: Path) -> None:
+    recipe = write_recipe(project, "fixture", url=str(upstream.path), commit=upstream.head)
+    base = recipe.read_text()
+
+    def with_build(line: str) -> None:
+        recipe.write_text(base.replace("[build]\n", f"[build]\n{line}\n", 1))
+
+    with_build(f'cache_remote = "redis://:{SECRET}@cache.lan"')
+    r = build(project, tmp_path / "out")
+    assert_error(r, 3, "recipes/fixture.toml: build.cache_remote", "has credentials")
+    assert SECRET not in r.output
+    with_build('cache_remote = "redis:/cache.lan"')
+    assert_error(build(project, tmp_path / "out"), 3, "build.cache_remote", "is not a URL")
+    with_build('launcher = "scache"')
+    assert_error(build(project, tmp_path / "out"), 3, "build.launcher: 'scache' is not one of",
+                 'did you mean "sccache"')
+    with_build("cache_remote = 6379")
+    assert_error(build(project, tmp_path / "out"), 3, "build.cache_remote: must be str")

@@ -140,3 +140,24 @@ def test_read_and_write(tmp_path: Path) -> None:
     write_build_info(out, info)
     assert read_build_info(out) == info
     assert os.listdir(out) == ["build-info.json"]  # atomic: no temp left
+
+
+def test_compile_cache_record_round_trips_and_is_optional() -> None:
+    from patchkit.model.buildinfo import CompileCacheRecord
+
+    record = {"launcher": "ccache", "version": "4.7.5", "remote": "redis://***@cache.lan:6379",
+              "compiles": 40, "local_hits": 1, "remote_hits": 38, "misses": 1, "remote_errors": 0,
+              "miss_seconds": 2.5, "seconds_saved": 97.5, "fallback": "", "distributed": 0,
+              "dist_scheduler": None}
+    data = build_info_json(compile_cache=record)
+    info = BuildInfo.from_json(data)
+    assert info.compile_cache == CompileCacheRecord(**record)
+    assert info.to_json() == data
+    # an older build-info has no such key; a build without a launcher writes none
+    assert BuildInfo.from_json(build_info_json()).compile_cache is None
+    assert "compile_cache" not in BuildInfo.from_json(build_info_json()).to_json()
+    # a launcher that said nothing: only the launcher is required
+    assert BuildInfo.from_json(build_info_json(compile_cache={"launcher": "sccache"})
+                               ).compile_cache == CompileCacheRecord(launcher="sccache")
+    with pytest.raises(ConfigError, match="compile_cache.remote_hits is missing or not the expected type"):
+        BuildInfo.from_json(build_info_json(compile_cache={**record, "remote_hits": "38"}))

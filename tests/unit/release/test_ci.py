@@ -86,3 +86,39 @@ def test_render_workflow_fills_both_slots_and_quotes_values() -> None:
     assert '- recipe: "a"\n' in text and 'runner: "ubuntu-22.04"' in text and 'cuda: "12.4.1"' in text
     assert '- recipe: "we\\"ird"' in text  # YAML never retypes or breaks on a value
     assert "a we\"ird" in text  # @@RECIPES@@: the names `patchkit check` runs over
+
+
+def test_ci_cache_gha_and_secret_blocks() -> None:
+    yaml = pytest.importorskip("yaml")
+    from patchkit.release.ci import CiCache, parse_ci_cache
+
+    entries = [MatrixEntry(recipe="cpu-rpc", runner="ubuntu-22.04", cuda="")]
+    plain = render_workflow(entries)
+    assert "PATCHKIT_CACHE_REMOTE" not in plain and "@@" not in plain
+
+    def build_steps(text: str) -> list[dict]:
+        return yaml.safe_load(text)["jobs"]["build"]["steps"]
+
+    gha = render_workflow(entries, cache=parse_ci_cache("gha"))
+    steps = build_steps(gha)
+    names = [s.get("name") for s in steps]
+    i = names.index("Build")
+    assert steps[i]["env"] == {"PATCHKIT_LAUNCHER": "sccache", "PATCHKIT_CACHE_REMOTE": "gha"}
+    assert names.index("Install sccache (shared compile cache)") < i
+    script = next(s for s in steps if s.get("uses") == "actions/github-script@v7")["with"]["script"]
+    assert "ACTIONS_RESULTS_URL" in script and "ACTIONS_RUNTIME_TOKEN" in script
+    assert len(steps) == len(build_steps(plain)) + 2
+
+    secret = render_workflow(entries, cache=parse_ci_cache("secret:CACHE_URL"))
+    steps = build_steps(secret)
+    build = next(s for s in steps if s.get("name") == "Build")
+    assert build["env"] == {"PATCHKIT_LAUNCHER": "ccache",
+                            "PATCHKIT_CACHE_REMOTE": "${{ secrets.CACHE_URL }}"}
+    assert len(steps) == len(build_steps(plain))  # only the Build step changes
+    assert parse_ci_cache("secret:X", "sccache") == CiCache(backend="secret", secret="X",
+                                                            launcher="sccache")
+    for bad in ("secret:", "secret:GITHUB_TOKEN", "secret:a-b", "redis://h", "GHA"):
+        with pytest.raises(ValueError):
+            parse_ci_cache(bad)
+    with pytest.raises(ValueError, match="sccache's"):
+        parse_ci_cache("gha", "ccache")
