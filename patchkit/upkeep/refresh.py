@@ -126,9 +126,12 @@ class RefreshState:
             raise PatchError(f"no refresh in progress in {workdir}",
                              hint="start one with `patchkit refresh --onto COMMIT`")
         try:
+            if path.stat().st_size > _MAX_STATE:
+                raise ValueError(f"larger than {_MAX_STATE >> 20} MiB")
             data = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError, UnicodeDecodeError) as e:
-            raise PatchError(f"{path} is unreadable ({e})", hint=_ABORT) from None
+        except (OSError, ValueError, UnicodeDecodeError, RecursionError) as e:
+            raise PatchError(f"{path} is unreadable ({str(e)[:200] or type(e).__name__})",
+                             hint=_ABORT) from None
         if not isinstance(data, dict) or data.get("version") != _STATE_VERSION:
             raise PatchError(f"{path} was written by another patchkit version", hint=_ABORT)
         try:
@@ -150,10 +153,21 @@ class RefreshState:
         if not (0 <= state.next <= len(state.patches)) or len(state.commits) != state.next \
                 or len(state.old_commits) != len(state.patches):
             raise PatchError(f"{path} is damaged (its counters disagree)", hint=_ABORT)
+        # what --continue will read and rewrite: patch files in patches/, the recipe file
+        pdir = Path(state.patches_dir)
+        bad = next((p.file for p in state.patches if Path(p.file).name != p.file
+                    or p.file in ("", ".", "..") or "\\" in p.file), None)
+        if bad is not None or not (pdir.is_absolute() and (pdir / "series").is_file()) or (
+                state.recipe is not None and not (Path(state.recipe).is_absolute()
+                                                  and state.recipe.endswith(".toml")
+                                                  and Path(state.recipe).is_file())):
+            raise PatchError(f"{path} is damaged (it names files outside a patches/ folder "
+                             "or a recipe that is not there)", hint=_ABORT)
         return state
 
 
 _ABORT = "run `patchkit refresh --abort` and start again"
+_MAX_STATE = 16 << 20
 _T = TypeVar("_T")
 
 
