@@ -229,7 +229,9 @@ def _manifest(info: Mapping[str, Any], *, stem: str, suffix: str, mtime: int, sd
         "recipe": {"name": info["recipe"]["name"], "file": _relative_file(info["recipe"].get("file")),
                    "sha256": info["recipe"]["sha256"]},
         "identity": info.get("identity"),
-        "upstream": {k: info["upstream"].get(k) for k in ("url", "commit", "commit_date", "ref")},
+        "upstream": {k: info["upstream"].get(k) for k in ("url", "commit", "commit_date", "ref",
+                                                          "build_number")
+                     if k != "build_number" or info["upstream"].get(k) is not None},
         "patches": [{"name": p.get("name"), "file": p.get("file"), "sha256": p.get("sha256"),
                      "status": p.get("upstream_status"), "when": p.get("when"),
                      "experimental": p.get("experimental"), "result": p.get("result")}
