@@ -163,8 +163,8 @@ class UpstreamRef:
     build_number: int | None = None
 
     def to_json(self) -> dict[str, Any]:
-        out = {"url": self.url, "commit": self.commit, "commit_date": self.commit_date,
-               "subject": self.subject, "ref": self.ref}
+        out: dict[str, Any] = {"url": self.url, "commit": self.commit, "commit_date": self.commit_date,
+                               "subject": self.subject, "ref": self.ref}
         if self.build_number is not None:
             out["build_number"] = self.build_number
         return out

@@ -29,11 +29,13 @@ out dir, cache, home) are replaced by ``<build>``, ``<out>``, ``<cache>``, ``~``
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import datetime as dt
 import json
 import os
 import re
+import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -44,6 +46,7 @@ from patchkit.core.fs import atomic_write_bytes, contained, sha256_file
 from patchkit.core.paths import cache_dir
 from patchkit.model.buildinfo import read_build_info
 from patchkit.model.recipe import Recipe
+from patchkit.release import bundle
 from patchkit.release.archive import Member, read_archive, write_archive
 from patchkit.release.names import archive_name, variant_name
 
@@ -73,6 +76,8 @@ class ReleaseOptions:
     allow_unsmoked: bool = False
     allow_stale: bool = False
     source_date_epoch: int | None = None  # None: the upstream commit date
+    bundle_runtime: bool = True  # CUDA builds: NVIDIA's runtime archive beside (release.bundle)
+    runtime_wheels: Path | None = None  # None: pip downloads them into the cache
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -84,6 +89,9 @@ class ReleaseResult:
     sums: Path
     waivers: tuple[str, ...]
     files: int
+    imports: tuple[str, ...] = ()  # the import check, one line per file (release.imports)
+    runtime: Path | None = None  # the CUDA runtime archive beside it
+    note: str = ""
 
 
 def source_date_epoch_from_env(env: Mapping[str, str] | None = None) -> int | None:
@@ -318,6 +326,11 @@ def _check_collision(out_dir: Path, stem: str, suffix: str, recipe_name: str) ->
 
 def release(opts: ReleaseOptions) -> ReleaseResult:
     """Check the build, pack it, write manifest copy, then SHA256SUMS (last)."""
+    with contextlib.ExitStack() as stack:
+        return _release(opts, stack)
+
+
+def _release(opts: ReleaseOptions, stack: contextlib.ExitStack[Any]) -> ReleaseResult:
     build_dir = opts.build_dir
     info = read_build_info(build_dir, error=ReleaseError).to_json()
     waivers: list[str] = []
@@ -340,12 +353,17 @@ def release(opts: ReleaseOptions) -> ReleaseResult:
 
     stem, suffix = archive_name(info)
     mtime = _mtime(info, opts.source_date_epoch)
+    stage = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="patchkit-release-")))
+    checked = bundle.check_release(info, build_dir, [m.name for m, _ in arts],
+                                   bundle=opts.bundle_runtime, wheels=opts.runtime_wheels,
+                                   stage=stage, sde=opts.source_date_epoch)
     members = [m for m, _ in arts] + [Member(name="LICENSE", mode=0o644, source=license_path)]
     files = [f for _, f in arts] + [{"path": "LICENSE", "sha256": sha256_file(license_path),
                                      "size": license_path.stat().st_size, "mode": "644",
                                      "type": "LICENSE"}]
     manifest = _manifest(info, stem=stem, suffix=suffix, mtime=mtime,
                          sde=opts.source_date_epoch is not None, waivers=waivers, files=files)
+    manifest.update(checked.manifest_fields())
     manifest = _scrub(manifest, _host_subs(info, build_dir, opts.out_dir))
     data = dump_manifest(manifest)
     members.append(Member(name="manifest.json", mode=0o644, data=data))
@@ -361,6 +379,7 @@ def release(opts: ReleaseOptions) -> ReleaseResult:
         if problems:
             raise ReleaseError(f"{out}: {problems[0]}",
                                hint="fix or delete it, then release again")
+    sums.update(bundle.publish(checked, out))
     archive = out / (stem + suffix)
     digest = write_archive(archive, stem, members, mtime=mtime)
     side = out / f"{stem}.manifest.json"
@@ -369,4 +388,7 @@ def release(opts: ReleaseOptions) -> ReleaseResult:
     sums[side.name] = sha256_file(side)
     write_sums(sums_path, sums)
     return ReleaseResult(name=stem, archive=archive, sha256=digest, manifest=side, sums=sums_path,
-                         waivers=tuple(sorted(waivers)), files=len(members))
+                         waivers=tuple(sorted(waivers)), files=len(members),
+                         imports=tuple(checked.report.lines()),
+                         runtime=out / checked.runtime.archive if checked.runtime else None,
+                         note=checked.note)

@@ -1,0 +1,308 @@
+"""The import check: every library a shipped binary loads is in the release or on any machine.
+
+Each artifact's dynamic imports are read (ELF ``DT_NEEDED`` with its ``RUNPATH``/``RPATH``
+through :mod:`patchkit.binary.elf`; PE import and delay-import tables through pefile) and
+each one must resolve, the way the loader would on a clean machine, to
+
+- a file of the release (``bin/`` of the archive, or of the CUDA runtime archive that is
+  unpacked beside it): on Linux only through an ``$ORIGIN``-based ``RUNPATH``/``RPATH``
+  entry of the object that needs it (an absolute or empty entry points at the machine
+  that built it or the current folder, never at the release) or a library of that name
+  the same file set already provides by its ``SONAME`` to a parent; on Windows through the
+  application's folder (every executable lives in ``bin/``);
+- the documented system set (:data:`LINUX_SYSTEM`, :data:`WINDOWS_SYSTEM`, API sets
+  ``api-ms-win-*`` / ``ext-ms-*``);
+- the NVIDIA driver (:data:`LINUX_DRIVER`, :data:`WINDOWS_DRIVER`), which no release can
+  ship.
+
+Anything else is a problem naming the file and the library. Files are never followed
+through links, sizes are capped, and a malformed ELF or PE file is a problem, not a crash.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import posixpath
+import stat
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+
+import pefile
+
+from patchkit.binary.elf import ElfFormatError, read_dynamic
+
+__all__ = [
+    "LINUX_DRIVER",
+    "LINUX_SYSTEM",
+    "MAX_BINARY",
+    "WINDOWS_DRIVER",
+    "WINDOWS_SYSTEM",
+    "Binary",
+    "ImportReport",
+    "Resolution",
+    "check_imports",
+    "read_binary",
+]
+
+MAX_BINARY = 4 << 30  # a file larger than this is not read (cublasLt64_12.dll is ~0.7 GB)
+MAX_IMPORTS = 4096
+
+# Linux: glibc and GCC's runtime libraries, present on every glibc distribution
+# (libgomp: GCC's OpenMP runtime, Debian/Ubuntu package libgomp1, which a minimal
+# system may lack: the manifest lists it under `needs.system`).
+LINUX_SYSTEM = frozenset({
+    "libc.so.6", "libm.so.6", "libmvec.so.1", "libpthread.so.0", "libdl.so.2", "librt.so.1",
+    "libutil.so.1", "libresolv.so.2", "libstdc++.so.6", "libgcc_s.so.1", "libgomp.so.1",
+    "ld-linux-x86-64.so.2", "ld-linux-aarch64.so.1", "ld-linux.so.2", "ld-linux-armhf.so.3",
+    "ld64.so.2", "ld-linux-riscv64-lp64d.so.1",
+})
+# The NVIDIA driver's user-space libraries: installed with the driver, never shipped.
+LINUX_DRIVER = frozenset({"libcuda.so.1", "libnvidia-ml.so.1"})
+# Windows: DLLs of every supported Windows (10 and later; the universal CRT included).
+WINDOWS_SYSTEM = frozenset({
+    "kernel32.dll", "kernelbase.dll", "ntdll.dll", "user32.dll", "gdi32.dll", "advapi32.dll",
+    "shell32.dll", "shlwapi.dll", "ole32.dll", "oleaut32.dll", "comdlg32.dll", "comctl32.dll",
+    "ws2_32.dll", "wsock32.dll", "mswsock.dll", "iphlpapi.dll", "dnsapi.dll", "winhttp.dll",
+    "wininet.dll", "msvcrt.dll", "ucrtbase.dll", "bcrypt.dll", "ncrypt.dll", "crypt32.dll",
+    "secur32.dll", "rpcrt4.dll", "version.dll", "winmm.dll", "dbghelp.dll", "psapi.dll",
+    "userenv.dll", "setupapi.dll", "cfgmgr32.dll", "powrprof.dll", "imm32.dll", "dwmapi.dll",
+    "dxgi.dll", "d3d11.dll", "d3d12.dll", "netapi32.dll", "normaliz.dll", "synchronization.dll",
+})
+WINDOWS_API_SETS = ("api-ms-win-", "ext-ms-win-", "ext-ms-onecore-")
+WINDOWS_DRIVER = frozenset({"nvcuda.dll", "nvml.dll"})
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Binary:
+    """What one file of a release asks of the dynamic loader."""
+
+    path: str  # relative to the release root, posix: "bin/llama-cli"
+    format: str  # "elf" | "pe"
+    needed: tuple[str, ...]
+    rpath: tuple[str, ...] = ()  # ELF DT_RPATH entries as written
+    runpath: tuple[str, ...] = ()  # ELF DT_RUNPATH entries as written
+    soname: str | None = None
+    delay: tuple[str, ...] = ()  # PE delay-loaded DLLs (also in needed)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Resolution:
+    file: str  # the importing file (release-relative)
+    library: str  # as imported
+    where: str  # "bin/libggml.so" (a file of the release) | "system" | "driver" | "" (nowhere)
+    why: str = ""  # for where == "": what was looked at
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class ImportReport:
+    binaries: tuple[Binary, ...]
+    resolutions: tuple[Resolution, ...]
+    problems: tuple[str, ...]  # unreadable files and unresolved imports, one line each
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+    def needs(self, kind: str) -> list[str]:
+        """The libraries the target machine must provide: kind "system" or "driver"."""
+        return sorted({r.library for r in self.resolutions if r.where == kind}, key=str.lower)
+
+    def summary(self) -> dict[str, object]:
+        """For the manifest: what was checked and what the machine must provide."""
+        return {"checked": len(self.binaries), "system": self.needs("system"),
+                "driver": self.needs("driver")}
+
+    def lines(self) -> list[str]:
+        """One line per importing file: ``bin/x: libA (bin), libc.so.6 (system), ...``."""
+        by_file: dict[str, list[str]] = {}
+        for r in self.resolutions:
+            label = r.where if r.where in ("system", "driver") else (
+                r.where if r.where else "NOT FOUND")
+            by_file.setdefault(r.file, []).append(f"{r.library} ({label})")
+        return [f"{f}: {', '.join(libs)}" for f, libs in sorted(by_file.items())]
+
+
+class _Unreadable(ValueError):
+    pass
+
+
+def _plain_size(path: Path) -> int:
+    st = os.lstat(path)
+    if stat.S_ISLNK(st.st_mode):
+        raise _Unreadable("is a symbolic link (not followed)")
+    if not stat.S_ISREG(st.st_mode):
+        raise _Unreadable("is not a regular file")
+    if st.st_size > MAX_BINARY:
+        raise _Unreadable(f"is larger than {MAX_BINARY >> 30} GiB")
+    return st.st_size
+
+
+def _pe_imports(path: Path) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    dirs = [pefile.DIRECTORY_ENTRY["IMAGE_DIRECTORY_ENTRY_IMPORT"],
+            pefile.DIRECTORY_ENTRY["IMAGE_DIRECTORY_ENTRY_DELAY_IMPORT"]]
+    try:
+        pe = pefile.PE(str(path), fast_load=True)
+    except Exception as e:  # pefile raises many kinds on odd input
+        raise _Unreadable(f"not a readable PE file ({str(e)[:160]})") from None
+    try:
+        pe.parse_data_directories(directories=dirs)
+        names: list[str] = []
+        delayed: list[str] = []
+        for attr, out in (("DIRECTORY_ENTRY_IMPORT", names), ("DIRECTORY_ENTRY_DELAY_IMPORT", delayed)):
+            for entry in getattr(pe, attr, [])[:MAX_IMPORTS]:
+                raw = entry.dll
+                name = raw.decode("ascii") if isinstance(raw, bytes) else str(raw)
+                if not name or any(c in name for c in "/\\:\0") or len(name) > 255:
+                    raise _Unreadable(f"imports a DLL by an odd name {name[:80]!r}")
+                out.append(name)
+    except _Unreadable:
+        raise
+    except Exception as e:
+        raise _Unreadable(f"its import table cannot be read ({str(e)[:160]})") from None
+    finally:
+        pe.close()
+    return tuple(dict.fromkeys(names + delayed)), tuple(dict.fromkeys(delayed))
+
+
+def read_binary(path: Path, rel: str) -> Binary | None:
+    """The imports of the file at ``path`` (shown as ``rel``); None when it is neither
+    ELF nor PE (a licence text, a model). ValueError (one line) for a file that claims
+    to be one but cannot be read, a link, or one over :data:`MAX_BINARY`."""
+    try:
+        _plain_size(path)
+        with path.open("rb") as f:
+            head = f.read(4)
+        if head[:4] == b"\x7fELF":
+            dyn = read_dynamic(path)
+            if dyn is None:  # pragma: no cover - the magic was just read
+                return None
+            if len(dyn.needed) > MAX_IMPORTS:
+                raise _Unreadable(f"needs more than {MAX_IMPORTS} libraries")
+            return Binary(path=rel, format="elf", needed=dyn.needed, rpath=dyn.rpath,
+                          runpath=dyn.runpath, soname=dyn.soname)
+        if head[:2] == b"MZ":
+            needed, delay = _pe_imports(path)
+            return Binary(path=rel, format="pe", needed=needed, delay=delay)
+        return None
+    except ElfFormatError as e:
+        raise ValueError(f"{rel}: not a readable ELF file ({str(e)[:160]})") from None
+    except _Unreadable as e:
+        raise ValueError(f"{rel}: {e}") from None
+    except OSError as e:
+        raise ValueError(f"{rel}: cannot be read ({e.strerror or e})") from None
+
+
+def _origin_dirs(b: Binary) -> list[str]:
+    """The release folders an object's search path names (``$ORIGIN``-based entries only:
+    anything else is the builder's machine or the current folder, not the release)."""
+    entries = b.runpath if b.runpath else b.rpath
+    origin = posixpath.dirname(b.path)
+    out: list[str] = []
+    for e in entries:
+        for token in ("${ORIGIN}", "$ORIGIN"):
+            if e == token or e.startswith(token + "/"):
+                d = posixpath.normpath(origin + e[len(token):])
+                if not d.startswith("..") and d not in out:
+                    out.append(d)
+                break
+    return out
+
+
+def _linux_resolve(binaries: Sequence[Binary], files: Mapping[str, str]) -> list[Resolution]:
+    """ELF: each NEEDED through the object's own $ORIGIN search path; else a release file
+    whose SONAME is that name and which an object loading this one reaches itself (the
+    loader reuses a library already loaded by that name)."""
+    direct: dict[tuple[str, str], str] = {}
+    for b in binaries:
+        for lib in b.needed:
+            if "/" in lib:
+                continue
+            for d in _origin_dirs(b):
+                cand = posixpath.join(d, lib)
+                if cand in files:
+                    direct[(b.path, lib)] = cand
+                    break
+    # parents: who loads whom through a resolved edge
+    parents: dict[str, set[str]] = {}
+    for (src, _lib), dst in direct.items():
+        parents.setdefault(dst, set()).add(src)
+
+    def loaded_by_ancestors(path: str) -> dict[str, str]:
+        """name -> release file, for what the objects that load ``path`` load themselves."""
+        seen: set[str] = set()
+        todo = list(parents.get(path, ()))
+        while todo:
+            p = todo.pop()
+            if p not in seen:
+                seen.add(p)
+                todo += parents.get(p, ())
+        return {lib: dst for (src, lib), dst in sorted(direct.items()) if src in seen}
+
+    out: list[Resolution] = []
+    for b in binaries:
+        for lib in b.needed:
+            if (b.path, lib) in direct:
+                out.append(Resolution(file=b.path, library=lib, where=direct[(b.path, lib)]))
+            elif "/" in lib:
+                out.append(Resolution(file=b.path, library=lib, where="",
+                                      why="a path, not a library name"))
+            elif lib in LINUX_SYSTEM:
+                out.append(Resolution(file=b.path, library=lib, where="system"))
+            elif lib in LINUX_DRIVER:
+                out.append(Resolution(file=b.path, library=lib, where="driver"))
+            elif lib in (inherited := loaded_by_ancestors(b.path)):
+                out.append(Resolution(file=b.path, library=lib, where=inherited[lib]))
+            else:
+                dirs = _origin_dirs(b)
+                in_bin = [p for p in files if posixpath.basename(p) == lib]
+                if in_bin and not dirs:
+                    why = (f"{in_bin[0]} is there, but {b.path} has no $ORIGIN RUNPATH "
+                           "to find it")
+                elif in_bin:
+                    why = f"{in_bin[0]} is not on its $ORIGIN search path ({', '.join(dirs)})"
+                else:
+                    why = "not in the release and not an allowed system library"
+                out.append(Resolution(file=b.path, library=lib, where="", why=why))
+    return out
+
+
+def _windows_resolve(binaries: Sequence[Binary], files: Mapping[str, str]) -> list[Resolution]:
+    """PE: the application's folder (bin/, case-insensitive), then the system set."""
+    here = {posixpath.basename(p).lower(): p for p in files if p.startswith("bin/")
+            and "/" not in p[len("bin/"):]}
+    out: list[Resolution] = []
+    for b in binaries:
+        for lib in b.needed:
+            low = lib.lower()
+            if low in here:
+                out.append(Resolution(file=b.path, library=lib, where=here[low]))
+            elif low in WINDOWS_SYSTEM or low.startswith(WINDOWS_API_SETS):
+                out.append(Resolution(file=b.path, library=lib, where="system"))
+            elif low in WINDOWS_DRIVER:
+                out.append(Resolution(file=b.path, library=lib, where="driver"))
+            else:
+                out.append(Resolution(file=b.path, library=lib, where="",
+                                      why="not in bin/ and not a Windows system DLL"))
+    return out
+
+
+def check_imports(binaries: Iterable[Binary], *, os_name: str,
+                  files: Iterable[str], unreadable: Iterable[str] = ()) -> ImportReport:
+    """Resolve every import of ``binaries`` against the release's ``files`` (every file
+    path of the unpacked release, the runtime bundle's included) and the allowed sets
+    of ``os_name`` ("linux" / "windows")."""
+    bins = tuple(sorted(binaries, key=lambda b: b.path))
+    names = {f: f for f in files}
+    problems = list(unreadable)
+    formats = {b.format for b in bins}
+    want = "pe" if os_name == "windows" else "elf"
+    for b in bins:
+        if b.format != want:
+            problems.append(f"{b.path}: a {b.format.upper()} file in a {os_name} release")
+    resolve = _windows_resolve if os_name == "windows" else _linux_resolve
+    resolutions = resolve([b for b in bins if b.format == want], names) if formats else []
+    for r in resolutions:
+        if not r.where:
+            problems.append(f"{r.file} needs {r.library}: {r.why}")
+    return ImportReport(binaries=bins, resolutions=tuple(resolutions), problems=tuple(problems))
