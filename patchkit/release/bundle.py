@@ -51,11 +51,17 @@ from patchkit.core.errors import ReleaseError
 from patchkit.core.fs import atomic_write_bytes, sha256_file
 from patchkit.core.paths import cache_layout
 from patchkit.release.archive import Member, unsafe_member_name, write_archive
-from patchkit.release.imports import Binary, ImportReport, check_imports, read_binary
+from patchkit.release.imports import (
+    Binary,
+    ImportReport,
+    archive_binaries,
+    check_imports,
+    read_binary,
+)
+from patchkit.release.names import RUNTIME_KIND, runtime_name
 
 __all__ = [
     "RUNTIME_KIND",
-    "RUNTIME_PREFIX",
     "ReleaseCheck",
     "RuntimeSpec",
     "StagedRuntime",
@@ -67,11 +73,10 @@ __all__ = [
     "runtime_spec",
     "select_wheels",
     "stage_runtime",
+    "verify_imports",
     "write_runtime",
 ]
 
-RUNTIME_KIND = "cuda-runtime"
-RUNTIME_PREFIX = "cudart-llama-"
 PIP_TIMEOUT = 3600.0
 # the libraries a CUDA runtime wheel may give a release (anything else in them is left)
 _RUNTIME_LIB = re.compile(
@@ -106,11 +111,11 @@ class RuntimeSpec:
 
     @property
     def name(self) -> str:
-        return f"{RUNTIME_PREFIX}{self.os}-{self.arch}-cuda{self.version}"
+        return runtime_name(self.os, self.arch, self.version)[0]
 
     @property
     def suffix(self) -> str:
-        return ".zip" if self.os == "windows" else ".tar.gz"
+        return runtime_name(self.os, self.arch, self.version)[1]
 
 
 def runtime_spec(info: Mapping[str, Any]) -> RuntimeSpec:
@@ -392,6 +397,7 @@ def runtime_manifest(rt: StagedRuntime, *, sde: int | None, imports: Mapping[str
         "kind": RUNTIME_KIND,
         "name": rt.name,
         "archive": rt.archive,
+        "variant": f"cuda{rt.spec.version}",
         "released_by": f"patchkit {__version__}",
         "platform": {"os": rt.spec.os, "arch": rt.spec.arch},
         "cuda": {"version": rt.spec.version, "major": rt.spec.major},
@@ -443,10 +449,11 @@ class ReleaseCheck:
     runtime_sha256: str = ""
     runtime_manifest: bytes = b""
     note: str = ""
+    artifacts: tuple[str, ...] = ()  # the build's own files (the manifest's imports are theirs)
 
     def manifest_fields(self) -> dict[str, Any]:
         rt = self.runtime
-        return {"imports": self.report.summary(),
+        return {"imports": self.report.summary(of=self.artifacts),
                 "runtime": None if rt is None else {
                     "archive": rt.archive, "sha256": self.runtime_sha256,
                     "cuda": rt.spec.version, "files": rt.paths}}
@@ -499,14 +506,15 @@ def check_release(info: Mapping[str, Any], build_dir: Path, artifacts: Sequence[
     if report.problems:
         raise _problems_error("the import check failed", report.problems)
     if runtime is None:
-        return ReleaseCheck(report=report, runtime=None, note=note)
+        return ReleaseCheck(report=report, runtime=None, note=note, artifacts=tuple(artifacts))
     rt_report = check_imports(runtime.binaries, os_name=runtime.spec.os, files=runtime.paths)
     data = _dump(runtime_manifest(runtime, sde=sde, imports=rt_report.summary()))
     mtime = sde if sde is not None else runtime.mtime
     packed = stage / "packed"
     digest, _ = write_runtime(runtime, packed, data, mtime)
     return ReleaseCheck(report=report, runtime=runtime, runtime_archive=packed / runtime.archive,
-                        runtime_sha256=digest, runtime_manifest=data, note=note)
+                        runtime_sha256=digest, runtime_manifest=data, note=note,
+                        artifacts=tuple(artifacts))
 
 
 def _dump(manifest: Mapping[str, Any]) -> bytes:
@@ -537,3 +545,49 @@ def publish(check: ReleaseCheck, out: Path) -> dict[str, str]:
         os.replace(tmp, dest)
     atomic_write_bytes(side, check.runtime_manifest, mode=0o644)
     return {dest.name: check.runtime_sha256, side.name: sha256_file(side)}
+
+
+def verify_imports(dist: Path, name: str, root: str, manifest: Mapping[str, Any]) -> list[str]:
+    """verify: the import check on an archive's own bin/ (plus, for a build, the files of
+    the CUDA runtime archive its manifest names, which must be in ``dist`` with that
+    sha256); the manifest's recorded ``imports`` must be what the archive gives."""
+    plat = manifest.get("platform")
+    os_name = plat.get("os") if isinstance(plat, Mapping) else None
+    if os_name not in ("linux", "windows"):
+        return []
+    diffs: list[str] = []
+    try:
+        binaries, unreadable, files = archive_binaries(dist / name, root)
+    except ValueError as e:
+        return [f"{name}: import check: {e}"]
+    extra: list[str] = []
+    rt = manifest.get("runtime")
+    if manifest.get("kind") != RUNTIME_KIND and isinstance(rt, Mapping):
+        extra, why = _runtime_files(dist, rt)
+        diffs += [f"{name}: {w}" for w in why]
+    report = check_imports(binaries, os_name=os_name, files=[*files, *extra],
+                           unreadable=unreadable)
+    diffs += [f"{name}: import check: {p}" for p in report.problems]
+    recorded = manifest.get("imports")
+    if "imports" in manifest and recorded != report.summary():
+        diffs.append(f"{name}: the manifest's imports {recorded!r:.200} are not what its "
+                     f"binaries import ({report.summary()!r:.200})")
+    return diffs
+
+
+def _runtime_files(dist: Path, rt: Mapping[str, Any]) -> tuple[list[str], list[str]]:
+    archive, want = rt.get("archive"), rt.get("sha256")
+    if not isinstance(archive, str) or "/" in archive or "\\" in archive \
+            or not archive.startswith("cudart-llama-"):
+        return [], [f"the manifest's runtime archive {archive!r:.80} is not a runtime archive name"]
+    path = dist / archive
+    if not path.is_file() or path.is_symlink():
+        return [], [f"the CUDA runtime archive it names, {archive}, is missing"]
+    got = sha256_file(path)
+    if got != want:
+        return [], [f"the CUDA runtime archive {archive} has sha256 {got[:12]}…, the manifest "
+                     f"says {str(want)[:12]}…"]
+    files = rt.get("files")
+    if not isinstance(files, list) or not all(isinstance(f, str) for f in files):
+        return [], ["the manifest's runtime.files is not a list of paths"]
+    return list(files), []

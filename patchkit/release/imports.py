@@ -27,6 +27,7 @@ import posixpath
 import stat
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
+from typing import IO
 
 import pefile
 
@@ -41,6 +42,7 @@ __all__ = [
     "Binary",
     "ImportReport",
     "Resolution",
+    "archive_binaries",
     "check_imports",
     "read_binary",
 ]
@@ -104,14 +106,17 @@ class ImportReport:
     def ok(self) -> bool:
         return not self.problems
 
-    def needs(self, kind: str) -> list[str]:
-        """The libraries the target machine must provide: kind "system" or "driver"."""
-        return sorted({r.library for r in self.resolutions if r.where == kind}, key=str.lower)
+    def needs(self, kind: str, of: Iterable[str] | None = None) -> list[str]:
+        """The libraries the target machine must provide: kind "system" or "driver"
+        (for the importing files ``of`` only, if given)."""
+        files = set(of) if of is not None else None
+        return sorted({r.library for r in self.resolutions if r.where == kind
+                       and (files is None or r.file in files)}, key=str.lower)
 
-    def summary(self) -> dict[str, object]:
-        """For the manifest: what was checked and what the machine must provide."""
-        return {"checked": len(self.binaries), "system": self.needs("system"),
-                "driver": self.needs("driver")}
+    def summary(self, of: Iterable[str] | None = None) -> dict[str, object]:
+        """For the manifest: what the machine must provide (for the files ``of``)."""
+        files = list(of) if of is not None else None
+        return {"system": self.needs("system", files), "driver": self.needs("driver", files)}
 
     def lines(self) -> list[str]:
         """One line per importing file: ``bin/x: libA (bin), libc.so.6 (system), ...``."""
@@ -306,3 +311,73 @@ def check_imports(binaries: Iterable[Binary], *, os_name: str,
         if not r.where:
             problems.append(f"{r.file} needs {r.library}: {r.why}")
     return ImportReport(binaries=bins, resolutions=tuple(resolutions), problems=tuple(problems))
+
+
+def archive_binaries(path: Path, root: str, *, members: int = 10_000,
+                     seconds: float = 1800.0) -> tuple[list[Binary], list[str], list[str]]:
+    """(binaries, unreadable, every file path) of ``root/bin/`` in a release archive: each
+    member is spooled to a temp file as it streams past (one at a time, at most
+    :data:`MAX_BINARY`) and read there. Call it on an archive ``read_archive`` has already
+    accepted (its bomb limits); ValueError for an archive that cannot be read."""
+    import tarfile
+    import tempfile
+    import time
+    import zipfile
+
+    deadline = time.monotonic() + seconds
+    binaries: list[Binary] = []
+    unreadable: list[str] = []
+    files: list[str] = []
+    prefix = f"{root}/"
+
+    def take(name: str, size: int, src: IO[bytes], spool: Path) -> None:
+        rel = name[len(prefix):]
+        files.append(rel)
+        if not rel.startswith("bin/"):
+            return
+        if size > MAX_BINARY:
+            unreadable.append(f"{rel}: is larger than {MAX_BINARY >> 30} GiB")
+            return
+        with spool.open("wb") as out:
+            n = 0
+            for chunk in iter(lambda: src.read(1 << 20), b""):
+                n += len(chunk)
+                if n > size or time.monotonic() > deadline:
+                    raise ValueError(f"{rel}: inflates past its size, or reading took too long")
+                out.write(chunk)
+        try:
+            b = read_binary(spool, rel)
+        except ValueError as e:
+            unreadable.append(str(e))
+        else:
+            if b is not None:
+                binaries.append(b)
+
+    with tempfile.TemporaryDirectory(prefix="patchkit-imports-") as tmp:
+        spool = Path(tmp) / "member"
+        count = 0
+        try:
+            if path.name.endswith(".zip"):
+                with zipfile.ZipFile(path) as zf:
+                    for info in zf.infolist():
+                        count += 1
+                        if count > members:
+                            raise ValueError(f"more than {members} members")
+                        if info.is_dir() or not info.filename.startswith(prefix):
+                            continue
+                        with zf.open(info) as src:
+                            take(info.filename, info.file_size, src, spool)
+            else:
+                with tarfile.open(path, mode="r|gz") as tar:
+                    for ti in tar:
+                        count += 1
+                        if count > members:
+                            raise ValueError(f"more than {members} members")
+                        if not ti.isreg() or not ti.name.startswith(prefix):
+                            continue
+                        member = tar.extractfile(ti)
+                        if member is not None:
+                            take(ti.name, ti.size, member, spool)
+        except (tarfile.TarError, zipfile.BadZipFile, OSError, EOFError) as e:
+            raise ValueError(f"not a readable archive ({str(e)[:160]})") from None
+    return binaries, unreadable, files

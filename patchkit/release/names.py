@@ -17,7 +17,10 @@ from typing import Any
 
 from patchkit.core.errors import ReleaseError
 
-__all__ = ["archive_name", "build_number", "parse_build_number", "variant_name"]
+__all__ = ["RUNTIME_KIND", "archive_name", "build_number", "parse_build_number", "runtime_name",
+           "variant_name"]
+
+RUNTIME_KIND = "cuda-runtime"  # the manifest "kind" of a CUDA runtime archive (release.bundle)
 
 # `version: 10309 (82bb48500)` (to mid 2026) and `0.2.0-dev (build 10566, commit bb4caa754)`
 _VERSION_FORMATS = (
@@ -45,8 +48,20 @@ def _arch_labels(archs: list[Any]) -> list[str]:
     return sorted(labels, key=lambda k: (labels[k], k))
 
 
+def runtime_name(os_name: str, arch: str, cuda_version: str) -> tuple[str, str]:
+    """The CUDA runtime archive shared by a folder's CUDA builds (llama.cpp calls its own
+    ``cudart-llama-bin-win-cuda-12.4-x64.zip``): ``cudart-llama-<os>-<arch>-cuda<X.Y>``."""
+    if not re.fullmatch(r"\d{1,3}\.\d{1,3}", cuda_version):
+        raise ReleaseError(f"{cuda_version!r} is not a CUDA version (X.Y)")
+    return (f"cudart-llama-{os_name}-{arch}-cuda{cuda_version}",
+            ".zip" if os_name == "windows" else ".tar.gz")
+
+
 def variant_name(info: Mapping[str, Any]) -> str:
-    """``cuda12-sm60-61-75-86`` for CUDA builds, else the recipe name (``cpu-rpc``)."""
+    """``cuda12-sm60-61-75-86`` for CUDA builds, else the recipe name (``cpu-rpc``);
+    ``cuda13.0`` for a CUDA runtime archive."""
+    if info.get("kind") == RUNTIME_KIND:
+        return f"cuda{info['cuda']['version']}"
     cuda = info.get("cuda")
     if cuda:
         archs = _arch_labels(list(cuda.get("archs") or []))
@@ -79,8 +94,11 @@ def build_number(info: Mapping[str, Any]) -> int | None:
 
 def archive_name(info: Mapping[str, Any]) -> tuple[str, str]:
     """(top folder / stem, suffix):
-    ``llama-b<build>-<sha7>-pk<series8>-<os>-<arch>-<variant>``."""
+    ``llama-b<build>-<sha7>-pk<series8>-<os>-<arch>-<variant>``; a CUDA runtime
+    archive's manifest gives :func:`runtime_name`."""
     plat = info["platform"]
+    if info.get("kind") == RUNTIME_KIND:
+        return runtime_name(plat["os"], plat["arch"], str(info["cuda"]["version"]))
     number = build_number(info)
     build = f"b{number}-" if number is not None else ""
     stem = (f"llama-{build}{info['upstream']['commit'][:7]}-pk{info['series_hash'][:8]}"
