@@ -119,3 +119,19 @@ def test_build_info_keeps_the_build_number(tmp_path: Path) -> None:
     (out / "build-info.json").write_text(json.dumps(data))
     with pytest.raises(Err, match="build_number"):
         read_build_info(out, error=Err)
+
+
+def test_release_and_verify_use_the_build_number(tmp_path: Path) -> None:
+    from patchkit.release.verify import verify_dir
+    from tests.fixtures.release import do_release, rewrite_info
+    build = make_build(tmp_path)
+    rewrite_info(build, lambda info: info["upstream"].__setitem__("build_number", 10309))
+    r = do_release(build, tmp_path / "dist")
+    assert r.archive.name == "llama-b10309-82bb485-pk5f3c2a1b-linux-x86_64-cpu-rpc.tar.gz"
+    assert json.loads(r.manifest.read_text())["upstream"]["build_number"] == 10309
+    assert verify_dir(tmp_path / "dist").differences == ()
+    # a manifest whose build number was changed no longer gives its archive's name
+    side = r.manifest
+    side.write_text(side.read_text().replace('"build_number": 10309', '"build_number": 10310'))
+    diffs = verify_dir(tmp_path / "dist").differences
+    assert any("build_number" in d for d in diffs), diffs
