@@ -163,3 +163,38 @@ def test_the_licence_text_ships(tmp_path: Path) -> None:
         f = tar.extractfile("cudart-llama-linux-x86_64-cuda12.4/LICENSE.nvidia-cublas-cu12.txt")
         assert f is not None and f.read().decode() == LICENSE_TEXT
     assert "cudart-llama-linux-x86_64-cuda12.4/bin/libcudart.so.12" in names
+
+
+def test_download_runs_pip_for_the_target_platform(tmp_path: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    from patchkit.core.proc import RunResult
+    from patchkit.release import bundle
+
+    monkeypatch.setenv("PATCHKIT_CACHE", str(tmp_path / "cache"))
+    calls: list[list[str]] = []
+
+    def fake_run(args: list[str], **kw: object) -> RunResult:
+        calls.append([str(a) for a in args])
+        dest = Path(args[args.index("-d") + 1])
+        runtime_wheels(dest, major=13, minor=0)
+        return RunResult(args=tuple(args), returncode=0, stdout="", stderr="", seconds=0.1)
+
+    monkeypatch.setattr(bundle.proc, "run", fake_run)
+    spec = RuntimeSpec(os="linux", arch="x86_64", major=13, minor=0)
+    got = bundle.download_wheels(spec)
+    assert [p.name.split("-")[0] for p in got] == ["nvidia_cuda_runtime", "nvidia_cublas"]
+    (args,) = calls
+    assert args[1:4] == ["-m", "pip", "download"] and "--no-deps" in args
+    assert args[args.index("--only-binary") + 1] == ":all:"
+    assert "manylinux_2_27_x86_64" in args and "manylinux2014_x86_64" in args
+    assert args[-2:] == ["nvidia-cuda-runtime==13.0.*", "nvidia-cublas==13.0.*"]
+    assert got[0].parent == tmp_path / "cache" / "wheels" / "linux-x86_64-cuda13.0"
+
+    def failing(args: list[str], **kw: object) -> RunResult:
+        return RunResult(args=tuple(args), returncode=1, stdout="",
+                         stderr="ERROR: No matching distribution found", seconds=0.1)
+
+    monkeypatch.setattr(bundle.proc, "run", failing)
+    with pytest.raises(ReleaseError, match="pip could not download") as e:
+        bundle.download_wheels(RuntimeSpec(os="windows", arch="x86_64", major=12, minor=9))
+    assert "--runtime-wheels" in str(e.value.hint)
