@@ -316,22 +316,41 @@ def _smoke(out_dir: Path, recipe: Recipe, work: WorkDirs, runtime_env: dict[str,
 
 def _checked_runpaths(then: Callable[[Path], tuple[PeEditRecord, ...]] | None
                       ) -> Callable[[Path], tuple[PeEditRecord, ...]]:
-    """The post-output stage's first step: every ELF file in the staged bin/ searches only
-    `$ORIGIN`-based folders (BuildError, exit 6, before anything is swapped in)."""
+    """The post-output stage's first step, on the staged bin/ (BuildError, exit 6, before
+    anything is swapped in): every ELF file searches only `$ORIGIN`-based folders, and
+    every PE file imports only DLLs shipped beside it or in Windows' system folders (any
+    other is looked for in the current directory before PATH)."""
     from patchkit.binary.elf import ElfFormatError, read_dynamic, rpath_problems
+    from patchkit.binary.pe import NVIDIA_RUNTIME_PREFIXES, PeFormatError, read_imports, unshipped_imports
 
     def post(bin_dir: Path) -> tuple[PeEditRecord, ...]:
-        for f in sorted(bin_dir.iterdir()):
+        files = sorted(bin_dir.iterdir())
+        for f in files:
             try:
                 dyn = read_dynamic(f)
-            except (ElfFormatError, OSError) as e:
-                raise BuildError(f"bin/{f.name}: cannot read its ELF dynamic section: {e}") from None
+                imports = read_imports(f) if dyn is None else None
+            except (ElfFormatError, PeFormatError, OSError) as e:
+                raise BuildError(f"bin/{f.name}: cannot read its dynamic section or imports: {e}"
+                                 ) from None
             problems = rpath_problems(dyn) if dyn is not None else ()
             if problems:
                 raise BuildError(
                     f"bin/{f.name}: {problems[0].describe()}; shipped binaries may only search "
                     "$ORIGIN", hint="a recipe define (CMAKE_INSTALL_RPATH, CMAKE_BUILD_RPATH, "
                     "linker flags) put it there: remove it and build again")
+            missing = unshipped_imports(imports, (g.name for g in files)) if imports else ()
+            nvidia = [d for d in missing if d.lower().startswith(NVIDIA_RUNTIME_PREFIXES)]
+            for d in nvidia:
+                log.warning(f"bin/{f.name} imports {d} (NVIDIA's runtime, not shipped): copy it "
+                            "next to the exe, or Windows looks for it in the current directory "
+                            "before PATH")
+            others = [d for d in missing if d not in nvidia]
+            if others:
+                raise BuildError(
+                    f"bin/{f.name} imports {others[0]}, which is neither shipped in bin/ nor a "
+                    "Windows system DLL: Windows would look for it in the current directory",
+                    hint="link it statically (the mingw toolchain's -static) or build it as "
+                         "part of the recipe's targets")
         return then(bin_dir) if then is not None else ()
 
     return post
