@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import IO
 
 __all__ = [
+    "MAGIC",
     "MAX_DYNAMIC_ENTRIES",
     "MAX_STRING",
     "ElfDynamic",
