@@ -1,7 +1,8 @@
 """The import check: every library a shipped binary loads is in the release or on any machine.
 
 Each artifact's dynamic imports are read (ELF ``DT_NEEDED`` with its ``RUNPATH``/``RPATH``
-through :mod:`patchkit.binary.elf`; PE import and delay-import tables through pefile) and
+through :mod:`patchkit.binary.elf`; PE import and delay-import tables through
+:mod:`patchkit.binary.pe`) and
 each one must resolve, the way the loader would on a clean machine, to
 
 - a file of the release (``bin/`` of the archive, or of the CUDA runtime archive that is
@@ -29,9 +30,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import IO
 
-import pefile
-
 from patchkit.binary.elf import ElfFormatError, read_dynamic
+from patchkit.binary.pe import PeFormatError, read_imports
 
 __all__ = [
     "LINUX_DRIVER",
@@ -85,7 +85,6 @@ class Binary:
     rpath: tuple[str, ...] = ()  # ELF DT_RPATH entries as written
     runpath: tuple[str, ...] = ()  # ELF DT_RUNPATH entries as written
     soname: str | None = None
-    delay: tuple[str, ...] = ()  # PE delay-loaded DLLs (also in needed)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -143,31 +142,19 @@ def _plain_size(path: Path) -> int:
     return st.st_size
 
 
-def _pe_imports(path: Path) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    dirs = [pefile.DIRECTORY_ENTRY["IMAGE_DIRECTORY_ENTRY_IMPORT"],
-            pefile.DIRECTORY_ENTRY["IMAGE_DIRECTORY_ENTRY_DELAY_IMPORT"]]
+def _pe_imports(path: Path) -> tuple[str, ...]:
     try:
-        pe = pefile.PE(str(path), fast_load=True)
+        imports = read_imports(path)
+    except PeFormatError as e:
+        raise _Unreadable(str(e).split(": ", 1)[-1]) from None
     except Exception as e:  # pefile raises many kinds on odd input
         raise _Unreadable(f"not a readable PE file ({str(e)[:160]})") from None
-    try:
-        pe.parse_data_directories(directories=dirs)
-        names: list[str] = []
-        delayed: list[str] = []
-        for attr, out in (("DIRECTORY_ENTRY_IMPORT", names), ("DIRECTORY_ENTRY_DELAY_IMPORT", delayed)):
-            for entry in getattr(pe, attr, [])[:MAX_IMPORTS]:
-                raw = entry.dll
-                name = raw.decode("ascii") if isinstance(raw, bytes) else str(raw)
-                if not name or any(c in name for c in "/\\:\0") or len(name) > 255:
-                    raise _Unreadable(f"imports a DLL by an odd name {name[:80]!r}")
-                out.append(name)
-    except _Unreadable:
-        raise
-    except Exception as e:
-        raise _Unreadable(f"its import table cannot be read ({str(e)[:160]})") from None
-    finally:
-        pe.close()
-    return tuple(dict.fromkeys(names + delayed)), tuple(dict.fromkeys(delayed))
+    if imports is None:
+        raise _Unreadable("not a readable PE file (no PE header)")
+    for name in imports.dlls:
+        if not name or any(c in name for c in "/\\:\0\ufffd") or len(name) > 255:
+            raise _Unreadable(f"imports a DLL by an odd name {name[:80]!r}")
+    return tuple(dict.fromkeys(imports.dlls))
 
 
 def read_binary(path: Path, rel: str) -> Binary | None:
@@ -187,8 +174,7 @@ def read_binary(path: Path, rel: str) -> Binary | None:
             return Binary(path=rel, format="elf", needed=dyn.needed, rpath=dyn.rpath,
                           runpath=dyn.runpath, soname=dyn.soname)
         if head[:2] == b"MZ":
-            needed, delay = _pe_imports(path)
-            return Binary(path=rel, format="pe", needed=needed, delay=delay)
+            return Binary(path=rel, format="pe", needed=_pe_imports(path))
         return None
     except ElfFormatError as e:
         raise ValueError(f"{rel}: not a readable ELF file ({str(e)[:160]})") from None
