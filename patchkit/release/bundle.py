@@ -307,7 +307,8 @@ def _open_wheel(path: Path, limits: WheelLimits) -> zipfile.ZipFile:
 
 def _lib_dir_ok(member: str, spec: RuntimeSpec) -> bool:
     parts = member.split("/")
-    return parts[0] == "nvidia" and parts[-2] == ("bin" if spec.os == "windows" else "lib")
+    return len(parts) >= 3 and parts[0] == "nvidia" \
+        and parts[-2] == ("bin" if spec.os == "windows" else "lib")
 
 
 def stage_runtime(spec: RuntimeSpec, wheels: Sequence[Path], needed: set[str], folder: Path,

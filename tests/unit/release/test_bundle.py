@@ -131,6 +131,7 @@ def test_a_build_without_runtime_imports_gets_no_bundle(tmp_path: Path) -> None:
     ({"license_text": None}, "has no licence file"),
     ({"extra_names": ("../evil.so",)}, r"member '\.\./evil\.so'"),
     ({"extra_names": ("/etc/evil",)}, "an absolute name"),
+    ({"extra_names": ("a\\b.so",)}, "a backslash in the name"),
 ])
 def test_hostile_wheels_are_refused(tmp_path: Path, kw: dict[str, object], match: str) -> None:
     build = cuda_build(tmp_path)
@@ -150,6 +151,14 @@ def test_a_duplicated_wheel_library_is_refused(tmp_path: Path) -> None:
         zf.writestr("nvidia/cu12/lib/libcudart.so.12", make_elf())
     with pytest.raises(ReleaseError):
         do_release(build, tmp_path / "dist", runtime_wheels=wheels)
+
+
+def test_odd_members_elsewhere_in_a_wheel_are_left(tmp_path: Path) -> None:
+    build = cuda_build(tmp_path)
+    wheels = tmp_path / "wheels"
+    runtime_wheels(wheels, major=12, minor=4, extra_names=("top-level-file", "nvidia/x"))
+    r = do_release(build, tmp_path / "dist", runtime_wheels=wheels)
+    assert r.runtime is not None
 
 
 def test_the_licence_text_ships(tmp_path: Path) -> None:
