@@ -176,9 +176,10 @@ def test_cpu_release_runs_on_a_minimal_debian(root: Path, tmp_path: Path) -> Non
                     break
             time.sleep(0.2)
         p = _pk("rpc-probe", f"127.0.0.1:{port}", timeout=60)
-        print(f"rpc-probe: {p.stdout.strip()}")
+        print(f"rpc-probe: {(p.stdout + p.stderr).strip()}")
         assert p.returncode == 0, p.stdout + p.stderr
-        assert "protocol" in (p.stdout + p.stderr).lower()
+        assert "ggml RPC protocol" in p.stdout + p.stderr
+        assert server.poll() is None  # still serving
     finally:
         os.killpg(server.pid, 15)
         server.wait(timeout=30)
