@@ -31,11 +31,14 @@ __all__ = ["COMMANDS"]
 @click.option("--runtime-wheels", type=click.Path(file_okay=False, exists=True, path_type=Path),
               default=None, help="Take NVIDIA's runtime wheels from this folder (offline) "
                                  "instead of downloading them with pip.")
+@click.option("--allow-system", "allow_system", multiple=True, metavar="LIB",
+              help="Let binaries import this system library too (e.g. libssl.so.3), beyond "
+                   "the documented set; recorded in the manifest. Repeatable.")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON on stdout.")
 @click.pass_context
 def release_cmd(ctx: click.Context, recipe: str | None, build_dir: Path | None, out_dir: Path,
                 allow_unsmoked: bool, allow_stale: bool, bundle_runtime: bool,
-                runtime_wheels: Path | None, as_json: bool) -> None:
+                runtime_wheels: Path | None, allow_system: tuple[str, ...], as_json: bool) -> None:
     """Pack a finished build of RECIPE into a reproducible archive + SHA256SUMS.
 
     With only --build-dir the build is not compared with a recipe file.
@@ -51,7 +54,8 @@ def release_cmd(ctx: click.Context, recipe: str | None, build_dir: Path | None, 
     opts = ReleaseOptions(build_dir=build_dir, out_dir=out_dir, recipe=loaded,
                           allow_unsmoked=allow_unsmoked, allow_stale=allow_stale,
                           source_date_epoch=source_date_epoch_from_env(),
-                          bundle_runtime=bundle_runtime, runtime_wheels=runtime_wheels)
+                          bundle_runtime=bundle_runtime, runtime_wheels=runtime_wheels,
+                          allow_system=tuple(allow_system))
     with log.step(f"release {build_dir}"):
         result = release(opts)
     for waiver in result.waivers:

@@ -52,6 +52,7 @@ from patchkit.core.fs import atomic_write_bytes, sha256_file
 from patchkit.core.paths import cache_layout
 from patchkit.release.archive import Member, unsafe_member_name, write_archive
 from patchkit.release.imports import (
+    LIBRARY_NAME,
     Binary,
     ImportReport,
     archive_binaries,
@@ -469,11 +470,14 @@ def _problems_error(what: str, problems: Sequence[str]) -> ReleaseError:
 
 
 def check_release(info: Mapping[str, Any], build_dir: Path, artifacts: Sequence[str], *,
-                  bundle: bool, wheels: Path | None, stage: Path, sde: int | None
-                  ) -> ReleaseCheck:
+                  bundle: bool, wheels: Path | None, stage: Path, sde: int | None,
+                  allow: Sequence[str] = ()) -> ReleaseCheck:
     """Read every artifact's imports; for a CUDA build (unless ``bundle`` is off) take the
     runtime it imports from the wheels and pack the runtime archive into ``stage``; then
     prove every import resolves. ReleaseError (exit 12) naming file and library if not."""
+    bad = [a for a in allow if not LIBRARY_NAME.match(a)]
+    if bad:
+        raise ReleaseError(f"--allow-system {bad[0]!r} is not a library file name (libssl.so.3)")
     binaries: list[Binary] = []
     unreadable: list[str] = []
     for rel in artifacts:
@@ -503,7 +507,7 @@ def check_release(info: Mapping[str, Any], build_dir: Path, artifacts: Sequence[
                 raise _problems_error("the CUDA runtime bundle's own imports do not resolve", own)
     files = [*artifacts, *(runtime.paths if runtime else [])]
     report = check_imports([*binaries, *(runtime.binaries if runtime else ())],
-                           os_name=info["platform"]["os"], files=files)
+                           os_name=info["platform"]["os"], files=files, allow=allow)
     if report.problems:
         raise _problems_error("the import check failed", report.problems)
     if runtime is None:
@@ -566,10 +570,13 @@ def verify_imports(dist: Path, name: str, root: str, manifest: Mapping[str, Any]
     if manifest.get("kind") != RUNTIME_KIND and isinstance(rt, Mapping):
         extra, why = _runtime_files(dist, rt)
         diffs += [f"{name}: {w}" for w in why]
-    report = check_imports(binaries, os_name=os_name, files=[*files, *extra],
-                           unreadable=unreadable)
-    diffs += [f"{name}: import check: {p}" for p in report.problems]
     recorded = manifest.get("imports")
+    allowed = recorded.get("allowed_extra") if isinstance(recorded, Mapping) else None
+    allow = [a for a in allowed if isinstance(a, str) and LIBRARY_NAME.match(a)] \
+        if isinstance(allowed, list) else []
+    report = check_imports(binaries, os_name=os_name, files=[*files, *extra],
+                           unreadable=unreadable, allow=allow)
+    diffs += [f"{name}: import check: {p}" for p in report.problems]
     if "imports" in manifest and recorded != report.summary():
         diffs.append(f"{name}: the manifest's imports {recorded!r:.200} are not what its "
                      f"binaries import ({report.summary()!r:.200})")

@@ -25,6 +25,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import posixpath
+import re
 import stat
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
@@ -34,6 +35,7 @@ from patchkit.binary.elf import ElfFormatError, read_dynamic
 from patchkit.binary.pe import PeFormatError, read_imports
 
 __all__ = [
+    "LIBRARY_NAME",
     "LINUX_DRIVER",
     "LINUX_SYSTEM",
     "MAX_BINARY",
@@ -49,6 +51,7 @@ __all__ = [
 
 MAX_BINARY = 4 << 30  # a file larger than this is not read (cublasLt64_12.dll is ~0.7 GB)
 MAX_IMPORTS = 4096
+LIBRARY_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]{0,127}$")  # `--allow-system` names
 
 # Linux: glibc and GCC's runtime libraries, present on every glibc distribution
 # (libgomp: GCC's OpenMP runtime, Debian/Ubuntu package libgomp1, which a minimal
@@ -100,6 +103,7 @@ class ImportReport:
     binaries: tuple[Binary, ...]
     resolutions: tuple[Resolution, ...]
     problems: tuple[str, ...]  # unreadable files and unresolved imports, one line each
+    allowed: tuple[str, ...] = ()  # system libraries allowed beyond the documented set
 
     @property
     def ok(self) -> bool:
@@ -115,7 +119,11 @@ class ImportReport:
     def summary(self, of: Iterable[str] | None = None) -> dict[str, object]:
         """For the manifest: what the machine must provide (for the files ``of``)."""
         files = list(of) if of is not None else None
-        return {"system": self.needs("system", files), "driver": self.needs("driver", files)}
+        out: dict[str, object] = {"system": self.needs("system", files),
+                                  "driver": self.needs("driver", files)}
+        if self.allowed:
+            out["allowed_extra"] = list(self.allowed)
+        return out
 
     def lines(self) -> list[str]:
         """One line per importing file: ``bin/x: libA (bin), libc.so.6 (system), ...``."""
@@ -200,7 +208,8 @@ def _origin_dirs(b: Binary) -> list[str]:
     return out
 
 
-def _linux_resolve(binaries: Sequence[Binary], files: Mapping[str, str]) -> list[Resolution]:
+def _linux_resolve(binaries: Sequence[Binary], files: Mapping[str, str],
+                   extra: frozenset[str]) -> list[Resolution]:
     """ELF: each NEEDED through the object's own $ORIGIN search path; else a release file
     whose SONAME is that name and which an object loading this one reaches itself (the
     loader reuses a library already loaded by that name)."""
@@ -238,7 +247,7 @@ def _linux_resolve(binaries: Sequence[Binary], files: Mapping[str, str]) -> list
             elif "/" in lib:
                 out.append(Resolution(file=b.path, library=lib, where="",
                                       why="a path, not a library name"))
-            elif lib in LINUX_SYSTEM:
+            elif lib in LINUX_SYSTEM or lib in extra:
                 out.append(Resolution(file=b.path, library=lib, where="system"))
             elif lib in LINUX_DRIVER:
                 out.append(Resolution(file=b.path, library=lib, where="driver"))
@@ -258,7 +267,8 @@ def _linux_resolve(binaries: Sequence[Binary], files: Mapping[str, str]) -> list
     return out
 
 
-def _windows_resolve(binaries: Sequence[Binary], files: Mapping[str, str]) -> list[Resolution]:
+def _windows_resolve(binaries: Sequence[Binary], files: Mapping[str, str],
+                     extra: frozenset[str]) -> list[Resolution]:
     """PE: the application's folder (bin/, case-insensitive), then the system set."""
     here = {posixpath.basename(p).lower(): p for p in files if p.startswith("bin/")
             and "/" not in p[len("bin/"):]}
@@ -268,7 +278,7 @@ def _windows_resolve(binaries: Sequence[Binary], files: Mapping[str, str]) -> li
             low = lib.lower()
             if low in here:
                 out.append(Resolution(file=b.path, library=lib, where=here[low]))
-            elif low in WINDOWS_SYSTEM or low.startswith(WINDOWS_API_SETS):
+            elif low in WINDOWS_SYSTEM or low.startswith(WINDOWS_API_SETS) or low in extra:
                 out.append(Resolution(file=b.path, library=lib, where="system"))
             elif low in WINDOWS_DRIVER:
                 out.append(Resolution(file=b.path, library=lib, where="driver"))
@@ -278,11 +288,14 @@ def _windows_resolve(binaries: Sequence[Binary], files: Mapping[str, str]) -> li
     return out
 
 
-def check_imports(binaries: Iterable[Binary], *, os_name: str,
-                  files: Iterable[str], unreadable: Iterable[str] = ()) -> ImportReport:
+def check_imports(binaries: Iterable[Binary], *, os_name: str, files: Iterable[str],
+                  unreadable: Iterable[str] = (), allow: Iterable[str] = ()) -> ImportReport:
     """Resolve every import of ``binaries`` against the release's ``files`` (every file
     path of the unpacked release, the runtime bundle's included) and the allowed sets
-    of ``os_name`` ("linux" / "windows")."""
+    of ``os_name`` ("linux" / "windows"), plus the system libraries in ``allow``
+    (``release --allow-system``, recorded in the manifest)."""
+    allowed = tuple(sorted(set(allow)))
+    extra = frozenset(a.lower() if os_name == "windows" else a for a in allowed)
     bins = tuple(sorted(binaries, key=lambda b: b.path))
     names = {f: f for f in files}
     problems = list(unreadable)
@@ -292,11 +305,12 @@ def check_imports(binaries: Iterable[Binary], *, os_name: str,
         if b.format != want:
             problems.append(f"{b.path}: a {b.format.upper()} file in a {os_name} release")
     resolve = _windows_resolve if os_name == "windows" else _linux_resolve
-    resolutions = resolve([b for b in bins if b.format == want], names) if formats else []
+    resolutions = resolve([b for b in bins if b.format == want], names, extra) if formats else []
     for r in resolutions:
         if not r.where:
             problems.append(f"{r.file} needs {r.library}: {r.why}")
-    return ImportReport(binaries=bins, resolutions=tuple(resolutions), problems=tuple(problems))
+    return ImportReport(binaries=bins, resolutions=tuple(resolutions), problems=tuple(problems),
+                        allowed=allowed)
 
 
 def archive_binaries(path: Path, root: str, *, members: int = 10_000,

@@ -79,6 +79,7 @@ class ReleaseOptions:
     source_date_epoch: int | None = None  # None: the upstream commit date
     bundle_runtime: bool = True  # CUDA builds: NVIDIA's runtime archive beside (release.bundle)
     runtime_wheels: Path | None = None  # None: pip downloads them into the cache
+    allow_system: tuple[str, ...] = ()  # more system libraries (recorded in the manifest)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -373,7 +374,8 @@ def _release(opts: ReleaseOptions, stack: contextlib.ExitStack[Any]) -> ReleaseR
     stage = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="patchkit-release-")))
     checked = bundle.check_release(info, build_dir, [m.name for m, _ in arts],
                                    bundle=opts.bundle_runtime, wheels=opts.runtime_wheels,
-                                   stage=stage, sde=opts.source_date_epoch)
+                                   stage=stage, sde=opts.source_date_epoch,
+                                   allow=opts.allow_system)
     members = [m for m, _ in arts] + [Member(name="LICENSE", mode=0o644, source=license_path)]
     files = [f for _, f in arts] + [{"path": "LICENSE", "sha256": sha256_file(license_path),
                                      "size": license_path.stat().st_size, "mode": "644",

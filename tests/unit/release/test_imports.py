@@ -112,3 +112,38 @@ def test_read_binary_elf_pe_and_others(tmp_path: Path) -> None:
     link.symlink_to(f)
     with pytest.raises(ValueError, match="symbolic link"):
         read_binary(link, "bin/link.so")
+
+
+def test_allow_system_extends_the_set_and_is_recorded() -> None:
+    exe = _elf("bin/llama-cli", "libssl.so.3", "libcrypto.so.3", "libc.so.6")
+    assert len(_check(exe)) == 2
+    report = check_imports([exe], os_name="linux", files=["bin/llama-cli"],
+                           allow=["libssl.so.3", "libcrypto.so.3"])
+    assert report.ok
+    assert report.summary() == {"system": ["libc.so.6", "libcrypto.so.3", "libssl.so.3"],
+                                "driver": [], "allowed_extra": ["libcrypto.so.3", "libssl.so.3"]}
+    pe = Binary(path="bin/x.exe", format="pe", needed=("VCRUNTIME140.dll",))
+    assert check_imports([pe], os_name="windows", files=["bin/x.exe"],
+                         allow=["vcruntime140.dll"]).ok
+
+
+def test_release_and_verify_with_allow_system(tmp_path: Path) -> None:
+    import json
+
+    from patchkit.core.errors import ReleaseError
+    from patchkit.release.verify import verify_dir
+    from tests.fixtures.release import do_release, make_build
+    from tests.fixtures.wheels import set_binary
+
+    build = make_build(tmp_path)
+    set_binary(build, "bin/llama-cli", make_elf(needed=("libssl.so.3", "libc.so.6"),
+                                                runpath="$ORIGIN"))
+    with pytest.raises(ReleaseError, match="bin/llama-cli needs libssl.so.3"):
+        do_release(build, tmp_path / "dist")
+    with pytest.raises(ReleaseError, match="not a library file name"):
+        do_release(build, tmp_path / "dist", allow_system=("../x",))
+    r = do_release(build, tmp_path / "dist", allow_system=("libssl.so.3",))
+    manifest = json.loads(r.manifest.read_text())
+    assert manifest["imports"]["allowed_extra"] == ["libssl.so.3"]
+    assert "libssl.so.3" in manifest["imports"]["system"]
+    assert verify_dir(tmp_path / "dist").differences == ()
