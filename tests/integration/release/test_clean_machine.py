@@ -9,7 +9,9 @@ a root made before):
   name's), a greedy generation with a tiny model, and ``ggml-rpc-server`` on 127.0.0.1
   answering ``patchkit rpc-probe`` from outside the root. The import check's list of
   system libraries is compared with what the bare root lacks (``ldd`` there): a system
-  library minbase does not have (libgomp1) is installed with apt, as a user would.
+  library minbase does not have (libgomp1; libssl3 for a build with OpenSSL, released
+  with ``PATCHKIT_ALLOW_SYSTEM=libssl.so.3,libcrypto.so.3``) is installed with apt, as a
+  user would.
 - ``PATCHKIT_CUDA_WHEELS=DIR`` (NVIDIA's CUDA 13 runtime and cuBLAS wheels for Linux) with
   nvcc 13 found and a Python with the nvidia-cublas wheel: tests/fixtures/cuda_project
   built through ``patchkit build`` (shared cudart, cuBLAS), released with the runtime
@@ -43,7 +45,10 @@ from patchkit.smoke.tinymodel import write_tiny_llama
 REALBUILD = os.environ.get("PATCHKIT_REALBUILD")
 CUDA_WHEELS = os.environ.get("PATCHKIT_CUDA_WHEELS")
 # system libraries of the allowed set that minbase lacks -> their Debian package
-DEBIAN_PACKAGES = {"libgomp.so.1": "libgomp1"}
+DEBIAN_PACKAGES = {"libgomp.so.1": "libgomp1", "libssl.so.3": "libssl3",
+                   "libcrypto.so.3": "libssl3"}
+# `release --allow-system` for each (comma separated), e.g. libssl.so.3,libcrypto.so.3
+ALLOW_SYSTEM = [a for a in os.environ.get("PATCHKIT_ALLOW_SYSTEM", "").split(",") if a]
 OPT = "opt/patchkit-clean"
 
 pytestmark = pytest.mark.skipif(
@@ -117,7 +122,8 @@ def free_port() -> int:
 def test_cpu_release_runs_on_a_minimal_debian(root: Path, tmp_path: Path) -> None:
     build = Path(str(REALBUILD))
     dist = tmp_path / "dist"
-    r = _pk("release", "--build-dir", str(build), "--out", str(dist), "--allow-stale")
+    allow = [x for a in ALLOW_SYSTEM for x in ("--allow-system", a)]
+    r = _pk("release", "--build-dir", str(build), "--out", str(dist), *allow)
     assert r.returncode == 0, r.stdout + r.stderr
     print(r.stderr)
     r = _pk("verify", str(dist))
@@ -134,7 +140,7 @@ def test_cpu_release_runs_on_a_minimal_debian(root: Path, tmp_path: Path) -> Non
     print(f"needs {system}; the bare root lacks {lacking}; ldd there: not found {not_found}")
     assert not_found == set(lacking), (not_found, lacking)  # nothing the walker did not name
     if lacking:
-        pkgs = [DEBIAN_PACKAGES[lib] for lib in lacking]
+        pkgs = sorted({DEBIAN_PACKAGES[lib] for lib in lacking})
         shutil.copyfile("/etc/resolv.conf", root / "etc" / "resolv.conf")
         assert chroot(root, "apt-get", "update", timeout=600).returncode == 0
         r2 = chroot(root, "apt-get", "install", "-y", "--no-install-recommends", *pkgs,
