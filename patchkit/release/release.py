@@ -96,6 +96,12 @@ class ReleaseResult:
     note: str = ""
 
 
+def _allowed_system(opts: ReleaseOptions) -> tuple[str, ...]:
+    """The extra system libraries: the recipe's `[release] allow_system`, then --allow-system."""
+    from_recipe = opts.recipe.release_allow_system if opts.recipe is not None else ()
+    return tuple(dict.fromkeys((*from_recipe, *opts.allow_system)))
+
+
 def source_date_epoch_from_env(env: Mapping[str, str] | None = None) -> int | None:
     raw = (os.environ if env is None else env).get("SOURCE_DATE_EPOCH", "").strip()
     if not raw:
@@ -375,7 +381,7 @@ def _release(opts: ReleaseOptions, stack: contextlib.ExitStack[Any]) -> ReleaseR
     checked = bundle.check_release(info, build_dir, [m.name for m, _ in arts],
                                    bundle=opts.bundle_runtime, wheels=opts.runtime_wheels,
                                    stage=stage, sde=opts.source_date_epoch,
-                                   allow=opts.allow_system)
+                                   allow=_allowed_system(opts))
     members = [m for m, _ in arts] + [Member(name="LICENSE", mode=0o644, source=license_path)]
     files = [f for _, f in arts] + [{"path": "LICENSE", "sha256": sha256_file(license_path),
                                      "size": license_path.stat().st_size, "mode": "644",

@@ -147,3 +147,18 @@ def test_release_and_verify_with_allow_system(tmp_path: Path) -> None:
     assert manifest["imports"]["allowed_extra"] == ["libssl.so.3"]
     assert "libssl.so.3" in manifest["imports"]["system"]
     assert verify_dir(tmp_path / "dist").differences == ()
+
+
+def test_the_recipe_documents_its_extra_system_libraries(tmp_path: Path) -> None:
+    """`[release] allow_system` of the recipe, then --allow-system, no name twice."""
+    from patchkit.model.recipe import load_recipe
+    from patchkit.model.series import load_series
+    from patchkit.release.release import ReleaseOptions, _allowed_system
+    from tests.fixtures.paths import REPO
+
+    recipe = load_recipe(REPO / "recipes" / "cpu-rpc.toml", REPO, load_series(REPO / "patches"))
+    assert recipe.release_allow_system == ("libssl.so.3", "libcrypto.so.3")
+    opts = ReleaseOptions(build_dir=tmp_path, out_dir=tmp_path, recipe=recipe,
+                          allow_system=("libcrypto.so.3", "libz.so.1"))
+    assert _allowed_system(opts) == ("libssl.so.3", "libcrypto.so.3", "libz.so.1")
+    assert _allowed_system(ReleaseOptions(build_dir=tmp_path, out_dir=tmp_path)) == ()
