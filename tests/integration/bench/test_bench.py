@@ -95,13 +95,31 @@ def test_sweep_records_failures_and_goes_on(tmp_path: Path) -> None:
     assert [x["ok"] for x in res["rpc_latency"]] == [True, True]
     calls = _calls(tmp_path)
     assert calls[0] == ["--help"] and calls[1] == ["-rpc", rpc, "--list-devices"]
-    assert calls[2] == ["-m", str(model), "-rpc", rpc, "-p", "64", "-n", "16", "-r", "3", "-o", "jsonl",
-                        "-sm", "layer", "-dev", "RPC0/RPC1"]
-    assert len(calls) == 6
+    relayed = calls[2][3]  # llama-bench talks to patchkit's relays, one per host, on loopback
+    assert relayed != rpc and [e.split(":")[0] for e in relayed.split(",")] == ["127.0.0.1"] * 2
+    tail = ["-o", "jsonl", "-sm", "layer", "-dev", "RPC0/RPC1"]
+    assert calls[2:6] == [  # prompt and decode apart, each again with -r 1: its traffic per token
+        ["-m", str(model), "-rpc", relayed, "-p", "64", "-n", "0", "-r", "3", *tail],
+        ["-m", str(model), "-rpc", relayed, "-p", "64", "-n", "0", "-r", "1", *tail],
+        ["-m", str(model), "-rpc", relayed, "-p", "0", "-n", "16", "-r", "3", *tail],
+        ["-m", str(model), "-rpc", relayed, "-p", "0", "-n", "16", "-r", "1", *tail]]
+    assert len(calls) == 9  # the failing points stop at their first run
+    first = res["points"][0]["traffic"]
+    # fake_bench: per token and device 30 bytes up, 12 down, 1 round trip; 2 x 16 tokens counted
+    dec = first["decode"]
+    assert dec["tokens"] == 32 and dec["rt_per_token"] == 2.0
+    assert dec["mb_per_token"] == pytest.approx(84e-6)
+    for host in dec["hosts"].values():
+        assert host["bytes_up"] == 32 * 30 and host["bytes_down"] == 32 * 12
+        assert host["commands"] == {"GRAPH_COMPUTE": 32, "DEVICE_COUNT": 32}
+        assert host["round_trips"] == 32 and host["version"] == "5.0.0"
+    assert first["prompt"]["tokens"] == 128 and first["prompt"]["rt_per_token"] == pytest.approx(2 * 2 / 128)
+    assert list(dec["hosts"]) == rpc.split(",")  # named by the real host, not the relay
     out = tmp_path / "res"
     assert {p.name for p in out.iterdir()} == {"bench.json", "bench.md", "bench.png", "raw"}
-    assert "failed (abort)" in (out / "bench.md").read_text()
-    assert "GGML_ASSERT" in (out / "raw" / "03.err").read_text()
+    md = (out / "bench.md").read_text()
+    assert "failed (abort)" in md and "| decode MB/token | decode RT/token |" in md
+    assert "GGML_ASSERT" in (out / "raw" / "03-prompt.err").read_text()
 
 
 @posix_only
@@ -151,14 +169,21 @@ def test_demo_with_fake_binaries_stops_its_servers(tmp_path: Path) -> None:
     assert r.exit_code == 0, r.output
     res = json.loads((tmp_path / "demo" / "bench.json").read_text())
     assert res["demo"] is True and len(res["points"]) == 6
-    assert [p["status"] for p in res["points"]] == ["ok", "ok", "ok", "failed", "ok", "ok"]
+    assert [p["status"] for p in res["points"]] == ["ok", "ok", "ok", "skipped", "ok", "ok"]
+    assert "tensor split needs at least one device" in res["points"][3]["error"]
     eps = [x["endpoint"] for x in res["rpc_latency"]]
     assert len(eps) == 2 and all(e.startswith("127.0.0.1:") for e in eps)
     assert all(x["ok"] for x in res["rpc_latency"])
     bench_calls = [c for c in _calls(tmp_path) if "-m" in c]
-    assert all(c[c.index("-rpc") + 1] == ",".join(eps) for c in bench_calls)
+    relayed = {c[c.index("-rpc") + 1] for c in bench_calls}
+    assert len(relayed) == 1 and relayed != {",".join(eps)}  # through the relays
+    local = res["points"][0]["traffic"]["decode"]  # dev=none: no graph went to a host
+    assert local["tokens"] == 32 and local["mb_per_token"] == 0 and "no graph" in local["note"]
     assert len(list((tmp_path / "pids").iterdir())) == 2 and _alive(tmp_path) == []
-    assert "demo: a tiny generated llama model" in (tmp_path / "demo" / "bench.md").read_text()
+    md = (tmp_path / "demo" / "bench.md").read_text()
+    assert "demo: a tiny generated llama model" in md
+    assert "## The network: what a decoded token costs on the wire" in md
+    assert "Link needed to come within 10 % of the best local setup" in md
 
 
 @posix_only
@@ -166,7 +191,7 @@ def test_ctrl_c_keeps_the_points_done_and_stops_servers(tmp_path: Path,
                                                         monkeypatch: pytest.MonkeyPatch) -> None:
     from patchkit.bench import run as bench
     build = _fake_build(tmp_path)
-    real = bench._run_point
+    real = bench._run_relayed
     calls = {"n": 0}
 
     def interrupt(*a, **kw):
@@ -175,7 +200,7 @@ def test_ctrl_c_keeps_the_points_done_and_stops_servers(tmp_path: Path,
             raise KeyboardInterrupt
         return real(*a, **kw)
 
-    monkeypatch.setattr(bench, "_run_point", interrupt)
+    monkeypatch.setattr(bench, "_run_relayed", interrupt)
     with pytest.raises(KeyboardInterrupt):
         bench.run_demo(tmp_path / "demo", build)
     res = json.loads((tmp_path / "demo" / "bench.json").read_text())
