@@ -171,7 +171,7 @@ def _network_md(report: BenchReport, net: Network) -> list[str]:
         proj = " | ".join(fmt_rate(r.projected[lk.name]) for lk in STANDARD_LINKS)
         lines.append(f"| {r.point.index} | {_md_escape(r.point.label)} | {r.point.link or '—'} | "
                      f"{fmt_rate(r.tok_s)} | {_mb(r.mb_per_token)} | {r.rt_per_token:.3g} | "
-                     f"{r.t_compute * 1e3:.3g} | {proj} | {limit(r.as_run)} / "
+                     f"{fmt_rate(r.t_compute * 1e3)} | {proj} | {limit(r.as_run)} / "
                      f"{_share(r.at_1gbe)} |")
     if net.best_local is not None and net.best_local.decode is not None:
         target = net.best_local.decode.median
@@ -208,7 +208,7 @@ def _network_md(report: BenchReport, net: Network) -> list[str]:
                 cmds = ", ".join(f"{n} {c / t.tokens:.3g}" for n, c in
                                  sorted(tr.commands, key=lambda x: -x[1]) if c)
                 lines.append(f"| {r.point.index} | {_md_escape(r.point.label)} | {ep} | "
-                             f"{tr.bytes_up / t.tokens / 1e3:.3g} | {tr.bytes_down / t.tokens / 1e3:.3g} | "
+                             f"{fmt_rate(tr.bytes_up / t.tokens / 1e3)} | {fmt_rate(tr.bytes_down / t.tokens / 1e3)} | "
                              f"{tr.round_trips / t.tokens:.3g} | {cmds or '—'} |")
     return lines
 
@@ -347,7 +347,7 @@ def _panel(ax: Any, points: tuple[PointResult, ...], kind: str, title: str,
 
 
 BW_GRID = [10 ** (e / 8) for e in range(-8, 17)]  # 0.1 .. 100 Gbit/s
-RTT_GRID = [10 ** (e / 8) for e in range(-16, 9)]  # 0.01 .. 10 ms
+RTT_GRID = [10 ** (e / 8) for e in range(-19, 9)]  # 0.004 .. 10 ms
 
 
 def _projection_panels(axb: Any, axl: Any, net: Network) -> dict[str, dict[str, list[float]]]:
