@@ -207,8 +207,9 @@ def _network_md(report: BenchReport, net: Network) -> list[str]:
             for ep, tr in t.hosts:
                 cmds = ", ".join(f"{n} {c / t.tokens:.3g}" for n, c in
                                  sorted(tr.commands, key=lambda x: -x[1]) if c)
+                up, down = tr.bytes_up / t.tokens / 1e3, tr.bytes_down / t.tokens / 1e3
                 lines.append(f"| {r.point.index} | {_md_escape(r.point.label)} | {ep} | "
-                             f"{fmt_rate(tr.bytes_up / t.tokens / 1e3)} | {fmt_rate(tr.bytes_down / t.tokens / 1e3)} | "
+                             f"{fmt_rate(up)} | {fmt_rate(down)} | "
                              f"{tr.round_trips / t.tokens:.3g} | {cmds or '—'} |")
     return lines
 

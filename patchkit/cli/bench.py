@@ -7,8 +7,8 @@ from pathlib import Path
 
 import click
 
-from patchkit.bench.result import PointResult
 from patchkit.bench.link import Calibrated, fmt_bits
+from patchkit.bench.result import PointResult
 from patchkit.bench.run import DEMO_SWEEP, BenchOptions, BenchReport, RpcLatency, run_bench, run_demo
 from patchkit.bench.sweep import DIMENSIONS, parse_sweep
 from patchkit.core.errors import ConfigError

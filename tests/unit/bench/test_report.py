@@ -4,14 +4,15 @@ from __future__ import annotations
 
 import dataclasses
 import io
+import itertools
 from pathlib import Path
 
 import matplotlib.font_manager  # noqa: F401  (builds its font cache, which runs fc-list, at collection)
 import numpy as np
 import pytest
 
-from patchkit.bench.report import BAR_COLOR, BEST_COLOR, render_markdown, render_png, write_reports
 from patchkit.bench.relay import Traffic
+from patchkit.bench.report import BAR_COLOR, BEST_COLOR, render_markdown, render_png, write_reports
 from patchkit.bench.result import (
     PhaseTraffic,
     PointResult,
@@ -197,4 +198,4 @@ def test_png_second_figure_and_prompt_ticks_apart() -> None:
     for kind in ("decode", "prompt"):  # prompt numbers in the thousands: labels must not touch
         boxes = info.tick_boxes[kind]
         assert len(boxes) >= 3
-        assert all(a[1] < b[0] for a, b in zip(boxes, boxes[1:]))
+        assert all(a[1] < b[0] for a, b in itertools.pairwise(boxes))
