@@ -220,10 +220,16 @@ def test_real_demo(tmp_path: Path) -> None:
                       sweep=("sm=layer,tensor", "dev=none,RPC0/RPC1"))
     write_reports(report, tmp_path / "demo")
     assert len(report.points) == 4
+    assert report.points[2].status == "skipped"  # sm=tensor dev=none: said, not run
     ok = [p for p in report.points if p.status == "ok"]
     assert ok and all(p.decode is not None and len(p.decode.samples_ts) == 2 for p in ok)
     assert all(x.ok and x.median_ms > 0 for x in report.latency) and len(report.latency) == 2
     assert report.best() is not None
+    for p in ok:  # through the relays: RPC devices cost bytes and round trips per token, CPU none
+        t = p.phase_traffic("decode")
+        assert t is not None and t.counted
+        remote = "RPC" in " ".join(p.args)
+        assert (t.bytes_per_token > 0 and t.rt_per_token >= 1) if remote else t.bytes_per_token == 0
     assert (tmp_path / "demo" / "bench.png").stat().st_size > 10_000
 
 
