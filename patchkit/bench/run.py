@@ -414,7 +414,8 @@ def run_bench(opts: BenchOptions, *, on_point: Callable[[PointResult], None] | N
             rbase += ["-rpc", ",".join(r.endpoint for r in relays)]
         for i, (point, args) in enumerate(resolved, start=1):
             link = dict(point.settings).get("link", "none")
-            ident = (*args, f"link={link}")
+            no_rpc = "-dev" in args and args[args.index("-dev") + 1] == "none"
+            ident = args if no_rpc else (*args, f"link={link}")  # no RPC device: the link is moot
             skip = _skip_reason(point, args)
             if skip:
                 res = PointResult(index=i, label=point.label, settings=point.settings, args=args,
@@ -422,7 +423,9 @@ def run_bench(opts: BenchOptions, *, on_point: Callable[[PointResult], None] | N
             elif ident in seen:
                 res = PointResult(index=i, label=point.label, settings=point.settings, args=args,
                                   status=PointStatus.DUPLICATE,
-                                  error=f"same llama-bench arguments as {seen[ident]}")
+                                  error=f"same llama-bench arguments as {seen[ident]}"
+                                        + ("; no RPC device, so the link does not matter"
+                                           if no_rpc and "link" in dict(point.settings) else ""))
             elif relays:
                 seen[ident] = point.label
                 cal = calibrated[link]

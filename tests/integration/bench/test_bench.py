@@ -246,3 +246,31 @@ def test_silent_and_hanging_points_are_failures(tmp_path: Path) -> None:
     assert got == [("ok", "", ""), ("failed", "error", "llama-bench exited 0 but printed no results"),
                    ("failed", "timeout", "timed out after 2s")]
     assert "3 setups, 2 failed; fastest decode: sm=layer" in r.output
+
+
+@posix_only
+def test_links_are_measured_first_and_swept(tmp_path: Path) -> None:
+    build = _fake_build(tmp_path)
+    r = _cli("bench", str(tmp_path / "demo"), "--demo", "--build", str(build),
+             "--sweep", "dev=none,RPC0/RPC1", "--link", "none", "--link", "rate=100mbit,rtt=2ms",
+             "-r", "2", "-n", "4")
+    assert r.exit_code == 0, r.output
+    assert "--link rate=100mbit+rtt=2ms (100 Mbit/s, rtt 2 ms): measured round trip" in r.output
+    res = json.loads((tmp_path / "demo" / "bench.json").read_text())
+    links = {c["link"]["name"]: c for c in res["links"]}
+    assert set(links) == {"none", "rate=100mbit+rtt=2ms"}
+    shaped = links["rate=100mbit+rtt=2ms"]["measured"]
+    assert abs(shaped["rtt_ms"] - 2) <= 0.2 and abs(shaped["up_mbit_s"] - 100) <= 10
+    got = [(p["label"], p["status"], p["link"]) for p in res["points"]]
+    assert got == [("dev=none link=none", "ok", "none"),
+                   ("dev=none link=rate=100mbit+rtt=2ms", "duplicate", ""),
+                   ("dev=RPC0/RPC1 link=none", "ok", "none"),
+                   ("dev=RPC0/RPC1 link=rate=100mbit+rtt=2ms", "ok", "rate=100mbit+rtt=2ms")]
+    assert "the link does not matter" in res["points"][1]["error"]
+    assert res["points"][3]["path"]["rtt_ms"] == pytest.approx(shaped["rtt_ms"], abs=1e-3)
+    md = (tmp_path / "demo" / "bench.md").read_text()
+    assert "emulated link rate=100mbit+rtt=2ms (100 Mbit/s, rtt 2 ms): measured on loopback" in md
+    assert "### Projection vs emulated link" in md
+    r = _cli("bench", str(tmp_path / "r2"), "-m", str(build / "bin" / "fake.json"),
+             "--build", str(build), "--link", "1gbe")
+    assert r.exit_code == 2 and "--link shapes the connections to the RPC hosts" in r.output
