@@ -431,8 +431,13 @@ def run_bench(opts: BenchOptions, *, on_point: Callable[[PointResult], None] | N
                 cal = calibrated[link]
                 for r in relays:
                     r.set_shaping(cal.shaping)
+                errs = [len(r.errors) for r in relays]
                 res = _run_relayed(exe, i, point, args, rbase, opts, relays,
                                    opts.out_dir / "raw", caps.output_format)
+                new = [e for r, n in zip(relays, errs, strict=True) for e in r.errors[n:]]
+                if res.status == "failed" and new:
+                    res = dataclasses.replace(res, error=f"{res.error}; relay could not reach "
+                                                         f"{new[0]}")
                 # the wire time this point's tokens saw: the relay (as measured) plus, for
                 # real hosts, their network (round trips only: its bandwidth is not known)
                 rtt = cal.measured.rtt_s + (0.0 if loopback else remote_rtt)

@@ -130,6 +130,12 @@ def bench_cmd(outdir: Path, model: Path | None, rpc: tuple[str, ...], sweeps: tu
             report = run_bench(opts, on_point=_show_point, on_latency=_show_latency,
                                on_links=_show_links)
         write_reports(report, outdir)
+    from patchkit.bench.report import fmt_rate, network
+
+    net = network(report)
+    for c in net.checks:
+        log.info(f"  projection vs emulated {c.link.name}: {c.point.label}: measured "
+                 f"{fmt_rate(c.measured)} tok/s, projected {fmt_rate(c.projected)} ({c.error:+.1%})")
     best = report.best()
     if report.settings.get("model_note"):
         log.info(f"demo model: {report.settings['model_note']}")
