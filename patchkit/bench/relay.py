@@ -16,7 +16,9 @@ was made for is ever contacted, and only when llama-bench connects to the relay.
 Shaping (``Shaping``): every chunk read from one side is delivered to the other
 ``delay_s`` later, after its bytes went through a per-direction bandwidth limit (a token
 bucket that holds one chunk: a chunk leaves when the previous ones' bytes are through);
-a bounded queue gives back-pressure like a real socket.
+a bounded queue gives back-pressure like a real socket. ``SharedLink`` makes several
+relays share one limit per direction: the client's network port, which all of its RPC
+hosts' traffic crosses (llama.cpp sends to one host without waiting for another).
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ from typing import Any
 
 from patchkit.rpc.client import CONN_CAPS_SIZE, HELLO_RSP, Cmd
 
-__all__ = ["REPLY_LESS", "Relay", "Shaping", "Traffic"]
+__all__ = ["REPLY_LESS", "Relay", "Shaping", "SharedLink", "Traffic"]
 
 REPLY_LESS = frozenset({int(Cmd.SET_TENSOR), int(Cmd.GRAPH_COMPUTE), int(Cmd.GRAPH_RECOMPUTE)})
 _REQ_HEAD = struct.Struct("<BQ")
@@ -220,12 +222,24 @@ class _Pacer:
         self.delay = shaping.delay_s
         self.rate = shaping.rate_bytes_s
         self.free = 0.0  # when the link has sent everything queued so far
+        self._lock = threading.Lock()
 
     def due(self, n: int, now: float) -> float:
         if self.rate > 0:
-            self.free = max(now, self.free) + n / self.rate
-            return self.free + self.delay
+            with self._lock:
+                self.free = max(now, self.free) + n / self.rate
+                return self.free + self.delay
         return now + self.delay
+
+
+class SharedLink:
+    """One emulated link for several relays: the client's own network port, which every
+    host's traffic crosses (bytes to two hosts queue on it one after the other)."""
+
+    def __init__(self, shaping: Shaping) -> None:
+        self.shaping = shaping
+        self.up = _Pacer(shaping)
+        self.down = _Pacer(shaping)
 
 
 def _sleep_until(t: float) -> None:
@@ -247,6 +261,7 @@ class Relay:
                  connect_timeout: float = _CONNECT_TIMEOUT) -> None:
         self.target = target
         self.shaping = shaping or Shaping()
+        self.shared: SharedLink | None = None
         self.connect_timeout = connect_timeout
         self._listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         self._listener.bind(("127.0.0.1", 0))
@@ -270,9 +285,11 @@ class Relay:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def set_shaping(self, shaping: Shaping | None) -> None:
-        """For connections made from now on."""
-        self.shaping = shaping or Shaping()
+    def set_shaping(self, shaping: Shaping | None, shared: SharedLink | None = None) -> None:
+        """For connections made from now on; ``shared``: pace on a link other relays use too
+        (else each connection has its own link)."""
+        self.shaping = shared.shaping if shared is not None else (shaping or Shaping())
+        self.shared = shared
 
     # counting ------------------------------------------------------------------------------
     def traffic(self) -> Traffic:
@@ -320,7 +337,7 @@ class Relay:
         for s in (client, server):
             s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         conn = _Conn()
-        shaping = self.shaping
+        shaping, shared = self.shaping, self.shared
         with self._lock:
             if self._closed.is_set():
                 client.close()
@@ -330,10 +347,11 @@ class Relay:
             self._socks.update((client, server))
             self._active += 1
         done = threading.Barrier(2, action=lambda: self._finish(client, server))
+        up, down = (shared.up, shared.down) if shared else (_Pacer(shaping), _Pacer(shaping))
         pumps = [threading.Thread(target=self._pump, daemon=True,
-                                  args=(client, server, _Requests(conn), shaping, done)),
+                                  args=(client, server, _Requests(conn), shaping, up, done)),
                  threading.Thread(target=self._pump, daemon=True,
-                                  args=(server, client, _Replies(conn), shaping, done))]
+                                  args=(server, client, _Replies(conn), shaping, down, done))]
         with self._lock:
             self._threads = [t for t in self._threads if t.is_alive()] + pumps
         for t in pumps:
@@ -349,10 +367,10 @@ class Relay:
             self._idle.notify_all()
 
     def _pump(self, src: socket.socket, dst: socket.socket, parser: _Requests | _Replies,
-              shaping: Shaping, done: threading.Barrier) -> None:
+              shaping: Shaping, pacer: _Pacer, done: threading.Barrier) -> None:
         try:
             if shaping.active:
-                self._pump_shaped(src, dst, parser, shaping)
+                self._pump_shaped(src, dst, parser, pacer)
             else:
                 buf = bytearray(_CHUNK)
                 mv = memoryview(buf)
@@ -373,7 +391,7 @@ class Relay:
                 done.wait()
 
     def _pump_shaped(self, src: socket.socket, dst: socket.socket,
-                     parser: _Requests | _Replies, shaping: Shaping) -> None:
+                     parser: _Requests | _Replies, pacer: _Pacer) -> None:
         q: queue.Queue[tuple[float, bytes] | None] = queue.Queue(maxsize=_QUEUE_CHUNKS)
         failed = threading.Event()
 
@@ -393,7 +411,6 @@ class Relay:
 
         writer = threading.Thread(target=deliver, daemon=True)
         writer.start()
-        pacer = _Pacer(shaping)
         buf = bytearray(_SHAPED_CHUNK)
         mv = memoryview(buf)
         try:

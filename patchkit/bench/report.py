@@ -205,6 +205,8 @@ def _network_md(report: BenchReport, net: Network) -> list[str]:
             t = r.point.phase_traffic("decode")
             assert t is not None
             for ep, tr in t.hosts:
+                if not tr.bytes:
+                    continue  # a host this setup does not use
                 cmds = ", ".join(f"{n} {c / t.tokens:.3g}" for n, c in
                                  sorted(tr.commands, key=lambda x: -x[1]) if c)
                 up, down = tr.bytes_up / t.tokens / 1e3, tr.bytes_down / t.tokens / 1e3
@@ -285,7 +287,7 @@ def render_markdown(report: BenchReport) -> str:
     if report.latency and not net.rows:
         lines.append("Every RPC hop adds a round trip per token in decode: compare the latency "
                      "above with the decode drop when a remote device is added.")
-    notes = sorted({f"{k}: {t.note}" for p in report.points for k, t in p.traffic if t.note})
+    notes = [f"#{p.index} {k}: {t.note}" for p in report.points for k, t in p.traffic if t.note]
     if notes:
         lines += ["", "Traffic notes: " + "; ".join(_md_escape(n) for n in notes) + "."]
     lines += _network_md(report, net)

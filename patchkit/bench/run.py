@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from patchkit.bench.link import Calibrated, calibrate, measure_path, parse_link
-from patchkit.bench.relay import Relay, Shaping, Traffic
+from patchkit.bench.relay import Relay, Shaping, SharedLink, Traffic
 from patchkit.bench.result import (
     PhaseTraffic,
     PointResult,
@@ -429,8 +429,9 @@ def run_bench(opts: BenchOptions, *, on_point: Callable[[PointResult], None] | N
             elif relays:
                 seen[ident] = point.label
                 cal = calibrated[link]
+                shared = SharedLink(cal.shaping)  # one port on the client for all hosts
                 for r in relays:
-                    r.set_shaping(cal.shaping)
+                    r.set_shaping(cal.shaping, shared)
                 errs = [len(r.errors) for r in relays]
                 res = _run_relayed(exe, i, point, args, rbase, opts, relays,
                                    opts.out_dir / "raw", caps.output_format)
