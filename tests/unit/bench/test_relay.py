@@ -158,3 +158,29 @@ def test_unreachable_target_closes_the_client() -> None:
             c.settimeout(5)
             assert c.recv(1) == b""  # closed, as a refused connection would be
         assert relay.errors and relay.traffic().connections == 0
+
+
+def test_relays_on_a_shared_link_share_its_bandwidth() -> None:
+    """Two hosts behind one 5 MB/s port: 2 x 0.5 MB cannot arrive in under 0.2 s."""
+    import time
+
+    from patchkit.bench.link import Sink
+    from patchkit.bench.relay import Shaping, SharedLink
+
+    shaping = Shaping(rate_bytes_s=5e6)
+    shared = SharedLink(shaping)
+    with Sink() as a, Sink() as b, Relay(("127.0.0.1", a.port)) as ra, \
+            Relay(("127.0.0.1", b.port)) as rb:
+        for r in (ra, rb):
+            r.set_shaping(shaping, shared)
+        socks = [socket.create_connection(("127.0.0.1", r.port)) for r in (ra, rb)]
+        start = time.perf_counter()
+        for s in socks:  # SET_TENSOR (no reply) to both, as llama.cpp sends to two hosts
+            s.sendall(_req(6, bytes(500_000)))
+        for s in socks:  # then a round trip each: its reply comes after the bytes went through
+            s.sendall(_req(1, bytes(4)))
+        for s in socks:
+            assert len(_recv_exact(s, 16)) == 16
+            s.close()
+        took = time.perf_counter() - start
+    assert took >= 1_000_018 / 5e6 * 0.98  # one link: the two transfers one after the other
