@@ -364,7 +364,7 @@ def calibrate(link: Link, *, base: PathMeasure | None = None,
             f"--link {link.name}: the relay alone takes {base.rtt_s * 1e3:.3f} ms per round trip "
             f"here, more than the {link.rtt_s * 1e3:g} ms asked: it cannot emulate a link that fast",
             hint="use a slower link (a longer rtt), or measure the real network")
-    for _attempt in range(2):  # a busy machine can spoil one measurement: fit and measure again
+    for _attempt in range(3):  # a busy machine can spoil a measurement: fit and measure again
         delay = _fit_delay(link, base, tolerance) if link.rtt_s else 0.0
         shaping = Shaping(delay_s=delay, rate_bytes_s=link.rate_bytes_s)
         got = measure_path(shaping, bulk_bytes=bulk)
