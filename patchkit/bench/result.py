@@ -14,11 +14,13 @@ import re
 import statistics
 from typing import Any
 
+from patchkit.bench.relay import Traffic
 from patchkit.core.enums import StrEnum
 from patchkit.core.proc import RunResult
 
 __all__ = [
     "Measurement",
+    "PhaseTraffic",
     "PointResult",
     "PointStatus",
     "classify_failure",
@@ -130,10 +132,62 @@ def classify_failure(r: RunResult) -> tuple[str, str]:
     return "error", f"{r.brief()}: {r.last_line()}".rstrip(": ")
 
 
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class PhaseTraffic:
+    """The RPC traffic of one phase (prompt or decode) of one setup, per host.
+
+    ``hosts`` holds the exact counts of ``tokens`` tokens: llama-bench ran the phase with
+    -r R and again with -r 1 (same everything else); the difference is R - 1 repetitions,
+    so model loading, context setup and the warmup cancel out."""
+
+    tokens: int = 0
+    hosts: tuple[tuple[str, Traffic], ...] = ()  # endpoint -> traffic of those tokens
+    run_bytes: int = 0  # the whole -r R run, loading included
+    note: str = ""  # why there are no per-token numbers, or what to know about them
+
+    @property
+    def counted(self) -> bool:
+        return self.tokens > 0
+
+    @property
+    def total(self) -> Traffic:
+        out = Traffic()
+        for _, t in self.hosts:
+            out = Traffic(bytes_up=out.bytes_up + t.bytes_up, bytes_down=out.bytes_down + t.bytes_down,
+                          round_trips=out.round_trips + t.round_trips,
+                          commands=tuple(_add(dict(out.commands), dict(t.commands)).items()),
+                          replies=out.replies + t.replies)
+        return out
+
+    @property
+    def bytes_per_token(self) -> float:
+        return self.total.bytes / self.tokens if self.tokens else 0.0
+
+    @property
+    def rt_per_token(self) -> float:
+        return self.total.round_trips / self.tokens if self.tokens else 0.0
+
+    def to_json(self) -> dict[str, Any]:
+        return {"tokens": self.tokens, "run_bytes": self.run_bytes, "note": self.note,
+                "mb_per_token": round(self.bytes_per_token / 1e6, 6),
+                "rt_per_token": round(self.rt_per_token, 6),
+                "hosts": {ep: t.to_json() for ep, t in self.hosts}}
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> PhaseTraffic:
+        return cls(tokens=d["tokens"], run_bytes=d.get("run_bytes", 0), note=d.get("note", ""),
+                   hosts=tuple((ep, Traffic.from_json(t)) for ep, t in d["hosts"].items()))
+
+
+def _add(a: dict[str, int], b: dict[str, int]) -> dict[str, int]:
+    return {k: a.get(k, 0) + b.get(k, 0) for k in [*a, *(k for k in b if k not in a)]}
+
+
 class PointStatus(StrEnum):
     OK = "ok"
     FAILED = "failed"
     DUPLICATE = "duplicate"  # the same llama-bench arguments as an earlier point: not run
+    SKIPPED = "skipped"  # cannot run (e.g. tensor split with no device): said, not run
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -149,6 +203,13 @@ class PointResult:
     error_kind: str = ""
     measurements: tuple[Measurement, ...] = ()
     seconds: float = 0.0
+    traffic: tuple[tuple[str, PhaseTraffic], ...] = ()  # phase -> RPC traffic
+    link: str = ""  # the emulated link ("none": the bare relay; "": no relay)
+    path_rtt_s: float = 0.0  # the path this point's RPC traffic went through
+    path_bytes_s: float = 0.0  # 0: unknown (a real network)
+
+    def phase_traffic(self, kind: str) -> PhaseTraffic | None:
+        return dict(self.traffic).get(kind)
 
     def kind(self, kind: str) -> Measurement | None:
         return next((m for m in self.measurements if m.kind == kind), None)
@@ -169,11 +230,18 @@ class PointResult:
         return {"index": self.index, "label": self.label, "settings": dict(self.settings),
                 "args": list(self.args), "status": self.status.value, "error": self.error,
                 "error_kind": self.error_kind, "seconds": round(self.seconds, 2),
-                "measurements": [m.to_json() for m in self.measurements]}
+                "measurements": [m.to_json() for m in self.measurements],
+                "traffic": {k: t.to_json() for k, t in self.traffic}, "link": self.link,
+                "path": {"rtt_ms": round(self.path_rtt_s * 1e3, 4),
+                         "mbit_s": round(self.path_bytes_s * 8e-6, 1)}}
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> PointResult:
         return cls(index=d["index"], label=d["label"], settings=tuple(d["settings"].items()),
                    args=tuple(d["args"]), status=PointStatus(d["status"]), error=d.get("error", ""),
                    error_kind=d.get("error_kind", ""), seconds=d.get("seconds", 0.0),
-                   measurements=tuple(Measurement.from_json(m) for m in d["measurements"]))
+                   measurements=tuple(Measurement.from_json(m) for m in d["measurements"]),
+                   traffic=tuple((k, PhaseTraffic.from_json(t))
+                                 for k, t in d.get("traffic", {}).items()),
+                   link=d.get("link", ""), path_rtt_s=d.get("path", {}).get("rtt_ms", 0.0) / 1e3,
+                   path_bytes_s=d.get("path", {}).get("mbit_s", 0.0) / 8e-6)

@@ -14,6 +14,7 @@ ggml-rpc-servers on 127.0.0.1 (CPU devices) and always stops them.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 import shutil
 import sys
@@ -22,7 +23,10 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from patchkit.bench.link import Calibrated, calibrate, measure_path, parse_link
+from patchkit.bench.relay import Relay, Shaping, SharedLink, Traffic
 from patchkit.bench.result import (
+    PhaseTraffic,
     PointResult,
     PointStatus,
     classify_failure,
@@ -33,6 +37,7 @@ from patchkit.bench.sweep import (
     BenchCaps,
     Device,
     Dimension,
+    Point,
     check_supported,
     expand_sweep,
     parse_caps,
@@ -59,6 +64,7 @@ __all__ = [
 
 BENCH_JSON = "bench.json"
 DEMO_SWEEP = ("sm=layer,tensor", "dev=none,RPC0,RPC0/RPC1")
+_GRAPH_CMDS = ("GRAPH_COMPUTE", "GRAPH_RECOMPUTE")
 _OUR_FILES = {BENCH_JSON, "bench.md", "bench.png", "raw", "logs", "demo"}
 
 
@@ -75,6 +81,7 @@ class BenchOptions:
     timeout: float = 900.0  # per point
     latency_count: int = 20
     tool_timeout: float = 60.0  # --help, --list-devices
+    relay: bool = True  # count each RPC host's traffic through a loopback relay
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -103,6 +110,7 @@ class BenchReport:
     points: tuple[PointResult, ...]
     complete: bool = True
     demo: bool = False
+    links: tuple[Calibrated, ...] = ()  # the relay path(s) measured before the sweep
 
     def best(self, kind: str = "decode") -> PointResult | None:
         ok = [p for p in self.points if p.status == "ok" and p.kind(kind) is not None]
@@ -114,6 +122,7 @@ class BenchReport:
                 "demo": self.demo, "complete": self.complete,
                 "rpc_latency": [x.to_json() for x in self.latency],
                 "devices": [dataclasses.asdict(d) for d in self.devices],
+                "links": [c.to_json() for c in self.links],
                 "best": best, "points": [p.to_json() for p in self.points]}
 
 
@@ -199,13 +208,22 @@ def _base_args(opts: BenchOptions, caps: BenchCaps, keys: set[str]) -> list[str]
 def _run_point(exe: Path, index: int, label: str, settings: tuple[tuple[str, str], ...],
                base: list[str], args: tuple[str, ...], opts: BenchOptions,
                raw_dir: Path) -> PointResult:
-    r = run([str(exe), *base, *args], timeout=opts.timeout, start_error="result")
-    raw_dir.mkdir(parents=True, exist_ok=True)
-    (raw_dir / f"{index:02d}.out").write_text(r.stdout, encoding="utf-8")
-    (raw_dir / f"{index:02d}.err").write_text(r.stderr, encoding="utf-8")
-    found = tuple(measurements(parse_bench_output(r.stdout)))
+    r, found = _llama_bench(exe, [*base, *args], opts, raw_dir, f"{index:02d}")
     res = PointResult(index=index, label=label, settings=settings, args=args, status=PointStatus.OK,
                       measurements=found, seconds=r.seconds)
+    return _judge(res, r, found)
+
+
+def _llama_bench(exe: Path, argv: list[str], opts: BenchOptions, raw_dir: Path,
+                 name: str) -> tuple[Any, tuple[Any, ...]]:
+    r = run([str(exe), *argv], timeout=opts.timeout, start_error="result")
+    raw_dir.mkdir(parents=True, exist_ok=True)
+    (raw_dir / f"{name}.out").write_text(r.stdout, encoding="utf-8")
+    (raw_dir / f"{name}.err").write_text(r.stderr, encoding="utf-8")
+    return r, tuple(measurements(parse_bench_output(r.stdout)))
+
+
+def _judge(res: PointResult, r: Any, found: tuple[Any, ...]) -> PointResult:
     if r.ok and found:
         return res
     if r.ok:
@@ -215,9 +233,125 @@ def _run_point(exe: Path, index: int, label: str, settings: tuple[tuple[str, str
     return dataclasses.replace(res, status=PointStatus.FAILED, error=msg, error_kind=kind)
 
 
+# ---- relayed points: one llama-bench per phase, counted -----------------------------------
+
+def _strip_flags(args: Sequence[str], flags: set[str]) -> list[str]:
+    out: list[str] = []
+    skip = False
+    for a in args:
+        if skip:
+            skip = False
+        elif a in flags:
+            skip = True
+        else:
+            out.append(a)
+    return out
+
+
+def _counted(relays: Sequence[Relay], go: Callable[[], Any]) -> tuple[Any, list[Traffic]]:
+    """Run ``go()``; the traffic each relay carried meanwhile (once its clients closed)."""
+    before = [r.traffic() for r in relays]
+    out = go()
+    for r in relays:
+        r.quiesce(timeout=10)
+    return out, [r.traffic() - b for r, b in zip(relays, before, strict=True)]
+
+
+def _phase_traffic(main: list[Traffic], base: list[Traffic] | None, endpoints: Sequence[str],
+                   tokens: int, note: str = "") -> PhaseTraffic:
+    run_bytes = sum(t.bytes for t in main)
+    if base is None:
+        return PhaseTraffic(tokens=tokens, run_bytes=run_bytes, note=note,
+                            hosts=tuple((ep, Traffic()) for ep in endpoints) if tokens else ())
+    diff = [m - b for m, b in zip(main, base, strict=True)]
+    if any(d.bytes_up < 0 or d.bytes_down < 0 or d.round_trips < 0 for d in diff):
+        return PhaseTraffic(run_bytes=run_bytes,
+                            note="the -r 1 run moved more than the full run: counts not repeatable")
+    return PhaseTraffic(tokens=tokens, run_bytes=run_bytes, note=note,
+                        hosts=tuple(zip(endpoints, diff, strict=True)))
+
+
+def _run_relayed(exe: Path, index: int, point: Point, args: tuple[str, ...], base: list[str],
+                 opts: BenchOptions, relays: Sequence[Relay], raw_dir: Path,
+                 output_format: str) -> PointResult:
+    """The point's prompt and decode phases as separate llama-bench runs through the relays,
+    each with -r R and again with -r 1: the difference is R - 1 repetitions' traffic."""
+    settings = dict(point.settings)
+    n_prompt = int(settings.get("p", opts.n_prompt))
+    n_gen = int(settings.get("n", opts.n_gen))
+    rest = _strip_flags(args, {"-p", "-n"})
+    endpoints = list(opts.rpc)
+    res = PointResult(index=index, label=point.label, settings=point.settings, args=args,
+                      status=PointStatus.OK)
+    found_all: list[Any] = []
+    traffic: list[tuple[str, PhaseTraffic]] = []
+    seconds = 0.0
+    for phase, p, n, per_rep in (("prompt", n_prompt, 0, n_prompt), ("decode", 0, n_gen, n_gen)):
+        if per_rep <= 0:
+            continue
+        head = [*base, "-p", str(p), "-n", str(n)]
+        name = f"{index:02d}-{phase}"
+        (r, found), main = _counted(relays, functools.partial(
+            _llama_bench, exe, [*head, "-r", str(opts.reps), "-o", output_format, *rest], opts,
+            raw_dir, name))
+        seconds += r.seconds
+        found_all += [m for m in found if m.kind == phase]
+        res = dataclasses.replace(res, measurements=tuple(found_all), seconds=seconds,
+                                  traffic=tuple(traffic))
+        if not (r.ok and found):
+            return _judge(res, r, found)
+        tokens = (opts.reps - 1) * per_rep
+        if opts.reps < 2:
+            pt = _phase_traffic(main, None, endpoints, 0,
+                                "-r 1: per-token traffic needs 2 or more repetitions")
+        elif not any(t.count(c) for t in main for c in _GRAPH_CMDS):
+            pt = _phase_traffic(main, None, endpoints, tokens, "no graph ran on an RPC host")
+        else:
+            (rb, _), base_t = _counted(relays, functools.partial(
+                _llama_bench, exe, [*head, "-r", "1", "-o", output_format, *rest], opts, raw_dir,
+                f"{name}-r1"))
+            seconds += rb.seconds
+            if rb.ok:
+                note = "-d: each repetition also restores the context" if "depth" in settings else ""
+                pt = _phase_traffic(main, base_t, endpoints, tokens, note)
+            else:
+                pt = _phase_traffic(main, None, endpoints, 0,
+                                    f"the -r 1 run failed: {classify_failure(rb)[1]}")
+        traffic.append((phase, pt))
+    return dataclasses.replace(res, measurements=tuple(found_all), seconds=seconds,
+                               traffic=tuple(traffic))
+
+
+def _skip_reason(point: Point, args: tuple[str, ...]) -> str:
+    """Points that cannot run, said instead of run."""
+    sm = dict(point.settings).get("sm", "")
+    dev = args[args.index("-dev") + 1] if "-dev" in args else "auto"
+    if sm == "tensor" and dev == "none":
+        return "not run: tensor split needs at least one device besides the CPU (-dev none)"
+    return ""
+
+
+def _links(dims: Sequence[Dimension]) -> list[str]:
+    return next((list(d.values) for d in dims if d.key == "link"), [])
+
+
+def calibrate_links(specs: Sequence[str]) -> dict[str, Calibrated]:
+    """Each distinct --link measured on loopback (ConfigError for one the relay cannot hold);
+    "none" is the bare relay (its own round trip and throughput)."""
+    base = measure_path(Shaping())
+    out = {"none": calibrate(parse_link("none"), base=base)}
+    for spec in specs:
+        link = parse_link(spec)
+        if spec not in out:
+            out[spec] = calibrate(link, base=base)
+    return out
+
+
 def run_bench(opts: BenchOptions, *, on_point: Callable[[PointResult], None] | None = None,
               on_latency: Callable[[tuple[RpcLatency, ...]], None] | None = None,
-              servers_alive: Callable[[], str] | None = None, demo: bool = False) -> BenchReport:
+              on_links: Callable[[dict[str, Calibrated]], None] | None = None,
+              servers_alive: Callable[[], str] | None = None, demo: bool = False,
+              model_note: str = "") -> BenchReport:
     """Run the sweep; bench.json is written after every point, the report returned at the end."""
     info = read_build_info(opts.build_dir)
     exe = _bench_exe(opts.build_dir, info)
@@ -226,20 +360,32 @@ def run_bench(opts: BenchOptions, *, on_point: Callable[[PointResult], None] | N
     _check_out_dir(opts.out_dir)
     for ep in opts.rpc:
         _split_endpoint(ep)  # HOST:PORT or a one-line error, before anything runs
+    dims = opts.dims
+    links = _links(dims)
+    if links and not opts.rpc:
+        raise ConfigError("--link shapes the connections to the RPC hosts: give --rpc HOST:PORT",
+                          hint="or try it with --demo")
+    if links and not opts.relay:
+        raise ConfigError("--link needs the relay: drop --direct")
 
     caps = parse_caps(_tool(exe, "--help", timeout=opts.tool_timeout))
     if opts.rpc and not caps.has("-rpc"):
         raise ConfigError("this llama-bench was built without RPC (no -rpc option)",
                           hint="use a recipe with GGML_RPC=ON, e.g. cpu-rpc")
-    dims = opts.dims
     check_supported(dims, caps)
     for key, flag in (("p", "-p"), ("n", "-n"), ("r", "-r"), ("o", "-o")):
         if not caps.has(flag):
             raise ConfigError(f"this llama-bench has no {flag} option ({key})")
 
+    # ---- the RPC hosts, before the sweep: round trip per host -----------------------------
     latency = measure_latency(opts.rpc, count=opts.latency_count) if opts.rpc else ()
     if on_latency is not None:
         on_latency(latency)
+    # ---- the relay path and every --link, measured before use ------------------------------
+    relayed = bool(opts.rpc) and opts.relay
+    calibrated = calibrate_links(links) if relayed else {}
+    if on_links is not None and calibrated:
+        on_links(calibrated)
     devices: list[Device] = []
     if caps.has("--list-devices"):
         rpc = ["-rpc", ",".join(opts.rpc)] if opts.rpc else []
@@ -250,44 +396,114 @@ def run_bench(opts: BenchOptions, *, on_point: Callable[[PointResult], None] | N
     base = _base_args(opts, caps, {d.key for d in dims})
     settings = {"n_prompt": opts.n_prompt, "n_gen": opts.n_gen, "reps": opts.reps,
                 "sweep": {d.key: list(d.values) for d in dims}, "base_args": base[2:],
-                "output_format": caps.output_format}
+                "output_format": caps.output_format, "relay": relayed}
+    if model_note:
+        settings["model_note"] = model_note
     report = BenchReport(build=_build_summary(info, opts.build_dir), model=str(opts.model),
                          settings=settings, latency=latency, devices=tuple(devices), points=(),
-                         complete=False, demo=demo)
+                         complete=False, demo=demo, links=tuple(calibrated.values()))
     opts.out_dir.mkdir(parents=True, exist_ok=True)
     shutil.rmtree(opts.out_dir / "raw", ignore_errors=True)  # a previous bench's, in our folder
     done: list[PointResult] = []
     seen: dict[tuple[str, ...], str] = {}
-    for i, (point, args) in enumerate(resolved, start=1):
-        if args in seen:
-            res = PointResult(index=i, label=point.label, settings=point.settings, args=args,
-                              status=PointStatus.DUPLICATE,
-                              error=f"same llama-bench arguments as {seen[args]}")
-        else:
-            seen[args] = point.label
-            res = _run_point(exe, i, point.label, point.settings, base, args, opts,
-                             opts.out_dir / "raw")
+    remote_rtt = max((x.median_ms / 1e3 for x in latency if x.ok), default=0.0)
+    loopback = all(_split_endpoint(ep)[0] in (LOOPBACK, "localhost", "::1") for ep in opts.rpc)
+    with _relays(opts.rpc if relayed else ()) as relays:
+        rbase = ["-m", str(opts.model)]
+        if relays:
+            rbase += ["-rpc", ",".join(r.endpoint for r in relays)]
+        for i, (point, args) in enumerate(resolved, start=1):
+            link = dict(point.settings).get("link", "none")
+            no_rpc = "-dev" in args and args[args.index("-dev") + 1] == "none"
+            ident = args if no_rpc else (*args, f"link={link}")  # no RPC device: the link is moot
+            skip = _skip_reason(point, args)
+            if skip:
+                res = PointResult(index=i, label=point.label, settings=point.settings, args=args,
+                                  status=PointStatus.SKIPPED, error=skip)
+            elif ident in seen:
+                res = PointResult(index=i, label=point.label, settings=point.settings, args=args,
+                                  status=PointStatus.DUPLICATE,
+                                  error=f"same llama-bench arguments as {seen[ident]}"
+                                        + ("; no RPC device, so the link does not matter"
+                                           if no_rpc and "link" in dict(point.settings) else ""))
+            elif relays:
+                seen[ident] = point.label
+                cal = calibrated[link]
+                shared = SharedLink(cal.shaping)  # one port on the client for all hosts
+                for r in relays:
+                    r.set_shaping(cal.shaping, shared)
+                errs = [len(r.errors) for r in relays]
+                res = _run_relayed(exe, i, point, args, rbase, opts, relays,
+                                   opts.out_dir / "raw", caps.output_format)
+                new = [e for r, n in zip(relays, errs, strict=True) for e in r.errors[n:]]
+                if res.status == "failed" and new:
+                    res = dataclasses.replace(res, error=f"{res.error}; relay could not reach "
+                                                         f"{new[0]}")
+                # the wire time this point's tokens saw: the relay (as measured) plus, for
+                # real hosts, their network (round trips only: its bandwidth is not known)
+                rtt = cal.measured.rtt_s + (0.0 if loopback else remote_rtt)
+                bw = (cal.link.rate_bytes_s or min(cal.base.up_bytes_s, cal.base.down_bytes_s)) \
+                    if loopback or cal.link.rate_bit_s else 0.0
+                res = dataclasses.replace(res, link=link, path_rtt_s=rtt, path_bytes_s=bw)
+            else:
+                seen[ident] = point.label
+                res = _run_point(exe, i, point.label, point.settings, base, args, opts,
+                                 opts.out_dir / "raw")
             if res.status == "failed" and servers_alive is not None:
                 dead = servers_alive()
                 if dead:
                     res = dataclasses.replace(res, error=f"{res.error}; {dead}")
-        done.append(res)
-        report = dataclasses.replace(report, points=tuple(done))
-        atomic_write_json(opts.out_dir / BENCH_JSON, report.to_json())
-        if on_point is not None:
-            on_point(res)
+            done.append(res)
+            report = dataclasses.replace(report, points=tuple(done))
+            atomic_write_json(opts.out_dir / BENCH_JSON, report.to_json())
+            if on_point is not None:
+                on_point(res)
     report = dataclasses.replace(report, complete=True)
     atomic_write_json(opts.out_dir / BENCH_JSON, report.to_json())
     return report
 
 
+class _relays:
+    """One Relay per endpoint, all closed at the end."""
+
+    def __init__(self, endpoints: Sequence[str]) -> None:
+        self.endpoints = endpoints
+        self.relays: list[Relay] = []
+
+    def __enter__(self) -> list[Relay]:
+        try:
+            for ep in self.endpoints:
+                self.relays.append(Relay(_split_endpoint(ep)).__enter__())
+        except BaseException:
+            self.__exit__()
+            raise
+        return self.relays
+
+    def __exit__(self, *exc: object) -> None:
+        for r in self.relays:
+            r.close()
+
+
+def demo_model(out_dir: Path) -> tuple[Path, str]:
+    """The real model if `patchkit model get smollm2` cached it, else a tiny generated one."""
+    from patchkit.smoke.tinymodel import write_tiny_llama
+    from patchkit.weights.store import KNOWN, cached_model
+
+    real = cached_model("smollm2")
+    if real is not None:
+        return real, f"real model: {KNOWN['smollm2'].description}"
+    return (write_tiny_llama(out_dir / "demo" / "tiny-llama.gguf"),
+            "a tiny generated llama model (2 layers; `patchkit model get smollm2` for a real one)")
+
+
 def run_demo(out_dir: Path, build_dir: Path, *, sweep: Sequence[str] = DEMO_SWEEP,
              n_prompt: int = 64, n_gen: int = 16, reps: int = 3, timeout: float = 300.0,
              on_point: Callable[[PointResult], None] | None = None,
-             on_latency: Callable[[tuple[RpcLatency, ...]], None] | None = None) -> BenchReport:
-    """The whole bench on this machine: a tiny model, two loopback CPU RPC servers."""
-    from patchkit.smoke.tinymodel import write_tiny_llama
-
+             on_latency: Callable[[tuple[RpcLatency, ...]], None] | None = None,
+             on_links: Callable[[dict[str, Calibrated]], None] | None = None,
+             relay: bool = True) -> BenchReport:
+    """The whole bench on this machine: the real model when cached (else a tiny one), two
+    loopback CPU RPC servers."""
     info = read_build_info(build_dir)
     bench = _bench_exe(build_dir, info)
     server = build_dir / "bin" / f"ggml-rpc-server{bench.suffix}"
@@ -296,7 +512,7 @@ def run_demo(out_dir: Path, build_dir: Path, *, sweep: Sequence[str] = DEMO_SWEE
                           hint="build a recipe with GGML_RPC=ON and the ggml-rpc-server target")
     _check_out_dir(out_dir)
     dims = parse_sweep(sweep)
-    model = write_tiny_llama(out_dir / "demo" / "tiny-llama.gguf")
+    model, note = demo_model(out_dir)
     with Processes(out_dir / "logs") as procs:
         endpoints = []
         for name in ("rpc-a", "rpc-b"):
@@ -315,10 +531,10 @@ def run_demo(out_dir: Path, build_dir: Path, *, sweep: Sequence[str] = DEMO_SWEE
 
         opts = BenchOptions(out_dir=out_dir, build_dir=build_dir, model=model,
                             rpc=tuple(endpoints), dims=dims, n_prompt=n_prompt, n_gen=n_gen,
-                            reps=reps, timeout=timeout)
+                            reps=reps, timeout=timeout, relay=relay)
         start = time.monotonic()
-        report = run_bench(opts, on_point=on_point, on_latency=on_latency,
-                           servers_alive=alive, demo=True)
+        report = run_bench(opts, on_point=on_point, on_latency=on_latency, on_links=on_links,
+                           servers_alive=alive, demo=True, model_note=note)
         report = dataclasses.replace(report, settings={**report.settings,
                                                        "demo_seconds": round(time.monotonic() - start, 1)})
     return report

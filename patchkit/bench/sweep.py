@@ -66,6 +66,8 @@ DIMENSIONS: dict[str, Spec] = {
     "fa": Spec(flag="-fa", kind="choice", help="flash attention"),
     "ctk": Spec(flag="-ctk", kind="word", help="K cache type"),
     "ctv": Spec(flag="-ctv", kind="word", help="V cache type"),
+    "link": Spec(flag=None, kind="link",
+                 help="emulated link to the RPC hosts: none, 1gbe, 2.5gbe, 10gbe, rate=1gbit+rtt=0.3ms"),
 }
 _ALIASES = {"split-mode": "sm", "d": "depth", "device": "dev", "devices": "dev",
             "tensor-split": "ts", "batch": "b", "ubatch": "ub", "threads": "t"}
@@ -96,6 +98,11 @@ class Point:
 
 def _check_value(key: str, value: str) -> None:
     kind = DIMENSIONS[key].kind
+    if kind == "link":
+        from patchkit.bench.link import parse_link
+
+        parse_link(value)
+        return
     if kind == "int" and not re.fullmatch(r"\d+", value):
         raise ConfigError(f"--sweep {key}: {value!r} is not a whole number")
     if kind == "ratio" and not re.fullmatch(r"\d+(\.\d+)?(/\d+(\.\d+)?)*", value):
@@ -121,6 +128,8 @@ def parse_sweep(specs: Sequence[str]) -> tuple[Dimension, ...]:
             raise ConfigError(f"--sweep {key}: unknown key{did_you_mean(key, DIMENSIONS)}",
                               hint="keys: " + ", ".join(DIMENSIONS))
         vals = [v.strip() for v in rest.split(",")]
+        if key == "link":
+            vals = _join_link_parts(vals)
         if not all(vals):
             raise ConfigError(f"--sweep {spec!r}: empty value")
         for v in vals:
@@ -130,6 +139,19 @@ def parse_sweep(specs: Sequence[str]) -> tuple[Dimension, ...]:
             values[key] = []
         values[key].extend(v for v in vals if v not in values[key])
     return tuple(Dimension(key=k, values=tuple(values[k])) for k in order)
+
+
+def _join_link_parts(vals: list[str]) -> list[str]:
+    """``link=rate=1gbit,rtt=0.3ms`` is ONE link: a ``rtt=``/``rate=`` part joins the
+    ``key=value`` link before it when that one lacks the key."""
+    out: list[str] = []
+    for v in vals:
+        key = v.partition("=")[0].strip()
+        if out and key in ("rate", "rtt") and "=" in out[-1] and f"{key}=" not in out[-1]:
+            out[-1] += f"+{v}"
+        else:
+            out.append(v)
+    return out
 
 
 def expand_sweep(dims: Sequence[Dimension]) -> list[Point]:
@@ -258,7 +280,7 @@ def point_args(point: Point, caps: BenchCaps, devices: Sequence[Device]) -> tupl
     settings = dict(point.settings)
     for key, value in point.settings:
         spec = DIMENSIONS[key]
-        if key == "dev-order":
+        if key in ("dev-order", "link"):
             continue
         if key == "dev":
             value = resolve_devices(value, settings.get("dev-order", "auto"), devices)
@@ -276,6 +298,8 @@ def check_supported(dims: Sequence[Dimension], caps: BenchCaps) -> None:
     """Refuse, before anything runs, a sweep this llama-bench cannot do."""
     for d in dims:
         spec = DIMENSIONS[d.key]
+        if d.key == "link":
+            continue  # patchkit's relay, not a llama-bench option
         flag = "-dev" if d.key == "dev-order" else spec.flag
         assert flag is not None
         if not caps.has(flag):

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import click
 
+from patchkit.bench.link import Calibrated, fmt_bits
 from patchkit.bench.result import PointResult
 from patchkit.bench.run import DEMO_SWEEP, BenchOptions, BenchReport, RpcLatency, run_bench, run_demo
 from patchkit.bench.sweep import DIMENSIONS, parse_sweep
@@ -25,12 +26,25 @@ def _show_latency(lat: tuple[RpcLatency, ...]) -> None:
             log.warning(f"RPC {x.endpoint}: latency not measured: {x.error}")
 
 
+def _show_links(links: dict[str, Calibrated]) -> None:
+    for name, c in links.items():
+        m = c.measured
+        what = "relay, no shaping" if name == "none" else f"--link {name} ({c.link.describe()})"
+        log.info(f"  {what}: measured round trip {m.rtt_s * 1e3:.3f} ms, "
+                 f"{fmt_bits(m.up_bytes_s * 8)} up, {fmt_bits(m.down_bytes_s * 8)} down")
+
+
 def _show_point(p: PointResult) -> None:
     from patchkit.bench.report import fmt_rate
 
     if p.status == "ok":
-        parts = [f"{m.test} {fmt_rate(m.median)} tok/s ({fmt_rate(m.min)}–{fmt_rate(m.max)})"
-                 for m in p.measurements]
+        parts = []
+        for m in p.measurements:
+            text = f"{m.test} {fmt_rate(m.median)} tok/s ({fmt_rate(m.min)}–{fmt_rate(m.max)})"
+            t = p.phase_traffic(m.kind)
+            if t is not None and t.counted:
+                text += f", {t.bytes_per_token / 1e6:.3g} MB/token, {t.rt_per_token:.3g} RT/token"
+            parts.append(text)
         log.console.print(f"  [green]✓[/green] {p.label}: ", end="")
         log.console.print("; ".join(parts) + f"  [{p.seconds:.0f}s]", markup=False)
     elif p.status == "failed":
@@ -66,19 +80,26 @@ def _rpc_list(values: tuple[str, ...]) -> tuple[str, ...]:
               help="patchkit output dir whose bin/llama-bench runs.")
 @click.option("--timeout", type=click.FloatRange(min=1), default=900.0, show_default=True,
               help="Seconds one setup may take.")
+@click.option("--link", "links", multiple=True, metavar="LINK",
+              help="Emulate a link to the RPC hosts: none, 1gbe, 2.5gbe, 10gbe, 40g-rdma or "
+                   "rate=1gbit,rtt=0.3ms; repeat to compare (a sweep dimension).")
+@click.option("--direct", is_flag=True,
+              help="Connect llama-bench straight to the RPC hosts: no relay, no traffic counts.")
 @click.option("--demo", is_flag=True,
-              help="Run on this machine: a tiny generated model and two RPC servers on "
-                   "127.0.0.1 (CPU devices), stopped at the end.")
+              help="Run on this machine: SmolLM2-135M if `patchkit model get smollm2` cached it "
+                   "(else a tiny generated model) and two RPC servers on 127.0.0.1 (CPU "
+                   "devices), stopped at the end.")
 @click.option("--json", "as_json", is_flag=True, help="Also print bench.json on stdout.")
 def bench_cmd(outdir: Path, model: Path | None, rpc: tuple[str, ...], sweeps: tuple[str, ...],
               n_prompt: int | None, n_gen: int | None, reps: int | None, build_dir: Path,
-              timeout: float, demo: bool, as_json: bool) -> None:
+              timeout: float, links: tuple[str, ...], direct: bool, demo: bool,
+              as_json: bool) -> None:
     """Run llama-bench for every point of a sweep; write bench.md, bench.json, bench.png.
 
     \b
     patchkit bench results -m model.gguf --rpc 192.168.1.20:50052 \\
         --sweep sm=layer,tensor --sweep dev-order=auto,remote-first -p 512 -n 128
-    patchkit bench /tmp/bench-demo --demo
+    patchkit bench /tmp/bench-demo --demo --link none --link rate=200mbit,rtt=1ms
     """
     from patchkit.bench.report import write_reports
 
@@ -90,23 +111,34 @@ def bench_cmd(outdir: Path, model: Path | None, rpc: tuple[str, ...], sweeps: tu
     elif model is None:
         raise ConfigError("give the model to benchmark with -m PATH.gguf",
                           hint="or try `patchkit bench OUTDIR --demo` first")
-    dims = parse_sweep(sweeps or (DEMO_SWEEP if demo else ()))
+    sweeps = (*(sweeps or (DEMO_SWEEP if demo else ())),
+              *(f"link={x.replace(',', '+')}" for x in links))
+    dims = parse_sweep(sweeps)
     with log.step("bench"):
         log.info(f"  {outdir}: results; llama-bench from {build_dir}")
         if demo:
             report: BenchReport = run_demo(
-                outdir, build_dir, sweep=sweeps or DEMO_SWEEP, n_prompt=n_prompt or 64,
-                n_gen=n_gen or 16, reps=reps or 3, timeout=timeout,
-                on_point=_show_point, on_latency=_show_latency)
+                outdir, build_dir, sweep=sweeps, n_prompt=n_prompt or 64,
+                n_gen=n_gen or 16, reps=reps or 3, timeout=timeout, relay=not direct,
+                on_point=_show_point, on_latency=_show_latency, on_links=_show_links)
         else:
             assert model is not None
             opts = BenchOptions(out_dir=outdir, build_dir=build_dir, model=model, rpc=rpcs,
                                 dims=dims, n_prompt=512 if n_prompt is None else n_prompt,
                                 n_gen=128 if n_gen is None else n_gen, reps=reps or 5,
-                                timeout=timeout)
-            report = run_bench(opts, on_point=_show_point, on_latency=_show_latency)
+                                timeout=timeout, relay=not direct)
+            report = run_bench(opts, on_point=_show_point, on_latency=_show_latency,
+                               on_links=_show_links)
         write_reports(report, outdir)
+    from patchkit.bench.report import fmt_rate, network
+
+    net = network(report)
+    for c in net.checks:
+        log.info(f"  projection vs emulated {c.link.name}: {c.point.label}: measured "
+                 f"{fmt_rate(c.measured)} tok/s, projected {fmt_rate(c.projected)} ({c.error:+.1%})")
     best = report.best()
+    if report.settings.get("model_note"):
+        log.info(f"demo model: {report.settings['model_note']}")
     failed = sum(p.status == "failed" for p in report.points)
     log.info(f"{len(report.points)} setups, {failed} failed"
              + (f"; fastest decode: {best.label}" if best else "")

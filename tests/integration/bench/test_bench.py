@@ -95,13 +95,31 @@ def test_sweep_records_failures_and_goes_on(tmp_path: Path) -> None:
     assert [x["ok"] for x in res["rpc_latency"]] == [True, True]
     calls = _calls(tmp_path)
     assert calls[0] == ["--help"] and calls[1] == ["-rpc", rpc, "--list-devices"]
-    assert calls[2] == ["-m", str(model), "-rpc", rpc, "-p", "64", "-n", "16", "-r", "3", "-o", "jsonl",
-                        "-sm", "layer", "-dev", "RPC0/RPC1"]
-    assert len(calls) == 6
+    relayed = calls[2][3]  # llama-bench talks to patchkit's relays, one per host, on loopback
+    assert relayed != rpc and [e.split(":")[0] for e in relayed.split(",")] == ["127.0.0.1"] * 2
+    tail = ["-o", "jsonl", "-sm", "layer", "-dev", "RPC0/RPC1"]
+    assert calls[2:6] == [  # prompt and decode apart, each again with -r 1: its traffic per token
+        ["-m", str(model), "-rpc", relayed, "-p", "64", "-n", "0", "-r", "3", *tail],
+        ["-m", str(model), "-rpc", relayed, "-p", "64", "-n", "0", "-r", "1", *tail],
+        ["-m", str(model), "-rpc", relayed, "-p", "0", "-n", "16", "-r", "3", *tail],
+        ["-m", str(model), "-rpc", relayed, "-p", "0", "-n", "16", "-r", "1", *tail]]
+    assert len(calls) == 9  # the failing points stop at their first run
+    first = res["points"][0]["traffic"]
+    # fake_bench: per token and device 30 bytes up, 12 down, 1 round trip; 2 x 16 tokens counted
+    dec = first["decode"]
+    assert dec["tokens"] == 32 and dec["rt_per_token"] == 2.0
+    assert dec["mb_per_token"] == pytest.approx(84e-6)
+    for host in dec["hosts"].values():
+        assert host["bytes_up"] == 32 * 30 and host["bytes_down"] == 32 * 12
+        assert host["commands"] == {"GRAPH_COMPUTE": 32, "DEVICE_COUNT": 32}
+        assert host["round_trips"] == 32 and host["version"] == "5.0.0"
+    assert first["prompt"]["tokens"] == 128 and first["prompt"]["rt_per_token"] == pytest.approx(2 * 2 / 128)
+    assert list(dec["hosts"]) == rpc.split(",")  # named by the real host, not the relay
     out = tmp_path / "res"
     assert {p.name for p in out.iterdir()} == {"bench.json", "bench.md", "bench.png", "raw"}
-    assert "failed (abort)" in (out / "bench.md").read_text()
-    assert "GGML_ASSERT" in (out / "raw" / "03.err").read_text()
+    md = (out / "bench.md").read_text()
+    assert "failed (abort)" in md and "| decode MB/token | decode RT/token |" in md
+    assert "GGML_ASSERT" in (out / "raw" / "03-prompt.err").read_text()
 
 
 @posix_only
@@ -151,14 +169,21 @@ def test_demo_with_fake_binaries_stops_its_servers(tmp_path: Path) -> None:
     assert r.exit_code == 0, r.output
     res = json.loads((tmp_path / "demo" / "bench.json").read_text())
     assert res["demo"] is True and len(res["points"]) == 6
-    assert [p["status"] for p in res["points"]] == ["ok", "ok", "ok", "failed", "ok", "ok"]
+    assert [p["status"] for p in res["points"]] == ["ok", "ok", "ok", "skipped", "ok", "ok"]
+    assert "tensor split needs at least one device" in res["points"][3]["error"]
     eps = [x["endpoint"] for x in res["rpc_latency"]]
     assert len(eps) == 2 and all(e.startswith("127.0.0.1:") for e in eps)
     assert all(x["ok"] for x in res["rpc_latency"])
     bench_calls = [c for c in _calls(tmp_path) if "-m" in c]
-    assert all(c[c.index("-rpc") + 1] == ",".join(eps) for c in bench_calls)
+    relayed = {c[c.index("-rpc") + 1] for c in bench_calls}
+    assert len(relayed) == 1 and relayed != {",".join(eps)}  # through the relays
+    local = res["points"][0]["traffic"]["decode"]  # dev=none: no graph went to a host
+    assert local["tokens"] == 32 and local["mb_per_token"] == 0 and "no graph" in local["note"]
     assert len(list((tmp_path / "pids").iterdir())) == 2 and _alive(tmp_path) == []
-    assert "demo: a tiny generated llama model" in (tmp_path / "demo" / "bench.md").read_text()
+    md = (tmp_path / "demo" / "bench.md").read_text()
+    assert "demo: a tiny generated llama model" in md
+    assert "## The network: what a decoded token costs on the wire" in md
+    assert "Link needed to come within 10 % of the best local setup" in md
 
 
 @posix_only
@@ -166,7 +191,7 @@ def test_ctrl_c_keeps_the_points_done_and_stops_servers(tmp_path: Path,
                                                         monkeypatch: pytest.MonkeyPatch) -> None:
     from patchkit.bench import run as bench
     build = _fake_build(tmp_path)
-    real = bench._run_point
+    real = bench._run_relayed
     calls = {"n": 0}
 
     def interrupt(*a, **kw):
@@ -175,7 +200,7 @@ def test_ctrl_c_keeps_the_points_done_and_stops_servers(tmp_path: Path,
             raise KeyboardInterrupt
         return real(*a, **kw)
 
-    monkeypatch.setattr(bench, "_run_point", interrupt)
+    monkeypatch.setattr(bench, "_run_relayed", interrupt)
     with pytest.raises(KeyboardInterrupt):
         bench.run_demo(tmp_path / "demo", build)
     res = json.loads((tmp_path / "demo" / "bench.json").read_text())
@@ -195,10 +220,16 @@ def test_real_demo(tmp_path: Path) -> None:
                       sweep=("sm=layer,tensor", "dev=none,RPC0/RPC1"))
     write_reports(report, tmp_path / "demo")
     assert len(report.points) == 4
+    assert report.points[2].status == "skipped"  # sm=tensor dev=none: said, not run
     ok = [p for p in report.points if p.status == "ok"]
     assert ok and all(p.decode is not None and len(p.decode.samples_ts) == 2 for p in ok)
     assert all(x.ok and x.median_ms > 0 for x in report.latency) and len(report.latency) == 2
     assert report.best() is not None
+    for p in ok:  # through the relays: RPC devices cost bytes and round trips per token, CPU none
+        t = p.phase_traffic("decode")
+        assert t is not None and t.counted
+        remote = "RPC" in " ".join(p.args)
+        assert (t.bytes_per_token > 0 and t.rt_per_token >= 1) if remote else t.bytes_per_token == 0
     assert (tmp_path / "demo" / "bench.png").stat().st_size > 10_000
 
 
@@ -215,3 +246,31 @@ def test_silent_and_hanging_points_are_failures(tmp_path: Path) -> None:
     assert got == [("ok", "", ""), ("failed", "error", "llama-bench exited 0 but printed no results"),
                    ("failed", "timeout", "timed out after 2s")]
     assert "3 setups, 2 failed; fastest decode: sm=layer" in r.output
+
+
+@posix_only
+def test_links_are_measured_first_and_swept(tmp_path: Path) -> None:
+    build = _fake_build(tmp_path)
+    r = _cli("bench", str(tmp_path / "demo"), "--demo", "--build", str(build),
+             "--sweep", "dev=none,RPC0/RPC1", "--link", "none", "--link", "rate=100mbit,rtt=2ms",
+             "-r", "2", "-n", "4")
+    assert r.exit_code == 0, r.output
+    assert "--link rate=100mbit+rtt=2ms (100 Mbit/s, rtt 2 ms): measured round trip" in r.output
+    res = json.loads((tmp_path / "demo" / "bench.json").read_text())
+    links = {c["link"]["name"]: c for c in res["links"]}
+    assert set(links) == {"none", "rate=100mbit+rtt=2ms"}
+    shaped = links["rate=100mbit+rtt=2ms"]["measured"]
+    assert abs(shaped["rtt_ms"] - 2) <= 0.2 and abs(shaped["up_mbit_s"] - 100) <= 10
+    got = [(p["label"], p["status"], p["link"]) for p in res["points"]]
+    assert got == [("dev=none link=none", "ok", "none"),
+                   ("dev=none link=rate=100mbit+rtt=2ms", "duplicate", ""),
+                   ("dev=RPC0/RPC1 link=none", "ok", "none"),
+                   ("dev=RPC0/RPC1 link=rate=100mbit+rtt=2ms", "ok", "rate=100mbit+rtt=2ms")]
+    assert "the link does not matter" in res["points"][1]["error"]
+    assert res["points"][3]["path"]["rtt_ms"] == pytest.approx(shaped["rtt_ms"], abs=1e-3)
+    md = (tmp_path / "demo" / "bench.md").read_text()
+    assert "emulated link rate=100mbit+rtt=2ms (100 Mbit/s, rtt 2 ms): measured on loopback" in md
+    assert "### Projection vs emulated link" in md
+    r = _cli("bench", str(tmp_path / "r2"), "-m", str(build / "bin" / "fake.json"),
+             "--build", str(build), "--link", "1gbe")
+    assert r.exit_code == 2 and "--link shapes the connections to the RPC hosts" in r.output

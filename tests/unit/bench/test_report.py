@@ -4,14 +4,17 @@ from __future__ import annotations
 
 import dataclasses
 import io
+import itertools
 from pathlib import Path
 
 import matplotlib.font_manager  # noqa: F401  (builds its font cache, which runs fc-list, at collection)
 import numpy as np
 import pytest
 
+from patchkit.bench.relay import Traffic
 from patchkit.bench.report import BAR_COLOR, BEST_COLOR, render_markdown, render_png, write_reports
 from patchkit.bench.result import (
+    PhaseTraffic,
     PointResult,
     measurements,
     parse_bench_output,
@@ -125,3 +128,74 @@ def test_png_with_every_point_failed_still_renders(tmp_path: Path) -> None:
     write_reports(_report(pts), tmp_path)
     assert (tmp_path / "bench.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert "0 of 1 setups ran, 1 failed." in (tmp_path / "bench.md").read_text()
+
+
+# ---- the network: per-token traffic, projections, the second figure --------------------------
+
+def _traffic(mb: float, rt: float, tokens: int = 100) -> PhaseTraffic:
+    hosts = (("10.0.0.2:50052", Traffic(bytes_up=int(mb * 1e6 * tokens * 0.7),
+                                         bytes_down=int(mb * 1e6 * tokens * 0.3),
+                                         round_trips=int(rt * tokens),
+                                         commands=(("SET_TENSOR", tokens), ("GET_TENSOR", int(rt * tokens))))),)
+    return PhaseTraffic(tokens=tokens, hosts=hosts if mb or rt else (("10.0.0.2:50052", Traffic()),))
+
+
+def _net_point(i: int, label: str, tg: float, mb: float, rt: float, *, link: str = "none",
+               rtt: float = 0.1e-3, rate: float = 1.25e9, pp: float = 1300.0) -> PointResult:
+    p = _point(i, label, pp, tg)
+    settings = (("sm", label),) + ((("link", link),) if link != "none" else ())
+    return dataclasses.replace(p, settings=settings, traffic=(("decode", _traffic(mb, rt)),),
+                               link=link, path_rtt_s=rtt, path_bytes_s=rate)
+
+
+NET = [
+    _net_point(1, "local", 9.9, 0, 0),
+    _net_point(2, "layer+remote", 5.91, 0.4, 4),
+    _net_point(3, "tensor+remote", 0.60, 150, 300, rtt=0.3e-3, rate=125e6),  # run over 1GbE
+    # the same setup as #2 through an emulated 1GbE: 1/5.91 - 0.4 ms - 3.2 ms + 1.2 ms + 3.2 ms
+    _net_point(4, "layer+remote", 1 / (1 / 5.91 - 4 * 0.1e-3 + 4 * 0.3e-3 + 0.4e6 / 125e6 - 0.4e6 / 1.25e9),
+               0.4, 4, link="1gbe", rtt=0.3e-3, rate=125e6),
+]
+
+
+def test_network_table_projection_and_needed_link() -> None:
+    from patchkit.bench.report import network
+
+    rep = _report(NET)
+    net = network(rep)
+    assert net.best_local is NET[0] and len(net.rows) == 4
+    r2 = net.rows[1]
+    assert r2.mb_per_token == pytest.approx(0.4) and r2.rt_per_token == pytest.approx(4)
+    assert r2.t_compute == pytest.approx(1 / 5.91 - 4 * 0.1e-3 - 0.4e6 / 1.25e9)
+    assert r2.projected["1gbe"] == pytest.approx(1 / (r2.t_compute + 4 * 0.3e-3 + 0.4e6 / 125e6))
+    (check,) = net.checks  # #4 against #2's projection at 1GbE
+    assert check.point is NET[3] and check.projected == pytest.approx(check.measured, rel=1e-3)
+    md = render_markdown(rep)
+    assert "| decode MB/token | decode RT/token | prompt MB/token |" in md
+    assert "## The network: what a decoded token costs on the wire" in md
+    row3 = next(ln for ln in md.splitlines() if ln.startswith("| 3 | tensor+remote | none |"))
+    assert "| 0.60 | 150 | 300 | 377 |" in row3 and "| bandwidth / bandwidth (compute 23%" in row3
+    assert "Link needed to come within 10 % of the best local setup (**local**, 9.90 tok/s" in md
+    assert "- tensor+remote: none: compute alone is" in md or "- tensor+remote: rtt ≤" in md
+    assert "### Projection vs emulated link" in md
+    assert "| 4 | layer+remote | 1 Gbit/s, rtt 0.3 ms |" in md and "+0.0%" in md
+    assert "| 10.0.0.2:50052 |" in md and "GET_TENSOR 4" in md
+
+
+def test_png_second_figure_and_prompt_ticks_apart() -> None:
+    import matplotlib.image as mpimg
+
+    png, info = render_png(_report(NET))
+    img = mpimg.imread(io.BytesIO(png), format="png")
+    assert img.shape[:2] == (info.height, info.width) and info.height > 430 + 300
+    # projected tok/s against bandwidth and latency, one line per setup run without shaping
+    assert set(info.curves["bandwidth"]) == {"local", "layer+remote", "tensor+remote"}
+    bw = info.curves["bandwidth"]["tensor+remote"]
+    assert bw == sorted(bw) and bw[-1] > 5 * bw[0]  # more bandwidth, faster
+    lat = info.curves["latency"]["layer+remote"]
+    assert lat == sorted(lat, reverse=True)  # more latency, slower
+    assert len(set(info.curves["bandwidth"]["local"])) == 1  # no traffic: flat
+    for kind in ("decode", "prompt"):  # prompt numbers in the thousands: labels must not touch
+        boxes = info.tick_boxes[kind]
+        assert len(boxes) >= 3
+        assert all(a[1] < b[0] for a, b in itertools.pairwise(boxes))
