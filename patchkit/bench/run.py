@@ -226,6 +226,10 @@ def run_bench(opts: BenchOptions, *, on_point: Callable[[PointResult], None] | N
     _check_out_dir(opts.out_dir)
     for ep in opts.rpc:
         _split_endpoint(ep)  # HOST:PORT or a one-line error, before anything runs
+    if opts.rpc:  # version skew: a server this build's clients refuse stops it here
+        from patchkit.rpc.skew import check_hosts
+
+        check_hosts(info, opts.build_dir, opts.rpc)
 
     caps = parse_caps(_tool(exe, "--help", timeout=opts.tool_timeout))
     if opts.rpc and not caps.has("-rpc"):

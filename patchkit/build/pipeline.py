@@ -52,6 +52,7 @@ from patchkit.model.buildinfo import (
     UpstreamRef,
 )
 from patchkit.model.recipe import Recipe
+from patchkit.model.rpcproto import read_rpc_protocol
 
 if TYPE_CHECKING:
     from patchkit.build.cuda.plan import CudaPlan
@@ -191,6 +192,9 @@ def _run_locked(opts: BuildOptions, url: str, cache: CacheLayout, tools: cm.Buil
         log=str(work.log),
         build_dir=str(work.build),
         compile_cache=compile_cache,
+        # the protocol its RPC clients and server speak: `rpc-probe --build`, bench, release
+        rpc_protocol=read_rpc_protocol(work.src)
+        if defines.get("GGML_RPC", "").upper() in ("ON", "TRUE", "1", "YES") else None,
     )
     out_dir = opts.out or Path("out") / recipe.name
     with log.step("output", "output"):
