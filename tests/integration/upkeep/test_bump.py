@@ -176,3 +176,28 @@ def test_nothing_to_do_and_bad_input(bup: BumpUpstream, tmp_path: Path) -> None:
     res = invoke(proj, "bump", "fixture", "--upstream", str(bup.path), "--to", "next")
     assert_error(res, 3, "pin different commits", "fixture-b")
     assert snapshot(proj) == mid != before
+
+
+def test_bump_then_build_and_smoke_one_recipe(tmp_path: Path) -> None:
+    import json
+
+    from tests.fixtures.project import write_patch, write_recipe
+    from tests.fixtures.upstream import GUARD_PATCH_BODY, make_upstream
+
+    up = make_upstream(tmp_path / "up")  # a CMake project: c1 → c2 → c3 (master)
+    proj = tmp_path / "project"
+    (proj / "patches").mkdir(parents=True)
+    (proj / "recipes").mkdir()
+    (proj / "patches" / "series").write_text("")
+    write_patch(proj / "patches", "0001-zero-nbytes-guard.patch", GUARD_PATCH_BODY)
+    write_recipe(proj, "fixture", url=str(up.path), commit=up.commits["c1"])
+    write_recipe(proj, "fixture-2", url=str(up.path), commit=up.commits["c1"])
+    out = tmp_path / "out"
+    res = invoke(proj, "bump", "fixture", "--upstream", str(up.path), "--build", "fixture-2",
+                 "--out", str(out), "-j", "2")
+    assert res.exit_code == 0, res.output
+    assert pins(proj) == {"fixture": up.commits["c3"], "fixture-2": up.commits["c3"]}
+    info = json.loads((out / "build-info.json").read_text())
+    assert info["recipe"]["name"] == "fixture-2" and info["upstream"]["commit"] == up.commits["c3"]
+    assert "### Build\n\n`patchkit build fixture-2`: ok, upstream " in res.stdout
+    assert f"smoke {info['smoke']['status']}" in res.stdout
