@@ -367,6 +367,10 @@ def run_bench(opts: BenchOptions, *, on_point: Callable[[PointResult], None] | N
                           hint="or try it with --demo")
     if links and not opts.relay:
         raise ConfigError("--link needs the relay: drop --direct")
+    if opts.rpc:  # version skew: a server this build's clients refuse stops it here
+        from patchkit.rpc.skew import check_hosts
+
+        check_hosts(info, opts.build_dir, opts.rpc)
 
     caps = parse_caps(_tool(exe, "--help", timeout=opts.tool_timeout))
     if opts.rpc and not caps.has("-rpc"):

@@ -58,6 +58,7 @@ from patchkit.model.buildinfo import (
     UpstreamRef,
 )
 from patchkit.model.recipe import Recipe
+from patchkit.model.rpcproto import read_rpc_protocol
 
 if TYPE_CHECKING:
     from patchkit.build.cuda.plan import CudaPlan
@@ -94,12 +95,13 @@ class BuildOptions:
     cuda_root: Path | None = None
     compile_cache: compcache.CacheSettings | None = None  # None: from the env and the recipe
     on_check: Callable[[CheckResult], None] | None = None  # each smoke check, as it ends
+    configure_only: bool = False  # source, patches, CUDA preflight, CMake configure; no compile
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class BuildResult:
-    out_dir: Path
-    info: BuildInfo
+    out_dir: Path  # with configure_only: the configured build dir
+    info: BuildInfo | None  # None with configure_only (nothing was built)
 
 
 def series_hash(patches: list[tuple[str, str]]) -> str:
@@ -164,6 +166,10 @@ def _run_locked(opts: BuildOptions, url: str, cache: CacheLayout, tools: cm.Buil
             index = cm.load_index(work.build)
             artifacts = cm.target_artifacts(index, recipe.build.targets, work.build)
             smoke_tools = _available_tools(index, recipe.smoke_tools) if smoke else []
+        if opts.configure_only:
+            log.info(f"configured {work.build} (--configure-only: nothing compiled; "
+                     f"{len(artifacts)} target artifact(s) planned)")
+            return BuildResult(out_dir=work.build, info=None)
         with log.step(f"build {', '.join(recipe.build.targets)}", "build"):
             log.info(f"log: {work.log}")
             ccs.before_build(work.build)
@@ -204,6 +210,9 @@ def _run_locked(opts: BuildOptions, url: str, cache: CacheLayout, tools: cm.Buil
         log=str(work.log),
         build_dir=str(work.build),
         compile_cache=compile_cache,
+        # the protocol its RPC clients and server speak: `rpc-probe --build`, bench, release
+        rpc_protocol=read_rpc_protocol(work.src)
+        if defines.get("GGML_RPC", "").upper() in ("ON", "TRUE", "1", "YES") else None,
     )
     out_dir = opts.out or Path("out") / recipe.name
     with log.step("output", "output"):

@@ -29,6 +29,7 @@ __all__ = ["main"]
 _COMMANDS = {
     "bench": "bench",
     "build": "build",
+    "bump": "bump",
     "check": "check",
     "ci-template": "ci_template",
     "doctor": "doctor",

@@ -43,6 +43,9 @@ def _check_parallel_env(jobs: int | None) -> None:
               help=f"Parallel build jobs (1-{MAX_JOBS}; default: ${_PARALLEL_ENV}, else ninja's).")
 @click.option("--clean", is_flag=True, help="Start fresh: new worktree, new build dir.")
 @click.option("--no-smoke", is_flag=True, help="Do not run the smoke checks after building.")
+@click.option("--configure-only", is_flag=True,
+              help="Stop after the CMake configure (source, patches, CUDA preflight): checks "
+                   "that a recipe configures at its pin without compiling it.")
 @click.option("--cuda-root", type=click.Path(file_okay=False, path_type=Path),
               help="CUDA toolkit to use (beats cuda.toolkit_root, CUDA_PATH, PATH).")
 @click.option("--cache-remote", metavar="URL",
@@ -58,7 +61,8 @@ def _check_parallel_env(jobs: int | None) -> None:
 @click.pass_context
 def build_cmd(ctx: click.Context, recipe: str | None, upstream: str | None, out: Path | None,
               jobs: int | None, clean: bool, no_smoke: bool, cuda_root: Path | None,
-              cache_remote: str | None, launcher: str | None, dist: str | None) -> None:
+              cache_remote: str | None, launcher: str | None, dist: str | None,
+              configure_only: bool = False) -> None:
     _check_parallel_env(jobs)
     project, _, rec = load_recipe_arg(ctx, recipe)
     # checked before anything runs: a bad URL is one line (exit 2), never its password
@@ -71,8 +75,11 @@ def build_cmd(ctx: click.Context, recipe: str | None, upstream: str | None, out:
     result = run_build(BuildOptions(recipe=rec, project=project, upstream=upstream, out=out,
                                     jobs=jobs, clean=clean, smoke=not no_smoke,
                                     cuda_root=cuda_root, compile_cache=settings,
-                                    on_check=print_check))
+                                    on_check=print_check, configure_only=configure_only))
     total = sum(v for v in log.timings.values())
+    if configure_only:
+        log.info(f"configured in {total:.1f}s: {result.out_dir}/ (nothing built)")
+        return
     log.info(f"done in {total:.1f}s: {result.out_dir}/")
 
 

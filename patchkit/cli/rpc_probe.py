@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import click
 
-from patchkit.core.errors import SmokeError
+from patchkit.core.errors import RpcError, SmokeError
 from patchkit.core.log import log
+from patchkit.model.buildinfo import read_build_info
 from patchkit.rpc.probe import (
     GuardReport,
     GuardVerdict,
@@ -16,6 +18,7 @@ from patchkit.rpc.probe import (
     probe_zero_nbytes_guard,
     server_info,
 )
+from patchkit.rpc.skew import SkewReport, check_server
 
 __all__ = ["COMMANDS", "rpc_probe"]
 
@@ -57,14 +60,29 @@ def _show_guard(report: GuardReport) -> None:
                    "--guard adds at most 6x that.")
 @click.option("--count", type=click.IntRange(min=1, max=100000), default=10,
               show_default=True, help="Round trips to time.")
-def rpc_probe(endpoint: str, guard: bool, as_json: bool, timeout: float, count: int) -> None:
+@click.option("--build", "build", type=click.Path(file_okay=False, path_type=Path), default=None,
+              metavar="OUTDIR",
+              help="Can that build's RPC clients talk to this server? (upstream's rule: same "
+                   "major, server minor not higher). Exit 14 with what to rebuild if not.")
+def rpc_probe(endpoint: str, guard: bool, as_json: bool, timeout: float, count: int,
+              build: Path | None) -> None:
     """Show a ggml-rpc-server's protocol version, devices, free memory and latency.
 
     Connects only to HOST:PORT as given. With --guard, also checks that the server
     accepts a zero-element tensor whose data lies outside its buffer (patch 0001) and
     still refuses a tensor straddling the buffer end; exit code 7 if it does not.
+    With --build OUTDIR, first checks the versions of that build's clients and the server.
     """
     host, port = parse_endpoint(endpoint)
+    skew: SkewReport | None = None
+    if build is not None:
+        skew = check_server(host, port, read_build_info(build), build, timeout=timeout)
+        if not skew.ok:
+            if as_json:
+                click.echo(json.dumps({"skew": skew.to_json()}, indent=2))
+            raise RpcError(skew.line())
+        if not as_json:
+            log.info(skew.line())
     info = server_info(host, port, timeout=timeout, count=count)
     if not as_json:
         _show_info(info)
@@ -73,6 +91,8 @@ def rpc_probe(endpoint: str, guard: bool, as_json: bool, timeout: float, count: 
         _show_guard(report)
     if as_json:
         out: dict[str, object] = {"server": info.to_json()}
+        if skew is not None:
+            out["skew"] = skew.to_json()
         if report is not None:
             out["guard"] = report.to_json()
         click.echo(json.dumps(out, indent=2))

@@ -19,6 +19,7 @@ from typing import Any, TypeVar
 from patchkit.core.enums import StrEnum
 from patchkit.core.errors import ConfigError, FatalError
 from patchkit.core.fs import atomic_write_json
+from patchkit.model.rpcproto import ProtoVersion
 
 __all__ = [
     "BUILD_INFO",
@@ -419,6 +420,9 @@ class BuildInfo:
     build_dir: str = ""
     artifacts: tuple[ArtifactRecord, ...] = ()
     compile_cache: CompileCacheRecord | None = None  # optional in the file (older builds)
+    # ggml's RPC protocol its clients and server speak (ggml-rpc.h at build time); None:
+    # not an RPC build, or built before patchkit recorded it
+    rpc_protocol: ProtoVersion | None = None
     schema: int = SCHEMA
 
     @property
@@ -454,6 +458,7 @@ class BuildInfo:
             "artifacts": [a.to_json() for a in self.artifacts],
             # only when there was a launcher: files of builds without one stay as they were
             **({"compile_cache": self.compile_cache.to_json()} if self.compile_cache else {}),
+            **({"rpc_protocol": str(self.rpc_protocol)} if self.rpc_protocol else {}),
         }
 
     @classmethod
@@ -511,7 +516,18 @@ class BuildInfo:
             build_dir=o.text("build_dir", optional=True, default=""),
             artifacts=tuple(ArtifactRecord.from_obj(a) for a in o.objs("artifacts")),
             compile_cache=CompileCacheRecord.from_obj(ccache) if ccache is not None else None,
+            rpc_protocol=_proto(o),
         )
+
+
+def _proto(o: _Obj) -> ProtoVersion | None:
+    raw = o.text("rpc_protocol", optional=True)
+    if raw is None:
+        return None
+    try:
+        return ProtoVersion.parse(raw)
+    except ValueError:
+        raise _BadField("rpc_protocol") from None
 
 
 def read_build_info(out_dir: Path, *, error: type[FatalError] = ConfigError) -> BuildInfo:

@@ -5,6 +5,10 @@ The shipped template (patchkit/templates/release.yml) has two slots: ``@@RECIPES
 recipe: runner from the recipe's platform.os, CUDA toolkit when it has [cuda]), and two
 for the shared compile cache (``@@CACHE_STEPS@@`` before the Build step, ``@@CACHE_ENV@@``
 its env), empty unless ``render_workflow(cache=CiCache(...))``.
+
+``render_canary`` fills templates/canary.yml: the nightly upstream canary (check against
+upstream's newest commit, bisect and one issue when a patch breaks, `bump` and one pull
+request when everything applies).
 """
 
 from __future__ import annotations
@@ -16,13 +20,18 @@ from importlib import resources
 
 from patchkit.model.recipe import Recipe
 
-__all__ = ["DEFAULT_CUDA", "RUNNERS", "SCCACHE_VERSION", "CiCache", "MatrixEntry",
-           "matrix_from_recipes", "parse_ci_cache", "render_workflow"]
+__all__ = ["DEFAULT_CRON", "DEFAULT_CUDA", "RUNNERS", "SCCACHE_VERSION", "CiCache",
+           "MatrixEntry", "matrix_from_recipes", "parse_ci_cache", "render_canary",
+           "render_workflow"]
 
 DEFAULT_CUDA = "12.4.1"
 RUNNERS = {"linux": "ubuntu-22.04", "windows": "windows-2022", "macos": "macos-14"}
 SCCACHE_VERSION = "0.16.0"
 _SECRET = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+DEFAULT_CRON = "17 4 * * *"  # 04:17 UTC every day (off the hour: GitHub's busy minute)
+_CRON_FIELD = re.compile(r"^[0-9*/,-]{1,20}$")
+_BRANCH = re.compile(r"^(?!-)(?!.*\.\.)[A-Za-z0-9._/-]{1,100}(?<![./])$")
+_URL = re.compile(r"^[A-Za-z0-9][A-Za-z0-9+.-]*://[^\s\"'`$\\]{1,300}$|^[^\s\"'`$\\:]+@[^\s\"'`$\\]{1,300}$")
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -108,3 +117,23 @@ def render_workflow(entries: Sequence[MatrixEntry], *, cache: CiCache | None = N
     return (template.replace("@@MATRIX@@", matrix)
             .replace("@@RECIPES@@", " ".join(e.recipe for e in entries))
             .replace("@@CACHE_STEPS@@\n", steps).replace("@@CACHE_ENV@@\n", env))
+
+
+def render_canary(*, recipe: str, upstream: str, branch: str = "master",
+                  cron: str = DEFAULT_CRON) -> str:
+    """The nightly canary workflow for the recipes on ``recipe``'s upstream; ValueError
+    (one line) for a value that cannot go into the workflow."""
+    if not _URL.match(upstream):
+        raise ValueError(f"upstream {upstream!r}: the canary clones it on GitHub's runner, so "
+                         "it must be a git URL (https://..., git@host:path)")
+    if not _BRANCH.match(branch):
+        raise ValueError(f"branch {branch!r} is not a git branch name")
+    fields = cron.split()
+    if len(fields) != 5 or not all(_CRON_FIELD.match(f) for f in fields):
+        raise ValueError(f"cron {cron!r} is not five cron fields (e.g. {DEFAULT_CRON!r})")
+    if not re.match(r"^[A-Za-z0-9][A-Za-z0-9._-]*$", recipe):
+        raise ValueError(f"recipe {recipe!r} is not a recipe name from recipes/")
+    template = resources.files("patchkit.release").joinpath("templates/canary.yml").read_text(
+        "utf-8")
+    return (template.replace("@@CRON@@", " ".join(fields)).replace("@@RECIPE@@", _q(recipe))
+            .replace("@@UPSTREAM@@", _q(upstream)).replace("@@BRANCH@@", _q(branch)))

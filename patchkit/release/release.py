@@ -264,6 +264,8 @@ def _manifest(info: Mapping[str, Any], *, stem: str, suffix: str, mtime: int, sd
         "upstream": {k: info["upstream"].get(k) for k in ("url", "commit", "commit_date", "ref",
                                                           "build_number")
                      if k != "build_number" or info["upstream"].get(k) is not None},
+        # the ggml RPC protocol its clients and server speak (None: not recorded)
+        "rpc_protocol": info.get("rpc_protocol"),
         "patches": [{"name": p.get("name"), "file": p.get("file"), "sha256": p.get("sha256"),
                      "status": p.get("upstream_status"), "when": p.get("when"),
                      "experimental": p.get("experimental"), "result": p.get("result")}

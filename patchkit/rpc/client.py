@@ -1,7 +1,7 @@
-"""A small client for ggml's RPC protocol (``ggml-rpc-server``), versions 4.x and 5.x.
+"""A small client for ggml's RPC protocol (``ggml-rpc-server``), versions 4.x and 5.0-5.1.
 
-Wire format (ggml/src/ggml-rpc/ggml-rpc.cpp, upstream 82bb48500a9a = 5.0.0 and
-e95dae18d64a = 4.0.1; all integers little-endian, structs packed):
+Wire format (ggml/src/ggml-rpc/ggml-rpc.cpp, upstream bb4caa754018 = 5.1.0,
+82bb48500a9a = 5.0.0 and e95dae18d64a = 4.0.1; all integers little-endian, structs packed):
 
 - request  ``u8 cmd | u64 size | payload``; reply ``u64 size | payload``.
 - HELLO (14) must be the first command on a connection: 24 capability bytes in
@@ -12,6 +12,12 @@ e95dae18d64a = 4.0.1; all integers little-endian, structs packed):
   an assertion (GGML_ASSERT) kills the whole server process instead.
 - 4.x and 5.x differ only in MEMSET_TENSOR (17, 5.x only), which this client
   does not send.
+- 5.1 (af5172627, #27142): ``rpc_tensor``'s last 4 bytes, padding until 5.0, are
+  ``int32_t use_count`` (the graph's use count of the tensor, for backend fusion). Same
+  size (296 bytes); this client sends it only to servers of 5.1 or later (zeros before).
+- Compatibility, as upstream's client applies it (``negotiate_hello``): the server's
+  major must equal the client's and its minor must not be higher
+  (``patchkit.model.rpcproto``). This client knows 4.x and 5.0-5.1.
 """
 
 from __future__ import annotations
@@ -24,8 +30,10 @@ import time
 from collections.abc import Sequence
 
 from patchkit.core.errors import RpcError
+from patchkit.model.rpcproto import ProtoVersion
 
 __all__ = [
+    "CLIENT_VERSION",
     "CONN_CAPS_SIZE",
     "HELLO_RSP",
     "MAX_DEVICES",
@@ -44,9 +52,13 @@ __all__ = [
     "Version",
     "encode_graph",
     "encode_request",
+    "speaks",
 ]
 
 SUPPORTED_MAJORS = (4, 5)
+CLIENT_VERSION = ProtoVersion(major=5, minor=1, patch=0)  # the newest this client speaks
+_MAX_MINOR = {5: CLIENT_VERSION.minor}  # per major; 4.x: every 4.0.x seen had the same wire
+_USE_COUNT_FROM = ProtoVersion(major=5, minor=1, patch=0)
 # what comes off the wire is capped: a server reporting more devices than this is broken or
 # hostile (real ones have a handful); every reply size is checked before it is read
 MAX_DEVICES = 256
@@ -85,10 +97,10 @@ class GgmlType(enum.IntEnum):
 
 
 # struct rpc_tensor: id, type, buffer, ne[4], nb[4], op, op_params[16], flags,
-# src[10], view_src, view_offs, data, name[64], padding[4]  -> 296 bytes
+# src[10], view_src, view_offs, data, name[64], use_count (5.1; padding[4] before) -> 296 bytes
 RPC_TENSOR = struct.Struct(
     f"<QIQ{GGML_MAX_DIMS}I{GGML_MAX_DIMS}II{GGML_MAX_OP_PARAMS // 4}ii"
-    f"{GGML_MAX_SRC}QQQQ{GGML_MAX_NAME}s4x"
+    f"{GGML_MAX_SRC}QQQQ{GGML_MAX_NAME}si"
 )
 HELLO_RSP = struct.Struct(f"<BBBx{CONN_CAPS_SIZE}s")
 _U32 = struct.Struct("<I")
@@ -115,6 +127,7 @@ class RpcTensor:
     view_offs: int = 0
     data: int = 0  # server-side address
     name: str = ""
+    use_count: int = 0  # 5.1+: uses of the tensor in the graph; padding (sent as 0) before
 
     @classmethod
     def f32(cls, *, id: int, buffer: int, data: int, ne: tuple[int, int, int, int],
@@ -132,11 +145,13 @@ class RpcTensor:
         size = {GgmlType.F32: 4, GgmlType.F16: 2}[GgmlType(self.type)]
         return size + sum((n - 1) * s for n, s in zip(self.ne, self.nb))
 
-    def pack(self) -> bytes:
+    def pack(self, *, use_count: bool = True) -> bytes:
+        """The 296 wire bytes; ``use_count=False``: the 5.0 layout (padding, zeros)."""
         name = self.name.encode("utf-8")[: GGML_MAX_NAME - 1]
         return RPC_TENSOR.pack(
             self.id, self.type, self.buffer, *self.ne, *self.nb, self.op, *self.op_params,
             self.flags, *self.src, self.view_src, self.view_offs, self.data, name,
+            self.use_count if use_count else 0,
         )
 
     @classmethod
@@ -150,33 +165,43 @@ class RpcTensor:
         op_params, i = tuple(f[i:i + p]), i + p
         flags, i = f[i], i + 1
         src, i = tuple(f[i:i + s]), i + s
-        view_src, view_offs, data, name = f[i:i + 4]
+        view_src, view_offs, data, name, use_count = f[i:i + 5]
         return cls(id=f[0], type=f[1], buffer=f[2], ne=ne, nb=nb, op=op,
                    op_params=op_params, flags=flags, src=src, view_src=view_src,
                    view_offs=view_offs, data=data,
-                   name=name.split(b"\0", 1)[0].decode("utf-8", "replace"))
+                   name=name.split(b"\0", 1)[0].decode("utf-8", "replace"),
+                   use_count=use_count)
 
 
-@dataclasses.dataclass(frozen=True, kw_only=True, order=True)
-class Version:
-    major: int
-    minor: int
-    patch: int
-
-    def __str__(self) -> str:
-        return f"{self.major}.{self.minor}.{self.patch}"
+Version = ProtoVersion  # the server's version as HELLO answers it
 
 
 def encode_request(cmd: int, payload: bytes = b"") -> bytes:
     return _REQ_HEAD.pack(cmd, len(payload)) + payload
 
 
-def encode_graph(device: int, nodes: Sequence[int], tensors: Sequence[RpcTensor]) -> bytes:
-    """GRAPH_COMPUTE payload: u32 device | u32 n_nodes | u64 ids[n] | u32 n_tensors | rpc_tensor[]."""
+def encode_graph(device: int, nodes: Sequence[int], tensors: Sequence[RpcTensor], *,
+                 use_count: bool = True) -> bytes:
+    """GRAPH_COMPUTE payload: u32 device | u32 n_nodes | u64 ids[n] | u32 n_tensors | rpc_tensor[].
+
+    ``use_count=False`` for a server before 5.1 (the field is padding there)."""
     return b"".join((
         _U32.pack(device), _U32.pack(len(nodes)), struct.pack(f"<{len(nodes)}Q", *nodes),
-        _U32.pack(len(tensors)), *(t.pack() for t in tensors),
+        _U32.pack(len(tensors)), *(t.pack(use_count=use_count) for t in tensors),
     ))
+
+
+def speaks(version: Version) -> str:
+    """'' if this client can use a server of ``version``, else why not (one line)."""
+    if version.major not in SUPPORTED_MAJORS:
+        return f"major {version.major}, which this client does not know"
+    top = _MAX_MINOR.get(version.major)
+    if top is not None and version.minor > top:
+        return f"a newer minor than this client's {version.major}.{top}"
+    return ""
+
+
+_SPOKEN = "4.x and 5.0-5.1"
 
 
 class RpcUnreachable(RpcError):
@@ -328,6 +353,21 @@ class RpcClient:
 
     # commands --------------------------------------------------------------------------
     def hello(self) -> Version:
+        """HELLO; RpcVersionError for a server this client cannot use (see ``speaks``)."""
+        version = self.read_version()
+        why = speaks(version)
+        if why:
+            self.close()
+            raise RpcVersionError(
+                f"{self.endpoint} speaks RPC protocol {version} ({why}); patchkit's client "
+                f"speaks {_SPOKEN}",
+                hint="use a server and client from the same llama.cpp release, or a newer "
+                     "patchkit")
+        self.version = version
+        return version
+
+    def read_version(self) -> Version:
+        """HELLO, and the server's version as it is: no judgement (``rpc-probe --build``)."""
         try:
             raw = self.call(Cmd.HELLO, bytes(CONN_CAPS_SIZE), HELLO_RSP.size)
         except RpcClosed:
@@ -336,22 +376,14 @@ class RpcClient:
             if legacy is not None:
                 raise RpcVersionError(
                     f"{self.endpoint} speaks RPC protocol {legacy} (ggml before 2026-04); "
-                    f"patchkit speaks {'/'.join(f'{m}.x' for m in SUPPORTED_MAJORS)}",
+                    f"patchkit speaks {_SPOKEN}",
                     hint="update the server's llama.cpp") from None
             raise RpcProtocolError(
                 f"{self.endpoint}: the server closed the connection on HELLO",
                 hint="not a ggml-rpc-server, or one newer than protocol "
                      f"{SUPPORTED_MAJORS[-1]}.x") from None
         major, minor, patch, _caps = HELLO_RSP.unpack(raw)
-        version = Version(major=major, minor=minor, patch=patch)
-        if major not in SUPPORTED_MAJORS:
-            self.close()
-            raise RpcVersionError(
-                f"{self.endpoint} speaks RPC protocol {version}; patchkit speaks "
-                f"{'/'.join(f'{m}.x' for m in SUPPORTED_MAJORS)}",
-                hint="use a server and client from the same llama.cpp release")
-        self.version = version
-        return version
+        return Version(major=major, minor=minor, patch=patch)
 
     def _legacy_hello(self) -> Version | None:
         """Protocol < 4: a 0-byte HELLO, a 3-byte reply. None if that is not it either."""
@@ -404,4 +436,6 @@ class RpcClient:
     def graph_compute(self, device: int, nodes: Sequence[int],
                       tensors: Sequence[RpcTensor]) -> None:
         """Send a graph; the server does not reply (a rejected graph closes the connection)."""
-        self.call(Cmd.GRAPH_COMPUTE, encode_graph(device, nodes, tensors), None)
+        v = self.version
+        self.call(Cmd.GRAPH_COMPUTE, encode_graph(
+            device, nodes, tensors, use_count=v is not None and v >= _USE_COUNT_FROM), None)

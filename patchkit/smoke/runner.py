@@ -8,6 +8,7 @@ skipped (with why) on a machine without one. Everything listens on 127.0.0.1.
 from __future__ import annotations
 
 import dataclasses
+import os
 import shutil
 import sys
 import tempfile
@@ -15,6 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from patchkit.core.errors import SmokeError
+from patchkit.core.proc import run
 from patchkit.model.buildinfo import (
     BuildInfo,
     CheckResult,
@@ -62,6 +64,18 @@ def _wine() -> tuple[tuple[str, ...], dict[str, str], str]:
     return (), {}, "wine is not installed (apt-get install wine64)"
 
 
+def _stop_wineserver(env: dict[str, str]) -> None:
+    """The prefix's wineserver outlives the last wine process by a few seconds and keeps
+    writing into the prefix: stop it and wait for it, or removing the temp folder fails
+    ("wineprefix: Directory not empty")."""
+    server = next((c for c in ("/usr/lib/wine/wineserver64", "/usr/lib/wine/wineserver",
+                               shutil.which("wineserver") or "") if c and Path(c).is_file()), "")
+    if not server or "WINEPREFIX" not in env:
+        return
+    for arg in ("-k", "-w"):
+        run([server, arg], env={**os.environ, **env}, timeout=30, start_error="result")
+
+
 def run_smoke(out_dir: Path, *, skip: tuple[str, ...] = (), only: tuple[str, ...] = (),
               timeout: float = 300.0, tool_dirs: tuple[Path, ...] = (),
               record: bool = True, on_result: Callable[[CheckResult], None] | None = None,
@@ -105,6 +119,7 @@ def run_smoke(out_dir: Path, *, skip: tuple[str, ...] = (), only: tuple[str, ...
                 results.append(res)
                 if on_result is not None:
                     on_result(res)
+            _stop_wineserver(extra_env)
     statuses = {r.status for r in results}
     status = (SmokeStatus.FAILED if CheckStatus.FAIL in statuses else
               SmokeStatus.PASSED if CheckStatus.PASS in statuses else SmokeStatus.SKIPPED)

@@ -64,6 +64,8 @@ class RefreshOptions:
     base: str | None = None  # where the series applies today (the recipe pin); see module doc
     recipe_path: Path | None = None
     move_pin: bool = False
+    # more recipes whose pin moves with recipe_path's (`patchkit bump`): all or none
+    more_recipes: tuple[Path, ...] = ()
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -108,13 +110,19 @@ class RefreshState:
     next: int = 0  # the patch to do next
     commits: list[str | None] = dataclasses.field(default_factory=list)  # one per patch done
     old_commits: list[str | None] = dataclasses.field(default_factory=list)  # on the old base
+    more_recipes: list[str] = dataclasses.field(default_factory=list)  # pins moved with recipe's
+
+    @property
+    def recipes(self) -> list[str]:
+        return ([self.recipe] if self.recipe else []) + self.more_recipes
 
     def to_json(self) -> dict[str, object]:
         return {"version": _STATE_VERSION, "repo": self.repo, "onto": self.onto,
                 "base": self.base, "patches_dir": self.patches_dir, "recipe": self.recipe,
                 "move_pin": self.move_pin, "patches": [dataclasses.asdict(p) for p in self.patches],
                 "next": self.next, "commits": list(self.commits),
-                "old_commits": list(self.old_commits)}
+                "old_commits": list(self.old_commits),
+                **({"more_recipes": list(self.more_recipes)} if self.more_recipes else {})}
 
     def save(self, workdir: Path) -> None:
         atomic_write_json(workdir / STATE_FILE, self.to_json())
@@ -146,7 +154,8 @@ class RefreshState:
                 next=_typed(data["next"], int),
                 commits=[_typed(c, (str, type(None))) for c in _typed(data["commits"], list)],
                 old_commits=[_typed(c, (str, type(None)))
-                             for c in _typed(data["old_commits"], list)])
+                             for c in _typed(data["old_commits"], list)],
+                more_recipes=[_typed(r, str) for r in _typed(data.get("more_recipes", []), list)])
         except (KeyError, TypeError, ValueError):
             raise PatchError(f"{path} is damaged (a field is missing or of the wrong type)",
                              hint=_ABORT) from None
@@ -157,10 +166,9 @@ class RefreshState:
         pdir = Path(state.patches_dir)
         bad = next((p.file for p in state.patches if Path(p.file).name != p.file
                     or p.file in ("", ".", "..") or "\\" in p.file), None)
-        if bad is not None or not (pdir.is_absolute() and (pdir / "series").is_file()) or (
-                state.recipe is not None and not (Path(state.recipe).is_absolute()
-                                                  and state.recipe.endswith(".toml")
-                                                  and Path(state.recipe).is_file())):
+        if bad is not None or not (pdir.is_absolute() and (pdir / "series").is_file()) or any(
+                not (Path(r).is_absolute() and r.endswith(".toml") and Path(r).is_file())
+                for r in state.recipes):
             raise PatchError(f"{path} is damaged (it names files outside a patches/ folder "
                              "or a recipe that is not there)", hint=_ABORT)
         return state
@@ -226,6 +234,7 @@ def refresh_start(opts: RefreshOptions) -> RefreshResult:
         repo=str(opts.repo), onto=onto, base=_out(tree, "rev-parse", "HEAD").strip(),
         patches_dir=str(opts.patches_dir),
         recipe=str(opts.recipe_path) if opts.recipe_path else None, move_pin=opts.move_pin,
+        more_recipes=[str(r) for r in opts.more_recipes],
         patches=[PatchState(name=p.name, file=p.filename, sha256=sha256_bytes(d), skip=s)
                  for p, d, s in zip(opts.patches, datas, skip)],
         old_commits=old_commits)
@@ -429,13 +438,14 @@ def _finish(workdir: Path, state: RefreshState) -> RefreshResult:
         writes[series] = _rewrite_series(series.read_text(encoding="utf-8"),
                                          new_hashes).encode("utf-8")
     pin_moved = False
-    if state.move_pin and state.recipe:
-        rpath = Path(state.recipe)
-        text = rpath.read_text(encoding="utf-8")
-        new_text = move_recipe_pin(text, state.onto, where=str(rpath))
-        if new_text != text:
-            writes[rpath] = new_text.encode("utf-8")
-            pin_moved = True
+    if state.move_pin:
+        for recipe in state.recipes:  # every recipe's pin or none: one atomic_write_many
+            rpath = Path(recipe)
+            text = rpath.read_text(encoding="utf-8")
+            new_text = move_recipe_pin(text, state.onto, where=str(rpath))
+            if new_text != text:
+                writes[rpath] = new_text.encode("utf-8")
+                pin_moved = True
     atomic_write_many(writes)
     _rmtree(workdir)
     return RefreshResult(onto=state.onto, updated=tuple(updated),

@@ -16,7 +16,7 @@ ALLOWED: dict[str, set[str]] = {
     "core": set(),
     "model": {"core"},
     "git": {"core"},
-    "rpc": {"core"},
+    "rpc": {"core", "model"},
     "smoke": {"core", "model", "rpc", "weights"},
     "weights": {"core"},
     "binary": {"core"},

@@ -44,7 +44,7 @@ def test_zero_nbytes_patch() -> None:
     assert p.default and not p.experimental
     assert p.when_from == "e95dae18d64ae4471d61a9dc87880a64e0e5c86e" and p.when_to is None
     text = p.path.read_text(encoding="utf-8")
-    assert "Checked: applies at 82bb48500a9a6b3374da2cf5811695369278e4d3" in text
+    assert "Checked: applies at bb4caa7540188872173c44d161602d9271386413" in text
     added = "\n".join(line for line in text.splitlines() if line.startswith("+"))
     removed = "\n".join(line for line in text.splitlines() if line.startswith("-"))
     # the aborting checks go, the zero-byte rule and an error return come in

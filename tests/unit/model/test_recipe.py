@@ -122,7 +122,7 @@ def test_shipped_recipes_validate() -> None:
         r = load_recipe(path, root, series)
         assert r.upstream.commit and r.build.targets
     cpu = load_recipe(root / "recipes" / "cpu-rpc.toml", root, series)
-    assert cpu.upstream.commit == "82bb48500a9a6b3374da2cf5811695369278e4d3"
+    assert cpu.upstream.commit == "bb4caa7540188872173c44d161602d9271386413"
     assert set(cpu.build.targets) == {"llama-cli", "llama-server", "ggml-rpc-server", "llama-bench"}
 
 

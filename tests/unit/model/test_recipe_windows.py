@@ -40,7 +40,7 @@ def test_windows_cpu_rpc_recipe(tmp_path: Path) -> None:
     r = load_recipe(ROOT / "recipes" / "windows-cpu-rpc.toml", ROOT, shipped_series(tmp_path))
     assert r.os == "windows" and r.arch == "x86_64"
     assert r.upstream.url == "https://github.com/ggml-org/llama.cpp"
-    assert r.upstream.commit == "82bb48500a9a6b3374da2cf5811695369278e4d3"
+    assert r.upstream.commit == "bb4caa7540188872173c44d161602d9271386413"
     assert r.build.toolchain == TOOLCHAIN
     assert set(r.build.targets) == {"llama-cli", "llama-server", "ggml-rpc-server", "llama-bench"}
     d = r.build.defines_dict

@@ -1,0 +1,105 @@
+"""Version skew: can the RPC clients of a build use the server at HOST:PORT?
+
+A build records the protocol its clients and server speak (build-info's
+``rpc_protocol``, read from ggml-rpc.h at build time). The server says its version in
+HELLO. Upstream's rule decides (``patchkit.model.rpcproto.judge``): same major, server
+minor not higher than the client's. When it says no, the message names both versions,
+the build's upstream commit, and which side to rebuild.
+
+This only reads HELLO: it works for servers of any version, also ones patchkit's own
+client would not talk to (a major it does not know).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from pathlib import Path
+
+from patchkit.core.errors import ConfigError
+from patchkit.core.log import log
+from patchkit.model.buildinfo import BuildInfo
+from patchkit.model.rpcproto import ProtoVersion, SkewVerdict, judge
+from patchkit.rpc.client import RpcClient, RpcVersionError
+from patchkit.rpc.probe import parse_endpoint
+
+__all__ = ["SkewReport", "build_protocol", "check_hosts", "check_server"]
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class SkewReport:
+    endpoint: str
+    build: str  # the build folder as the user named it
+    recipe: str
+    commit: str  # the build's upstream commit
+    verdict: SkewVerdict
+
+    @property
+    def ok(self) -> bool:
+        return self.verdict.ok
+
+    def line(self) -> str:
+        """One line: the verdict and, when it is no, what to rebuild."""
+        v = self.verdict
+        who = f"{self.build} ({self.recipe}, upstream {self.commit[:12]}, RPC {v.client})"
+        if v.ok:
+            return f"{who} can talk to {self.endpoint} (RPC {v.server}): {v.reason}"
+        if v.server > v.client:
+            todo = (f"rebuild {self.recipe} at an upstream commit with RPC "
+                    f"{v.server.major}.{v.server.minor} or later (`patchkit bump`, then "
+                    f"`patchkit build {self.recipe}`), or run a server built from upstream "
+                    f"{self.commit[:12]} there")
+        else:
+            todo = (f"rebuild the server at {self.endpoint} from upstream {self.commit[:12]} "
+                    f"(`patchkit build {self.recipe}`, then its bin/ggml-rpc-server there)")
+        return (f"{who} cannot talk to {self.endpoint} (RPC {v.server}): {v.reason}; {todo}")
+
+    def to_json(self) -> dict[str, object]:
+        v = self.verdict
+        return {"endpoint": self.endpoint, "build": self.build, "recipe": self.recipe,
+                "commit": self.commit, "client": str(v.client), "server": str(v.server),
+                "ok": v.ok, "reason": v.reason, "message": self.line()}
+
+
+def build_protocol(info: BuildInfo, build: Path | str) -> ProtoVersion:
+    """The protocol a build's clients speak; ConfigError when its build-info has none."""
+    if info.rpc_protocol is None:
+        raise ConfigError(
+            f"{build}: build-info.json records no RPC protocol (not an RPC build, or built "
+            "by a patchkit before it recorded one)",
+            hint=f"rebuild it: `patchkit build {info.recipe.name}`")
+    return info.rpc_protocol
+
+
+def check_server(host: str, port: int, info: BuildInfo, build: Path | str, *,
+                 timeout: float = 5.0) -> SkewReport:
+    """HELLO the server and judge it against the build (RpcError if it cannot be asked)."""
+    client = build_protocol(info, build)
+    c = RpcClient(host, port, timeout=timeout)
+    c.connect()
+    try:
+        server = c.read_version()
+    finally:
+        c.close()
+    return SkewReport(endpoint=c.endpoint, build=str(build), recipe=info.recipe.name,
+                      commit=info.upstream.commit, verdict=judge(client, server))
+
+
+def check_hosts(info: BuildInfo, build: Path | str, endpoints: Sequence[str], *,
+                timeout: float = 5.0) -> tuple[SkewReport, ...]:
+    """Every ``HOST:PORT`` against the build, before a bench sweep: RpcVersionError (one
+    line, what to rebuild) at the first server its clients would refuse. A build that
+    records no protocol (an older patchkit's) is not checked: a warning says so."""
+    if info.rpc_protocol is None:
+        log.warning(f"{build}: build-info.json records no RPC protocol: the RPC servers' "
+                    f"versions are not checked (rebuild with `patchkit build "
+                    f"{info.recipe.name}` to have them checked)")
+        return ()
+    reports = []
+    for ep in endpoints:
+        host, port = parse_endpoint(ep)
+        report = check_server(host, port, info, build, timeout=timeout)
+        if not report.ok:
+            raise RpcVersionError(report.line())
+        reports.append(report)
+    return tuple(reports)

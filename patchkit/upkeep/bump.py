@@ -1,0 +1,372 @@
+"""`patchkit bump`: move every recipe of one upstream to a newer commit, patches and all.
+
+1. **Plan** (:func:`plan_bump`, read-only): the recipes on that upstream must share one
+   pin (the old commit) and set no ``upstream.ref``; the target is ``--to REF`` or the
+   newest commit of the upstream's default branch (:func:`default_target`). It gathers
+   upstream's build number of both (``git rev-list --count``, what llama.cpp prints as
+   "build N"), the commits in between, those that touched a file the series patches, the
+   RPC protocol at both ends (ggml-rpc.h), and ``check``'s verdict for every patch at the
+   target (the series is cumulative).
+2. **Apply** (:func:`run_bump`): ``refresh`` onto the target (a 3-way merge per patch;
+   patch files, series hashes and every recipe's pin written in one all-or-nothing step).
+   At a conflict it stops like ``refresh`` does, with its state kept: ``patchkit refresh
+   --continue`` finishes the bump (every pin moves then), ``--abort`` drops it, and
+   nothing in the project was written. ``dry_run`` runs the same refresh on a copy of
+   ``patches/`` in a temp folder (to say whether it would merge cleanly) and writes nothing.
+3. **Summary** (:func:`render_summary`): markdown for a pull-request body.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import shutil
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+
+from patchkit.core.errors import FatalError, PatchError, RecipeError, SourceError
+from patchkit.core.fs import atomic_write_many
+from patchkit.git.repo import CommitInfo, Git
+from patchkit.model.patchfile import parse_diff
+from patchkit.model.recipe import Recipe
+from patchkit.model.rpcproto import RPC_HEADER, ProtoVersion, judge, parse_rpc_header
+from patchkit.model.series import Patch
+from patchkit.upkeep.check import check_series
+from patchkit.upkeep.refresh import RefreshOptions, RefreshResult, move_recipe_pin, refresh_start
+from patchkit.upkeep.scratch import PatchVerdict, Status
+
+__all__ = [
+    "BumpOptions",
+    "BumpPlan",
+    "BumpResult",
+    "Touching",
+    "default_target",
+    "plan_bump",
+    "render_summary",
+    "run_bump",
+]
+
+_MAX_TOUCHING = 200  # commits listed in the summary (the count is always exact)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class BumpOptions:
+    repo: Path  # the upstream repository (read-only): a mirror, a clone, the cache's clone
+    upstream: str  # how the user named it (for the summary)
+    recipes: tuple[Recipe, ...]  # every recipe on that upstream: all move, or none
+    patches: tuple[Patch, ...]  # the whole series, in order
+    patches_dir: Path
+    workdir: Path  # refresh's scratch folder (its --continue / --abort find it there)
+    to: str | None = None  # None: the newest commit of the default branch
+    dry_run: bool = False
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Touching:
+    commit: CommitInfo
+    files: tuple[str, ...]  # the patched files it changed
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class BumpPlan:
+    upstream: str
+    target: str  # the ref it resolved (e.g. origin/master)
+    old: CommitInfo
+    new: CommitInfo
+    old_build: int
+    new_build: int
+    first_parent: int  # first-parent commits in old..new
+    commits: int  # all commits in old..new
+    touching: tuple[Touching, ...]  # newest first, at most _MAX_TOUCHING
+    touching_total: int
+    files: tuple[str, ...]  # the files the series patches
+    verdicts: tuple[PatchVerdict, ...]  # check at new, series order
+    rpc_old: ProtoVersion | None
+    rpc_new: ProtoVersion | None
+    recipes: tuple[str, ...]  # names
+    recipe_paths: tuple[Path, ...]
+    patch_files: tuple[tuple[str, str], ...] = ()  # (name, file) in series order
+
+    @property
+    def up_to_date(self) -> bool:
+        return self.old.sha == self.new.sha
+
+    @property
+    def conflicts(self) -> tuple[str, ...]:
+        return tuple(v.patch for v in self.verdicts if v.status is Status.CONFLICTS)
+
+    @property
+    def needs_refresh(self) -> bool:
+        """Any patch that does not apply exactly (offsets, conflicts): rewrite it."""
+        return any(v.status in (Status.OFFSET, Status.CONFLICTS, Status.UPSTREAM)
+                   for v in self.verdicts)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class BumpResult:
+    plan: BumpPlan
+    dry_run: bool
+    refresh: RefreshResult | None = None  # what the refresh did (or would do, dry run)
+    moved: tuple[str, ...] = ()  # recipe names whose pin moved ("would move" in a dry run)
+    stopped: str = ""  # the refresh stopped (conflict): its message
+
+
+# -- planning --------------------------------------------------------------------------
+def default_target(git: Git) -> tuple[str, str]:
+    """(name, sha) of the newest commit of the upstream's default branch.
+
+    A clone has ``origin/HEAD``; a bare mirror (or the cache's clone) has ``HEAD`` naming
+    the default branch, whose ``origin/<branch>`` is newer when it was fetched since.
+    """
+    remote_head = _symref(git, "refs/remotes/origin/HEAD")
+    if remote_head.startswith("refs/remotes/"):
+        return remote_head.removeprefix("refs/remotes/"), git.resolve(remote_head)
+    head = _symref(git, "HEAD")
+    if head.startswith("refs/heads/"):
+        name = head.removeprefix("refs/heads/")
+        for ref, label in ((f"refs/remotes/origin/{name}", f"origin/{name}"), (head, name)):
+            try:
+                return label, git.resolve(ref)
+            except SourceError:
+                continue
+    raise SourceError(f"{git.repo}: cannot tell the default branch (no origin/HEAD, no HEAD "
+                      "branch)", hint="name the target with --to REF (e.g. --to origin/master)")
+
+
+def _symref(git: Git, ref: str) -> str:
+    """What the symbolic ref points to ('' when it is none)."""
+    try:
+        return git.run("symbolic-ref", "-q", ref).strip()
+    except FatalError:
+        return ""
+
+
+def _one_pin(recipes: Sequence[Recipe]) -> str:
+    if not recipes:
+        raise RecipeError("no recipe to bump")
+    pins: dict[str, list[str]] = {}
+    for r in recipes:
+        pins.setdefault(r.upstream.commit, []).append(r.name)
+        if r.upstream.ref:
+            raise RecipeError(
+                f"{r.path}: upstream.ref {r.upstream.ref!r} pins it by name: bump moves "
+                "commits only", hint="drop upstream.ref from the recipe, then bump")
+    if len(pins) > 1:
+        parts = "; ".join(f"{c[:12]}: {', '.join(sorted(n))}" for c, n in pins.items())
+        raise RecipeError(f"the recipes on this upstream pin different commits ({parts}): "
+                          "bump moves them together from one pin",
+                          hint="bring them to one pin first: `patchkit refresh RECIPE "
+                               "--onto COMMIT --move-pin`")
+    return next(iter(pins))
+
+
+def _count(git: Git, *args: str) -> int:
+    return int(git.run("rev-list", "--count", *args).strip() or 0)
+
+
+def _touching(git: Git, old: str, new: str, files: Sequence[str]) -> tuple[list[Touching], int]:
+    if not files:
+        return [], 0
+    out = git.run("log", "--no-show-signature", "--format=%x1e%H%x1f%cI%x1f%s", "--name-only",
+                  f"{old}..{new}", "--", *files)
+    found: list[Touching] = []
+    for block in out.split("\x1e"):
+        lines = [ln for ln in block.splitlines() if ln.strip()]
+        if not lines:
+            continue
+        sha, date, subject = ([*lines[0].split("\x1f"), "", ""])[:3]
+        found.append(Touching(commit=CommitInfo(sha=sha, date=date, subject=subject),
+                              files=tuple(f for f in lines[1:] if f in files)))
+    return found[:_MAX_TOUCHING], len(found)
+
+
+def _rpc_at(git: Git, commit: str) -> ProtoVersion | None:
+    try:
+        text = git.run("cat-file", "blob", f"{commit}:{RPC_HEADER}")
+    except FatalError:
+        return None  # no such file there
+    return parse_rpc_header(text)
+
+
+def plan_bump(opts: BumpOptions) -> BumpPlan:
+    """Everything the summary says, read from the upstream; changes nothing."""
+    old_sha = _one_pin(opts.recipes)
+    git = Git(opts.repo)
+    if opts.to is None:
+        target, new_sha = default_target(git)
+    else:
+        target, new_sha = opts.to, git.resolve(opts.to)
+    try:
+        old_sha = git.resolve(old_sha)
+    except SourceError:
+        raise SourceError(f"the recipes' pin {old_sha[:12]} is not in {opts.upstream}",
+                          hint="fetch it, or pass --upstream with a repository that has it") from None
+    infos = git.commit_infos([old_sha, new_sha])
+    if not git.is_ancestor(old_sha, new_sha):
+        raise SourceError(
+            f"{target} ({new_sha[:12]}, {infos[new_sha].date[:10]}) does not descend from the "
+            f"pin {old_sha[:12]}: bump only moves forward",
+            hint="name the branch to follow with --to REF (e.g. --to master); to move "
+                 "anywhere else: `patchkit refresh RECIPE --onto COMMIT --move-pin`")
+    files: list[str] = []
+    for p in opts.patches:
+        for f in parse_diff(p.read_verified().decode("utf-8", "replace")).paths:
+            if f not in files:
+                files.append(f)
+    touching, total = _touching(git, old_sha, new_sha, files)
+    verdicts: tuple[PatchVerdict, ...] = ()
+    if opts.patches:
+        verdicts = check_series(opts.repo, opts.patches, [new_sha]).refs[0].results
+    return BumpPlan(
+        upstream=opts.upstream, target=target, old=infos[old_sha], new=infos[new_sha],
+        old_build=_count(git, old_sha), new_build=_count(git, new_sha),
+        first_parent=_count(git, "--first-parent", f"{old_sha}..{new_sha}"),
+        commits=_count(git, f"{old_sha}..{new_sha}"),
+        touching=tuple(touching),
+        touching_total=total, files=tuple(files), verdicts=verdicts,
+        rpc_old=_rpc_at(git, old_sha), rpc_new=_rpc_at(git, new_sha),
+        recipes=tuple(r.name for r in opts.recipes),
+        recipe_paths=tuple(r.path for r in opts.recipes),
+        patch_files=tuple((p.name, p.filename) for p in opts.patches))
+
+
+# -- applying ---------------------------------------------------------------------------
+def run_bump(opts: BumpOptions) -> BumpResult:
+    """Plan, then refresh + move every pin (or, dry run, try it on a copy).
+
+    A real run that stops at a conflict raises refresh's PatchError (state kept in
+    ``opts.workdir``); the caller may want :func:`plan_bump`'s summary first.
+    """
+    plan = plan_bump(opts)
+    if plan.up_to_date:
+        return BumpResult(plan=plan, dry_run=opts.dry_run)
+    if opts.dry_run:
+        return _dry_run(opts, plan)
+    if not opts.patches:
+        _move_pins(plan)
+        return BumpResult(plan=plan, dry_run=False, moved=plan.recipes)
+    result = refresh_start(_refresh_options(opts, plan, opts.patches_dir, opts.workdir))
+    return BumpResult(plan=plan, dry_run=False, refresh=result,
+                      moved=plan.recipes if result.pin_moved else ())
+
+
+def _refresh_options(opts: BumpOptions, plan: BumpPlan, patches_dir: Path, workdir: Path,
+                     *, move: bool = True) -> RefreshOptions:
+    paths = plan.recipe_paths if move else ()
+    return RefreshOptions(
+        repo=opts.repo, patches=opts.patches, patches_dir=patches_dir, onto=plan.new.sha,
+        workdir=workdir, base=plan.old.sha, recipe_path=paths[0] if paths else None,
+        move_pin=bool(paths), more_recipes=tuple(paths[1:]))
+
+
+def _move_pins(plan: BumpPlan) -> None:
+    writes = {}
+    for path in plan.recipe_paths:
+        text = path.read_text(encoding="utf-8")
+        writes[path] = move_recipe_pin(text, plan.new.sha, where=str(path)).encode("utf-8")
+    atomic_write_many(writes)
+
+
+def _dry_run(opts: BumpOptions, plan: BumpPlan) -> BumpResult:
+    for path in plan.recipe_paths:  # a recipe whose pin cannot move fails the dry run too
+        move_recipe_pin(path.read_text(encoding="utf-8"), plan.new.sha, where=str(path))
+    if not opts.patches:
+        return BumpResult(plan=plan, dry_run=True, moved=plan.recipes)
+    tmp = Path(tempfile.mkdtemp(prefix="patchkit-bump-"))
+    try:
+        pdir = tmp / "patches"
+        pdir.mkdir()
+        shutil.copyfile(opts.patches_dir / "series", pdir / "series")
+        for p in opts.patches:
+            shutil.copyfile(p.path, pdir / p.filename)
+        try:
+            result = refresh_start(_refresh_options(opts, plan, pdir, tmp / "work", move=False))
+        except PatchError as e:
+            return BumpResult(plan=plan, dry_run=True, stopped=e.message)
+        return BumpResult(plan=plan, dry_run=True, refresh=result, moved=plan.recipes)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+# -- the summary --------------------------------------------------------------------------
+def _verdict_cell(v: PatchVerdict) -> tuple[str, str]:
+    if v.status is Status.OFFSET:
+        by_file: dict[str, list[str]] = {}
+        for o in v.offsets:
+            by_file.setdefault(o.file, []).append(f"#{o.hunk} {o.lines:+d}")
+        return v.status.value, "; ".join(f"{f}: {', '.join(h)}" for f, h in by_file.items())
+    if v.status is Status.CONFLICTS:
+        return v.status.value, ", ".join(c.where for c in v.conflicts) or "-"
+    return v.status.value, "-"
+
+
+def _md(text: str) -> str:
+    """Text from outside (commit subjects) safe in a markdown table cell."""
+    return text.replace("\\", "\\\\").replace("|", "\\|").replace("<", "&lt;").replace(
+        "`", "'").replace("\n", " ")
+
+
+def render_summary(result: BumpResult, *, build_lines: Sequence[str] = ()) -> str:
+    """Markdown for a pull-request body: what moved, what changed upstream, the verdicts."""
+    p = result.plan
+    old, new = p.old, p.new
+    lines = [f"## Bump llama.cpp {old.short} (build {p.old_build}) → {new.short} "
+             f"(build {p.new_build})", ""]
+    if p.up_to_date:
+        return "\n".join([*lines, f"Already at the newest commit of {_md(p.target)}: "
+                          "nothing to do.", ""])
+    state = ("dry run: nothing was written" if result.dry_run else
+             "stopped at a conflict: nothing was written yet" if result.stopped else
+             "patches refreshed and every pin moved")
+    lines += [
+        "| | commit | date | build | RPC protocol |",
+        "|---|---|---|---|---|",
+        f"| old | `{old.sha}` | {old.date[:10]} | {p.old_build} | {p.rpc_old or '-'} |",
+        f"| new | `{new.sha}` | {new.date[:10]} | {p.new_build} | {p.rpc_new or '-'} |",
+        "",
+        f"Target: `{_md(p.target)}` of {_md(p.upstream)}: \"{_md(new.subject)}\". "
+        f"{p.commits} commits in between ({p.first_parent} first-parent). Status: {state}.",
+    ]
+    if p.rpc_old and p.rpc_new and p.rpc_old != p.rpc_new:
+        fwd, back = judge(p.rpc_new, p.rpc_old), judge(p.rpc_old, p.rpc_new)
+        lines += ["", f"**RPC protocol {p.rpc_old} → {p.rpc_new}.** New clients with old "
+                      f"servers: {'ok' if fwd.ok else 'refused'}; old clients with new servers: "
+                      f"{'ok' if back.ok else 'refused'}. Rebuild every RPC node of a rig "
+                      "from the same pin."]
+    lines += ["", "### Patches at the new commit", "",
+              "| patch | verdict | offsets / conflicts | refresh |", "|---|---|---|---|"]
+    refreshed: dict[str, str] = {}
+    if result.refresh is not None:
+        for f in result.refresh.updated:
+            refreshed[f] = "rewritten"
+        for f in result.refresh.unchanged:
+            refreshed[f] = "unchanged"
+        for f in result.refresh.skipped:
+            refreshed[f] = "skipped (outside When)"
+    files_of = dict(p.patch_files)
+    for v in p.verdicts:
+        verdict, where = _verdict_cell(v)
+        how = refreshed.get(files_of.get(v.patch, ""), "stopped" if result.stopped else "-")
+        if how == "rewritten" and v.status is Status.CONFLICTS:
+            how = "rewritten (3-way merge)"
+        if result.dry_run and how.startswith(("rewritten", "unchanged")):
+            how = f"would be {how}"
+        lines.append(f"| {_md(v.patch)} | {verdict} | {_md(where)} | {how} |")
+    if result.stopped:
+        lines += ["", f"Refresh: {_md(result.stopped)}"]
+    files = ", ".join(f"`{f}`" for f in p.files) or "-"
+    lines += ["", f"### Upstream commits that touched the patched files ({p.touching_total})",
+              "", f"Files: {files}", ""]
+    if not p.touching:
+        lines.append("None.")
+    for t in p.touching:
+        lines.append(f"- `{t.commit.short}` {t.commit.date[:10]} {_md(t.commit.subject)} "
+                     f"({', '.join(t.files)})")
+    if p.touching_total > len(p.touching):
+        lines.append(f"- … and {p.touching_total - len(p.touching)} more")
+    verb = "would move" if result.dry_run else "moved" if result.moved else "to move"
+    lines += ["", f"### Recipes ({verb} together)", "",
+              *(f"- {n}" for n in sorted(p.recipes))]
+    if build_lines:
+        lines += ["", "### Build", "", *build_lines]
+    return "\n".join(lines) + "\n"
