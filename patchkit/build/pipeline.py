@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from patchkit import __version__
 from patchkit.build import cmake as cm
-from patchkit.build import compcache
+from patchkit.build import compcache, repro
 from patchkit.build.output import check_out_dir, write_output
 from patchkit.build.patch import AppliedPatch, apply_series
 from patchkit.build.state import (
@@ -140,11 +140,14 @@ def _run_locked(opts: BuildOptions, url: str, cache: CacheLayout, tools: cm.Buil
     state, results = _source_and_patches(opts, url, cache, work)
     smoke = opts.smoke and recipe.smoke_enabled
     defines, env = _defines_and_env(recipe, cc, cuda_plan, smoke)
+    env.update(repro.build_env(env, work_root=work.root, build_dir=work.build,
+                               commit_date=state.commit_date, cuda=cuda_plan is not None))
     toolchain = recipe.build.toolchain
     config_id = digest({"defines": defines, "generator": recipe.build.generator,
                         "build_type": recipe.build.build_type,
                         "toolchain": sha256_file(toolchain) if toolchain else None,
-                        "cmake": str(tools.cmake.version), "src": str(work.src)})
+                        "cmake": str(tools.cmake.version), "src": str(work.src),
+                        "repro": repro.SETTINGS_ID})
     # the remote probed, sccache's server running; no credential in the log or an error
     with compcache.session(cc, work.root, env, log_path=work.log) as ccs:
         with log.step("configure", "configure"):

@@ -26,34 +26,42 @@ __all__ = ["COMMANDS"]
 @click.option("--allow-stale", is_flag=True,
               help="Release a build whose recipe, upstream commit or patches changed since "
                    "(recorded in the manifest).")
+@click.option("--sign-key", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="SSH private key: sign each provenance statement with ssh-keygen -Y "
+                   "(namespace patchkit) into <name>.intoto.json.sig.")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON on stdout.")
 @click.pass_context
 def release_cmd(ctx: click.Context, recipe: str | None, build_dir: Path | None, out_dir: Path,
-                allow_unsmoked: bool, allow_stale: bool, as_json: bool) -> None:
+                allow_unsmoked: bool, allow_stale: bool, sign_key: Path | None,
+                as_json: bool) -> None:
     """Pack a finished build of RECIPE into a reproducible archive + SHA256SUMS.
 
     With only --build-dir the build is not compared with a recipe file.
     SOURCE_DATE_EPOCH, when set, replaces the upstream commit date as the archive mtime.
     """
-    loaded = None
+    loaded = project = None
     if recipe is not None or build_dir is None:
-        _, _, loaded = load_recipe_arg(ctx, recipe)
+        project, _, loaded = load_recipe_arg(ctx, recipe)
         build_dir = build_dir or Path("out") / loaded.name
     else:
         log.warning(f"no recipe given: {build_dir} is not checked against a recipe file")
     assert build_dir is not None
     opts = ReleaseOptions(build_dir=build_dir, out_dir=out_dir, recipe=loaded,
                           allow_unsmoked=allow_unsmoked, allow_stale=allow_stale,
-                          source_date_epoch=source_date_epoch_from_env())
+                          source_date_epoch=source_date_epoch_from_env(), project=project,
+                          sign_key=sign_key)
     with log.step(f"release {build_dir}"):
         result = release(opts)
     for waiver in result.waivers:
         log.warning(f"released with waiver {waiver!r} (recorded in the manifest)")
     log.info(f"{result.archive}  sha256 {result.sha256}")
+    for path in result.provenance:
+        log.info(f"{path.name}  (provenance)")
     if as_json:
         click.echo(json.dumps({"name": result.name, "archive": str(result.archive),
                                "sha256": result.sha256, "manifest": str(result.manifest),
-                               "sums": str(result.sums), "waivers": list(result.waivers)},
+                               "sums": str(result.sums), "waivers": list(result.waivers),
+                               "provenance": [str(p) for p in result.provenance]},
                               indent=2))
 
 

@@ -11,6 +11,9 @@ Checked, each difference one line naming the file:
   smoke not passed only with an ``unsmoked`` waiver;
 - ``<name>.manifest.json`` beside the archive: identical to the manifest inside
   (else the differing keys are named).
+- ``<name>.intoto.json`` beside the archive: the in-toto provenance statement that
+  follows from the archive's sha256 and its manifest (release.provenance); with
+  ``allowed_signers``, its ``.sig`` must be a good ssh-keygen signature of a trusted key.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from typing import Any
 
 from patchkit.core.errors import ReleaseError
 from patchkit.core.fs import sha256_file
+from patchkit.release import provenance
 from patchkit.release.archive import (
     ARCHIVE_SUFFIXES,
     DEFAULT_LIMITS,
@@ -121,7 +125,7 @@ def _check_members(label: str, root: str, entries: list[Any], manifest: Mapping[
     return diffs
 
 
-def _check_archive_file(dist: Path, name: str) -> list[str]:
+def _check_archive_file(dist: Path, name: str, allowed_signers: Path | None = None) -> list[str]:
     path = dist / name
     root = name[: -len("." + archive_kind(name))]
     why = _not_plain(path)
@@ -193,10 +197,12 @@ def _check_archive_file(dist: Path, name: str) -> list[str]:
         except (ValueError, UnicodeDecodeError, RecursionError):
             what = "it is not valid JSON"
         diffs.append(f"{side.name}: differs from the manifest inside {name}: {what}")
+    diffs += provenance.check_beside(dist, archive=name, stem=root, manifest=manifest,
+                                     manifest_data=inner.data, allowed_signers=allowed_signers)
     return diffs
 
 
-def verify_dir(dist: Path) -> VerifyReport:
+def verify_dir(dist: Path, *, allowed_signers: Path | None = None) -> VerifyReport:
     """Every difference between what DIR claims and what it holds (empty: all good)."""
     if not dist.is_dir():
         raise ReleaseError(f"{dist} is not a folder", hint="pass the --out folder of `patchkit release`")
@@ -226,7 +232,8 @@ def verify_dir(dist: Path) -> VerifyReport:
         if got != want:
             diffs.append(f"{name}: sha256 is {_short(got)}, {SUMS} says {_short(want)}")
     ours = sorted(p.name for p in dist.iterdir() if os.path.lexists(p) and not p.is_dir()
-                  and (p.name.endswith(ARCHIVE_SUFFIXES) or p.name.endswith(".manifest.json")))
+                  and (p.name.endswith(ARCHIVE_SUFFIXES) or p.name.endswith(".manifest.json")
+                       or p.name.endswith(provenance.BESIDE_SUFFIXES)))
     for name in ours:
         if name not in sums:
             diffs.append(f"{name}: not listed in {SUMS}")
@@ -235,5 +242,5 @@ def verify_dir(dist: Path) -> VerifyReport:
     if not archives and not diffs:
         diffs.append(f"{dist}: no archives to verify")
     for name in archives:
-        diffs += _check_archive_file(dist, name)
+        diffs += _check_archive_file(dist, name, allowed_signers)
     return VerifyReport(directory=dist, archives=tuple(archives), differences=tuple(diffs))

@@ -1,0 +1,64 @@
+"""Reproducible-build settings: the same recipe gives the same bytes from any cache path.
+
+What made two builds of one recipe differ, and what this module does about it:
+
+- ``__FILE__`` (``GGML_ASSERT``/``GGML_ABORT`` messages) holds the absolute source path
+  when the compiler is run without a launcher, and a path relative to the build dir when
+  ccache/sccache rewrite it under their base dir (``../src/ggml/src/ggml.c``). The prefix
+  maps below turn the absolute form into that same relative form, so a build with the
+  compile cache off gives the bytes of a build with it on, in any cache folder.
+- ``SOURCE_DATE_EPOCH`` (the upstream commit time) for every tool that stamps a date
+  (mingw's linker, GGML_NATIVE's default, ``__DATE__``-style code).
+
+The maps are passed through the environment (CFLAGS, CXXFLAGS, CUDAFLAGS, which CMake
+reads on a fresh configure), never as defines, so no machine path lands in a manifest.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Mapping
+from pathlib import Path
+
+__all__ = ["SETTINGS_ID", "build_env", "prefix_maps", "source_date_epoch"]
+
+# bump when the settings change: the build dir is configured afresh (flags come from the env
+# only on a fresh configure)
+SETTINGS_ID = "repro-1"
+
+
+def prefix_maps(work_root: Path, build_dir: Path) -> list[str]:
+    """GCC/Clang flags mapping ``work_root`` to ``..`` and ``build_dir`` to ``.``.
+
+    GCC tries the maps given last first, so the build dir (inside ``work_root``) comes last.
+    The compiler runs in ``build_dir``; ``work_root`` is its parent (``src/`` beside it).
+    """
+    root, build = str(work_root), str(build_dir)
+    return [f"-ffile-prefix-map={root}=..", f"-ffile-prefix-map={build}=."]
+
+
+def source_date_epoch(commit_date: str) -> str:
+    """The upstream commit time (ISO 8601 with a zone) as seconds since the epoch."""
+    when = dt.datetime.fromisoformat(commit_date.replace("Z", "+00:00"))
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=dt.timezone.utc)
+    return str(int(when.timestamp()))
+
+
+def build_env(env: Mapping[str, str], *, work_root: Path, build_dir: Path, commit_date: str,
+              cuda: bool = False) -> dict[str, str]:
+    """What to add to the configure/build environment (the user's own flags kept first)."""
+    maps = " ".join(prefix_maps(work_root, build_dir))
+    out = {
+        "CFLAGS": _join(env.get("CFLAGS"), maps),
+        "CXXFLAGS": _join(env.get("CXXFLAGS"), maps),
+        "SOURCE_DATE_EPOCH": env.get("SOURCE_DATE_EPOCH") or source_date_epoch(commit_date),
+    }
+    if cuda:
+        host = " ".join(f"-Xcompiler={m}" for m in prefix_maps(work_root, build_dir))
+        out["CUDAFLAGS"] = _join(env.get("CUDAFLAGS"), host)
+    return out
+
+
+def _join(user: str | None, ours: str) -> str:
+    return f"{user} {ours}" if user and user.strip() else ours
