@@ -3,10 +3,13 @@
 What made two builds of one recipe differ, and what this module does about it:
 
 - ``__FILE__`` (``GGML_ASSERT``/``GGML_ABORT`` messages) holds the absolute source path
-  when the compiler is run without a launcher, and a path relative to the build dir when
-  ccache/sccache rewrite it under their base dir (``../src/ggml/src/ggml.c``). The prefix
-  maps below turn the absolute form into that same relative form, so a build with the
-  compile cache off gives the bytes of a build with it on, in any cache folder.
+  when the compiler is run without a launcher (or with sccache, which keeps the command
+  line), and a path relative to the build dir when ccache rewrites the command line under
+  its base dir (the cache root: ``../src/ggml/src/ggml.c``). The prefix maps below turn the
+  absolute form into that same relative form, so a build with the compile cache off gives
+  the bytes of a build with it on, in any cache folder. With ccache they are not passed:
+  ccache already hands the compiler relative paths, and it hashes the flags, so adding
+  them would only make every object already in a shared cache a miss.
 - ``SOURCE_DATE_EPOCH`` (the upstream commit time) for every tool that stamps a date
   (mingw's linker, GGML_NATIVE's default, ``__DATE__``-style code).
 
@@ -24,7 +27,7 @@ __all__ = ["SETTINGS_ID", "build_env", "prefix_maps", "source_date_epoch"]
 
 # bump when the settings change: the build dir is configured afresh (flags come from the env
 # only on a fresh configure)
-SETTINGS_ID = "repro-1"
+SETTINGS_ID = "repro-1"  # + the launcher (in the config id through the defines)
 
 
 def prefix_maps(work_root: Path, build_dir: Path) -> list[str]:
@@ -46,14 +49,17 @@ def source_date_epoch(commit_date: str) -> str:
 
 
 def build_env(env: Mapping[str, str], *, work_root: Path, build_dir: Path, commit_date: str,
-              cuda: bool = False) -> dict[str, str]:
-    """What to add to the configure/build environment (the user's own flags kept first)."""
+              launcher: str | None, cuda: bool = False) -> dict[str, str]:
+    """What to add to the configure/build environment (the user's own flags kept first).
+
+    ``launcher``: the compile cache in use (``ccache`` rewrites paths itself: no maps).
+    """
+    out = {"SOURCE_DATE_EPOCH": env.get("SOURCE_DATE_EPOCH") or source_date_epoch(commit_date)}
+    if launcher == "ccache":
+        return out
     maps = " ".join(prefix_maps(work_root, build_dir))
-    out = {
-        "CFLAGS": _join(env.get("CFLAGS"), maps),
-        "CXXFLAGS": _join(env.get("CXXFLAGS"), maps),
-        "SOURCE_DATE_EPOCH": env.get("SOURCE_DATE_EPOCH") or source_date_epoch(commit_date),
-    }
+    out["CFLAGS"] = _join(env.get("CFLAGS"), maps)
+    out["CXXFLAGS"] = _join(env.get("CXXFLAGS"), maps)
     if cuda:
         host = " ".join(f"-Xcompiler={m}" for m in prefix_maps(work_root, build_dir))
         out["CUDAFLAGS"] = _join(env.get("CUDAFLAGS"), host)

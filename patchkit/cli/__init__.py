@@ -36,6 +36,7 @@ _COMMANDS = {
     "model": "model",
     "pe-info": "pe",
     "pe-stack": "pe",
+    "rebuild": "rebuild",
     "refresh": "refresh",
     "release": "release",
     "rpc-probe": "rpc_probe",

@@ -24,6 +24,7 @@ ALLOWED: dict[str, set[str]] = {
     "release": {"core", "model"},
     "bench": {"core", "model", "rpc", "smoke", "weights"},
     "doctor": {"core", "model", "build"},
+    "rebuild": {"core", "model", "build", "release"},
 }
 TOP_LEVEL = {"__init__.py", "__main__.py"}
 SUBPROCESS_OK = {"core/proc.py"}
