@@ -192,3 +192,22 @@ def test_the_archive_carries_the_builds_sources(tmp_path: Path) -> None:
     manifest = json.loads(r.manifest.read_text())
     assert manifest["source"] is None
     assert not any(f["path"].startswith("source/") for f in manifest["files"])
+
+
+def test_ci_template_attests_every_released_file(project: Path) -> None:
+    import pytest
+
+    from tests.fixtures.release import workflow
+
+    yaml = pytest.importorskip("yaml")
+    build = yaml.safe_load(workflow(project))["jobs"]["build"]
+    assert build["permissions"] == {"contents": "read", "id-token": "write",
+                                    "attestations": "write"}
+    steps = build["steps"]
+    names = [s.get("name") for s in steps]
+    attest = steps[names.index("Attest build provenance")]
+    assert attest["uses"].startswith("actions/attest-build-provenance@")
+    assert attest["with"] == {"subject-checksums": "dist/${{ matrix.recipe }}/SHA256SUMS"}
+    assert names.index("Verify") < names.index("Attest build provenance")
+    upload = next(i for i, s in enumerate(steps) if s.get("uses", "").startswith("actions/upload"))
+    assert names.index("Attest build provenance") < upload
