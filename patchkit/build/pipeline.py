@@ -142,7 +142,7 @@ def _run_locked(opts: BuildOptions, url: str, cache: CacheLayout, tools: cm.Buil
     defines, env = _defines_and_env(recipe, cc, cuda_plan, smoke)
     env.update(repro.build_env(env, work_root=work.root, build_dir=work.build,
                                commit_date=state.commit_date, launcher=cc.launcher,
-                               cuda=cuda_plan is not None))
+                               nvcc=cuda_plan.toolkit.version if cuda_plan else None))
     toolchain = recipe.build.toolchain
     config_id = digest({"defines": defines, "generator": recipe.build.generator,
                         "build_type": recipe.build.build_type,

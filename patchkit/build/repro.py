@@ -10,8 +10,14 @@ What made two builds of one recipe differ, and what this module does about it:
   the bytes of a build with it on, in any cache folder. With ccache they are not passed:
   ccache already hands the compiler relative paths, and it hashes the flags, so adding
   them would only make every object already in a shared cache a miss.
+- nvcc names its intermediate host file ``/tmp/tmpxft_<pid>_…cudafe1.cpp``, and that name
+  lands in each object's symbol table (an STT_FILE symbol in libggml-cuda.so): two builds
+  never match. ``--objdir-as-tempdir`` (nvcc >= 12.0 here) writes it beside the object
+  under a stable name (``<object>.cudafe1.cpp``); passed with or without ccache (a cached
+  object is as good as the compile that stored it).
 - ``SOURCE_DATE_EPOCH`` (the upstream commit time) for every tool that stamps a date
-  (mingw's linker, GGML_NATIVE's default, ``__DATE__``-style code).
+  (mingw's linker writes it as the PE TimeDateStamp, else the clock; GGML_NATIVE's
+  default; ``__DATE__``/``__TIME__``).
 
 The maps are passed through the environment (CFLAGS, CXXFLAGS, CUDAFLAGS, which CMake
 reads on a fresh configure), never as defines, so no machine path lands in a manifest.
@@ -23,11 +29,14 @@ import datetime as dt
 from collections.abc import Mapping
 from pathlib import Path
 
-__all__ = ["SETTINGS_ID", "build_env", "prefix_maps", "source_date_epoch"]
+__all__ = ["NVCC_OBJTEMP", "NVCC_OBJTEMP_SINCE", "SETTINGS_ID", "build_env", "prefix_maps",
+           "source_date_epoch"]
 
 # bump when the settings change: the build dir is configured afresh (flags come from the env
 # only on a fresh configure)
-SETTINGS_ID = "repro-1"  # + the launcher (in the config id through the defines)
+SETTINGS_ID = "repro-2"  # + the launcher (in the config id through the defines)
+NVCC_OBJTEMP = "--objdir-as-tempdir"
+NVCC_OBJTEMP_SINCE = (12, 0)  # the oldest toolkit it is passed to
 
 
 def prefix_maps(work_root: Path, build_dir: Path) -> list[str]:
@@ -49,20 +58,22 @@ def source_date_epoch(commit_date: str) -> str:
 
 
 def build_env(env: Mapping[str, str], *, work_root: Path, build_dir: Path, commit_date: str,
-              launcher: str | None, cuda: bool = False) -> dict[str, str]:
+              launcher: str | None, nvcc: tuple[int, ...] | None = None) -> dict[str, str]:
     """What to add to the configure/build environment (the user's own flags kept first).
 
     ``launcher``: the compile cache in use (``ccache`` rewrites paths itself: no maps).
+    ``nvcc``: the CUDA toolkit's version for a CUDA build (None: no CUDA).
     """
     out = {"SOURCE_DATE_EPOCH": env.get("SOURCE_DATE_EPOCH") or source_date_epoch(commit_date)}
-    if launcher == "ccache":
-        return out
-    maps = " ".join(prefix_maps(work_root, build_dir))
-    out["CFLAGS"] = _join(env.get("CFLAGS"), maps)
-    out["CXXFLAGS"] = _join(env.get("CXXFLAGS"), maps)
-    if cuda:
-        host = " ".join(f"-Xcompiler={m}" for m in prefix_maps(work_root, build_dir))
-        out["CUDAFLAGS"] = _join(env.get("CUDAFLAGS"), host)
+    maps = prefix_maps(work_root, build_dir) if launcher != "ccache" else []
+    if maps:
+        out["CFLAGS"] = _join(env.get("CFLAGS"), " ".join(maps))
+        out["CXXFLAGS"] = _join(env.get("CXXFLAGS"), " ".join(maps))
+    if nvcc is not None:
+        cuda = [NVCC_OBJTEMP] if tuple(nvcc) >= NVCC_OBJTEMP_SINCE else []
+        cuda += [f"-Xcompiler={m}" for m in maps]
+        if cuda:
+            out["CUDAFLAGS"] = _join(env.get("CUDAFLAGS"), " ".join(cuda))
     return out
 
 

@@ -38,18 +38,21 @@ from patchkit.model.recipe import load_recipe
 from patchkit.model.series import load_series
 from patchkit.release.archive import (
     ARCHIVE_SUFFIXES,
+    DEFAULT_LIMITS,
     ArchiveRefused,
     EntryInfo,
+    Limits,
     archive_kind,
     read_archive,
     unsafe_member_name,
 )
-from patchkit.release.sources import PREFIX
+from patchkit.release.sources import PREFIX, SOURCE_MAX
 from patchkit.release.verify import verify_dir
 
 __all__ = ["ArchiveRebuild", "RebuildOptions", "archives_of", "rebuild_archive"]
 
 _REFUSED_HINT = "it is not an archive `patchkit release` wrote; do not unpack it"
+SOURCE_FILES = 256  # recipe, series, toolchain and the patches an archive may carry
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -103,19 +106,24 @@ def _json_object(data: bytes | None, what: str) -> dict[str, Any]:
     return obj
 
 
-def _read(path: Path) -> tuple[str, dict[str, Any], dict[str, EntryInfo]]:
-    """(top folder, manifest, {member path: entry}) with the source members' bytes kept."""
-    root = path.name[: -len("." + archive_kind(path.name))]
+def _entries(path: Path, keep: list[str], limits: Limits) -> list[EntryInfo]:
     try:
-        names = [x.name for x in read_archive(path)]
-        keep = [f"{root}/manifest.json", *(n for n in names if n.startswith(f"{root}/{PREFIX}"))]
-        entries = read_archive(path, keep=keep)
+        return read_archive(path, keep=keep, limits=limits)
     except ArchiveRefused as e:
         raise ReleaseError(f"{path.name}: refused: {e}", hint=_REFUSED_HINT) from None
     except ValueError as e:
         raise ReleaseError(f"{path.name}: {e}", hint=_REFUSED_HINT) from None
+
+
+def _read(path: Path) -> tuple[str, dict[str, Any], dict[str, EntryInfo]]:
+    """(top folder, manifest, {member path: entry}) with the source members' bytes kept.
+
+    Two capped passes: the manifest first, then only the (at most SOURCE_FILES) sources it
+    names, each at most SOURCE_MAX bytes, so a hostile archive costs bounded memory.
+    """
+    root = path.name[: -len("." + archive_kind(path.name))]
     members: dict[str, EntryInfo] = {}
-    for entry in entries:
+    for entry in _entries(path, [f"{root}/manifest.json"], DEFAULT_LIMITS):
         why = unsafe_member_name(entry.name)
         if why or not entry.name.startswith(f"{root}/") or not entry.is_file:
             raise ReleaseError(f"{path.name}: member {entry.name[:200]!r}: "
@@ -124,6 +132,19 @@ def _read(path: Path) -> tuple[str, dict[str, Any], dict[str, EntryInfo]]:
         members[entry.name[len(root) + 1:]] = entry
     manifest = _json_object(members["manifest.json"].data if "manifest.json" in members
                             else None, f"{path.name}: manifest.json")
+    record = manifest.get("source")
+    if isinstance(record, dict):
+        patches = record.get("patches")
+        named = [record.get("recipe"), record.get("series"), record.get("toolchain"),
+                 *(patches if isinstance(patches, list) else [])]
+        keep = sorted({f"{root}/{n}" for n in named if isinstance(n, str)})
+        if len(keep) > SOURCE_FILES:
+            raise ReleaseError(f"{path.name}: the manifest names {len(keep)} source files "
+                               f"(at most {SOURCE_FILES})", hint=_REFUSED_HINT)
+        limits = dataclasses.replace(DEFAULT_LIMITS, keep=SOURCE_MAX)
+        for entry in _entries(path, keep, limits):
+            if entry.name in keep:
+                members[entry.name[len(root) + 1:]] = entry
     return root, manifest, members
 
 

@@ -28,7 +28,7 @@ from patchkit.release.archive import Member
 __all__ = ["PREFIX", "SOURCE_MAX", "Sources", "collect", "series_text"]
 
 PREFIX = "source/"
-SOURCE_MAX = 4 << 20  # one recipe, patch or toolchain file (kept in memory by rebuild)
+SOURCE_MAX = 1 << 20  # one recipe, patch or toolchain file (kept in memory by rebuild)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

@@ -57,20 +57,23 @@ def test_cuda_fixture_same_bytes_from_two_paths_with_and_without_ccache(tmp_path
         pytest.skip("needs a toolkit that compiles sm_75/86/60, and ccache")
     r = recipe_from(tmp_path, f'[build]\ntargets = ["fixcuda"]\n[cuda]\narchs = [{sm}]\n')
     assert r.cuda is not None
-    defines = cmake_defines(r, r.cuda.archs, tk, ccache=False)
+    # as the pipeline configures llama.cpp: $ORIGIN, not the build dir, in the build RPATH
+    defines = {**cmake_defines(r, r.cuda.archs, tk, ccache=False),
+               "CMAKE_BUILD_RPATH_USE_ORIGIN": "ON"}
     date = "2026-08-07T12:34:56+00:00"
 
     a_root = tmp_path / "a"
     env_a = dict(os.environ, **build_env(os.environ, work_root=a_root, build_dir=a_root / "build",
-                                         commit_date=date, launcher=None, cuda=True))
+                                         commit_date=date, launcher=None, nvcc=tk.version))
     a = _build(a_root, defines, env_a)
 
     b_root = tmp_path / "somewhere" / "else" / "b"
     env_b = dict(os.environ, CCACHE_DIR=str(tmp_path / "ccache"), CCACHE_BASEDIR=str(b_root),
                  CCACHE_NOHASHDIR="true",
                  **build_env(os.environ, work_root=b_root, build_dir=b_root / "build",
-                             commit_date=date, launcher="ccache", cuda=True))
+                             commit_date=date, launcher="ccache", nvcc=tk.version))
     b = _build(b_root, {**cmake_defines(r, r.cuda.archs, tk, ccache="ccache"),
+                        "CMAKE_BUILD_RPATH_USE_ORIGIN": "ON",
                         "CMAKE_CXX_COMPILER_LAUNCHER": "ccache"}, env_b)
     assert set(a) >= {"fixmain"} and any("fixcuda" in n for n in a)
     assert a == b

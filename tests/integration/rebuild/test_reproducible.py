@@ -4,6 +4,7 @@ rebuilds a release from the archive alone and names a file whose bytes differ.""
 
 from __future__ import annotations
 
+import datetime as dt
 import hashlib
 import json
 import shutil
@@ -158,3 +159,32 @@ def test_rebuild_refuses_sources_that_are_not_the_manifests(
     r = invoke(project, "rebuild", str(swapped), "--cache", str(tmp_path / "rb"))
     assert_error(r, 12, "carried patches are not the manifest's")
     assert not (tmp_path / "rb").exists()  # refused before anything was built
+
+
+@pytest.mark.skipif(shutil.which("x86_64-w64-mingw32-gcc-posix") is None,
+                    reason="mingw-w64 is not installed (apt-get install g++-mingw-w64-x86-64)")
+def test_windows_cross_build_same_bytes_and_pe_time_is_the_commit_time(
+        stamped: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from tests.fixtures.paths import REPO
+
+    (stamped / "toolchains").mkdir()
+    for f in (REPO / "toolchains").iterdir():
+        shutil.copy(f, stamped / "toolchains" / f.name)
+    recipe = stamped / "recipes" / "fixture.toml"
+    recipe.write_text(recipe.read_text().replace(
+        "[build]\n", '[build]\ntoolchain = "toolchains/mingw-w64-x86_64.cmake"\n', 1)
+        + 'BUILD_SHARED_LIBS = false\n\n[platform]\nos = "windows"\n\n'
+          '[windows]\nstack_reserve = "256MiB"\nrpc_clients = ["fixture-cli"]\n')
+    a = _build(stamped, tmp_path / "a", tmp_path / "cache-a", monkeypatch, "--no-smoke")
+    b = _build(stamped, tmp_path / "b", tmp_path / "x" / "cache-b", monkeypatch, "--no-smoke",
+               "--launcher", "none")
+    assert a == b and "bin/fixture-cli.exe" in a
+    info = json.loads((tmp_path / "b" / "build-info.json").read_text())
+    commit_time = info["upstream"]["commit_date"]
+    want = int(dt.datetime.fromisoformat(commit_time).timestamp())
+    for exe in ("fixture-rpc-server.exe", "fixture-cli.exe"):
+        data = (tmp_path / "b" / "bin" / exe).read_bytes()
+        coff = int.from_bytes(data[0x3C:0x40], "little")
+        assert data[coff:coff + 4] == b"PE\0\0"
+        # the COFF header's TimeDateStamp: SOURCE_DATE_EPOCH (mingw's ld), not the clock
+        assert int.from_bytes(data[coff + 8:coff + 12], "little") == want
