@@ -52,6 +52,9 @@ def release_cmd(ctx: click.Context, recipe: str | None, build_dir: Path | None, 
                           sign_key=sign_key)
     with log.step(f"release {build_dir}"):
         result = release(opts)
+    if result.no_sources:
+        log.warning(f"the archive carries no sources ({result.no_sources}): "
+                    "`patchkit rebuild` cannot rebuild it")
     for waiver in result.waivers:
         log.warning(f"released with waiver {waiver!r} (recorded in the manifest)")
     log.info(f"{result.archive}  sha256 {result.sha256}")

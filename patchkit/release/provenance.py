@@ -23,10 +23,15 @@ so `verify` recomputes it and names each key that differs (``statement_for``).
 from __future__ import annotations
 
 import json
+import os
+import stat
 import urllib.parse
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
+
+from patchkit.core.fs import atomic_write_bytes, sha256_bytes, sha256_file
+from patchkit.release.signing import SIG_SUFFIX, SIGNATURE_MAX, check, sign
 
 __all__ = [
     "BESIDE_SUFFIXES",
@@ -138,9 +143,6 @@ def write_beside(out_dir: Path, *, stem: str, archive: str, sha256: str,
                  manifest: Mapping[str, Any], manifest_data: bytes,
                  sign_key: Path | None) -> dict[str, Path]:
     """Write ``<stem>.intoto.json`` (and its ``.sig`` with ``sign_key``); {name: path}."""
-    from patchkit.core.fs import atomic_write_bytes, sha256_bytes
-    from patchkit.release.signing import SIG_SUFFIX, sign
-
     data = dump_statement(statement_for(archive, sha256, manifest, sha256_bytes(manifest_data)))
     sig = sign(data, sign_key) if sign_key is not None else None
     path = out_dir / statement_name(stem)
@@ -159,12 +161,6 @@ STATEMENT_MAX = 4 << 20  # a statement is a few KiB
 def check_beside(dist: Path, *, archive: str, stem: str, manifest: Mapping[str, Any],
                  manifest_data: bytes, allowed_signers: Path | None) -> list[str]:
     """Each way ``<stem>.intoto.json`` (and its signature) beside ``archive`` is wrong."""
-    import os
-    import stat
-
-    from patchkit.core.fs import sha256_bytes, sha256_file
-    from patchkit.release.signing import SIG_SUFFIX, SIGNATURE_MAX, check
-
     def plain(p: Path) -> str:
         try:
             st = os.lstat(p)

@@ -88,6 +88,7 @@ class ReleaseResult:
     waivers: tuple[str, ...]
     files: int
     provenance: tuple[Path, ...] = ()  # the in-toto statement (and its signature)
+    no_sources: str = ""  # why the archive carries no sources ("" when it does)
 
 
 def source_date_epoch_from_env(env: Mapping[str, str] | None = None) -> int | None:
@@ -384,4 +385,4 @@ def release(opts: ReleaseOptions) -> ReleaseResult:
     write_sums(sums_path, sums)
     return ReleaseResult(name=stem, archive=archive, sha256=digest, manifest=side, sums=sums_path,
                          waivers=tuple(sorted(waivers)), files=len(members),
-                         provenance=tuple(beside.values()))
+                         provenance=tuple(beside.values()), no_sources=src.why_not)
