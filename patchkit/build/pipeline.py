@@ -154,6 +154,15 @@ def _run_locked(opts: BuildOptions, url: str, cache: CacheLayout, tools: cm.Buil
         with log.step("configure", "configure"):
             state = _configure(tools, recipe, work, state, config_id, defines, ccs.env)
             index = cm.load_index(work.build)
+            if cc.launcher != "ccache":  # include dirs with ../ in them: see build.repro
+                maps = repro.include_maps(work.root, work.build)
+                if maps and not repro.configured_with(work.build, maps):
+                    cm.configure(tools, source=work.src, build_dir=work.build, defines=defines,
+                                 generator=recipe.build.generator,
+                                 build_type=recipe.build.build_type,
+                                 toolchain=recipe.build.toolchain, fresh=True,
+                                 log_path=work.log, env=repro.with_maps(ccs.env, maps))
+                    index = cm.load_index(work.build)
             artifacts = cm.target_artifacts(index, recipe.build.targets, work.build)
             smoke_tools = _available_tools(index, recipe.smoke_tools) if smoke else []
         with log.step(f"build {', '.join(recipe.build.targets)}", "build"):

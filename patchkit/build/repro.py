@@ -10,6 +10,11 @@ What made two builds of one recipe differ, and what this module does about it:
   the bytes of a build with it on, in any cache folder. With ccache they are not passed:
   ccache already hands the compiler relative paths, and it hashes the flags, so adding
   them would only make every object already in a shared cache a miss.
+- Include dirs CMake passes with ``.``/``..`` in them (llama.cpp's ``common/../vendor``,
+  ``ggml/src/..``): a header found through one is named ``<dir>/../vendor/x.hpp`` by the
+  compiler, while ccache normalises the dir (``../src/vendor/x.hpp``). After the configure,
+  ``include_maps`` reads those dirs from the File API and maps each to its normalised
+  relative form; the build dir is then configured once more with them (no launcher only).
 - nvcc names its intermediate host file ``/tmp/tmpxft_<pid>_…cudafe1.cpp``, and that name
   lands in each object's symbol table (an STT_FILE symbol in libggml-cuda.so): two builds
   never match. ``--objdir-as-tempdir`` (nvcc >= 12.0 here) writes it beside the object
@@ -26,11 +31,13 @@ reads on a fresh configure), never as defines, so no machine path lands in a man
 from __future__ import annotations
 
 import datetime as dt
+import json
+import os
 from collections.abc import Mapping
 from pathlib import Path
 
-__all__ = ["NVCC_OBJTEMP", "NVCC_OBJTEMP_SINCE", "SETTINGS_ID", "build_env", "prefix_maps",
-           "source_date_epoch"]
+__all__ = ["NVCC_OBJTEMP", "NVCC_OBJTEMP_SINCE", "SETTINGS_ID", "build_env", "configured_with",
+           "include_maps", "prefix_maps", "source_date_epoch", "with_maps"]
 
 # bump when the settings change: the build dir is configured afresh (flags come from the env
 # only on a fresh configure)
@@ -79,3 +86,53 @@ def build_env(env: Mapping[str, str], *, work_root: Path, build_dir: Path, commi
 
 def _join(user: str | None, ours: str) -> str:
     return f"{user} {ours}" if user and user.strip() else ours
+
+
+def include_maps(work_root: Path, build_dir: Path) -> list[str]:
+    """Prefix maps for the include dirs under ``work_root`` that are not in normal form.
+
+    Read from the CMake File API reply in ``build_dir`` as written (the raw JSON: a
+    ``Path`` would drop the ``.`` components the compiler sees). Each maps ``<dir>/`` to
+    the path ccache would give it (normalised, relative to the build dir). Sorted shortest
+    first: GCC tries the maps given last first, so a longer dir wins over its prefix.
+    """
+    root = os.path.normpath(str(work_root))
+    found: set[str] = set()
+    for f in sorted((build_dir / ".cmake" / "api" / "v1" / "reply").glob("target-*.json")):
+        try:
+            target = json.loads(f.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        for group in target.get("compileGroups") or () if isinstance(target, dict) else ():
+            for inc in group.get("includes") or () if isinstance(group, dict) else ():
+                p = inc.get("path") if isinstance(inc, dict) else None
+                if not isinstance(p, str) or not os.path.isabs(p):
+                    continue
+                norm = os.path.normpath(p)
+                if p.rstrip("/") != norm and (norm + os.sep).startswith(root + os.sep):
+                    found.add(p.rstrip("/"))
+    out = []
+    for p in sorted(found, key=lambda x: (len(x), x)):
+        rel = os.path.relpath(os.path.normpath(p), build_dir).replace(os.sep, "/")
+        out.append(f"-ffile-prefix-map={p}/={rel}/")
+    return out
+
+
+def configured_with(build_dir: Path, maps: list[str]) -> bool:
+    """Whether the build dir's CMAKE_CXX_FLAGS already holds every one of ``maps``."""
+    try:
+        text = (build_dir / "CMakeCache.txt").read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return False
+    line = next((ln for ln in text.splitlines() if ln.startswith("CMAKE_CXX_FLAGS:")), "")
+    return all(m in line.partition("=")[2].split() for m in maps)
+
+
+def with_maps(env: Mapping[str, str], maps: list[str]) -> dict[str, str]:
+    """``env`` with ``maps`` added to CFLAGS, CXXFLAGS (and CUDAFLAGS, when set)."""
+    out = dict(env)
+    out["CFLAGS"] = _join(env.get("CFLAGS"), " ".join(maps))
+    out["CXXFLAGS"] = _join(env.get("CXXFLAGS"), " ".join(maps))
+    if env.get("CUDAFLAGS"):
+        out["CUDAFLAGS"] = _join(env.get("CUDAFLAGS"), " ".join(f"-Xcompiler={m}" for m in maps))
+    return out

@@ -16,16 +16,37 @@ from patchkit.release.archive import Member, read_archive, write_archive
 from patchkit.release.release import dump_manifest
 from tests.fixtures.project import assert_error, invoke, write_patch
 
-# __FILE__ (absolute without ccache, relative with it) and __DATE__/__TIME__ (the clock,
-# unless SOURCE_DATE_EPOCH) in the library: the two things that made builds differ
+# __FILE__ (absolute without ccache, relative with it), __FILE__ in a header found through
+# an include dir with ../ in it (normalised by ccache, not by the compiler), and
+# __DATE__/__TIME__ (the clock, unless SOURCE_DATE_EPOCH): what made builds differ
 STAMP_PATCH = """\
+diff --git a/CMakeLists.txt b/CMakeLists.txt
+--- a/CMakeLists.txt
++++ b/CMakeLists.txt
+@@ -6,6 +6,7 @@ set(CMAKE_RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/bin)
+ set(CMAKE_LIBRARY_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/bin)
+ add_library(fixture-core SHARED src/core.c src/rpc.c)
+ target_include_directories(fixture-core PUBLIC include)
++target_include_directories(fixture-core PRIVATE ${CMAKE_CURRENT_SOURCE_DIR}/src/../extra)
+ set_target_properties(fixture-core PROPERTIES VERSION 0.0.1 SOVERSION 0)
+ add_executable(fixture-cli tools/cli.c)
+ target_link_libraries(fixture-cli PRIVATE fixture-core)
+diff --git a/extra/where.h b/extra/where.h
+new file mode 100644
+--- /dev/null
++++ b/extra/where.h
+@@ -0,0 +1,2 @@
++#pragma once
++static inline const char *fixture_header_where(void) { return __FILE__; }
 diff --git a/src/core.c b/src/core.c
 --- a/src/core.c
 +++ b/src/core.c
-@@ -1,2 +1,4 @@
+@@ -1,2 +1,6 @@
  #include "fixture.h"
++#include "where.h"
  const char * fixture_version(void) { return "2"; }
 +const char * fixture_where(void) { return __FILE__; }
++const char * fixture_header(void) { return fixture_header_where(); }
 +const char * fixture_when(void) { return __DATE__ " " __TIME__; }
 """
 STAMP_HEADER = """\
@@ -67,6 +88,7 @@ def test_two_caches_one_without_ccache_give_the_same_bytes(
     assert {"bin/fixture-cli", "bin/fixture-rpc-server", "LICENSE"} <= set(a)
     lib = next((tmp_path / "b" / "bin").glob("libfixture-core.so*")).read_bytes()
     assert b"../src/src/core.c" in lib  # the path relative to the build dir, as ccache gives it
+    assert b"../src/extra/where.h" in lib and b"src/../extra" not in lib  # normalised
     assert str(tmp_path).encode() not in lib
     assert "compile_cache" not in json.loads((tmp_path / "b" / "build-info.json").read_text())
     if shutil.which("ccache"):  # build a went through ccache (the relative-path side)

@@ -46,3 +46,32 @@ def test_env_with_ccache_adds_no_path_maps_and_a_users_epoch_wins() -> None:
     env = build_env({}, work_root=root, build_dir=root / "build",
                     commit_date="2026-08-07T12:34:56Z", launcher="ccache", nvcc=(12, 4, 131))
     assert env["CUDAFLAGS"] == "--objdir-as-tempdir" and "CXXFLAGS" not in env
+
+
+def test_include_maps_normalise_dirs_with_dots_as_ccache_does(tmp_path: Path) -> None:
+    import json
+
+    from patchkit.build.repro import configured_with, include_maps, with_maps
+
+    root = tmp_path / "work" / "cpu-rpc-1"
+    build = root / "build"
+    reply = build / ".cmake" / "api" / "v1" / "reply"
+    reply.mkdir(parents=True)
+    incs = [f"{root}/src/common/../vendor", f"{root}/src/ggml/src/..", f"{root}/src/ggml/src/.",
+            f"{root}/src/include", "/usr/include/../include", f"{root}/src/ggml/src/../include"]
+    (reply / "target-a.json").write_text(json.dumps(
+        {"compileGroups": [{"includes": [{"path": p} for p in incs]}, {"includes": []}]}))
+    (reply / "target-b.json").write_text("[broken")
+    maps = include_maps(root, build)
+    assert maps == [  # shortest first: GCC tries the last one first
+        f"-ffile-prefix-map={root}/src/ggml/src/./=../src/ggml/src/",
+        f"-ffile-prefix-map={root}/src/ggml/src/../=../src/ggml/",
+        f"-ffile-prefix-map={root}/src/common/../vendor/=../src/vendor/",
+        f"-ffile-prefix-map={root}/src/ggml/src/../include/=../src/ggml/include/",
+    ]
+    env = with_maps({"CFLAGS": "-O2", "CUDAFLAGS": "--objdir-as-tempdir"}, maps[:1])
+    assert env["CFLAGS"] == f"-O2 {maps[0]}" and env["CXXFLAGS"] == maps[0]
+    assert env["CUDAFLAGS"] == f"--objdir-as-tempdir -Xcompiler={maps[0]}"
+    assert not configured_with(build, maps)
+    (build / "CMakeCache.txt").write_text(f"CMAKE_CXX_FLAGS:STRING={' '.join(maps)}\n")
+    assert configured_with(build, maps) and not configured_with(build, [*maps, "-fx=y/"])
