@@ -267,7 +267,7 @@ def _defines_and_env(recipe: Recipe, cc: compcache.CachePlan, cuda_plan: CudaPla
     env = dict(os.environ)
     # the launcher by name (no host path in the defines that go into a release), its base
     # dir (keys relative to the cache root: hits across worktree and cache paths)
-    for k, v in cc.defines.items():
+    for k, v in {**cc.defines, **repro.launcher_defines(cc.launcher)}.items():
         defines.setdefault(k, v)
     env.update(cc.env)
     if cuda_plan is not None:

@@ -37,7 +37,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 __all__ = ["NVCC_OBJTEMP", "NVCC_OBJTEMP_SINCE", "SETTINGS_ID", "build_env", "configured_with",
-           "include_maps", "prefix_maps", "source_date_epoch", "with_maps"]
+           "include_maps", "launcher_defines", "prefix_maps", "source_date_epoch", "with_maps"]
 
 # bump when the settings change: the build dir is configured afresh (flags come from the env
 # only on a fresh configure)
@@ -54,6 +54,12 @@ def prefix_maps(work_root: Path, build_dir: Path) -> list[str]:
     """
     root, build = str(work_root), str(build_dir)
     return [f"-ffile-prefix-map={root}=..", f"-ffile-prefix-map={build}=."]
+
+
+def launcher_defines(launcher: str | None) -> dict[str, str]:
+    """Without a launcher, ggml's own ccache rule off too (GGML_CCACHE, default ON, makes
+    ccache the launch rule whenever it is on PATH): "no launcher" then means no ccache."""
+    return {"GGML_CCACHE": "OFF"} if launcher is None else {}
 
 
 def source_date_epoch(commit_date: str) -> str:

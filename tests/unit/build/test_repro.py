@@ -75,3 +75,10 @@ def test_include_maps_normalise_dirs_with_dots_as_ccache_does(tmp_path: Path) ->
     assert not configured_with(build, maps)
     (build / "CMakeCache.txt").write_text(f"CMAKE_CXX_FLAGS:STRING={' '.join(maps)}\n")
     assert configured_with(build, maps) and not configured_with(build, [*maps, "-fx=y/"])
+
+
+def test_no_launcher_turns_ggmls_own_ccache_rule_off() -> None:
+    from patchkit.build.repro import launcher_defines
+
+    assert launcher_defines(None) == {"GGML_CCACHE": "OFF"}
+    assert launcher_defines("ccache") == {} and launcher_defines("sccache") == {}
