@@ -154,7 +154,7 @@ def _run_locked(opts: BuildOptions, url: str, cache: CacheLayout, tools: cm.Buil
         with log.step("configure", "configure"):
             state = _configure(tools, recipe, work, state, config_id, defines, ccs.env)
             index = cm.load_index(work.build)
-            if cc.launcher != "ccache":  # include dirs with ../ in them: see build.repro
+            if cc.launcher is None:  # include dirs with ../ in them: see build.repro
                 maps = repro.include_maps(work.root, work.build)
                 if maps and not repro.configured_with(work.build, maps):
                     cm.configure(tools, source=work.src, build_dir=work.build, defines=defines,

@@ -9,7 +9,10 @@ What made two builds of one recipe differ, and what this module does about it:
   absolute form into that same relative form, so a build with the compile cache off gives
   the bytes of a build with it on, in any cache folder. With ccache they are not passed:
   ccache already hands the compiler relative paths, and it hashes the flags, so adding
-  them would only make every object already in a shared cache a miss.
+  them would only make every object already in a shared cache a miss. With sccache they
+  are not passed either (it hashes their absolute paths: a second machine would get no
+  remote hits), so an sccache build holds its absolute source paths and is NOT
+  byte-identical to a build in another folder (docs/release.md says so).
 - Include dirs CMake passes with ``.``/``..`` in them (llama.cpp's ``common/../vendor``,
   ``ggml/src/..``): a header found through one is named ``<dir>/../vendor/x.hpp`` by the
   compiler, while ccache normalises the dir (``../src/vendor/x.hpp``). After the configure,
@@ -74,11 +77,12 @@ def build_env(env: Mapping[str, str], *, work_root: Path, build_dir: Path, commi
               launcher: str | None, nvcc: tuple[int, ...] | None = None) -> dict[str, str]:
     """What to add to the configure/build environment (the user's own flags kept first).
 
-    ``launcher``: the compile cache in use (``ccache`` rewrites paths itself: no maps).
+    ``launcher``: the compile cache in use (with one, no maps: ccache rewrites paths
+    itself; sccache would hash the maps' absolute paths and lose its cross-machine hits).
     ``nvcc``: the CUDA toolkit's version for a CUDA build (None: no CUDA).
     """
     out = {"SOURCE_DATE_EPOCH": env.get("SOURCE_DATE_EPOCH") or source_date_epoch(commit_date)}
-    maps = prefix_maps(work_root, build_dir) if launcher != "ccache" else []
+    maps = prefix_maps(work_root, build_dir) if launcher is None else []
     if maps:
         out["CFLAGS"] = _join(env.get("CFLAGS"), " ".join(maps))
         out["CXXFLAGS"] = _join(env.get("CXXFLAGS"), " ".join(maps))

@@ -56,10 +56,12 @@ def rebuild_cmd(target: Path, upstream: str | None, cache: Path | None, out: Pat
     bad = [r for r in results if not r.identical]
     if bad:
         n = sum(len(r.differs) for r in bad)
+        tools = any(r.tools for r in bad)
         raise RebuildDiffers(f"{len(bad)} of {len(results)} archive(s) rebuilt with different "
                              f"bytes ({n} file{'s' if n != 1 else ''})",
-                             hint="the tool versions above are the first suspects; keep the "
-                                  "rebuild with --out and compare with diffoscope")
+                             hint=("the tool versions above are the first suspects; "
+                                   if tools else "no tool version differs; ")
+                             + "keep the rebuild with --out and compare with diffoscope")
 
 
 def _print(r: ArchiveRebuild) -> None:
