@@ -27,9 +27,10 @@ import stat
 import struct
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO
+from typing import IO
 
 __all__ = [
+    "MAGIC",
     "MAX_DYNAMIC_ENTRIES",
     "MAX_STRING",
     "ElfDynamic",
@@ -135,14 +136,14 @@ def read_dynamic(path: Path, *, follow_symlinks: bool = False) -> ElfDynamic | N
         return parse_dynamic(f, st.st_size)
 
 
-def parse_dynamic(stream: BinaryIO, size: int) -> ElfDynamic | None:
+def parse_dynamic(stream: IO[bytes], size: int) -> ElfDynamic | None:
     """The dynamic section of the ELF image in a seekable binary `stream` of `size`
     bytes, or None when it does not start with the ELF magic."""
     return _Reader(stream, size).read()
 
 
 class _Reader:
-    def __init__(self, stream: BinaryIO, size: int) -> None:
+    def __init__(self, stream: IO[bytes], size: int) -> None:
         self.f = stream
         self.size = size
 

@@ -52,6 +52,7 @@ from patchkit.release.verify import verify_dir
 __all__ = ["ArchiveRebuild", "RebuildOptions", "archives_of", "rebuild_archive"]
 
 _REFUSED_HINT = "it is not an archive `patchkit release` wrote; do not unpack it"
+RUNTIME_PREFIX = "cudart-llama-"  # release.names.runtime_name: the CUDA runtime archive
 SOURCE_FILES = 256  # recipe, series, toolchain and the patches an archive may carry
 
 
@@ -88,7 +89,8 @@ def archives_of(target: Path) -> list[Path]:
             raise ReleaseError(f"{target} does not verify ({n} difference{'s' if n != 1 else ''}):"
                                " not rebuilding it", detail="\n".join(report.differences[:20]),
                                hint=f"run `patchkit verify {target}` for the list")
-        return [target / a for a in report.archives]
+        return [target / a for a in report.archives
+                if not a.startswith(RUNTIME_PREFIX)]  # NVIDIA's runtime: nothing to rebuild
     if not target.name.endswith(ARCHIVE_SUFFIXES):
         raise ReleaseError(f"{target} is neither a release folder nor a .tar.gz/.zip archive")
     if target.is_symlink() or not target.is_file():

@@ -29,22 +29,25 @@ out dir, cache, home) are replaced by ``<build>``, ``<out>``, ``<cache>``, ``~``
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import datetime as dt
 import json
 import os
 import re
+import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from patchkit import __version__
+from patchkit.binary.elf import ElfFormatError, read_dynamic, rpath_problems
 from patchkit.core.errors import ConfigError, ReleaseError
 from patchkit.core.fs import atomic_write_bytes, contained, sha256_file
 from patchkit.core.paths import cache_dir
 from patchkit.model.buildinfo import read_build_info
 from patchkit.model.recipe import Recipe
-from patchkit.release import provenance, sources
+from patchkit.release import bundle, provenance, sources
 from patchkit.release.archive import Member, read_archive, write_archive
 from patchkit.release.names import archive_name, variant_name
 
@@ -76,6 +79,9 @@ class ReleaseOptions:
     source_date_epoch: int | None = None  # None: the upstream commit date
     project: Path | None = None  # the recipe's project: its files go into source/
     sign_key: Path | None = None  # ssh-keygen -Y sign the provenance statement
+    bundle_runtime: bool = True  # CUDA builds: NVIDIA's runtime archive beside (release.bundle)
+    runtime_wheels: Path | None = None  # None: pip downloads them into the cache
+    allow_system: tuple[str, ...] = ()  # more system libraries (recorded in the manifest)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -89,6 +95,15 @@ class ReleaseResult:
     files: int
     provenance: tuple[Path, ...] = ()  # the in-toto statement (and its signature)
     no_sources: str = ""  # why the archive carries no sources ("" when it does)
+    imports: tuple[str, ...] = ()  # the import check, one line per file (release.imports)
+    runtime: Path | None = None  # the CUDA runtime archive beside it
+    note: str = ""
+
+
+def _allowed_system(opts: ReleaseOptions) -> tuple[str, ...]:
+    """The extra system libraries: the recipe's `[release] allow_system`, then --allow-system."""
+    from_recipe = opts.recipe.release_allow_system if opts.recipe is not None else ()
+    return tuple(dict.fromkeys((*from_recipe, *opts.allow_system)))
 
 
 def source_date_epoch_from_env(env: Mapping[str, str] | None = None) -> int | None:
@@ -185,6 +200,7 @@ def _artifact_members(info: Mapping[str, Any], build_dir: Path) -> list[tuple[Me
             raise ReleaseError(f"{rel} changed after the build (sha256 {sha[:12]}…, size {size}; "
                                f"build-info.json says {str(art.get('sha256'))[:12]}…, "
                                f"{art.get('size')})", hint="rebuild with `patchkit build <recipe>`")
+        _refuse_bad_runpath(path, rel)
         kind = str(art.get("type") or "FILE")
         mode = 0o755 if kind in _EXEC_TYPES else 0o644
         out.append((Member(name=rel, mode=mode, source=path),
@@ -199,6 +215,21 @@ def _artifact_members(info: Mapping[str, Any], build_dir: Path) -> list[tuple[Me
                            + (f" (and {len(extra) - 1} more)" if len(extra) > 1 else ""),
                            hint="the build folder was changed after the build: rebuild")
     return out
+
+
+def _refuse_bad_runpath(path: Path, rel: str) -> None:
+    """ReleaseError unless an ELF file searches only `$ORIGIN`-based folders (an empty
+    entry is the current directory: a library planted there would run)."""
+    try:
+        dyn = read_dynamic(path)
+    except (ElfFormatError, OSError) as e:
+        raise ReleaseError(f"{rel}: cannot read its ELF dynamic section ({e})",
+                           hint="rebuild with `patchkit build <recipe>`") from None
+    problems = rpath_problems(dyn) if dyn is not None else ()
+    if problems:
+        raise ReleaseError(f"{rel}: {problems[0].describe()}; refusing to ship a binary that "
+                           "searches outside $ORIGIN",
+                           hint="rebuild with this patchkit (it links with RUNPATH $ORIGIN)")
 
 
 def _smoke_waiver(info: Mapping[str, Any], allow: bool) -> list[str]:
@@ -234,7 +265,9 @@ def _manifest(info: Mapping[str, Any], *, stem: str, suffix: str, mtime: int, sd
         "recipe": {"name": info["recipe"]["name"], "file": _relative_file(info["recipe"].get("file")),
                    "sha256": info["recipe"]["sha256"]},
         "identity": info.get("identity"),
-        "upstream": {k: info["upstream"].get(k) for k in ("url", "commit", "commit_date", "ref")},
+        "upstream": {k: info["upstream"].get(k) for k in ("url", "commit", "commit_date", "ref",
+                                                          "build_number")
+                     if k != "build_number" or info["upstream"].get(k) is not None},
         "patches": [{"name": p.get("name"), "file": p.get("file"), "sha256": p.get("sha256"),
                      "status": p.get("upstream_status"), "when": p.get("when"),
                      "experimental": p.get("experimental"), "result": p.get("result")}
@@ -321,6 +354,11 @@ def _check_collision(out_dir: Path, stem: str, suffix: str, recipe_name: str) ->
 
 def release(opts: ReleaseOptions) -> ReleaseResult:
     """Check the build, pack it, write manifest copy, then SHA256SUMS (last)."""
+    with contextlib.ExitStack() as stack:
+        return _release(opts, stack)
+
+
+def _release(opts: ReleaseOptions, stack: contextlib.ExitStack[Any]) -> ReleaseResult:
     build_dir = opts.build_dir
     info = read_build_info(build_dir, error=ReleaseError).to_json()
     waivers: list[str] = []
@@ -343,6 +381,11 @@ def release(opts: ReleaseOptions) -> ReleaseResult:
 
     stem, suffix = archive_name(info)
     mtime = _mtime(info, opts.source_date_epoch)
+    stage = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="patchkit-release-")))
+    checked = bundle.check_release(info, build_dir, [m.name for m, _ in arts],
+                                   bundle=opts.bundle_runtime, wheels=opts.runtime_wheels,
+                                   stage=stage, sde=opts.source_date_epoch,
+                                   allow=_allowed_system(opts))
     members = [m for m, _ in arts] + [Member(name="LICENSE", mode=0o644, source=license_path)]
     files = [f for _, f in arts] + [{"path": "LICENSE", "sha256": sha256_file(license_path),
                                      "size": license_path.stat().st_size, "mode": "644",
@@ -353,6 +396,7 @@ def release(opts: ReleaseOptions) -> ReleaseResult:
     manifest = _manifest(info, stem=stem, suffix=suffix, mtime=mtime,
                          sde=opts.source_date_epoch is not None, waivers=waivers, files=files)
     manifest["source"] = src.record
+    manifest.update(checked.manifest_fields())
     manifest = _scrub(manifest, _host_subs(info, build_dir, opts.out_dir))
     data = dump_manifest(manifest)
     members.append(Member(name="manifest.json", mode=0o644, data=data))
@@ -372,6 +416,7 @@ def release(opts: ReleaseOptions) -> ReleaseResult:
         from patchkit.release.signing import sign
 
         sign(b"patchkit key check", opts.sign_key)
+    sums.update(bundle.publish(checked, out))
     archive = out / (stem + suffix)
     digest = write_archive(archive, stem, members, mtime=mtime)
     side = out / f"{stem}.manifest.json"
@@ -385,4 +430,7 @@ def release(opts: ReleaseOptions) -> ReleaseResult:
     write_sums(sums_path, sums)
     return ReleaseResult(name=stem, archive=archive, sha256=digest, manifest=side, sums=sums_path,
                          waivers=tuple(sorted(waivers)), files=len(members),
-                         provenance=tuple(beside.values()), no_sources=src.why_not)
+                         provenance=tuple(beside.values()), no_sources=src.why_not,
+                         imports=tuple(checked.report.lines()),
+                         runtime=out / checked.runtime.archive if checked.runtime else None,
+                         note=checked.note)

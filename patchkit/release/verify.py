@@ -10,7 +10,11 @@ Checked, each difference one line naming the file:
   release writes (sorted, declared mtime, owner 0:0, gzip header without name/time);
   smoke not passed only with an ``unsmoked`` waiver;
 - ``<name>.manifest.json`` beside the archive: identical to the manifest inside
-  (else the differing keys are named).
+  (else the differing keys are named);
+- every ELF member: RUNPATH/RPATH entries `$ORIGIN`-based only (no empty entry, which
+  is the current directory, no relative or absolute path);
+- the import check (release.imports) on the archive's bin/, with the CUDA runtime
+  archive its manifest names (present, that sha256), and its recorded ``imports``;
 - ``<name>.intoto.json`` beside the archive: the in-toto provenance statement that
   follows from the archive's sha256 and its manifest (release.provenance); with
   ``allowed_signers``, its ``.sig`` must be a good ssh-keygen signature of a trusted key.
@@ -26,18 +30,20 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from patchkit.binary.elf import rpath_problems
 from patchkit.core.errors import ReleaseError
 from patchkit.core.fs import sha256_file
-from patchkit.release import provenance
+from patchkit.release import bundle, provenance
 from patchkit.release.archive import (
     ARCHIVE_SUFFIXES,
     DEFAULT_LIMITS,
     ArchiveRefused,
+    EntryInfo,
     archive_kind,
     check_archive,
     read_archive,
 )
-from patchkit.release.names import archive_name, variant_name
+from patchkit.release.names import RUNTIME_KIND, archive_name, variant_name
 from patchkit.release.release import SUMS, dump_manifest, read_sums
 
 __all__ = ["VerifyReport", "verify_dir"]
@@ -125,6 +131,22 @@ def _check_members(label: str, root: str, entries: list[Any], manifest: Mapping[
     return diffs
 
 
+def _check_runpaths(label: str, root: str, entries: list[EntryInfo]) -> list[str]:
+    """One line per ELF member that searches outside `$ORIGIN` (its first bad entry) or
+    whose dynamic section cannot be read."""
+    diffs: list[str] = []
+    for e in entries:
+        rel = e.name[len(root) + 1:] if e.name.startswith(f"{root}/") else e.name
+        if e.elf_error is not None:
+            diffs.append(f"{label}: {rel}: cannot read its ELF dynamic section ({e.elf_error})")
+        elif e.elf is not None:
+            problems = rpath_problems(e.elf)
+            if problems:
+                diffs.append(f"{label}: {rel}: {problems[0].describe()}; a shipped binary may "
+                             "only search $ORIGIN")
+    return diffs
+
+
 def _check_archive_file(dist: Path, name: str, allowed_signers: Path | None = None) -> list[str]:
     path = dist / name
     root = name[: -len("." + archive_kind(name))]
@@ -132,7 +154,7 @@ def _check_archive_file(dist: Path, name: str, allowed_signers: Path | None = No
     if why:
         return [f"{name}: {why}"]
     try:
-        entries = read_archive(path, keep=[f"{root}/manifest.json"])
+        entries = read_archive(path, keep=[f"{root}/manifest.json"], inspect_elf=True)
     except ArchiveRefused as e:
         raise ReleaseError(f"{name}: refused: {e}", hint=_REFUSED_HINT) from None
     except ValueError as e:
@@ -167,6 +189,8 @@ def _check_archive_file(dist: Path, name: str, allowed_signers: Path | None = No
         diffs.append(f"{name}: cannot recompute the archive name from the manifest "
                      f"({str(e)[:200]})")
     diffs += _check_members(name, root, entries, manifest)
+    diffs += _check_runpaths(name, root, entries)
+    diffs += bundle.verify_imports(dist, name, root, manifest)
     mtime = manifest.get("source_date_epoch")
     if isinstance(mtime, int) and not isinstance(mtime, bool) and 0 <= mtime < 1 << 40:
         diffs += [f"{name}: {p}" for p in check_archive(path, entries, root=root, mtime=mtime)]
@@ -175,7 +199,8 @@ def _check_archive_file(dist: Path, name: str, allowed_signers: Path | None = No
     smoke = manifest.get("smoke")
     status = smoke.get("status") if isinstance(smoke, dict) else None
     waivers = manifest.get("waivers")
-    if status != "passed" and "unsmoked" not in (waivers if isinstance(waivers, list) else []):
+    if manifest.get("kind") != RUNTIME_KIND and status != "passed" \
+            and "unsmoked" not in (waivers if isinstance(waivers, list) else []):
         diffs.append(f"{name}: smoke {status or 'not run'} but the manifest records no "
                      "'unsmoked' waiver")
 
@@ -197,8 +222,9 @@ def _check_archive_file(dist: Path, name: str, allowed_signers: Path | None = No
         except (ValueError, UnicodeDecodeError, RecursionError):
             what = "it is not valid JSON"
         diffs.append(f"{side.name}: differs from the manifest inside {name}: {what}")
-    diffs += provenance.check_beside(dist, archive=name, stem=root, manifest=manifest,
-                                     manifest_data=inner.data, allowed_signers=allowed_signers)
+    if manifest.get("kind") != RUNTIME_KIND:  # NVIDIA's files: no build to attest
+        diffs += provenance.check_beside(dist, archive=name, stem=root, manifest=manifest,
+                                         manifest_data=inner.data, allowed_signers=allowed_signers)
     return diffs
 
 

@@ -9,6 +9,8 @@ import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from patchkit.binary.elf import (
     MAX_DYNAMIC_ENTRIES,
@@ -236,3 +238,27 @@ def test_a_fifo_is_refused_without_blocking(tmp_path: Path) -> None:
     os.mkfifo(fifo)
     with pytest.raises(ElfFormatError, match="not a regular file"):
         read_dynamic(fifo)
+
+
+@settings(max_examples=300, deadline=None)
+@given(tail=st.binary(max_size=600), is64=st.booleans(), little=st.booleans())
+def test_random_bytes_after_an_elf_ident_never_crash(tail: bytes, is64: bool, little: bool) -> None:
+    head = b"\x7fELF" + bytes([2 if is64 else 1, 1 if little else 2, 1]) + bytes(9)
+    try:
+        dyn = parse(head + tail)
+    except ElfFormatError:
+        return
+    assert dyn is None or isinstance(dyn, ElfDynamic)
+
+
+@settings(max_examples=200, deadline=None)
+@given(data=st.data())
+def test_random_overwrites_of_a_valid_image_never_crash(data: st.DataObject) -> None:
+    image = bytearray(make_elf(needed=("a.so", "b.so"), runpath="$ORIGIN", soname="x.so"))
+    for _ in range(data.draw(st.integers(1, 8))):
+        at = data.draw(st.integers(0, len(image) - 1))
+        image[at] = data.draw(st.integers(0, 255))
+    try:
+        parse(bytes(image))
+    except ElfFormatError:
+        pass
