@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from patchkit import __version__
 from patchkit.build import cmake as cm
-from patchkit.build import compcache
+from patchkit.build import compcache, repro
 from patchkit.build.output import check_out_dir, write_output
 from patchkit.build.patch import AppliedPatch, apply_series
 from patchkit.build.state import (
@@ -154,16 +154,29 @@ def _run_locked(opts: BuildOptions, url: str, cache: CacheLayout, tools: cm.Buil
     state, results = _source_and_patches(opts, url, cache, work)
     smoke = opts.smoke and recipe.smoke_enabled
     defines, env = _defines_and_env(recipe, cc, cuda_plan, smoke)
+    env.update(repro.build_env(env, work_root=work.root, build_dir=work.build,
+                               commit_date=state.commit_date, launcher=cc.launcher,
+                               nvcc=cuda_plan.toolkit.version if cuda_plan else None))
     toolchain = recipe.build.toolchain
     config_id = digest({"defines": defines, "generator": recipe.build.generator,
                         "build_type": recipe.build.build_type,
                         "toolchain": sha256_file(toolchain) if toolchain else None,
-                        "cmake": str(tools.cmake.version), "src": str(work.src)})
+                        "cmake": str(tools.cmake.version), "src": str(work.src),
+                        "repro": repro.SETTINGS_ID})
     # the remote probed, sccache's server running; no credential in the log or an error
     with compcache.session(cc, work.root, env, log_path=work.log) as ccs:
         with log.step("configure", "configure"):
             state = _configure(tools, recipe, work, state, config_id, defines, ccs.env)
             index = cm.load_index(work.build)
+            if cc.launcher is None:  # include dirs with ../ in them: see build.repro
+                maps = repro.include_maps(work.root, work.build)
+                if maps and not repro.configured_with(work.build, maps):
+                    cm.configure(tools, source=work.src, build_dir=work.build, defines=defines,
+                                 generator=recipe.build.generator,
+                                 build_type=recipe.build.build_type,
+                                 toolchain=recipe.build.toolchain, fresh=True,
+                                 log_path=work.log, env=repro.with_maps(ccs.env, maps))
+                    index = cm.load_index(work.build)
             artifacts = cm.target_artifacts(index, recipe.build.targets, work.build)
             smoke_tools = _available_tools(index, recipe.smoke_tools) if smoke else []
         if opts.configure_only:
@@ -277,7 +290,7 @@ def _defines_and_env(recipe: Recipe, cc: compcache.CachePlan, cuda_plan: CudaPla
     env = dict(os.environ)
     # the launcher by name (no host path in the defines that go into a release), its base
     # dir (keys relative to the cache root: hits across worktree and cache paths)
-    for k, v in cc.defines.items():
+    for k, v in {**cc.defines, **repro.launcher_defines(cc.launcher)}.items():
         defines.setdefault(k, v)
     env.update(cc.env)
     if cuda_plan is not None:

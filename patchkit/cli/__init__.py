@@ -37,6 +37,7 @@ _COMMANDS = {
     "model": "model",
     "pe-info": "pe",
     "pe-stack": "pe",
+    "rebuild": "rebuild",
     "refresh": "refresh",
     "release": "release",
     "rpc-probe": "rpc_probe",

@@ -26,6 +26,9 @@ __all__ = ["COMMANDS"]
 @click.option("--allow-stale", is_flag=True,
               help="Release a build whose recipe, upstream commit or patches changed since "
                    "(recorded in the manifest).")
+@click.option("--sign-key", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="SSH private key: sign each provenance statement with ssh-keygen -Y "
+                   "(namespace patchkit) into <name>.intoto.json.sig.")
 @click.option("--bundle-runtime/--no-bundle-runtime", default=True, show_default=True,
               help="CUDA builds: NVIDIA's runtime (cudart, cuBLAS) in an archive beside them.")
 @click.option("--runtime-wheels", type=click.Path(file_okay=False, exists=True, path_type=Path),
@@ -38,15 +41,16 @@ __all__ = ["COMMANDS"]
 @click.pass_context
 def release_cmd(ctx: click.Context, recipe: str | None, build_dir: Path | None, out_dir: Path,
                 allow_unsmoked: bool, allow_stale: bool, bundle_runtime: bool,
-                runtime_wheels: Path | None, allow_system: tuple[str, ...], as_json: bool) -> None:
+                runtime_wheels: Path | None, allow_system: tuple[str, ...], sign_key: Path | None,
+                as_json: bool) -> None:
     """Pack a finished build of RECIPE into a reproducible archive + SHA256SUMS.
 
     With only --build-dir the build is not compared with a recipe file.
     SOURCE_DATE_EPOCH, when set, replaces the upstream commit date as the archive mtime.
     """
-    loaded = None
+    loaded = project = None
     if recipe is not None or build_dir is None:
-        _, _, loaded = load_recipe_arg(ctx, recipe)
+        project, _, loaded = load_recipe_arg(ctx, recipe)
         build_dir = build_dir or Path("out") / loaded.name
     else:
         log.warning(f"no recipe given: {build_dir} is not checked against a recipe file")
@@ -55,9 +59,12 @@ def release_cmd(ctx: click.Context, recipe: str | None, build_dir: Path | None, 
                           allow_unsmoked=allow_unsmoked, allow_stale=allow_stale,
                           source_date_epoch=source_date_epoch_from_env(),
                           bundle_runtime=bundle_runtime, runtime_wheels=runtime_wheels,
-                          allow_system=tuple(allow_system))
+                          allow_system=tuple(allow_system), project=project, sign_key=sign_key)
     with log.step(f"release {build_dir}"):
         result = release(opts)
+    if result.no_sources:
+        log.warning(f"the archive carries no sources ({result.no_sources}): "
+                    "`patchkit rebuild` cannot rebuild it")
     for waiver in result.waivers:
         log.warning(f"released with waiver {waiver!r} (recorded in the manifest)")
     log.info("import check: every library resolves")
@@ -68,10 +75,13 @@ def release_cmd(ctx: click.Context, recipe: str | None, build_dir: Path | None, 
     if result.runtime is not None:
         log.info(f"{result.runtime}  (the CUDA runtime: unpack it over the build's folder)")
     log.info(f"{result.archive}  sha256 {result.sha256}")
+    for path in result.provenance:
+        log.info(f"{path.name}  (provenance)")
     if as_json:
         click.echo(json.dumps({"name": result.name, "archive": str(result.archive),
                                "sha256": result.sha256, "manifest": str(result.manifest),
                                "sums": str(result.sums), "waivers": list(result.waivers),
+                               "provenance": [str(p) for p in result.provenance],
                                "runtime": str(result.runtime) if result.runtime else None,
                                "imports": list(result.imports)},
                               indent=2))

@@ -15,6 +15,7 @@ __all__ = [
     "LockBusy",
     "PEError",
     "PatchError",
+    "RebuildDiffers",
     "RecipeError",
     "ReleaseError",
     "RpcError",
@@ -98,3 +99,9 @@ class RpcError(FatalError):
     did not speak ggml's RPC protocol."""
 
     exit_code = 14
+
+
+class RebuildDiffers(FatalError):
+    """`patchkit rebuild` finished, and the rebuilt files are not the release's bytes."""
+
+    exit_code = 15

@@ -47,7 +47,7 @@ from patchkit.core.fs import atomic_write_bytes, contained, sha256_file
 from patchkit.core.paths import cache_dir
 from patchkit.model.buildinfo import read_build_info
 from patchkit.model.recipe import Recipe
-from patchkit.release import bundle
+from patchkit.release import bundle, provenance, sources
 from patchkit.release.archive import Member, read_archive, write_archive
 from patchkit.release.names import archive_name, variant_name
 
@@ -77,6 +77,8 @@ class ReleaseOptions:
     allow_unsmoked: bool = False
     allow_stale: bool = False
     source_date_epoch: int | None = None  # None: the upstream commit date
+    project: Path | None = None  # the recipe's project: its files go into source/
+    sign_key: Path | None = None  # ssh-keygen -Y sign the provenance statement
     bundle_runtime: bool = True  # CUDA builds: NVIDIA's runtime archive beside (release.bundle)
     runtime_wheels: Path | None = None  # None: pip downloads them into the cache
     allow_system: tuple[str, ...] = ()  # more system libraries (recorded in the manifest)
@@ -91,6 +93,8 @@ class ReleaseResult:
     sums: Path
     waivers: tuple[str, ...]
     files: int
+    provenance: tuple[Path, ...] = ()  # the in-toto statement (and its signature)
+    no_sources: str = ""  # why the archive carries no sources ("" when it does)
     imports: tuple[str, ...] = ()  # the import check, one line per file (release.imports)
     runtime: Path | None = None  # the CUDA runtime archive beside it
     note: str = ""
@@ -388,8 +392,12 @@ def _release(opts: ReleaseOptions, stack: contextlib.ExitStack[Any]) -> ReleaseR
     files = [f for _, f in arts] + [{"path": "LICENSE", "sha256": sha256_file(license_path),
                                      "size": license_path.stat().st_size, "mode": "644",
                                      "type": "LICENSE"}]
+    src = sources.collect(info, opts.recipe, opts.project)
+    members += src.members
+    files += src.files
     manifest = _manifest(info, stem=stem, suffix=suffix, mtime=mtime,
                          sde=opts.source_date_epoch is not None, waivers=waivers, files=files)
+    manifest["source"] = src.record
     manifest.update(checked.manifest_fields())
     manifest = _scrub(manifest, _host_subs(info, build_dir, opts.out_dir))
     data = dump_manifest(manifest)
@@ -406,16 +414,25 @@ def _release(opts: ReleaseOptions, stack: contextlib.ExitStack[Any]) -> ReleaseR
         if problems:
             raise ReleaseError(f"{out}: {problems[0]}",
                                hint="fix or delete it, then release again")
+    if opts.sign_key is not None:  # a key that cannot sign stops the release before writing
+        from patchkit.release.signing import sign
+
+        sign(b"patchkit key check", opts.sign_key)
     sums.update(bundle.publish(checked, out))
     archive = out / (stem + suffix)
     digest = write_archive(archive, stem, members, mtime=mtime)
     side = out / f"{stem}.manifest.json"
     atomic_write_bytes(side, data, mode=0o644)
+    beside = provenance.write_beside(out, stem=stem, archive=archive.name, sha256=digest,
+                                     manifest=manifest, manifest_data=data,
+                                     sign_key=opts.sign_key)
     sums[archive.name] = digest
     sums[side.name] = sha256_file(side)
+    sums.update({n: sha256_file(p) for n, p in beside.items()})
     write_sums(sums_path, sums)
     return ReleaseResult(name=stem, archive=archive, sha256=digest, manifest=side, sums=sums_path,
                          waivers=tuple(sorted(waivers)), files=len(members),
+                         provenance=tuple(beside.values()), no_sources=src.why_not,
                          imports=tuple(checked.report.lines()),
                          runtime=out / checked.runtime.archive if checked.runtime else None,
                          note=checked.note)

@@ -14,7 +14,10 @@ Checked, each difference one line naming the file:
 - every ELF member: RUNPATH/RPATH entries `$ORIGIN`-based only (no empty entry, which
   is the current directory, no relative or absolute path);
 - the import check (release.imports) on the archive's bin/, with the CUDA runtime
-  archive its manifest names (present, that sha256), and its recorded ``imports``.
+  archive its manifest names (present, that sha256), and its recorded ``imports``;
+- ``<name>.intoto.json`` beside the archive: the in-toto provenance statement that
+  follows from the archive's sha256 and its manifest (release.provenance); with
+  ``allowed_signers``, its ``.sig`` must be a good ssh-keygen signature of a trusted key.
 """
 
 from __future__ import annotations
@@ -30,7 +33,7 @@ from typing import Any
 from patchkit.binary.elf import rpath_problems
 from patchkit.core.errors import ReleaseError
 from patchkit.core.fs import sha256_file
-from patchkit.release import bundle
+from patchkit.release import bundle, provenance
 from patchkit.release.archive import (
     ARCHIVE_SUFFIXES,
     DEFAULT_LIMITS,
@@ -144,7 +147,7 @@ def _check_runpaths(label: str, root: str, entries: list[EntryInfo]) -> list[str
     return diffs
 
 
-def _check_archive_file(dist: Path, name: str) -> list[str]:
+def _check_archive_file(dist: Path, name: str, allowed_signers: Path | None = None) -> list[str]:
     path = dist / name
     root = name[: -len("." + archive_kind(name))]
     why = _not_plain(path)
@@ -219,10 +222,13 @@ def _check_archive_file(dist: Path, name: str) -> list[str]:
         except (ValueError, UnicodeDecodeError, RecursionError):
             what = "it is not valid JSON"
         diffs.append(f"{side.name}: differs from the manifest inside {name}: {what}")
+    if manifest.get("kind") != RUNTIME_KIND:  # NVIDIA's files: no build to attest
+        diffs += provenance.check_beside(dist, archive=name, stem=root, manifest=manifest,
+                                         manifest_data=inner.data, allowed_signers=allowed_signers)
     return diffs
 
 
-def verify_dir(dist: Path) -> VerifyReport:
+def verify_dir(dist: Path, *, allowed_signers: Path | None = None) -> VerifyReport:
     """Every difference between what DIR claims and what it holds (empty: all good)."""
     if not dist.is_dir():
         raise ReleaseError(f"{dist} is not a folder", hint="pass the --out folder of `patchkit release`")
@@ -252,7 +258,8 @@ def verify_dir(dist: Path) -> VerifyReport:
         if got != want:
             diffs.append(f"{name}: sha256 is {_short(got)}, {SUMS} says {_short(want)}")
     ours = sorted(p.name for p in dist.iterdir() if os.path.lexists(p) and not p.is_dir()
-                  and (p.name.endswith(ARCHIVE_SUFFIXES) or p.name.endswith(".manifest.json")))
+                  and (p.name.endswith(ARCHIVE_SUFFIXES) or p.name.endswith(".manifest.json")
+                       or p.name.endswith(provenance.BESIDE_SUFFIXES)))
     for name in ours:
         if name not in sums:
             diffs.append(f"{name}: not listed in {SUMS}")
@@ -261,5 +268,5 @@ def verify_dir(dist: Path) -> VerifyReport:
     if not archives and not diffs:
         diffs.append(f"{dist}: no archives to verify")
     for name in archives:
-        diffs += _check_archive_file(dist, name)
+        diffs += _check_archive_file(dist, name, allowed_signers)
     return VerifyReport(directory=dist, archives=tuple(archives), differences=tuple(diffs))

@@ -25,6 +25,7 @@ ALLOWED: dict[str, set[str]] = {
     "release": {"core", "model", "binary"},
     "bench": {"core", "model", "rpc", "smoke", "weights"},
     "doctor": {"core", "model", "build"},
+    "rebuild": {"core", "model", "build", "release"},
 }
 TOP_LEVEL = {"__init__.py", "__main__.py"}
 SUBPROCESS_OK = {"core/proc.py"}

@@ -38,7 +38,7 @@ def test_release_archive_contents_and_manifest(tmp_path: Path) -> None:
     stem = "llama-82bb485-pk5f3c2a1b-linux-x86_64-cpu-rpc"
     assert r.archive == dist / f"{stem}.tar.gz"
     assert sorted(p.name for p in dist.iterdir()) == [
-        "SHA256SUMS", f"{stem}.manifest.json", f"{stem}.tar.gz"]
+        "SHA256SUMS", f"{stem}.intoto.json", f"{stem}.manifest.json", f"{stem}.tar.gz"]
     with tarfile.open(r.archive) as tar:
         members = tar.getmembers()
         names = [m.name for m in members]
@@ -118,7 +118,7 @@ def test_two_recipes_share_one_sums_file(tmp_path: Path) -> None:
     a = do_release(make_build(tmp_path / "a"), dist)
     b = do_release(make_build(tmp_path / "b", name="cuda-pascal-ampere", cuda=True), dist)
     lines = (dist / "SHA256SUMS").read_text().splitlines()
-    assert len(lines) == 4
+    assert len(lines) == 6  # archive, manifest copy, provenance statement of each
     assert f"{a.sha256}  {a.archive.name}" in lines and f"{b.sha256}  {b.archive.name}" in lines
     assert lines == sorted(lines, key=lambda line: line.split("  ")[1])
     assert verify_dir(dist).differences == ()
@@ -202,7 +202,8 @@ def test_interrupted_release_leaves_no_half_archive(tmp_path: Path,
     with pytest.raises(KeyboardInterrupt):
         do_release(make_build(tmp_path / "b", name="win", os_name="windows"), dist)
     assert sorted(p.name for p in dist.iterdir()) == sorted(
-        ["SHA256SUMS", first.archive.name, first.manifest.name])
+        ["SHA256SUMS", first.archive.name, first.manifest.name,
+         *(p.name for p in first.provenance)])
     assert (dist / "SHA256SUMS").read_bytes() == sums_before
     # a damaged SHA256SUMS is refused rather than silently rewritten
     (dist / "SHA256SUMS").write_text("nonsense\n")

@@ -45,7 +45,10 @@ def test_verify_catches_a_modified_member(tmp_path: Path) -> None:
     assert f"{r.archive.name}: bin/llama-cli: size is 12, the manifest says " \
         f"{(tmp_path / 'out/cpu-rpc/bin/llama-cli').stat().st_size}" in diffs
     assert any(d.startswith(f"{r.archive.name}: bin/llama-cli: sha256 is") for d in diffs)
-    assert len(diffs) == 3, diffs
+    # the provenance statement names the old archive's sha256
+    assert f"{r.name}.intoto.json: does not match {r.archive.name} and its manifest: " \
+        "subject[0].digest.sha256" in diffs
+    assert len(diffs) == 4, diffs
 
 
 def test_verify_catches_missing_and_extra_members(tmp_path: Path) -> None:

@@ -1,0 +1,280 @@
+"""`patchkit rebuild ARCHIVE_OR_DIST`: rebuild a release from what it carries, compare bytes.
+
+For each archive (a release folder is verified first, as `patchkit verify` does):
+
+1. read it with release.archive's caps (sizes, counts, deadline; nothing unpacked): the
+   manifest and the ``source/`` members (release.sources) are kept in memory, every
+   member hashed;
+2. check the sources against the manifest (recipe sha256, each patch's sha256 in order);
+3. write them as a project in a scratch folder (recipe, patches/series, patches,
+   toolchain) and load the recipe from there, as `patchkit build` would;
+4. build it in a fresh patchkit cache (``--cache`` or a temporary one), from the
+   manifest's upstream url (``--upstream`` for an offline mirror), with the smoke stage
+   when the release's build ran it (its tools set build defines);
+5. compare every file the manifest lists (bin/, LICENSE) with the rebuilt one by sha256,
+   and the tools, CMake defines and targets with the manifest's.
+
+``identical``: every file has the release's bytes. Otherwise the report names each
+differing file and each tool whose version differs (the likely cause).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+import os
+import shutil
+import tempfile
+from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+from patchkit.build import compcache
+from patchkit.build.pipeline import BuildOptions, run_build
+from patchkit.core.errors import ReleaseError
+from patchkit.core.fs import sha256_bytes, sha256_file
+from patchkit.model.recipe import load_recipe
+from patchkit.model.series import load_series
+from patchkit.release.archive import (
+    ARCHIVE_SUFFIXES,
+    DEFAULT_LIMITS,
+    ArchiveRefused,
+    EntryInfo,
+    Limits,
+    archive_kind,
+    read_archive,
+    unsafe_member_name,
+)
+from patchkit.release.sources import PREFIX, SOURCE_MAX
+from patchkit.release.verify import verify_dir
+
+__all__ = ["ArchiveRebuild", "RebuildOptions", "archives_of", "rebuild_archive"]
+
+_REFUSED_HINT = "it is not an archive `patchkit release` wrote; do not unpack it"
+RUNTIME_PREFIX = "cudart-llama-"  # release.names.runtime_name: the CUDA runtime archive
+SOURCE_FILES = 256  # recipe, series, toolchain and the patches an archive may carry
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class RebuildOptions:
+    upstream: str | None = None  # beats the manifest's upstream url (offline mirror)
+    cache: Path | None = None  # the fresh patchkit cache; None: a temporary one, removed
+    out: Path | None = None  # keep the rebuilt build output here; None: in the scratch dir
+    jobs: int | None = None
+    smoke: bool | None = None  # None: as the release's build did
+    compile_cache: compcache.CacheSettings | None = None
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class ArchiveRebuild:
+    archive: str
+    files: int  # files compared
+    differs: tuple[str, ...]  # one line per differing / missing / extra file
+    tools: tuple[str, ...]  # "cmake: 4.1.2 in the manifest, 4.2.0 here"
+    config: tuple[str, ...]  # define / target differences
+    out_dir: Path | None  # the rebuilt output, when kept
+
+    @property
+    def identical(self) -> bool:
+        return not self.differs
+
+
+def archives_of(target: Path) -> list[Path]:
+    """The archives to rebuild: ``target`` itself, or every archive of a verified folder."""
+    if target.is_dir():
+        report = verify_dir(target)
+        if not report.ok:
+            n = len(report.differences)
+            raise ReleaseError(f"{target} does not verify ({n} difference{'s' if n != 1 else ''}):"
+                               " not rebuilding it", detail="\n".join(report.differences[:20]),
+                               hint=f"run `patchkit verify {target}` for the list")
+        return [target / a for a in report.archives
+                if not a.startswith(RUNTIME_PREFIX)]  # NVIDIA's runtime: nothing to rebuild
+    if not target.name.endswith(ARCHIVE_SUFFIXES):
+        raise ReleaseError(f"{target} is neither a release folder nor a .tar.gz/.zip archive")
+    if target.is_symlink() or not target.is_file():
+        raise ReleaseError(f"{target} is not a regular file")
+    return [target]
+
+
+def _json_object(data: bytes | None, what: str) -> dict[str, Any]:
+    try:
+        obj = json.loads((data or b"").decode("utf-8"))
+    except (ValueError, UnicodeDecodeError, RecursionError):
+        obj = None
+    if not isinstance(obj, dict):
+        raise ReleaseError(f"{what} is not a JSON object", hint=_REFUSED_HINT)
+    return obj
+
+
+def _entries(path: Path, keep: list[str], limits: Limits) -> list[EntryInfo]:
+    try:
+        return read_archive(path, keep=keep, limits=limits)
+    except ArchiveRefused as e:
+        raise ReleaseError(f"{path.name}: refused: {e}", hint=_REFUSED_HINT) from None
+    except ValueError as e:
+        raise ReleaseError(f"{path.name}: {e}", hint=_REFUSED_HINT) from None
+
+
+def _read(path: Path) -> tuple[str, dict[str, Any], dict[str, EntryInfo]]:
+    """(top folder, manifest, {member path: entry}) with the source members' bytes kept.
+
+    Two capped passes: the manifest first, then only the (at most SOURCE_FILES) sources it
+    names, each at most SOURCE_MAX bytes, so a hostile archive costs bounded memory.
+    """
+    root = path.name[: -len("." + archive_kind(path.name))]
+    members: dict[str, EntryInfo] = {}
+    for entry in _entries(path, [f"{root}/manifest.json"], DEFAULT_LIMITS):
+        why = unsafe_member_name(entry.name)
+        if why or not entry.name.startswith(f"{root}/") or not entry.is_file:
+            raise ReleaseError(f"{path.name}: member {entry.name[:200]!r}: "
+                               f"{why or 'not a file in the top folder ' + root}",
+                               hint=_REFUSED_HINT)
+        members[entry.name[len(root) + 1:]] = entry
+    manifest = _json_object(members["manifest.json"].data if "manifest.json" in members
+                            else None, f"{path.name}: manifest.json")
+    record = manifest.get("source")
+    if isinstance(record, dict):
+        patches = record.get("patches")
+        named = [record.get("recipe"), record.get("series"), record.get("toolchain"),
+                 *(patches if isinstance(patches, list) else [])]
+        keep = sorted({f"{root}/{n}" for n in named if isinstance(n, str)})
+        if len(keep) > SOURCE_FILES:
+            raise ReleaseError(f"{path.name}: the manifest names {len(keep)} source files "
+                               f"(at most {SOURCE_FILES})", hint=_REFUSED_HINT)
+        limits = dataclasses.replace(DEFAULT_LIMITS, keep=SOURCE_MAX)
+        for entry in _entries(path, keep, limits):
+            if entry.name in keep:
+                members[entry.name[len(root) + 1:]] = entry
+    return root, manifest, members
+
+
+def _sources(name: str, manifest: Mapping[str, Any], members: Mapping[str, EntryInfo]
+             ) -> tuple[dict[str, bytes], str]:
+    """{project path: bytes} of the carried sources, checked; and the recipe's project path."""
+    record = manifest.get("source")
+    if not isinstance(record, dict):
+        raise ReleaseError(f"{name} carries no sources (released without its recipe, or from a "
+                           "stale build): it cannot be rebuilt from the archive alone",
+                           hint="release it again with `patchkit release RECIPE`")
+    listed = {f.get("path"): f for f in manifest.get("files") or [] if isinstance(f, dict)}
+    wanted = [record.get("recipe"), record.get("series"), *(record.get("patches") or []),
+              *([record["toolchain"]] if record.get("toolchain") else [])]
+    out: dict[str, bytes] = {}
+    for rel in wanted:
+        if not isinstance(rel, str) or not rel.startswith(PREFIX) or unsafe_member_name(rel):
+            raise ReleaseError(f"{name}: manifest source entry {str(rel)[:200]!r} is not a path "
+                               f"under {PREFIX}", hint=_REFUSED_HINT)
+        entry = members.get(rel)
+        if entry is None or entry.data is None:
+            raise ReleaseError(f"{name}: {rel} is named by the manifest but not in the archive",
+                               hint=_REFUSED_HINT)
+        if rel not in listed or listed[rel].get("sha256") != entry.sha256:
+            raise ReleaseError(f"{name}: {rel} does not match the manifest's files list",
+                               hint="run `patchkit verify` on its folder")
+        out[rel[len(PREFIX):]] = entry.data
+    recipe_rel = str(record["recipe"])[len(PREFIX):]
+    recipe = manifest.get("recipe") or {}
+    if sha256_bytes(out[recipe_rel]) != recipe.get("sha256"):
+        raise ReleaseError(f"{name}: the carried recipe is not the one the manifest names "
+                           f"(sha256 {recipe.get('sha256')!s:.12}…)", hint=_REFUSED_HINT)
+    carried = [str(p)[len(PREFIX):] for p in record.get("patches") or []]
+    shas = [p.get("sha256") for p in manifest.get("patches") or [] if isinstance(p, dict)]
+    if [sha256_bytes(out[p]) for p in carried] != shas:
+        raise ReleaseError(f"{name}: the carried patches are not the manifest's (sha256, order)",
+                           hint=_REFUSED_HINT)
+    return out, recipe_rel
+
+
+@contextlib.contextmanager
+def _patchkit_cache(path: Path) -> Iterator[None]:
+    """PATCHKIT_CACHE set to ``path`` while the build runs (the pipeline reads it)."""
+    old = os.environ.get("PATCHKIT_CACHE")
+    os.environ["PATCHKIT_CACHE"] = str(path)
+    try:
+        yield
+    finally:
+        if old is None:
+            os.environ.pop("PATCHKIT_CACHE", None)
+        else:
+            os.environ["PATCHKIT_CACHE"] = old
+
+
+def _compare(manifest: Mapping[str, Any], out_dir: Path, info: Mapping[str, Any]
+             ) -> tuple[int, list[str]]:
+    want = {f["path"]: f for f in manifest.get("files") or []
+            if isinstance(f, dict) and isinstance(f.get("path"), str)
+            and not f["path"].startswith(PREFIX)}
+    built = {a["path"] for a in info.get("artifacts") or []} | {"LICENSE"}
+    diffs: list[str] = []
+    for rel in sorted(want):
+        path = out_dir / rel
+        if not path.is_file():
+            diffs.append(f"{rel}: not made by the rebuild")
+            continue
+        got = sha256_file(path)
+        if got != want[rel].get("sha256"):
+            diffs.append(f"{rel}: sha256 {got[:16]}… rebuilt, {str(want[rel].get('sha256'))[:16]}… "
+                         "released")
+    for rel in sorted(built - set(want)):
+        diffs.append(f"{rel}: made by the rebuild but not in the release")
+    return len(want), diffs
+
+
+def _tool_diffs(manifest: Mapping[str, Any], info: Mapping[str, Any]) -> list[str]:
+    was, now = manifest.get("tools") or {}, info.get("tools") or {}
+    out = []
+    for k in sorted(set(was) | set(now)):
+        if k in ("ccache", "sccache"):
+            continue  # launchers, not compilers: never in the bytes
+        if was.get(k) != now.get(k):
+            out.append(f"{k}: {was.get(k) or 'none'} in the manifest, {now.get(k) or 'none'} here")
+    return out
+
+
+def _config_diffs(manifest: Mapping[str, Any], info: Mapping[str, Any]) -> list[str]:
+    was = (manifest.get("cmake") or {}).get("defines") or {}
+    now = (info.get("cmake") or {}).get("defines") or {}
+    out = [f"define {k}: {was.get(k)!r} in the manifest, {now.get(k)!r} here"
+           for k in sorted(set(was) | set(now))
+           if was.get(k) != now.get(k) and not k.endswith("_COMPILER_LAUNCHER")]
+    if list(manifest.get("targets") or []) != list(info.get("targets") or []):
+        out.append(f"targets: {manifest.get('targets')} in the manifest, {info.get('targets')} here")
+    return out
+
+
+def rebuild_archive(path: Path, opts: RebuildOptions,
+                    on_build: Callable[[str], None] | None = None) -> ArchiveRebuild:
+    """Rebuild one archive in a fresh cache and compare; raises only when it cannot."""
+    _, manifest, members = _read(path)
+    sources, recipe_rel = _sources(path.name, manifest, members)
+    scratch = Path(tempfile.mkdtemp(prefix="patchkit-rebuild-"))
+    try:
+        project = scratch / "project"
+        for rel, data in sorted(sources.items()):
+            dest = project / rel
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            dest.write_bytes(data)
+        series = load_series(project / "patches")
+        recipe = load_recipe(project / recipe_rel, project, series)
+        upstream = opts.upstream or str((manifest.get("upstream") or {}).get("url"))
+        smoke = opts.smoke if opts.smoke is not None else manifest.get("smoke") is not None
+        out = opts.out or scratch / "out" / recipe.name
+        cache = opts.cache or scratch / "cache"
+        if on_build is not None:
+            on_build(f"rebuilding {path.name}: recipe {recipe.name}, upstream "
+                     f"{recipe.upstream.commit[:12]}, {len(recipe.patches)} patch(es), "
+                     f"cache {cache}")
+        with _patchkit_cache(cache):
+            result = run_build(BuildOptions(recipe=recipe, project=project, upstream=upstream,
+                                             out=out, jobs=opts.jobs, clean=True, smoke=smoke,
+                                             compile_cache=opts.compile_cache))
+        info = result.info.to_json()
+        count, diffs = _compare(manifest, result.out_dir, info)
+        return ArchiveRebuild(archive=path.name, files=count, differs=tuple(diffs),
+                              tools=tuple(_tool_diffs(manifest, info)),
+                              config=tuple(_config_diffs(manifest, info)),
+                              out_dir=result.out_dir if opts.out else None)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)  # the project, and cache/out unless given

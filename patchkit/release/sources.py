@@ -1,0 +1,112 @@
+"""The build's own inputs, carried in the archive so anyone can rebuild it from the archive alone.
+
+An archive holds, under ``source/``, the project files the build read, at the paths they
+have in the project::
+
+    source/recipes/<recipe>.toml      the recipe file (sha256 = manifest recipe.sha256)
+    source/patches/series             a series listing exactly the patches below
+    source/patches/<file>.patch       each patch the build applied (sha256 = manifest patches[])
+    source/toolchains/<file>.cmake    the CMake toolchain file, if the recipe names one
+
+They are taken only when they are the bytes the build used (every sha256 equal to
+build-info's); otherwise (a release without its recipe, a stale build) the manifest's
+``source`` is null and `patchkit rebuild` refuses the archive, saying why.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from patchkit.core.errors import ReleaseError
+from patchkit.core.fs import contained, read_capped, sha256_bytes
+from patchkit.model.recipe import Recipe
+from patchkit.release.archive import Member
+
+__all__ = ["PREFIX", "SOURCE_MAX", "Sources", "collect", "series_text"]
+
+PREFIX = "source/"
+SOURCE_MAX = 1 << 20  # one recipe, patch or toolchain file (kept in memory by rebuild)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Sources:
+    members: tuple[Member, ...]
+    files: tuple[dict[str, Any], ...]  # manifest ``files`` rows (type SOURCE)
+    record: dict[str, Any] | None  # the manifest's ``source``; None: not carried
+    why_not: str = ""
+
+
+def series_text(patches: list[tuple[str, str]]) -> str:
+    """A series file for (file name, sha256) pairs, in order."""
+    head = "# the patches this release's build applied, in order\n"
+    return head + "".join(f"{name} sha256={sha}\n" for name, sha in patches)
+
+
+def _rel(path: Path, project: Path) -> str | None:
+    try:
+        rel = path.resolve().relative_to(project.resolve()).as_posix()
+    except ValueError:
+        return None
+    return rel if rel and ".." not in rel.split("/") else None
+
+
+def _none(why: str) -> Sources:
+    return Sources(members=(), files=(), record=None, why_not=why)
+
+
+def collect(info: Mapping[str, Any], recipe: Recipe | None, project: Path | None) -> Sources:
+    """The source members of a release of ``info``'s build (or why there are none)."""
+    if recipe is None or project is None:
+        return _none("released without its recipe")
+    if recipe.sha256 != info["recipe"].get("sha256"):
+        return _none(f"{recipe.path.name} changed since the build")
+    recipe_rel = _rel(recipe.path, project)
+    if recipe_rel is None:
+        return _none(f"the recipe {recipe.path} is outside the project folder")
+    data: dict[str, bytes] = {}
+    what = "recipe file"
+
+    def take(rel: str, path: Path, sha: str | None) -> None:
+        p = contained(path, project, error=ReleaseError, what=rel)
+        raw = read_capped(p, limit=SOURCE_MAX, error=ReleaseError, what=what)
+        if sha is not None and sha256_bytes(raw) != sha:
+            raise _Changed(rel)
+        data[rel] = raw
+
+    built = [p for p in info["patches"] if isinstance(p, Mapping)]
+    by_name = {p.name: p for p in recipe.patches}
+    series: list[tuple[str, str]] = []
+    try:
+        take(recipe_rel, recipe.path, recipe.sha256)
+        for rec in built:
+            patch = by_name.get(str(rec.get("name")))
+            if patch is None:
+                return _none(f"patch {rec.get('name')} is no longer in the recipe")
+            what = f"patch {patch.filename}"
+            take(f"patches/{patch.filename}", patch.path, str(rec.get("sha256")))
+            series.append((patch.filename, str(rec.get("sha256"))))
+        if recipe.build.toolchain is not None:
+            rel = _rel(recipe.build.toolchain, project)
+            if rel is None:
+                return _none("the toolchain file is outside the project folder")
+            what = "toolchain file"
+            take(rel, recipe.build.toolchain, None)
+    except _Changed as e:
+        return _none(f"{e} changed since the build")
+    data["patches/series"] = series_text(series).encode()
+    members = tuple(Member(name=PREFIX + rel, mode=0o644, data=raw)
+                    for rel, raw in sorted(data.items()))
+    files = tuple({"path": m.name, "sha256": sha256_bytes(m.data or b""), "size": m.size,
+                   "mode": "644", "type": "SOURCE"} for m in members)
+    toolchain = _rel(recipe.build.toolchain, project) if recipe.build.toolchain else None
+    record = {"recipe": PREFIX + recipe_rel, "series": PREFIX + "patches/series",
+              "patches": [PREFIX + "patches/" + name for name, _ in series],
+              "toolchain": PREFIX + toolchain if toolchain else None}
+    return Sources(members=members, files=files, record=record)
+
+
+class _Changed(Exception):
+    pass
