@@ -270,6 +270,7 @@ def rebuild_archive(path: Path, opts: RebuildOptions,
             result = run_build(BuildOptions(recipe=recipe, project=project, upstream=upstream,
                                              out=out, jobs=opts.jobs, clean=True, smoke=smoke,
                                              compile_cache=opts.compile_cache))
+        assert result.info is not None  # a full build, never configure-only
         info = result.info.to_json()
         count, diffs = _compare(manifest, result.out_dir, info)
         return ArchiveRebuild(archive=path.name, files=count, differs=tuple(diffs),
