@@ -64,7 +64,13 @@ OFFLINE_DEFINES = {
     "LLAMA_USE_PREBUILT_UI": "OFF",
     "LLAMA_BUILD_TESTS": "OFF",
     "GGML_NATIVE": "OFF",
-    "CMAKE_BUILD_RPATH_USE_ORIGIN": "ON",
+    # the binaries are copied out of the build tree, never installed: link them with the
+    # install-tree RUNPATH, exactly $ORIGIN. CMake's build-tree RUNPATH ends in an empty
+    # entry (room for the install edit), which the loader reads as the current directory,
+    # and lists link folders outside the tree (the cuBLAS wheel's) as absolute host paths.
+    "CMAKE_BUILD_WITH_INSTALL_RPATH": "ON",
+    "CMAKE_INSTALL_RPATH": "$ORIGIN",
+    "CMAKE_INSTALL_RPATH_USE_LINK_PATH": "OFF",
     # plain libfoo.so (SONAME libfoo.so): no version symlinks, so bin/ copies flat anywhere
     "CMAKE_PLATFORM_NO_VERSIONED_SONAME": "ON",
 }
@@ -195,6 +201,7 @@ def _run_locked(opts: BuildOptions, url: str, cache: CacheLayout, tools: cm.Buil
     out_dir = opts.out or Path("out") / recipe.name
     with log.step("output", "output"):
         post = _pe_stack_edits(recipe) if recipe.windows and recipe.windows.rpc_clients else None
+        post = _checked_runpaths(post)
         info = write_output(out_dir.resolve(), artifacts, work.src / "LICENSE", info, post=post,
                             build_dir=work.build, source_dir=work.src)
         log.info(f"wrote {out_dir}/ ({len(artifacts)} files + build-info.json)")
@@ -305,6 +312,48 @@ def _smoke(out_dir: Path, recipe: Recipe, work: WorkDirs, runtime_env: dict[str,
     log.info(f"smoke {report.status.value}")
     raise_if_failed(report)
     return report
+
+
+def _checked_runpaths(then: Callable[[Path], tuple[PeEditRecord, ...]] | None
+                      ) -> Callable[[Path], tuple[PeEditRecord, ...]]:
+    """The post-output stage's first step, on the staged bin/ (BuildError, exit 6, before
+    anything is swapped in): every ELF file searches only `$ORIGIN`-based folders, and
+    every PE file imports only DLLs shipped beside it or in Windows' system folders (any
+    other is looked for in the current directory before PATH)."""
+    from patchkit.binary.elf import ElfFormatError, read_dynamic, rpath_problems
+    from patchkit.binary.pe import NVIDIA_RUNTIME_PREFIXES, PeFormatError, read_imports, unshipped_imports
+
+    def post(bin_dir: Path) -> tuple[PeEditRecord, ...]:
+        files = sorted(bin_dir.iterdir())
+        for f in files:
+            try:
+                dyn = read_dynamic(f)
+                imports = read_imports(f) if dyn is None else None
+            except (ElfFormatError, PeFormatError, OSError) as e:
+                raise BuildError(f"bin/{f.name}: cannot read its dynamic section or imports: {e}"
+                                 ) from None
+            problems = rpath_problems(dyn) if dyn is not None else ()
+            if problems:
+                raise BuildError(
+                    f"bin/{f.name}: {problems[0].describe()}; shipped binaries may only search "
+                    "$ORIGIN", hint="a recipe define (CMAKE_INSTALL_RPATH, CMAKE_BUILD_RPATH, "
+                    "linker flags) put it there: remove it and build again")
+            missing = unshipped_imports(imports, (g.name for g in files)) if imports else ()
+            nvidia = [d for d in missing if d.lower().startswith(NVIDIA_RUNTIME_PREFIXES)]
+            for d in nvidia:
+                log.warning(f"bin/{f.name} imports {d} (NVIDIA's runtime, not shipped): copy it "
+                            "next to the exe, or Windows looks for it in the current directory "
+                            "before PATH")
+            others = [d for d in missing if d not in nvidia]
+            if others:
+                raise BuildError(
+                    f"bin/{f.name} imports {others[0]}, which is neither shipped in bin/ nor a "
+                    "Windows system DLL: Windows would look for it in the current directory",
+                    hint="link it statically (the mingw toolchain's -static) or build it as "
+                         "part of the recipe's targets")
+        return then(bin_dir) if then is not None else ()
+
+    return post
 
 
 def _pe_stack_edits(recipe: Recipe) -> Callable[[Path], tuple[PeEditRecord, ...]]:

@@ -52,7 +52,9 @@ def _show_guard(report: GuardReport) -> None:
                    "server: use it only on a server you own.")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON on stdout.")
 @click.option("--timeout", type=click.FloatRange(min=0.1, max=600), default=5.0,
-              show_default=True, help="Seconds to wait for a connection or a reply.")
+              show_default=True,
+              help="Seconds for the whole exchange with the server (not per reply); "
+                   "--guard adds at most 6x that.")
 @click.option("--count", type=click.IntRange(min=1, max=100000), default=10,
               show_default=True, help="Round trips to time.")
 def rpc_probe(endpoint: str, guard: bool, as_json: bool, timeout: float, count: int) -> None:

@@ -15,6 +15,7 @@ metadata rather than re-compressing.
 from __future__ import annotations
 
 import calendar
+import contextlib
 import dataclasses
 import gzip
 import hashlib
@@ -24,6 +25,7 @@ import shutil
 import stat
 import struct
 import tarfile
+import tempfile
 import time
 import zipfile
 import zlib
@@ -31,6 +33,8 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import IO
 
+from patchkit.binary.elf import MAGIC as ELF_MAGIC
+from patchkit.binary.elf import ElfDynamic, ElfFormatError, parse_dynamic
 from patchkit.core.fs import atomic_file, sha256_stream
 
 __all__ = [
@@ -111,6 +115,9 @@ class EntryInfo:
     mtime: int  # tar: seconds; zip: seconds since epoch of its (UTC) date_time
     owner: tuple[int, int, str, str] | None  # tar: uid, gid, uname, gname
     extra: bool  # zip: has extra fields / a comment / a non-Unix "made by"
+    # with inspect_elf: an ELF member's dynamic section, or why it cannot be read
+    elf: ElfDynamic | None = None
+    elf_error: str | None = None
 
 
 def archive_kind(name: str) -> str:
@@ -189,15 +196,20 @@ def write_archive(path: Path, root: str, members: Sequence[Member], *, mtime: in
 
 
 def read_archive(path: Path, keep: Sequence[str] = (), *,
-                 limits: Limits = DEFAULT_LIMITS) -> list[EntryInfo]:
+                 limits: Limits = DEFAULT_LIMITS, inspect_elf: bool = False) -> list[EntryInfo]:
     """Every entry of an archive, in stored order, hashed as a stream; the data of ``keep``
-    names kept (each at most ``limits.keep`` bytes).
+    names kept (each at most ``limits.keep`` bytes). With ``inspect_elf``, a member that
+    starts with the ELF magic is spooled to a temp file as it streams past (its size is
+    already within the limits) and its dynamic section read from there (``elf``,
+    ``elf_error``): a tar.gz cannot be read backwards, and the loader's view of a big
+    library ends far from its start.
 
     Raises ValueError (with a one-line reason) when the file is not a readable archive,
     and :class:`ArchiveRefused` (a ValueError) when it would take more than ``limits``.
     """
     kind = archive_kind(path.name)
     budget = _Budget(limits, path.name)
+    budget.inspect_elf = inspect_elf
     try:
         return list(_read_zip(path, keep, budget) if kind == "zip"
                     else _read_tar(path, keep, budget))
@@ -216,6 +228,7 @@ class _Budget:
 
     def __init__(self, limits: Limits, label: str) -> None:
         self.limits = limits
+        self.inspect_elf = False
         self.members = 0
         self.total = 0
         self.deadline = time.monotonic() + limits.seconds
@@ -282,20 +295,43 @@ class _CappedReader(io.RawIOBase):
         return self.f.tell()
 
 
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class _Hashed:
+    sha256: str
+    size: int
+    data: bytes | None
+    elf: ElfDynamic | None = None
+    elf_error: str | None = None
+
+
 def _hash_and_keep(src: IO[bytes], keep: bool, budget: _Budget, declared: int,
-                   name: str) -> tuple[str, int, bytes | None]:
+                   name: str) -> _Hashed:
     h = hashlib.sha256()
     size = 0
     kept = bytearray() if keep else None
-    for chunk in iter(lambda: src.read(_CHUNK), b""):
-        h.update(chunk)
-        size += len(chunk)
-        budget.add(len(chunk))
-        if size > declared:
-            raise ArchiveRefused(f"{name} inflates past its declared {declared} bytes")
-        if kept is not None:
-            kept += chunk
-    return h.hexdigest(), size, bytes(kept) if kept is not None else None
+    with contextlib.ExitStack() as stack:
+        spool: IO[bytes] | None = None
+        for chunk in iter(lambda: src.read(_CHUNK), b""):
+            if size == 0 and budget.inspect_elf and chunk[:4] == ELF_MAGIC:
+                spool = stack.enter_context(tempfile.TemporaryFile(prefix="patchkit-elf-"))
+            h.update(chunk)
+            size += len(chunk)
+            budget.add(len(chunk))
+            if size > declared:
+                raise ArchiveRefused(f"{name} inflates past its declared {declared} bytes")
+            if kept is not None:
+                kept += chunk
+            if spool is not None:
+                spool.write(chunk)
+        elf, elf_error = None, None
+        if spool is not None:
+            spool.flush()
+            try:
+                elf = parse_dynamic(spool, size)
+            except ElfFormatError as e:
+                elf_error = str(e)
+    return _Hashed(sha256=h.hexdigest(), size=size, data=bytes(kept) if kept is not None else None,
+                   elf=elf, elf_error=elf_error)
 
 
 def _read_tar(path: Path, keep: Sequence[str], budget: _Budget) -> Iterator[EntryInfo]:
@@ -305,17 +341,18 @@ def _read_tar(path: Path, keep: Sequence[str], budget: _Budget) -> Iterator[Entr
             for info in tar:
                 wanted = info.name in keep
                 budget.member(info.name, info.size if info.isfile() else 0, wanted)
-                sha, size, data = "", info.size, None
+                got = _Hashed(sha256="", size=info.size, data=None)
                 if info.isfile():
                     src = tar.extractfile(info)
                     assert src is not None
-                    sha, size, data = _hash_and_keep(src, wanted, budget, info.size, info.name)
+                    got = _hash_and_keep(src, wanted, budget, info.size, info.name)
                 # tarfile keeps every header it read: drop them, so memory stays flat
                 tar.members.clear()  # type: ignore[attr-defined]
                 yield EntryInfo(name=info.name, is_file=info.isreg() and not info.issparse(),
-                                size=size, sha256=sha, data=data, mode=info.mode,
+                                size=got.size, sha256=got.sha256, data=got.data, mode=info.mode,
                                 mtime=int(info.mtime),
-                                owner=(info.uid, info.gid, info.uname, info.gname), extra=False)
+                                owner=(info.uid, info.gid, info.uname, info.gname), extra=False,
+                                elf=got.elf, elf_error=got.elf_error)
 
 
 def _check_zip_directory(f: IO[bytes], budget: _Budget) -> None:
@@ -345,17 +382,17 @@ def _read_zip(path: Path, keep: Sequence[str], budget: _Budget) -> Iterator[Entr
                 wanted = info.filename in keep
                 budget.member(info.filename, info.file_size, wanted)
                 with zf.open(info) as src:
-                    sha, size, data = _hash_and_keep(src, wanted, budget, info.file_size,
-                                                     info.filename)
+                    got = _hash_and_keep(src, wanted, budget, info.file_size, info.filename)
                 unix = info.external_attr >> 16
                 kind = stat.S_IFMT(unix)
                 mode = unix & 0o7777
                 yield EntryInfo(name=info.filename,
                                 is_file=not info.is_dir() and kind in (0, stat.S_IFREG),
-                                size=size, sha256=sha, data=data, mode=mode,
+                                size=got.size, sha256=got.sha256, data=got.data, mode=mode,
                                 mtime=_zip_epoch(info.date_time), owner=None,
                                 extra=bool(info.extra or info.comment) or info.create_system != _UNIX
-                                or info.compress_type != zipfile.ZIP_DEFLATED)
+                                or info.compress_type != zipfile.ZIP_DEFLATED,
+                                elf=got.elf, elf_error=got.elf_error)
 
 
 def unsafe_member_name(name: str) -> str:

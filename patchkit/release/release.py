@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from patchkit import __version__
+from patchkit.binary.elf import ElfFormatError, read_dynamic, rpath_problems
 from patchkit.core.errors import ConfigError, ReleaseError
 from patchkit.core.fs import atomic_write_bytes, contained, sha256_file
 from patchkit.core.paths import cache_dir
@@ -180,6 +181,7 @@ def _artifact_members(info: Mapping[str, Any], build_dir: Path) -> list[tuple[Me
             raise ReleaseError(f"{rel} changed after the build (sha256 {sha[:12]}…, size {size}; "
                                f"build-info.json says {str(art.get('sha256'))[:12]}…, "
                                f"{art.get('size')})", hint="rebuild with `patchkit build <recipe>`")
+        _refuse_bad_runpath(path, rel)
         kind = str(art.get("type") or "FILE")
         mode = 0o755 if kind in _EXEC_TYPES else 0o644
         out.append((Member(name=rel, mode=mode, source=path),
@@ -194,6 +196,21 @@ def _artifact_members(info: Mapping[str, Any], build_dir: Path) -> list[tuple[Me
                            + (f" (and {len(extra) - 1} more)" if len(extra) > 1 else ""),
                            hint="the build folder was changed after the build: rebuild")
     return out
+
+
+def _refuse_bad_runpath(path: Path, rel: str) -> None:
+    """ReleaseError unless an ELF file searches only `$ORIGIN`-based folders (an empty
+    entry is the current directory: a library planted there would run)."""
+    try:
+        dyn = read_dynamic(path)
+    except (ElfFormatError, OSError) as e:
+        raise ReleaseError(f"{rel}: cannot read its ELF dynamic section ({e})",
+                           hint="rebuild with `patchkit build <recipe>`") from None
+    problems = rpath_problems(dyn) if dyn is not None else ()
+    if problems:
+        raise ReleaseError(f"{rel}: {problems[0].describe()}; refusing to ship a binary that "
+                           "searches outside $ORIGIN",
+                           hint="rebuild with this patchkit (it links with RUNPATH $ORIGIN)")
 
 
 def _smoke_waiver(info: Mapping[str, Any], allow: bool) -> list[str]:

@@ -10,7 +10,9 @@ Checked, each difference one line naming the file:
   release writes (sorted, declared mtime, owner 0:0, gzip header without name/time);
   smoke not passed only with an ``unsmoked`` waiver;
 - ``<name>.manifest.json`` beside the archive: identical to the manifest inside
-  (else the differing keys are named).
+  (else the differing keys are named);
+- every ELF member: RUNPATH/RPATH entries `$ORIGIN`-based only (no empty entry, which
+  is the current directory, no relative or absolute path).
 """
 
 from __future__ import annotations
@@ -23,12 +25,14 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from patchkit.binary.elf import rpath_problems
 from patchkit.core.errors import ReleaseError
 from patchkit.core.fs import sha256_file
 from patchkit.release.archive import (
     ARCHIVE_SUFFIXES,
     DEFAULT_LIMITS,
     ArchiveRefused,
+    EntryInfo,
     archive_kind,
     check_archive,
     read_archive,
@@ -121,6 +125,22 @@ def _check_members(label: str, root: str, entries: list[Any], manifest: Mapping[
     return diffs
 
 
+def _check_runpaths(label: str, root: str, entries: list[EntryInfo]) -> list[str]:
+    """One line per ELF member that searches outside `$ORIGIN` (its first bad entry) or
+    whose dynamic section cannot be read."""
+    diffs: list[str] = []
+    for e in entries:
+        rel = e.name[len(root) + 1:] if e.name.startswith(f"{root}/") else e.name
+        if e.elf_error is not None:
+            diffs.append(f"{label}: {rel}: cannot read its ELF dynamic section ({e.elf_error})")
+        elif e.elf is not None:
+            problems = rpath_problems(e.elf)
+            if problems:
+                diffs.append(f"{label}: {rel}: {problems[0].describe()}; a shipped binary may "
+                             "only search $ORIGIN")
+    return diffs
+
+
 def _check_archive_file(dist: Path, name: str) -> list[str]:
     path = dist / name
     root = name[: -len("." + archive_kind(name))]
@@ -128,7 +148,7 @@ def _check_archive_file(dist: Path, name: str) -> list[str]:
     if why:
         return [f"{name}: {why}"]
     try:
-        entries = read_archive(path, keep=[f"{root}/manifest.json"])
+        entries = read_archive(path, keep=[f"{root}/manifest.json"], inspect_elf=True)
     except ArchiveRefused as e:
         raise ReleaseError(f"{name}: refused: {e}", hint=_REFUSED_HINT) from None
     except ValueError as e:
@@ -163,6 +183,7 @@ def _check_archive_file(dist: Path, name: str) -> list[str]:
         diffs.append(f"{name}: cannot recompute the archive name from the manifest "
                      f"({str(e)[:200]})")
     diffs += _check_members(name, root, entries, manifest)
+    diffs += _check_runpaths(name, root, entries)
     mtime = manifest.get("source_date_epoch")
     if isinstance(mtime, int) and not isinstance(mtime, bool) and 0 <= mtime < 1 << 40:
         diffs += [f"{name}: {p}" for p in check_archive(path, entries, root=root, mtime=mtime)]

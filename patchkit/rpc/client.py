@@ -20,6 +20,7 @@ import dataclasses
 import enum
 import socket
 import struct
+import time
 from collections.abc import Sequence
 
 from patchkit.core.errors import RpcError
@@ -27,6 +28,7 @@ from patchkit.core.errors import RpcError
 __all__ = [
     "CONN_CAPS_SIZE",
     "HELLO_RSP",
+    "MAX_DEVICES",
     "RPC_TENSOR",
     "SUPPORTED_MAJORS",
     "Cmd",
@@ -45,6 +47,10 @@ __all__ = [
 ]
 
 SUPPORTED_MAJORS = (4, 5)
+# what comes off the wire is capped: a server reporting more devices than this is broken or
+# hostile (real ones have a handful); every reply size is checked before it is read
+MAX_DEVICES = 256
+_RECV_CHUNK = 1 << 16  # one read is at most this much, whatever the reply claims
 CONN_CAPS_SIZE = 24
 GGML_MAX_DIMS = 4
 GGML_MAX_SRC = 10
@@ -204,11 +210,16 @@ class RpcClient:
     connection is gone (the server ends a client's session on any error).
     """
 
-    def __init__(self, host: str, port: int, *, timeout: float = 5.0) -> None:
+    def __init__(self, host: str, port: int, *, timeout: float = 5.0,
+                 deadline: float | None = None) -> None:
+        """``timeout``: seconds for the whole session (connect, HELLO and every command),
+        not per read, so a server that trickles bytes cannot hold the client; ``deadline``
+        (a ``time.monotonic()`` value) ends it sooner, for a probe made of several sessions."""
         self.host, self.port, self.timeout = host, port, timeout
         self.endpoint = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
         self.version: Version | None = None
         self._sock: socket.socket | None = None
+        self._deadline = deadline
 
     # connection -----------------------------------------------------------------------
     def __enter__(self) -> RpcClient:
@@ -224,11 +235,22 @@ class RpcClient:
         self.close()
 
     def connect(self) -> None:
+        session_end = time.monotonic() + self.timeout
+        self._deadline = session_end if self._deadline is None else min(self._deadline, session_end)
         self._sock = self._open()
+
+    def _left(self, what: str) -> float:
+        """Seconds left before the session's deadline; RpcTimeout when there are none."""
+        if self._deadline is None:
+            return self.timeout
+        left = self._deadline - time.monotonic()
+        if left <= 0:
+            raise self._timeout(what)
+        return left
 
     def _open(self) -> socket.socket:
         try:
-            sock = socket.create_connection((self.host, self.port), timeout=self.timeout)
+            sock = socket.create_connection((self.host, self.port), timeout=self._left("connect"))
         except ConnectionRefusedError:
             raise RpcUnreachable(
                 f"{self.endpoint}: connection refused", refused=True,
@@ -257,6 +279,7 @@ class RpcClient:
         if sock is None:
             raise RpcClosed(f"{self.endpoint}: not connected")
         try:
+            sock.settimeout(self._left(what))
             sock.sendall(data)
         except TimeoutError:
             raise self._timeout(what) from None
@@ -270,7 +293,8 @@ class RpcClient:
         buf = bytearray()
         while len(buf) < n:
             try:
-                chunk = sock.recv(n - len(buf))
+                sock.settimeout(self._left(what))
+                chunk = sock.recv(min(n - len(buf), _RECV_CHUNK))
             except TimeoutError:
                 raise self._timeout(what) from None
             except OSError:
@@ -282,7 +306,8 @@ class RpcClient:
 
     def _timeout(self, what: str) -> RpcTimeout:
         return RpcTimeout(
-            f"{self.endpoint}: no answer to {what} within {self.timeout:g}s",
+            f"{self.endpoint}: no answer to {what} within {self.timeout:g}s "
+            "(the limit for the whole exchange)",
             hint="the server serves one client at a time: is another one connected? "
                  "Else raise --timeout")
 
@@ -344,7 +369,13 @@ class RpcClient:
         return Version(major=raw[0], minor=raw[1], patch=raw[2])
 
     def device_count(self) -> int:
-        return int(_U32.unpack(self.call(Cmd.DEVICE_COUNT, b"", _U32.size))[0])
+        n = int(_U32.unpack(self.call(Cmd.DEVICE_COUNT, b"", _U32.size))[0])
+        if n > MAX_DEVICES:
+            self.close()
+            raise RpcProtocolError(
+                f"{self.endpoint} reports {n:,} devices; patchkit reads at most {MAX_DEVICES}",
+                hint="a real ggml-rpc-server has a handful: is that port a ggml-rpc-server?")
+        return n
 
     def get_device_memory(self, device: int) -> tuple[int, int]:
         """(free, total) bytes."""

@@ -173,7 +173,8 @@ def parse_endpoint(text: str) -> tuple[str, int]:
 
 
 def server_info(host: str, port: int, *, timeout: float = 5.0, count: int = 10) -> ServerInfo:
-    """Version, devices (free/total memory) and round-trip latency of one server."""
+    """Version, devices (free/total memory) and round-trip latency of one server, in one
+    exchange that ends within ``timeout`` seconds whatever the server does."""
     if count < 1:
         raise ConfigError(f"--count must be at least 1, not {count}")
     start = time.perf_counter()
@@ -228,17 +229,17 @@ CASES: dict[str, tuple[str, Outcome, _Build]] = {
 }
 
 
-def _alive(host: str, port: int, timeout: float) -> Outcome:
+def _alive(host: str, port: int, timeout: float, deadline: float) -> Outcome:
     """REFUSED if a new connection gets a HELLO answer, SERVER_DIED if nobody is there.
 
     A server that is aborting can still hold its listening socket for a while (ggml
     prints a backtrace through gdb first): connections then get reset or no answer.
     So look again until the port is closed (died) or a HELLO is answered (alive).
     """
-    deadline = time.monotonic() + timeout
+    deadline = min(deadline, time.monotonic() + timeout)
     while True:
         try:
-            with RpcClient(host, port, timeout=min(timeout, 2.0)):
+            with RpcClient(host, port, timeout=min(timeout, 2.0), deadline=deadline):
                 return Outcome.REFUSED
         except RpcUnreachable as e:
             if e.refused:
@@ -250,8 +251,9 @@ def _alive(host: str, port: int, timeout: float) -> Outcome:
         time.sleep(0.2)
 
 
-def _run_case(host: str, port: int, timeout: float, build: _Build) -> tuple[Outcome, str]:
-    with RpcClient(host, port, timeout=timeout) as c:
+def _run_case(host: str, port: int, timeout: float, deadline: float,
+              build: _Build) -> tuple[Outcome, str]:
+    with RpcClient(host, port, timeout=timeout, deadline=deadline) as c:
         ptr, size = c.alloc_buffer(0, PROBE_BUFFER_SIZE)
         if ptr == 0 or size < 16:
             raise RpcError(f"{c.endpoint}: could not allocate a {PROBE_BUFFER_SIZE}-byte buffer "
@@ -264,15 +266,22 @@ def _run_case(host: str, port: int, timeout: float, build: _Build) -> tuple[Outc
             c.graph_compute(0, (tensor.id,), (tensor,))
             c.device_count()
         except (RpcClosed, RpcTimeout) as e:
-            outcome = _alive(host, port, timeout)
+            outcome = _alive(host, port, timeout, deadline)
             return outcome, f"{detail}; {e.message}"
         c.free_buffer(ptr)
         return Outcome.ACCEPTED, detail
 
 
+GUARD_BUDGET = 6  # the whole guard probe ends within this many timeouts
+
+
 def probe_zero_nbytes_guard(host: str, port: int, *, timeout: float = 5.0) -> GuardReport:
-    """Run the three cases; see the module docstring. Kills an unpatched server."""
-    with RpcClient(host, port, timeout=timeout) as c:  # reachable, right version
+    """Run the three cases; see the module docstring. Kills an unpatched server.
+
+    Each connection's exchange ends within ``timeout`` and the whole probe within
+    ``GUARD_BUDGET * timeout``, whatever the server does."""
+    deadline = time.monotonic() + GUARD_BUDGET * timeout
+    with RpcClient(host, port, timeout=timeout, deadline=deadline) as c:  # reachable, right version
         assert c.version is not None
         version, endpoint = c.version, c.endpoint
     cases: list[GuardCase] = []
@@ -281,7 +290,7 @@ def probe_zero_nbytes_guard(host: str, port: int, *, timeout: float = 5.0) -> Gu
         if gone:
             outcome, detail = Outcome.NOT_RUN, "the server was gone"
         else:
-            outcome, detail = _run_case(host, port, timeout, build)
+            outcome, detail = _run_case(host, port, timeout, deadline, build)
             gone = outcome is Outcome.SERVER_DIED
         cases.append(GuardCase(name=name, description=description, expected=expected,
                                outcome=outcome, detail=detail))

@@ -19,9 +19,10 @@ ALLOWED: dict[str, set[str]] = {
     "rpc": {"core"},
     "smoke": {"core", "model", "rpc", "weights"},
     "weights": {"core"},
-    "build": {"core", "model", "git", "smoke"},
+    "binary": {"core"},
+    "build": {"core", "model", "git", "smoke", "binary"},
     "upkeep": {"core", "model", "git"},
-    "release": {"core", "model"},
+    "release": {"core", "model", "binary"},
     "bench": {"core", "model", "rpc", "smoke", "weights"},
     "doctor": {"core", "model", "build"},
 }

@@ -1,0 +1,1 @@
+"""What patchkit reads out of the binaries it ships (ELF dynamic sections)."""
