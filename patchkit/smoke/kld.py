@@ -51,6 +51,8 @@ THRESHOLDS: dict[str, Threshold] = {
                            what="the same kernels, moved (one RPC server, layer split)"),
     "tensor-split": Threshold(max_mean_kld=0.015, min_top1_pct=93.0,
                               what="rows split over devices, partial sums reduced in another order"),
+    "gpu": Threshold(max_mean_kld=0.015, min_top1_pct=93.0,
+                     what="the build's first GPU (CUDA0) vs its CPU; not yet measured on a GPU"),
     "cross-build": Threshold(max_mean_kld=0.015, min_top1_pct=93.0,
                              what="another build (compiler, platform, patches, pin) vs --reference"),
 }
@@ -117,9 +119,11 @@ class _Setup:
     servers: int
     args: tuple[str, ...]  # "{c}" is the third server's address
     needs: str = ""  # a patch the setup needs
+    gpu: bool = False  # only for a CUDA build
 
 
 SETUPS = (
+    _Setup(name="first GPU (CUDA0)", kind="gpu", servers=0, args=("-dev", "CUDA0"), gpu=True),
     _Setup(name="one RPC server", kind="same-math", servers=1, args=("-dev", "RPC0")),
     _Setup(name="layer split over two", kind="same-math", servers=2, args=("-dev", "RPC0,RPC1")),
     _Setup(name="tensor split over two", kind="tensor-split", servers=2,
@@ -129,6 +133,9 @@ SETUPS = (
            args=("-dev", "RPC0,RPC1", "-sm", "tensor", "-fit", "off", "-ot", r"blk\.5\.=RPC0[{c}]"),
            needs=META_OT_PATCH),
 )
+
+
+_CPU = ("-dev", "none")  # the baseline is the CPU, also in a CUDA build
 
 
 def _ppl(env: SmokeEnv, exe: Path, model: Path, text: Path, base: Path, *extra: str,
@@ -177,15 +184,16 @@ def check_kld(env: SmokeEnv) -> CheckResult:
         return done(CheckStatus.SKIP, env.model_why)
     model, text = env.model, text_path()
     base = env.workdir / "kld-base.bin"
-    cpu = _ppl(env, ppl, model, text, base, compare=False)
+    cpu = _ppl(env, ppl, model, text, base, *_CPU, compare=False)
     if not cpu.ok:
         return done(CheckStatus.FAIL, _fail_line("CPU baseline", cpu))
     records: list[KldRecord] = []
     notes: list[str] = []
-    setups = [s for s in SETUPS if not s.needs or s.needs in env.patches]
+    setups = [s for s in SETUPS if (not s.needs or s.needs in env.patches)
+              and (not s.gpu or env.info.cuda is not None)]
     if env.exe("ggml-rpc-server") is None:
-        notes.append("no ggml-rpc-server: only the CPU run")
-        setups = []
+        notes.append("no ggml-rpc-server: no RPC setup")
+        setups = [s for s in setups if not s.servers]
     with Processes(env.workdir / "logs") as procs:
         addrs: list[str] = []
         for s in setups:
@@ -195,8 +203,8 @@ def check_kld(env: SmokeEnv) -> CheckResult:
             except RuntimeError as e:
                 return done(CheckStatus.FAIL, f"{s.name}: {e}", tuple(records))
             extra = [a.replace("{c}", addrs[-1]) for a in s.args]
-            r = _ppl(env, ppl, model, text, base, "--rpc", ",".join(addrs[:s.servers]), *extra,
-                     compare=True)
+            rpc = ("--rpc", ",".join(addrs[:s.servers])) if s.servers else ()
+            r = _ppl(env, ppl, model, text, base, *rpc, *extra, compare=True)
             stats = parse_kld(r.output) if r.ok else None
             if stats is None:
                 return done(CheckStatus.FAIL, _fail_line(s.name, r), tuple(records))
@@ -208,11 +216,11 @@ def check_kld(env: SmokeEnv) -> CheckResult:
             notes.append("the reference has no llama-perplexity: builds not compared")
         else:
             ref_base = env.workdir / "kld-base-reference.bin"
-            r = _ppl(ref, ref_ppl, model, text, ref_base, compare=False)
+            r = _ppl(ref, ref_ppl, model, text, ref_base, *_CPU, compare=False)
             if not r.ok:
                 return done(CheckStatus.FAIL, _fail_line("reference CPU baseline", r),
                             tuple(records))
-            r = _ppl(env, ppl, model, text, ref_base, compare=True)
+            r = _ppl(env, ppl, model, text, ref_base, *_CPU, compare=True)
             stats = parse_kld(r.output) if r.ok else None
             if stats is None:
                 return done(CheckStatus.FAIL, _fail_line("CPU vs the reference's CPU", r),
