@@ -98,7 +98,8 @@ def judge(setup: str, kind: str, stats: KldStats) -> KldRecord:
 
 def summary(r: KldRecord) -> str:
     """'tensor split over two: mean KLD 0.0039, max 0.075, top-1 95.8 %' (+ the limits if failed)."""
-    s = (f"{r.setup}: mean KLD {r.mean_kld:.4f}, max {r.max_kld:.3f}, "
+    # KLD >= 0; llama-perplexity's float sums can print -0.000000
+    s = (f"{r.setup}: mean KLD {max(r.mean_kld, 0.0) + 0.0:.4f}, max {max(r.max_kld, 0.0) + 0.0:.3f}, "
          f"top-1 {r.top1_pct:.1f} %")
     if not r.passed:
         s += f" (FAIL: {r.kind} allows mean <= {r.max_mean_kld:g}, top-1 >= {r.min_top1_pct:g} %)"
