@@ -36,7 +36,13 @@ from patchkit.core.lock import cache_lock
 from patchkit.core.log import log
 from patchkit.core.paths import CacheLayout, WorkDirs, cache_layout
 from patchkit.core.proc import tool_version
-from patchkit.git.cache import ensure_clone, ensure_commit, prepare_worktree, remove_worktree
+from patchkit.git.cache import (
+    build_number,
+    ensure_clone,
+    ensure_commit,
+    prepare_worktree,
+    remove_worktree,
+)
 from patchkit.git.runner import git_out
 from patchkit.model.buildinfo import (
     ApplyResult,
@@ -177,7 +183,8 @@ def _run_locked(opts: BuildOptions, url: str, cache: CacheLayout, tools: cm.Buil
                          "config": config_id}),
         upstream=UpstreamRef(url=url, commit=recipe.upstream.commit,
                              commit_date=state.commit_date, subject=state.subject,
-                             ref=recipe.upstream.ref),
+                             ref=recipe.upstream.ref,
+                             build_number=build_number(work.src, recipe.upstream.commit)),
         patches=tuple(r.record() for r in results),
         series_hash=series_hash([(r.patch.name, r.patch.sha256) for r in results]),
         experimental=any(r.patch.experimental for r in results),

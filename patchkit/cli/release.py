@@ -26,10 +26,19 @@ __all__ = ["COMMANDS"]
 @click.option("--allow-stale", is_flag=True,
               help="Release a build whose recipe, upstream commit or patches changed since "
                    "(recorded in the manifest).")
+@click.option("--bundle-runtime/--no-bundle-runtime", default=True, show_default=True,
+              help="CUDA builds: NVIDIA's runtime (cudart, cuBLAS) in an archive beside them.")
+@click.option("--runtime-wheels", type=click.Path(file_okay=False, exists=True, path_type=Path),
+              default=None, help="Take NVIDIA's runtime wheels from this folder (offline) "
+                                 "instead of downloading them with pip.")
+@click.option("--allow-system", "allow_system", multiple=True, metavar="LIB",
+              help="Let binaries import this system library too (e.g. libssl.so.3), beyond "
+                   "the documented set; recorded in the manifest. Repeatable.")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON on stdout.")
 @click.pass_context
 def release_cmd(ctx: click.Context, recipe: str | None, build_dir: Path | None, out_dir: Path,
-                allow_unsmoked: bool, allow_stale: bool, as_json: bool) -> None:
+                allow_unsmoked: bool, allow_stale: bool, bundle_runtime: bool,
+                runtime_wheels: Path | None, allow_system: tuple[str, ...], as_json: bool) -> None:
     """Pack a finished build of RECIPE into a reproducible archive + SHA256SUMS.
 
     With only --build-dir the build is not compared with a recipe file.
@@ -44,16 +53,27 @@ def release_cmd(ctx: click.Context, recipe: str | None, build_dir: Path | None, 
     assert build_dir is not None
     opts = ReleaseOptions(build_dir=build_dir, out_dir=out_dir, recipe=loaded,
                           allow_unsmoked=allow_unsmoked, allow_stale=allow_stale,
-                          source_date_epoch=source_date_epoch_from_env())
+                          source_date_epoch=source_date_epoch_from_env(),
+                          bundle_runtime=bundle_runtime, runtime_wheels=runtime_wheels,
+                          allow_system=tuple(allow_system))
     with log.step(f"release {build_dir}"):
         result = release(opts)
     for waiver in result.waivers:
         log.warning(f"released with waiver {waiver!r} (recorded in the manifest)")
+    log.info("import check: every library resolves")
+    for line in result.imports:
+        log.info(f"  {line}")
+    if result.note:
+        log.info(f"note: {result.note}")
+    if result.runtime is not None:
+        log.info(f"{result.runtime}  (the CUDA runtime: unpack it over the build's folder)")
     log.info(f"{result.archive}  sha256 {result.sha256}")
     if as_json:
         click.echo(json.dumps({"name": result.name, "archive": str(result.archive),
                                "sha256": result.sha256, "manifest": str(result.manifest),
-                               "sums": str(result.sums), "waivers": list(result.waivers)},
+                               "sums": str(result.sums), "waivers": list(result.waivers),
+                               "runtime": str(result.runtime) if result.runtime else None,
+                               "imports": list(result.imports)},
                               indent=2))
 
 

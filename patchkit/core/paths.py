@@ -132,6 +132,7 @@ class CacheLayout:
         <cache>/work/<recipe>-<hash>/       worktree src/, build/, state.json, build.log
         <cache>/refresh/<recipe>/           a refresh in progress (upkeep.refresh)
         <cache>/models/<name>/              real model weights (weights.store)
+        <cache>/wheels/<os>-<arch>-cuda<X.Y>/  NVIDIA runtime wheels (release.bundle)
     """
 
     root: Path
@@ -151,6 +152,9 @@ class CacheLayout:
     @property
     def models(self) -> Path:
         return self.root / "models"
+
+    def wheels(self, label: str) -> Path:
+        return self.root / "wheels" / _slug(label)
 
 
 def cache_layout() -> CacheLayout:

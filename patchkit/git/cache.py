@@ -23,6 +23,7 @@ from patchkit.git.runner import git_out
 __all__ = [
     "DEFAULT_SPARSE_EXCLUDE",
     "Worktree",
+    "build_number",
     "commit_info",
     "ensure_clone",
     "ensure_commit",
@@ -182,6 +183,15 @@ def commit_info(repo: Path, commit: str) -> tuple[str, str]:
     out = git_out(repo, "show", "-s", "--format=%cI%x00%s", commit)
     date, _, subject = out.partition("\x00")
     return date, subject
+
+
+def build_number(repo: Path, commit: str) -> int | None:
+    """llama.cpp's build number: the commits reachable from ``commit`` (what upstream's
+    cmake computes with `git rev-list --count HEAD`); None in a shallow clone (too few)."""
+    if git_out(repo, "rev-parse", "--is-shallow-repository").strip() == "true":
+        return None
+    count = git_out(repo, "rev-list", "--count", commit).strip()
+    return int(count) if count.isdigit() and int(count) > 0 else None
 
 
 def remove_worktree(repo: Path, path: Path) -> None:

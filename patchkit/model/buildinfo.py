@@ -160,16 +160,25 @@ class UpstreamRef:
     commit_date: str  # ISO 8601, committer date
     subject: str = ""
     ref: str | None = None
+    # llama.cpp's build number (`git rev-list --count <commit>`, as its cmake computes it);
+    # None: not known (a shallow clone, or a build-info from an older patchkit)
+    build_number: int | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {"url": self.url, "commit": self.commit, "commit_date": self.commit_date,
-                "subject": self.subject, "ref": self.ref}
+        out: dict[str, Any] = {"url": self.url, "commit": self.commit, "commit_date": self.commit_date,
+                               "subject": self.subject, "ref": self.ref}
+        if self.build_number is not None:
+            out["build_number"] = self.build_number
+        return out
 
     @classmethod
     def from_obj(cls, o: _Obj) -> UpstreamRef:
+        number = o.get("build_number", int, optional=True)
+        if number is not None and number <= 0:
+            raise _BadField(o._key("build_number"))
         return cls(url=o.text("url"), commit=o.text("commit"), commit_date=o.text("commit_date"),
                    subject=o.text("subject", optional=True, default=""),
-                   ref=o.text("ref", optional=True))
+                   ref=o.text("ref", optional=True), build_number=number)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

@@ -49,7 +49,7 @@ LAUNCHERS = ("ccache", "sccache", "none")  # build.launcher (patchkit.build.comp
 # section -> allowed keys (None = top level)
 _SCHEMA: dict[str | None, tuple[str, ...]] = {
     None: ("name", "description", "patches", "allow_experimental",
-           "upstream", "build", "platform", "cuda", "windows", "smoke"),
+           "upstream", "build", "platform", "cuda", "windows", "smoke", "release"),
     "upstream": ("url", "commit", "ref"),
     "build": ("targets", "defines", "build_type", "generator", "toolchain", "sparse_exclude",
               "cache_remote", "launcher"),
@@ -57,7 +57,10 @@ _SCHEMA: dict[str | None, tuple[str, ...]] = {
     "cuda": ("archs", "toolkit_root", "host_compiler", "fa_all_quants"),
     "windows": ("stack_reserve", "stack_commit", "rpc_clients"),
     "smoke": ("enabled", "skip", "tools"),
+    "release": ("allow_system",),
 }
+# a library file name a release may take from the target system (release.imports)
+_LIBRARY = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]{0,127}$")
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -123,6 +126,8 @@ class Recipe:
     smoke_enabled: bool = True
     smoke_skip: tuple[str, ...] = ()
     smoke_tools: tuple[str, ...] = ()  # extra targets built for the smoke stage, not shipped
+    # system libraries beyond the built-in set that its releases may import (libssl.so.3 …)
+    release_allow_system: tuple[str, ...] = ()
 
     @property
     def patch_names(self) -> tuple[str, ...]:
@@ -341,6 +346,8 @@ def _parse(ctx: _Ctx, data: dict[str, Any], series: Series) -> Recipe:
         smoke_enabled=ctx.get(s, "enabled", bool, "smoke", default=True),
         smoke_skip=ctx.str_list(s, "skip", "smoke"),
         smoke_tools=ctx.str_list(s, "tools", "smoke", pattern=_TARGET),
+        release_allow_system=ctx.str_list(ctx.section(data, "release") or {}, "allow_system",
+                                          "release", pattern=_LIBRARY),
     )
 
 

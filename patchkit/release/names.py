@@ -1,8 +1,12 @@
 """Release names, from a build-info's or a manifest's fields (verify recomputes them).
 
-The archive name is ``llama-<upstream sha7>-pk<series hash 8>-<os>-<arch>-<variant>``;
-the variant is ``cuda<nvcc major>-sm<archs>`` (e.g. ``cuda12-sm60-61-75-86``) for CUDA
-builds and the recipe name (e.g. ``cpu-rpc``) otherwise.
+The archive name is ``llama-b<build>-<upstream sha7>-pk<series hash 8>-<os>-<arch>-<variant>``;
+``b<build>`` is llama.cpp's build number as its own binaries print it (``version: 10309
+(82bb48500)`` -> ``b10309``): the number of commits reachable from the upstream commit,
+which is how upstream's cmake computes it. A build-info or manifest without it (older
+patchkit) gives the name without that part. The variant is ``cuda<nvcc major>-sm<archs>``
+(e.g. ``cuda12-sm60-61-75-86``) for CUDA builds and the recipe name (e.g. ``cpu-rpc``)
+otherwise.
 """
 
 from __future__ import annotations
@@ -13,7 +17,17 @@ from typing import Any
 
 from patchkit.core.errors import ReleaseError
 
-__all__ = ["archive_name", "variant_name"]
+__all__ = ["RUNTIME_KIND", "archive_name", "build_number", "parse_build_number", "runtime_name",
+           "variant_name"]
+
+RUNTIME_KIND = "cuda-runtime"  # the manifest "kind" of a CUDA runtime archive (release.bundle)
+
+# `version: 10309 (82bb48500)` (to mid 2026) and `0.2.0-dev (build 10566, commit bb4caa754)`
+_VERSION_FORMATS = (
+    re.compile(r"^version:\s*(?P<n>\d+)\s*\((?P<c>[0-9a-f]{4,40})\)", re.MULTILINE),
+    re.compile(r"\(build\s+(?P<n>\d+),\s*commit\s+(?P<c>[0-9a-f]{4,40})\)"),
+)
+_MAX_BUILD = 10**9
 
 
 def _cuda_major(cuda: Mapping[str, Any], tools: Mapping[str, Any]) -> str:
@@ -34,8 +48,20 @@ def _arch_labels(archs: list[Any]) -> list[str]:
     return sorted(labels, key=lambda k: (labels[k], k))
 
 
+def runtime_name(os_name: str, arch: str, cuda_version: str) -> tuple[str, str]:
+    """The CUDA runtime archive shared by a folder's CUDA builds (llama.cpp calls its own
+    ``cudart-llama-bin-win-cuda-12.4-x64.zip``): ``cudart-llama-<os>-<arch>-cuda<X.Y>``."""
+    if not re.fullmatch(r"\d{1,3}\.\d{1,3}", cuda_version):
+        raise ReleaseError(f"{cuda_version!r} is not a CUDA version (X.Y)")
+    return (f"cudart-llama-{os_name}-{arch}-cuda{cuda_version}",
+            ".zip" if os_name == "windows" else ".tar.gz")
+
+
 def variant_name(info: Mapping[str, Any]) -> str:
-    """``cuda12-sm60-61-75-86`` for CUDA builds, else the recipe name (``cpu-rpc``)."""
+    """``cuda12-sm60-61-75-86`` for CUDA builds, else the recipe name (``cpu-rpc``);
+    ``cuda13.0`` for a CUDA runtime archive."""
+    if info.get("kind") == RUNTIME_KIND:
+        return f"cuda{info['cuda']['version']}"
     cuda = info.get("cuda")
     if cuda:
         archs = _arch_labels(list(cuda.get("archs") or []))
@@ -45,9 +71,36 @@ def variant_name(info: Mapping[str, Any]) -> str:
     return str(info["recipe"]["name"])
 
 
+def parse_build_number(text: str) -> tuple[int, str] | None:
+    """(build number, commit prefix) from a llama.cpp binary's ``--version`` output, in
+    either format upstream has printed; None when neither is there."""
+    for pattern in _VERSION_FORMATS:
+        m = pattern.search(text)
+        if m and len(m.group("n")) <= 9:
+            return int(m.group("n")), m.group("c")
+    return None
+
+
+def build_number(info: Mapping[str, Any]) -> int | None:
+    """``upstream.build_number`` of a build-info or manifest; None when not recorded."""
+    upstream = info.get("upstream")
+    raw = upstream.get("build_number") if isinstance(upstream, Mapping) else None
+    if raw is None:
+        return None
+    if isinstance(raw, bool) or not isinstance(raw, int) or not 0 < raw < _MAX_BUILD:
+        raise ReleaseError(f"upstream.build_number {raw!r} is not a build number")
+    return raw
+
+
 def archive_name(info: Mapping[str, Any]) -> tuple[str, str]:
-    """(top folder / stem, suffix): ``llama-<sha7>-pk<series8>-<os>-<arch>-<variant>``."""
+    """(top folder / stem, suffix):
+    ``llama-b<build>-<sha7>-pk<series8>-<os>-<arch>-<variant>``; a CUDA runtime
+    archive's manifest gives :func:`runtime_name`."""
     plat = info["platform"]
-    stem = (f"llama-{info['upstream']['commit'][:7]}-pk{info['series_hash'][:8]}"
+    if info.get("kind") == RUNTIME_KIND:
+        return runtime_name(plat["os"], plat["arch"], str(info["cuda"]["version"]))
+    number = build_number(info)
+    build = f"b{number}-" if number is not None else ""
+    stem = (f"llama-{build}{info['upstream']['commit'][:7]}-pk{info['series_hash'][:8]}"
             f"-{plat['os']}-{plat['arch']}-{variant_name(info)}")
     return stem, ".zip" if plat["os"] == "windows" else ".tar.gz"

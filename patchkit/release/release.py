@@ -29,11 +29,13 @@ out dir, cache, home) are replaced by ``<build>``, ``<out>``, ``<cache>``, ``~``
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import datetime as dt
 import json
 import os
 import re
+import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -45,6 +47,7 @@ from patchkit.core.fs import atomic_write_bytes, contained, sha256_file
 from patchkit.core.paths import cache_dir
 from patchkit.model.buildinfo import read_build_info
 from patchkit.model.recipe import Recipe
+from patchkit.release import bundle
 from patchkit.release.archive import Member, read_archive, write_archive
 from patchkit.release.names import archive_name, variant_name
 
@@ -74,6 +77,9 @@ class ReleaseOptions:
     allow_unsmoked: bool = False
     allow_stale: bool = False
     source_date_epoch: int | None = None  # None: the upstream commit date
+    bundle_runtime: bool = True  # CUDA builds: NVIDIA's runtime archive beside (release.bundle)
+    runtime_wheels: Path | None = None  # None: pip downloads them into the cache
+    allow_system: tuple[str, ...] = ()  # more system libraries (recorded in the manifest)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -85,6 +91,15 @@ class ReleaseResult:
     sums: Path
     waivers: tuple[str, ...]
     files: int
+    imports: tuple[str, ...] = ()  # the import check, one line per file (release.imports)
+    runtime: Path | None = None  # the CUDA runtime archive beside it
+    note: str = ""
+
+
+def _allowed_system(opts: ReleaseOptions) -> tuple[str, ...]:
+    """The extra system libraries: the recipe's `[release] allow_system`, then --allow-system."""
+    from_recipe = opts.recipe.release_allow_system if opts.recipe is not None else ()
+    return tuple(dict.fromkeys((*from_recipe, *opts.allow_system)))
 
 
 def source_date_epoch_from_env(env: Mapping[str, str] | None = None) -> int | None:
@@ -246,7 +261,9 @@ def _manifest(info: Mapping[str, Any], *, stem: str, suffix: str, mtime: int, sd
         "recipe": {"name": info["recipe"]["name"], "file": _relative_file(info["recipe"].get("file")),
                    "sha256": info["recipe"]["sha256"]},
         "identity": info.get("identity"),
-        "upstream": {k: info["upstream"].get(k) for k in ("url", "commit", "commit_date", "ref")},
+        "upstream": {k: info["upstream"].get(k) for k in ("url", "commit", "commit_date", "ref",
+                                                          "build_number")
+                     if k != "build_number" or info["upstream"].get(k) is not None},
         "patches": [{"name": p.get("name"), "file": p.get("file"), "sha256": p.get("sha256"),
                      "status": p.get("upstream_status"), "when": p.get("when"),
                      "experimental": p.get("experimental"), "result": p.get("result")}
@@ -333,6 +350,11 @@ def _check_collision(out_dir: Path, stem: str, suffix: str, recipe_name: str) ->
 
 def release(opts: ReleaseOptions) -> ReleaseResult:
     """Check the build, pack it, write manifest copy, then SHA256SUMS (last)."""
+    with contextlib.ExitStack() as stack:
+        return _release(opts, stack)
+
+
+def _release(opts: ReleaseOptions, stack: contextlib.ExitStack[Any]) -> ReleaseResult:
     build_dir = opts.build_dir
     info = read_build_info(build_dir, error=ReleaseError).to_json()
     waivers: list[str] = []
@@ -355,12 +377,18 @@ def release(opts: ReleaseOptions) -> ReleaseResult:
 
     stem, suffix = archive_name(info)
     mtime = _mtime(info, opts.source_date_epoch)
+    stage = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="patchkit-release-")))
+    checked = bundle.check_release(info, build_dir, [m.name for m, _ in arts],
+                                   bundle=opts.bundle_runtime, wheels=opts.runtime_wheels,
+                                   stage=stage, sde=opts.source_date_epoch,
+                                   allow=_allowed_system(opts))
     members = [m for m, _ in arts] + [Member(name="LICENSE", mode=0o644, source=license_path)]
     files = [f for _, f in arts] + [{"path": "LICENSE", "sha256": sha256_file(license_path),
                                      "size": license_path.stat().st_size, "mode": "644",
                                      "type": "LICENSE"}]
     manifest = _manifest(info, stem=stem, suffix=suffix, mtime=mtime,
                          sde=opts.source_date_epoch is not None, waivers=waivers, files=files)
+    manifest.update(checked.manifest_fields())
     manifest = _scrub(manifest, _host_subs(info, build_dir, opts.out_dir))
     data = dump_manifest(manifest)
     members.append(Member(name="manifest.json", mode=0o644, data=data))
@@ -376,6 +404,7 @@ def release(opts: ReleaseOptions) -> ReleaseResult:
         if problems:
             raise ReleaseError(f"{out}: {problems[0]}",
                                hint="fix or delete it, then release again")
+    sums.update(bundle.publish(checked, out))
     archive = out / (stem + suffix)
     digest = write_archive(archive, stem, members, mtime=mtime)
     side = out / f"{stem}.manifest.json"
@@ -384,4 +413,7 @@ def release(opts: ReleaseOptions) -> ReleaseResult:
     sums[side.name] = sha256_file(side)
     write_sums(sums_path, sums)
     return ReleaseResult(name=stem, archive=archive, sha256=digest, manifest=side, sums=sums_path,
-                         waivers=tuple(sorted(waivers)), files=len(members))
+                         waivers=tuple(sorted(waivers)), files=len(members),
+                         imports=tuple(checked.report.lines()),
+                         runtime=out / checked.runtime.archive if checked.runtime else None,
+                         note=checked.note)

@@ -12,7 +12,9 @@ Checked, each difference one line naming the file:
 - ``<name>.manifest.json`` beside the archive: identical to the manifest inside
   (else the differing keys are named);
 - every ELF member: RUNPATH/RPATH entries `$ORIGIN`-based only (no empty entry, which
-  is the current directory, no relative or absolute path).
+  is the current directory, no relative or absolute path);
+- the import check (release.imports) on the archive's bin/, with the CUDA runtime
+  archive its manifest names (present, that sha256), and its recorded ``imports``.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from typing import Any
 from patchkit.binary.elf import rpath_problems
 from patchkit.core.errors import ReleaseError
 from patchkit.core.fs import sha256_file
+from patchkit.release import bundle
 from patchkit.release.archive import (
     ARCHIVE_SUFFIXES,
     DEFAULT_LIMITS,
@@ -37,7 +40,7 @@ from patchkit.release.archive import (
     check_archive,
     read_archive,
 )
-from patchkit.release.names import archive_name, variant_name
+from patchkit.release.names import RUNTIME_KIND, archive_name, variant_name
 from patchkit.release.release import SUMS, dump_manifest, read_sums
 
 __all__ = ["VerifyReport", "verify_dir"]
@@ -184,6 +187,7 @@ def _check_archive_file(dist: Path, name: str) -> list[str]:
                      f"({str(e)[:200]})")
     diffs += _check_members(name, root, entries, manifest)
     diffs += _check_runpaths(name, root, entries)
+    diffs += bundle.verify_imports(dist, name, root, manifest)
     mtime = manifest.get("source_date_epoch")
     if isinstance(mtime, int) and not isinstance(mtime, bool) and 0 <= mtime < 1 << 40:
         diffs += [f"{name}: {p}" for p in check_archive(path, entries, root=root, mtime=mtime)]
@@ -192,7 +196,8 @@ def _check_archive_file(dist: Path, name: str) -> list[str]:
     smoke = manifest.get("smoke")
     status = smoke.get("status") if isinstance(smoke, dict) else None
     waivers = manifest.get("waivers")
-    if status != "passed" and "unsmoked" not in (waivers if isinstance(waivers, list) else []):
+    if manifest.get("kind") != RUNTIME_KIND and status != "passed" \
+            and "unsmoked" not in (waivers if isinstance(waivers, list) else []):
         diffs.append(f"{name}: smoke {status or 'not run'} but the manifest records no "
                      "'unsmoked' waiver")
 

@@ -39,3 +39,19 @@ def test_real_build_smoke_matches_its_patches() -> None:
         else:
             assert st[check].status == "skip" and "as expected" in st[check].why, st[check].why
     assert report.status == "passed"
+
+
+def test_real_build_binaries_search_only_origin() -> None:
+    """Every ELF file in bin/ has RUNPATH exactly $ORIGIN (or none) and no RPATH."""
+    from patchkit.binary.elf import read_dynamic
+
+    out = Path(REAL or ".")
+    seen = 0
+    for f in sorted((out / "bin").iterdir()):
+        dyn = read_dynamic(f)
+        if dyn is None:
+            continue
+        seen += 1
+        assert dyn.runpath in ((), ("$ORIGIN",)) and dyn.rpath == (), (f.name, dyn)
+    info = read_build_info(out)
+    assert seen or info.platform.os == "windows"

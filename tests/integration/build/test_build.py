@@ -37,6 +37,7 @@ def test_build_end_to_end(project: Path, upstream: FixtureUpstream, tmp_path: Pa
     data = info(out)
     assert data["upstream"]["commit"] == upstream.head
     assert data["upstream"]["commit_date"].startswith("2026-01-03")
+    assert data["upstream"]["build_number"] == 3  # c1..c3, as `git rev-list --count` says
     assert [p["result"] for p in data["patches"]] == ["applied"]
     assert data["patches"][0]["name"] == "zero-nbytes-guard"
     assert len(data["series_hash"]) == 64 and len(data["identity"]) == 64

@@ -124,3 +124,15 @@ def test_shipped_recipes_validate() -> None:
     cpu = load_recipe(root / "recipes" / "cpu-rpc.toml", root, series)
     assert cpu.upstream.commit == "82bb48500a9a6b3374da2cf5811695369278e4d3"
     assert set(cpu.build.targets) == {"llama-cli", "llama-server", "ggml-rpc-server", "llama-bench"}
+
+
+def test_release_allow_system_is_a_list_of_library_names(proj: Path) -> None:
+    r = load(proj, GOOD + '[release]\nallow_system = ["libssl.so.3", "libcrypto.so.3"]\n')
+    assert r.release_allow_system == ("libssl.so.3", "libcrypto.so.3")
+    assert load(proj, GOOD).release_allow_system == ()
+    for bad, msg in (('["../libx.so"]', "is not a valid name"), ('"libssl.so.3"', "release.allow_system"),
+                     ('["a", "a"]', "listed twice")):
+        with pytest.raises(RecipeError, match=msg):
+            load(proj, GOOD + f"[release]\nallow_system = {bad}\n")
+    with pytest.raises(RecipeError, match="release.allow"):
+        load(proj, GOOD + '[release]\nallow = ["libssl.so.3"]\n')

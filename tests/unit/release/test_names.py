@@ -70,3 +70,68 @@ def test_cuda_variant_refusals_are_one_line(cuda: dict[str, object], message: st
     with pytest.raises(ReleaseError) as e:
         variant_name(_info(cuda=cuda))
     assert e.value.message == message and e.value.exit_code == 12
+
+
+# ---------------------------------------------------------------- build numbers
+
+@pytest.mark.parametrize(("text", "want"), [
+    ("version: 10309 (82bb48500)\nbuilt with GNU 12.2.0 for Linux x86_64\n", (10309, "82bb48500")),
+    ("0.2.0-dev (build 10566, commit bb4caa754)\n", (10566, "bb4caa754")),
+    ("load_backend: loaded RPC backend\nversion: 7 (abcd)\n", (7, "abcd")),
+    ("llama-cli 0.2.0\n", None),
+    ("version: 12345678901 (abcdef0)\n", None),  # more digits than any build number
+    ("", None),
+])
+def test_parse_build_number_reads_both_upstream_formats(text: str,
+                                                        want: tuple[int, str] | None) -> None:
+    from patchkit.release.names import parse_build_number
+    assert parse_build_number(text) == want
+
+
+def test_names_carry_the_build_number_when_recorded() -> None:
+    info = _info(upstream={"commit": "82bb48500a9a6b3374da2cf5811695369278e4d3",
+                           "build_number": 10309})
+    assert archive_name(info) == ("llama-b10309-82bb485-pk5f3c2a1b-linux-aarch64-cpu-rpc",
+                                  ".tar.gz")
+    # an older build-info without it keeps the old name (old manifests still verify)
+    assert archive_name(_info())[0] == "llama-82bb485-pk5f3c2a1b-linux-aarch64-cpu-rpc"
+
+
+@pytest.mark.parametrize("bad", [0, -3, True, "10309", 1.5, 10**12])
+def test_a_bad_build_number_is_refused(bad: object) -> None:
+    info = _info(upstream={"commit": "82bb48500a9a6b3374da2cf5811695369278e4d3",
+                           "build_number": bad})
+    with pytest.raises(ReleaseError, match="build_number"):
+        archive_name(info)
+
+
+def test_build_info_keeps_the_build_number(tmp_path: Path) -> None:
+    from patchkit.core.errors import ReleaseError as Err
+    from patchkit.model.buildinfo import read_build_info
+    out = make_build(tmp_path)
+    data = json.loads((out / "build-info.json").read_text())
+    assert "build_number" not in read_build_info(out, error=Err).to_json()["upstream"]
+    data["upstream"]["build_number"] = 10309
+    (out / "build-info.json").write_text(json.dumps(data))
+    assert read_build_info(out, error=Err).upstream.build_number == 10309
+    assert read_build_info(out, error=Err).to_json()["upstream"]["build_number"] == 10309
+    data["upstream"]["build_number"] = 0
+    (out / "build-info.json").write_text(json.dumps(data))
+    with pytest.raises(Err, match="build_number"):
+        read_build_info(out, error=Err)
+
+
+def test_release_and_verify_use_the_build_number(tmp_path: Path) -> None:
+    from patchkit.release.verify import verify_dir
+    from tests.fixtures.release import do_release, rewrite_info
+    build = make_build(tmp_path)
+    rewrite_info(build, lambda info: info["upstream"].__setitem__("build_number", 10309))
+    r = do_release(build, tmp_path / "dist")
+    assert r.archive.name == "llama-b10309-82bb485-pk5f3c2a1b-linux-x86_64-cpu-rpc.tar.gz"
+    assert json.loads(r.manifest.read_text())["upstream"]["build_number"] == 10309
+    assert verify_dir(tmp_path / "dist").differences == ()
+    # a manifest whose build number was changed no longer gives its archive's name
+    side = r.manifest
+    side.write_text(side.read_text().replace('"build_number": 10309', '"build_number": 10310'))
+    diffs = verify_dir(tmp_path / "dist").differences
+    assert any("build_number" in d for d in diffs), diffs
