@@ -25,6 +25,7 @@ def _hermetic(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPath
     monkeypatch.setenv("GIT_CONFIG_GLOBAL", os.devnull)
     monkeypatch.delenv("GITHUB_ACTIONS", raising=False)
     monkeypatch.delenv("PATCHKIT_PROJECT", raising=False)
+    monkeypatch.delenv("PATCHKIT_MODEL", raising=False)
 
 
 def _with_git_env(make, root: Path):

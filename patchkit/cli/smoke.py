@@ -31,9 +31,14 @@ def print_check(r: CheckResult) -> None:
               help="Seconds a single command may take (raise it for slow machines or wine).")
 @click.option("--reference", type=click.Path(file_okay=False, path_type=Path),
               help="Another build's output (e.g. the Linux twin of a Windows build): its greedy "
-                   "tokens must match, and this build's client must work with its RPC server.")
+                   "tokens must match, this build's client must work with its RPC server, the "
+                   "real model's KL divergence must be within the cross-build thresholds and "
+                   "this build must not be slower (kld, speed).")
+@click.option("--model", type=click.Path(dir_okay=False, path_type=Path),
+              help="A real GGUF model for the kld and speed checks (default: $PATCHKIT_MODEL, "
+                   "else the one `patchkit model get smollm2` caches).")
 def smoke_cmd(outdir: Path, skip: tuple[str, ...], only: tuple[str, ...], tools: Path | None,
-              timeout: float, reference: Path | None) -> None:
+              timeout: float, reference: Path | None, model: Path | None) -> None:
     """Run the smoke checks on a build output dir (127.0.0.1 only)."""
     info = read_build_info(outdir)
     if reference is not None:
@@ -44,7 +49,7 @@ def smoke_cmd(outdir: Path, skip: tuple[str, ...], only: tuple[str, ...], tools:
     with log.step("smoke"):
         report = run_smoke(outdir, skip=skip, only=only, timeout=timeout,
                            tool_dirs=tuple(tool_dirs), on_result=print_check,
-                           reference=reference, partial=bool(skip or only))
+                           reference=reference, partial=bool(skip or only), model=model)
     log.info(f"smoke {report.status.value}")
     raise_if_failed(report)
 

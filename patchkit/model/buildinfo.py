@@ -32,12 +32,14 @@ __all__ = [
     "CheckStatus",
     "CompileCacheRecord",
     "CudaRecord",
+    "KldRecord",
     "PatchRecord",
     "PeEditRecord",
     "Platform",
     "RecipeRef",
     "SmokeReport",
     "SmokeStatus",
+    "SpeedRecord",
     "StackSizes",
     "UpstreamRef",
     "read_build_info",
@@ -281,22 +283,96 @@ class PeEditRecord:
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
+class KldRecord:
+    """One KL-divergence comparison of the smoke's kld check (llama-perplexity on a real
+    model): a setup's next-token distributions against a baseline's, and its thresholds."""
+
+    setup: str  # e.g. "tensor split over two RPC servers"
+    kind: str  # the comparison kind whose thresholds apply (smoke.kld.THRESHOLDS)
+    mean_kld: float
+    max_kld: float
+    top1_pct: float  # how often both runs have the same most likely token, in %
+    max_mean_kld: float  # the thresholds it was judged by
+    min_top1_pct: float
+    passed: bool
+
+    def to_json(self) -> dict[str, Any]:
+        return {"setup": self.setup, "kind": self.kind, "mean_kld": self.mean_kld,
+                "max_kld": self.max_kld, "top1_pct": self.top1_pct,
+                "max_mean_kld": self.max_mean_kld, "min_top1_pct": self.min_top1_pct,
+                "passed": self.passed}
+
+    @classmethod
+    def from_obj(cls, o: _Obj) -> KldRecord:
+        def num(key: str) -> float:
+            return float(o.get(key, (int, float)))
+
+        return cls(setup=o.text("setup"), kind=o.text("kind"), mean_kld=num("mean_kld"),
+                   max_kld=num("max_kld"), top1_pct=num("top1_pct"),
+                   max_mean_kld=num("max_mean_kld"), min_top1_pct=num("min_top1_pct"),
+                   passed=o.get("passed", bool))
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class SpeedRecord:
+    """One llama-bench test of the smoke's speed check: this build's median tok/s and,
+    with a reference build, the reference's, their ratio and the tolerance it was judged by."""
+
+    test: str  # "prompt pp64" / "decode tg16"
+    tps: float  # median tokens/s of this build
+    samples: int
+    reference_tps: float | None = None
+    ratio: float | None = None  # tps / reference_tps
+    tolerance: float | None = None  # a drop beyond 1 - tolerance fails
+    noise: float | None = None  # the larger relative median absolute deviation of both
+    passed: bool | None = None  # None: nothing to compare with
+
+    def to_json(self) -> dict[str, Any]:
+        return {"test": self.test, "tps": self.tps, "samples": self.samples,
+                "reference_tps": self.reference_tps, "ratio": self.ratio,
+                "tolerance": self.tolerance, "noise": self.noise, "passed": self.passed}
+
+    @classmethod
+    def from_obj(cls, o: _Obj) -> SpeedRecord:
+        def opt(key: str) -> float | None:
+            v = o.get(key, (int, float), optional=True)
+            return None if v is None else float(v)
+
+        return cls(test=o.text("test"), tps=float(o.get("tps", (int, float))),
+                   samples=o.get("samples", int), reference_tps=opt("reference_tps"),
+                   ratio=opt("ratio"), tolerance=opt("tolerance"), noise=opt("noise"),
+                   passed=o.get("passed", bool, optional=True))
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class CheckResult:
-    """One smoke check: pass / fail / skip, and why."""
+    """One smoke check: pass / fail / skip, and why (and what it measured, if anything)."""
 
     name: str
     status: CheckStatus
     why: str
     seconds: float = 0.0
+    model: str = ""  # the real model a measuring check used: "<file> sha256=<hex>"
+    kld: tuple[KldRecord, ...] = ()
+    speed: tuple[SpeedRecord, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
+        # the measurement keys only when there are measurements: older files stay as they were
         return {"name": self.name, "status": self.status.value, "why": self.why,
-                "seconds": round(self.seconds, 2)}
+                "seconds": round(self.seconds, 2),
+                **({"model": self.model} if self.model else {}),
+                **({"kld": [k.to_json() for k in self.kld]} if self.kld else {}),
+                **({"speed": [s.to_json() for s in self.speed]} if self.speed else {})}
 
     @classmethod
     def from_obj(cls, o: _Obj) -> CheckResult:
         return cls(name=o.text("name"), status=o.enum("status", CheckStatus), why=o.text("why"),
-                   seconds=float(o.get("seconds", (int, float), optional=True, default=0.0)))
+                   seconds=float(o.get("seconds", (int, float), optional=True, default=0.0)),
+                   model=o.text("model", optional=True, default=""),
+                   kld=tuple(KldRecord.from_obj(k) for k in o.objs("kld"))
+                   if o.data.get("kld") is not None else (),
+                   speed=tuple(SpeedRecord.from_obj(s) for s in o.objs("speed"))
+                   if o.data.get("speed") is not None else ())
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

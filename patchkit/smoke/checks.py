@@ -9,6 +9,8 @@ Checks (each pass / fail / skip, with why):
   rpc-guard        protocol-level probe of the guard (patchkit.rpc.probe)
   meta-ot          patch 2: tensor split over two RPC servers + one layer -ot to a third;
                    greedy tokens must match the CPU run
+  kld              a real model: KL divergence of each setup (and --reference) vs CPU
+  speed            a real model: prompt/decode tok/s vs --reference
 Everything listens on 127.0.0.1, on free ports, with time limits, and every server
 is stopped when its check ends.
 """
@@ -27,6 +29,8 @@ from patchkit.core.proc import Processes, RunResult
 from patchkit.model.buildinfo import CheckResult, CheckStatus
 from patchkit.rpc.probe import probe_zero_nbytes_guard
 from patchkit.smoke.env import SmokeEnv
+from patchkit.smoke.kld import check_kld
+from patchkit.smoke.speed import check_speed
 from patchkit.smoke.tinymodel import write_tiny_llama
 
 __all__ = ["CHECKS", "GUARD_PATCH", "META_OT_PATCH", "PROMPT", "Check", "generated_text"]
@@ -260,4 +264,6 @@ CHECKS: dict[str, Check] = {
     "tensor-split": check_tensor_split,
     "rpc-guard": check_rpc_guard,
     "meta-ot": check_meta_ot,
+    "kld": check_kld,  # a real model: KL divergence of each setup vs CPU (smoke.kld)
+    "speed": check_speed,  # a real model: tok/s vs --reference (smoke.speed)
 }

@@ -7,7 +7,8 @@ import dataclasses
 import os
 from pathlib import Path
 
-from patchkit.core.proc import RunResult, run
+from patchkit.core.net import LOOPBACK, free_port
+from patchkit.core.proc import Processes, RunResult, run
 from patchkit.model.buildinfo import BuildInfo, read_build_info
 
 __all__ = ["SmokeEnv"]
@@ -23,14 +24,19 @@ class SmokeEnv:
     env: dict[str, str] = dataclasses.field(default_factory=dict)
     tool_dirs: tuple[Path, ...] = ()  # where helper tools (test-llama-archs) may be
     reference: Path | None = None  # another build (e.g. Linux for a Windows one) to compare
+    model: Path | None = None  # a real GGUF model for the kld and speed checks
+    model_label: str = ""  # "<file> sha256=<hex>", recorded with their results
+    model_why: str = ""  # why there is none (what to run to get one)
 
     def reference_env(self) -> SmokeEnv | None:
         """The reference build, run natively (no launcher), sharing this workdir."""
         if self.reference is None:
             return None
-        return dataclasses.replace(self, out_dir=self.reference,
-                                   info=read_build_info(self.reference), launcher=(), env={},
-                                   tool_dirs=(), reference=None)
+        info = read_build_info(self.reference)
+        # its smoke-only tools (llama-perplexity) stay in its build dir
+        tools = (Path(info.build_dir) / "bin",) if info.build_dir else ()
+        return dataclasses.replace(self, out_dir=self.reference, info=info, launcher=(), env={},
+                                   tool_dirs=tools, reference=None)
 
     @property
     def windows(self) -> bool:
@@ -54,6 +60,17 @@ class SmokeEnv:
     def run(self, exe: Path, *args: str, timeout: float | None = None) -> RunResult:
         return run(self.cmd(exe, *args), timeout=timeout or self.timeout,
                    env={**os.environ, **self.env}, start_error="result")
+
+    def rpc_server(self, procs: Processes, name: str = "rpc") -> str:
+        """Start this build's ggml-rpc-server (CPU, 127.0.0.1, a free port); its address."""
+        server = self.exe("ggml-rpc-server")
+        if server is None:
+            raise RuntimeError("ggml-rpc-server is not in this build")
+        port = free_port()
+        procs.start_server(self.cmd(server, "-d", "CPU", "-H", LOOPBACK, "-p", str(port)), port,
+                           name=name, timeout=min(self.timeout, 60 if self.launcher else 20),
+                           env={**os.environ, **self.env})
+        return f"{LOOPBACK}:{port}"
 
     def executables(self) -> list[Path]:
         return [self.out_dir / a.path for a in self.info.artifacts if a.type == "EXECUTABLE"]

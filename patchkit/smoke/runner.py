@@ -28,6 +28,7 @@ from patchkit.model.buildinfo import (
 )
 from patchkit.smoke.checks import CHECKS
 from patchkit.smoke.env import SmokeEnv
+from patchkit.smoke.realmodel import NO_MODEL, find_model
 
 __all__ = ["raise_if_failed", "run_smoke"]
 
@@ -80,13 +81,16 @@ def run_smoke(out_dir: Path, *, skip: tuple[str, ...] = (), only: tuple[str, ...
               timeout: float = 300.0, tool_dirs: tuple[Path, ...] = (),
               record: bool = True, on_result: Callable[[CheckResult], None] | None = None,
               extra_env: dict[str, str] | None = None,
-              reference: Path | None = None, partial: bool = False) -> SmokeReport:
+              reference: Path | None = None, partial: bool = False,
+              model: Path | None = None) -> SmokeReport:
     """Run the checks against a build output dir; record the report in its build-info.json.
 
     ``partial``: some checks are left out on request (``--only``/``--skip``); a run that
     would pass is then recorded as "partial", which `patchkit release` does not accept.
+    ``model``: the real GGUF of the kld and speed checks (else smoke.realmodel finds one).
     """
     info = read_build_info(out_dir)
+    real = find_model(model)
     launcher: tuple[str, ...] = ()
     # what the build says its binaries need at run time (CUDA: the toolkit's library path)
     extra_env = {**info.runtime_env, **(extra_env or {})}
@@ -105,7 +109,8 @@ def run_smoke(out_dir: Path, *, skip: tuple[str, ...] = (), only: tuple[str, ...
                 extra_env["WINEPREFIX"] = str(Path(tmp) / "wineprefix")
         env = SmokeEnv(out_dir=out_dir, info=info, workdir=Path(tmp), timeout=timeout,
                        launcher=launcher, env=extra_env, tool_dirs=tool_dirs,
-                       reference=reference)
+                       reference=reference, model=real.path if real else None,
+                       model_label=real.label if real else "", model_why=NO_MODEL)
         if results:  # nothing can run here (no driver, no wine): say why
             for res in results:
                 if on_result is not None:

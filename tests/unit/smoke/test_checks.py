@@ -61,10 +61,13 @@ def test_checks_without_their_binaries_skip_or_fail_without_running_anything(tmp
         "tensor-split": (CheckStatus.SKIP, "needs llama-bench and ggml-rpc-server"),
         "rpc-guard": (CheckStatus.SKIP, "ggml-rpc-server is not in this build"),
         "meta-ot": (CheckStatus.SKIP, "needs llama-cli and ggml-rpc-server"),
+        "kld": (CheckStatus.SKIP, "llama-perplexity was not built (a [smoke] tools target)"),
+        "speed": (CheckStatus.SKIP, "llama-bench is not in this build"),
     }
     none = checks.check_version(_env(tmp_path / "b", executables=False))
     assert (none.status, none.why) == (CheckStatus.FAIL, "build-info.json lists no executables")
-    assert list(checks.CHECKS) == ["version", "generate", "tensor-split", "rpc-guard", "meta-ot"]
+    assert list(checks.CHECKS) == ["version", "generate", "tensor-split", "rpc-guard", "meta-ot",
+                                   "kld", "speed"]
 
 
 def test_the_hybrid_model_needs_test_llama_archs(tmp_path: Path) -> None:
