@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from patchkit.core.fs import atomic_write_bytes, sha256_bytes, sha256_file
+from patchkit.core.text import diff_keys
 from patchkit.release.signing import SIG_SUFFIX, SIGNATURE_MAX, check, sign
 
 __all__ = [
@@ -191,7 +192,7 @@ def check_beside(dist: Path, *, archive: str, stem: str, manifest: Mapping[str, 
         if not isinstance(got, dict):
             diffs.append(f"{name}: not a JSON in-toto statement")
         else:
-            keys = _diff_keys(json.loads(want), got)
+            keys = diff_keys(json.loads(want), got)
             shown = ", ".join(keys[:6]) + (f" (+{len(keys) - 6} more)" if len(keys) > 6 else "")
             diffs.append(f"{name}: does not match {archive} and its manifest: "
                          f"{shown or 'formatting only'}")
@@ -208,17 +209,3 @@ def check_beside(dist: Path, *, archive: str, stem: str, manifest: Mapping[str, 
             if not res.ok:
                 diffs.append(f"{sig_path.name}: {res.problem}")
     return diffs
-
-
-def _diff_keys(a: Any, b: Any, prefix: str = "") -> list[str]:
-    if isinstance(a, dict) and isinstance(b, dict):
-        out: list[str] = []
-        for k in sorted(set(a) | set(b)):
-            out += _diff_keys(a.get(k), b.get(k), f"{prefix}.{k}" if prefix else k)
-        return out
-    if isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
-        out = []
-        for i, (x, y) in enumerate(zip(a, b)):
-            out += _diff_keys(x, y, f"{prefix}[{i}]")
-        return out
-    return [] if a == b else [prefix or "(whole)"]

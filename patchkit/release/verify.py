@@ -33,6 +33,7 @@ from typing import Any
 from patchkit.binary.elf import rpath_problems
 from patchkit.core.errors import ReleaseError
 from patchkit.core.fs import sha256_file
+from patchkit.core.text import diff_keys
 from patchkit.release import bundle, provenance
 from patchkit.release.archive import (
     ARCHIVE_SUFFIXES,
@@ -84,21 +85,6 @@ class VerifyReport:
     @property
     def ok(self) -> bool:
         return not self.differences
-
-
-def _diff_keys(a: Any, b: Any, prefix: str = "") -> list[str]:
-    """Dotted paths where two JSON values differ."""
-    if isinstance(a, dict) and isinstance(b, dict):
-        out: list[str] = []
-        for k in sorted(set(a) | set(b)):
-            out += _diff_keys(a.get(k), b.get(k), f"{prefix}.{k}" if prefix else k)
-        return out
-    if isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
-        out = []
-        for i, (x, y) in enumerate(zip(a, b)):
-            out += _diff_keys(x, y, f"{prefix}[{i}]")
-        return out
-    return [] if a == b else [prefix or "(whole)"]
 
 
 def _short(sha: Any) -> str:
@@ -215,7 +201,7 @@ def _check_archive_file(dist: Path, name: str, allowed_signers: Path | None = No
                      f"manifest inside {name}")
     elif side.read_bytes() != inner.data:
         try:
-            keys = _diff_keys(manifest, _json(side.read_bytes()))
+            keys = diff_keys(manifest, _json(side.read_bytes()))
             what = ", ".join(keys[:_MAX_KEYS]) + (f" (+{len(keys) - _MAX_KEYS} more)"
                                                   if len(keys) > _MAX_KEYS else "")
             what = what or "formatting only"
