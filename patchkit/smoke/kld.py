@@ -141,7 +141,11 @@ _CPU = ("-dev", "none")  # the baseline is the CPU, also in a CUDA build
 
 def _ppl(env: SmokeEnv, exe: Path, model: Path, text: Path, base: Path, *extra: str,
          compare: bool) -> RunResult:
-    args = ["-m", str(model), "-f", str(text), "-c", str(CTX), "--kl-divergence-base", str(base)]
+    # one thread: the distances do not depend on speed, and with as many threads as cores
+    # ggml's spinning barriers collapse when anything else runs (a parallel build: 232 s per
+    # pass instead of seconds), which would fail the check on a busy machine
+    args = ["-m", str(model), "-f", str(text), "-c", str(CTX), "-t", "1",
+            "--kl-divergence-base", str(base)]
     if compare:
         args.append("--kl-divergence")
     return env.run(exe, *args, *extra)
@@ -156,7 +160,7 @@ def _real_text(env: SmokeEnv, model: Path) -> str:
     cli = env.exe("llama-cli")
     if cli is None:
         return ""
-    r = env.run(cli, "-m", str(model), "-p", GEN_PROMPT, "-n", "24", "--temp", "0", "-c", "256",
+    r = env.run(cli, "-m", str(model), "-p", GEN_PROMPT, "-n", "24", "--temp", "0", "-c", "256", "-t", "1",
                 "--seed", "1", "-st", "--simple-io", "--no-warmup")
     if not r.ok:
         return ""
