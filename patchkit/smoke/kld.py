@@ -31,6 +31,10 @@ __all__ = ["CTX", "THRESHOLDS", "KldStats", "Threshold", "check_kld", "judge", "
 
 META_OT_PATCH = "experimental-meta-ot-scheduling"
 CTX = 128  # small context: a run over the text takes seconds
+# one llama-perplexity run over the text: ~20 s on an idle core, but 10x that when the machine
+# is busy (measured here with two builds running: 190 s per pass through an RPC server), and a
+# busy machine must not fail the check; a run that hangs is still cut off
+RUN_TIMEOUT = 900.0
 TEXT = "kld-text.txt"  # ~13 KB of original prose, committed (patchkit/smoke/data)
 GEN_PROMPT = "Write one sentence about a water mill."
 
@@ -148,7 +152,7 @@ def _ppl(env: SmokeEnv, exe: Path, model: Path, text: Path, base: Path, *extra: 
             "--kl-divergence-base", str(base)]
     if compare:
         args.append("--kl-divergence")
-    return env.run(exe, *args, *extra)
+    return env.run(exe, *args, *extra, timeout=max(env.timeout, RUN_TIMEOUT))
 
 
 def _fail_line(label: str, r: RunResult) -> str:
