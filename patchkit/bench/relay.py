@@ -13,6 +13,12 @@ The relay keeps connections on plain TCP: it clears the transport capabilities i
 first HELLO each way (an RDMA upgrade would leave the relay's socket). Only the host it
 was made for is ever contacted, and only when llama-bench connects to the relay.
 
+Host time: for every request that waits for a reply, the relay takes the time from handing
+its last byte to the host to the first byte of the reply coming back (``host_s``): the
+host's compute (the graph queued before it included) plus the path to it, never the
+emulated link. It tells a setup's time on the hosts apart from its time on the wire, run by
+run, so a host that got slower between two runs is not blamed on the link.
+
 Shaping (``Shaping``): every chunk read from one side is delivered to the other
 ``delay_s`` later, after its bytes went through a per-direction bandwidth limit (a token
 bucket that holds one chunk: a chunk leaves when the previous ones' bytes are through);
@@ -78,6 +84,7 @@ class Traffic:
     connections: int = 0
     framing_lost: int = 0  # connections whose framing the relay could not follow
     version: str = ""  # the protocol the server said in HELLO
+    host_s: float = 0.0  # seconds the host took to answer the requests that wait (see above)
 
     @property
     def bytes(self) -> int:
@@ -97,7 +104,8 @@ class Traffic:
                        replies=self.replies - other.replies,
                        connections=self.connections - other.connections,
                        framing_lost=self.framing_lost - other.framing_lost,
-                       version=self.version or other.version)
+                       version=self.version or other.version,
+                       host_s=self.host_s - other.host_s)
 
     def to_json(self) -> dict[str, Any]:
         return dataclasses.asdict(self) | {"commands": dict(self.commands)}
@@ -118,6 +126,19 @@ class _Conn:
         self.replies = 0
         self.lost = False
         self.version = ""
+        self.host_s = 0.0
+        self.sent_at: float | None = None  # a request that waits went to the host then
+
+    def sent(self) -> None:
+        """The last byte of a request that waits is about to go to the host."""
+        self.sent_at = time.perf_counter()
+
+    def answered(self) -> None:
+        """The first byte of a reply came from the host (set before, so no race: the
+        host cannot answer a request before it was sent)."""
+        if self.sent_at is not None:
+            self.host_s += time.perf_counter() - self.sent_at
+            self.sent_at = None
 
 
 class _Requests:
@@ -129,13 +150,16 @@ class _Requests:
         self.left = 0  # payload bytes still to come
         self.zero = 0  # of those, how many to clear (the first HELLO's caps)
         self.first = True
+        self.waits = False  # the current request waits for a reply
 
-    def feed(self, mv: memoryview, n: int) -> None:
+    def feed(self, mv: memoryview, n: int) -> bool:
+        """Count the chunk; True if a request that waits for a reply ends in it."""
         c = self.c
         c.bytes_up += n
         if c.lost:
-            return
+            return False
         i = 0
+        ended = False
         while i < n:
             if self.left:
                 take = min(self.left, n - i)
@@ -145,24 +169,28 @@ class _Requests:
                     self.zero -= z
                 self.left -= take
                 i += take
+                ended = ended or (self.waits and not self.left)
                 continue
             take = min(_REQ_HEAD.size - len(self.head), n - i)
             self.head += mv[i:i + take]
             i += take
             if len(self.head) < _REQ_HEAD.size:
-                return
+                return ended
             cmd, size = _REQ_HEAD.unpack(self.head)
             self.head.clear()
             if size > _MAX_PAYLOAD:
                 c.lost = True
-                return
+                return False
             c.commands[cmd] += 1
-            if cmd not in REPLY_LESS:
+            self.waits = cmd not in REPLY_LESS
+            if self.waits:
                 c.round_trips += 1
             if self.first and cmd == Cmd.HELLO and size == CONN_CAPS_SIZE:
                 self.zero = size
             self.first = False
             self.left = size
+            ended = ended or (self.waits and not size)
+        return ended
 
 
 class _Replies:
@@ -177,11 +205,11 @@ class _Replies:
         self.first = True
         self.ver = bytearray()
 
-    def feed(self, mv: memoryview, n: int) -> None:
+    def feed(self, mv: memoryview, n: int) -> bool:
         c = self.c
         c.bytes_down += n
         if c.lost:
-            return
+            return False
         i = 0
         while i < n:
             if self.left:
@@ -199,20 +227,23 @@ class _Replies:
                 self.left -= take
                 i += take
                 continue
+            if not self.head:
+                c.answered()  # a reply begins
             take = min(_REP_HEAD.size - len(self.head), n - i)
             self.head += mv[i:i + take]
             i += take
             if len(self.head) < _REP_HEAD.size:
-                return
+                return False
             (size,) = _REP_HEAD.unpack(self.head)
             self.head.clear()
             if size > _MAX_PAYLOAD:
                 c.lost = True
-                return
+                return False
             c.replies += 1
             self.hello = self.first and size == HELLO_RSP.size
             self.first = False
             self.left, self.pos = size, 0
+        return False
 
 
 class _Pacer:
@@ -304,7 +335,8 @@ class Relay:
                        round_trips=sum(c.round_trips for c in conns),
                        replies=sum(c.replies for c in conns), connections=len(conns),
                        framing_lost=sum(c.lost for c in conns),
-                       version=next((c.version for c in conns if c.version), ""))
+                       version=next((c.version for c in conns if c.version), ""),
+                       host_s=sum(c.host_s for c in conns))
 
     def quiesce(self, timeout: float = 10.0) -> bool:
         """Wait until no connection is open (the client exited): True if so in time."""
@@ -378,7 +410,8 @@ class Relay:
                     n = src.recv_into(buf)
                     if not n:
                         break
-                    parser.feed(mv, n)
+                    if parser.feed(mv, n):
+                        parser.c.sent()
                     dst.sendall(mv[:n])
         except OSError:
             pass
@@ -392,7 +425,7 @@ class Relay:
 
     def _pump_shaped(self, src: socket.socket, dst: socket.socket,
                      parser: _Requests | _Replies, pacer: _Pacer) -> None:
-        q: queue.Queue[tuple[float, bytes] | None] = queue.Queue(maxsize=_QUEUE_CHUNKS)
+        q: queue.Queue[tuple[float, bytes, bool] | None] = queue.Queue(maxsize=_QUEUE_CHUNKS)
         failed = threading.Event()
 
         def deliver() -> None:
@@ -402,8 +435,10 @@ class Relay:
                     return
                 if failed.is_set():
                     continue  # drain, so the reader never blocks on a dead writer
-                due, data = item
+                due, data, ended = item
                 _sleep_until(due)
+                if ended:
+                    parser.c.sent()
                 try:
                     dst.sendall(data)
                 except OSError:
@@ -418,8 +453,8 @@ class Relay:
                 n = src.recv_into(buf)
                 if not n:
                     break
-                parser.feed(mv, n)
-                q.put((pacer.due(n, time.perf_counter()), bytes(mv[:n])))
+                ended = parser.feed(mv, n)
+                q.put((pacer.due(n, time.perf_counter()), bytes(mv[:n]), ended))
         finally:
             q.put(None)
             writer.join()

@@ -82,10 +82,25 @@ class Check:
     link: Link
     measured: float
     projected: float
+    # the hosts' time per token in this run and in the unshaped one (0: not timed, a
+    # bench.json from before the relay timed hosts); the projection again with this run's
+    # host time: what the link model alone gets wrong, apart from hosts that got slower or
+    # faster between the two runs (a busy machine, another core)
+    host_s: float = 0.0
+    twin_host_s: float = 0.0
+    projected_same_hosts: float = 0.0
 
     @property
     def error(self) -> float:
         return (self.projected - self.measured) / self.measured
+
+    @property
+    def timed(self) -> bool:
+        return self.host_s > 0 and self.twin_host_s > 0
+
+    @property
+    def error_same_hosts(self) -> float:
+        return (self.projected_same_hosts - self.measured) / self.measured
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -134,8 +149,19 @@ def network(report: BenchReport) -> Network:
         if twin is None or link is None:
             continue
         proj = terms(twin.t_compute, twin.rt_per_token, twin.nbytes, link).tok_s
-        checks.append(Check(point=r.point, link=link, measured=r.tok_s, projected=proj))
+        host, twin_host = _host_s(r.point), _host_s(twin.point)
+        same = proj
+        if host > 0 and twin_host > 0:
+            tc = max(0.0, twin.t_compute + host - twin_host)
+            same = terms(tc, twin.rt_per_token, twin.nbytes, link).tok_s
+        checks.append(Check(point=r.point, link=link, measured=r.tok_s, projected=proj,
+                            host_s=host, twin_host_s=twin_host, projected_same_hosts=same))
     return Network(rows=tuple(rows), best_local=best_local, checks=tuple(checks))
+
+
+def _host_s(p: PointResult) -> float:
+    t = p.phase_traffic("decode")
+    return t.host_s_per_token if t is not None else 0.0
 
 
 def _setup_key(p: PointResult) -> tuple[tuple[str, str], ...]:
@@ -190,17 +216,25 @@ def _network_md(report: BenchReport, net: Network) -> list[str]:
     if net.checks:
         lines += ["", "### Projection vs emulated link", "",
                   "Each setup run through an emulated link, against the projection from the same "
-                  "setup without shaping:", "",
-                  "| # | setup | link | measured tok/s | projected tok/s | projection off by |",
-                  "|---|---|---|---|---|---|"]
+                  "setup without shaping. The hosts' time per token (timed by the relay: compute "
+                  "and the path to them, not the link) can move between two runs on a busy "
+                  "machine; the last two columns project again with this run's host time, so "
+                  "they show what the link model alone gets wrong:", "",
+                  "| # | setup | link | measured tok/s | projected tok/s | off by | "
+                  "host ms/token (here / unshaped) | projected, this run's hosts | off by |",
+                  "|---|---|---|---|---|---|---|---|---|"]
         for c in net.checks:
+            tail = (f"{c.host_s * 1e3:.3g} / {c.twin_host_s * 1e3:.3g} | "
+                    f"{fmt_rate(c.projected_same_hosts)} | {c.error_same_hosts:+.1%}"
+                    if c.timed else "— | — | —")
             lines.append(f"| {c.point.index} | {_md_escape(c.point.label)} | {c.link.describe()} | "
-                         f"{fmt_rate(c.measured)} | {fmt_rate(c.projected)} | {c.error:+.1%} |")
+                         f"{fmt_rate(c.measured)} | {fmt_rate(c.projected)} | {c.error:+.1%} | "
+                         f"{tail} |")
     wire = [r for r in net.rows if r.nbytes or r.rt_per_token]
     if wire:
         lines += ["", "### Per host, per decoded token", "",
-                  "| # | setup | host | up KB | down KB | RT | commands per token |",
-                  "|---|---|---|---|---|---|---|"]
+                  "| # | setup | host | up KB | down KB | RT | host ms | commands per token |",
+                  "|---|---|---|---|---|---|---|---|"]
         for r in wire:
             t = r.point.phase_traffic("decode")
             assert t is not None
@@ -212,7 +246,8 @@ def _network_md(report: BenchReport, net: Network) -> list[str]:
                 up, down = tr.bytes_up / t.tokens / 1e3, tr.bytes_down / t.tokens / 1e3
                 lines.append(f"| {r.point.index} | {_md_escape(r.point.label)} | {ep} | "
                              f"{fmt_rate(up)} | {fmt_rate(down)} | "
-                             f"{tr.round_trips / t.tokens:.3g} | {cmds or '—'} |")
+                             f"{tr.round_trips / t.tokens:.3g} | "
+                             f"{tr.host_s / t.tokens * 1e3:.3g} | {cmds or '—'} |")
     return lines
 
 

@@ -156,7 +156,7 @@ class PhaseTraffic:
             out = Traffic(bytes_up=out.bytes_up + t.bytes_up, bytes_down=out.bytes_down + t.bytes_down,
                           round_trips=out.round_trips + t.round_trips,
                           commands=tuple(_add(dict(out.commands), dict(t.commands)).items()),
-                          replies=out.replies + t.replies)
+                          replies=out.replies + t.replies, host_s=out.host_s + t.host_s)
         return out
 
     @property
@@ -167,10 +167,16 @@ class PhaseTraffic:
     def rt_per_token(self) -> float:
         return self.total.round_trips / self.tokens if self.tokens else 0.0
 
+    @property
+    def host_s_per_token(self) -> float:
+        """Seconds per token the hosts took to answer (compute + the path to them)."""
+        return self.total.host_s / self.tokens if self.tokens else 0.0
+
     def to_json(self) -> dict[str, Any]:
         return {"tokens": self.tokens, "run_bytes": self.run_bytes, "note": self.note,
                 "mb_per_token": round(self.bytes_per_token / 1e6, 6),
                 "rt_per_token": round(self.rt_per_token, 6),
+                "host_ms_per_token": round(self.host_s_per_token * 1e3, 4),
                 "hosts": {ep: t.to_json() for ep, t in self.hosts}}
 
     @classmethod

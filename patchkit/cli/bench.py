@@ -135,7 +135,10 @@ def bench_cmd(outdir: Path, model: Path | None, rpc: tuple[str, ...], sweeps: tu
     net = network(report)
     for c in net.checks:
         log.info(f"  projection vs emulated {c.link.name}: {c.point.label}: measured "
-                 f"{fmt_rate(c.measured)} tok/s, projected {fmt_rate(c.projected)} ({c.error:+.1%})")
+                 f"{fmt_rate(c.measured)} tok/s, projected {fmt_rate(c.projected)} ({c.error:+.1%})"
+                 + (f"; hosts {c.host_s * 1e3:.3g} ms/token here, {c.twin_host_s * 1e3:.3g} "
+                    f"unshaped: with this run's, {fmt_rate(c.projected_same_hosts)} "
+                    f"({c.error_same_hosts:+.1%})" if c.timed else ""))
     best = report.best()
     if report.settings.get("model_note"):
         log.info(f"demo model: {report.settings['model_note']}")

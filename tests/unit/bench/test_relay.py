@@ -5,6 +5,7 @@ from __future__ import annotations
 import socket
 import struct
 import threading
+import time
 
 import pytest
 
@@ -27,7 +28,8 @@ class Peer:
     """A server speaking the framing: HELLO (28-byte reply with caps), GET_ALIGNMENT (8),
     SET_TENSOR / GRAPH_COMPUTE / GRAPH_RECOMPUTE (no reply), GET_TENSOR (u64 n -> n bytes)."""
 
-    def __init__(self) -> None:
+    def __init__(self, think: float = 0.0) -> None:
+        self.think = think  # seconds "computing" before each GET_TENSOR reply
         self.listener = socket.socket()
         self.listener.bind(("127.0.0.1", 0))
         self.listener.listen(4)
@@ -55,6 +57,7 @@ class Peer:
                         elif cmd == 1:
                             conn.sendall(struct.pack("<Q", 8) + struct.pack("<Q", 32))
                         elif cmd == 8:
+                            time.sleep(self.think)
                             n = struct.unpack("<Q", payload)[0]
                             conn.sendall(struct.pack("<Q", n) + b"\x07" * n)
                 except ConnectionError:
@@ -184,3 +187,29 @@ def test_relays_on_a_shared_link_share_its_bandwidth() -> None:
             s.close()
         took = time.perf_counter() - start
     assert took >= 1_000_018 / 5e6 * 0.98  # one link: the two transfers one after the other
+
+
+@pytest.mark.parametrize("delay", [0.0, 0.04])
+def test_host_time_is_the_hosts_answer_time_not_the_links(delay: float) -> None:
+    """A host that thinks 60 ms before its GET_TENSOR reply: the relay times ~60 ms of host
+    time, with or without an emulated link of 40 ms each way in front of it (the link's time
+    is the wire's, not the host's)."""
+    from patchkit.bench.relay import Shaping
+
+    think = 0.06
+    p = Peer(think=think)
+    try:
+        with Relay(("127.0.0.1", p.port)) as relay:
+            relay.set_shaping(Shaping(delay_s=delay))
+            start = time.perf_counter()
+            _session(relay.port)
+            took = time.perf_counter() - start
+            assert relay.quiesce(timeout=10)
+            t = relay.traffic()
+    finally:
+        p.close()
+    assert t.round_trips == 5
+    assert took >= think + 5 * 2 * delay * 0.95  # the link's delay was there ...
+    assert think <= t.host_s < think + 0.035  # ... and is not counted as the host's
+    assert Traffic.from_json(t.to_json()).host_s == t.host_s
+    assert (t - t).host_s == 0.0

@@ -132,8 +132,8 @@ def test_png_with_every_point_failed_still_renders(tmp_path: Path) -> None:
 
 # ---- the network: per-token traffic, projections, the second figure --------------------------
 
-def _traffic(mb: float, rt: float, tokens: int = 100) -> PhaseTraffic:
-    hosts = (("10.0.0.2:50052", Traffic(bytes_up=int(mb * 1e6 * tokens * 0.7),
+def _traffic(mb: float, rt: float, tokens: int = 100, host_s: float = 0.0) -> PhaseTraffic:
+    hosts = (("10.0.0.2:50052", Traffic(bytes_up=int(mb * 1e6 * tokens * 0.7), host_s=host_s * tokens,
                                          bytes_down=int(mb * 1e6 * tokens * 0.3),
                                          round_trips=int(rt * tokens),
                                          commands=(("SET_TENSOR", tokens), ("GET_TENSOR", int(rt * tokens))))),)
@@ -141,10 +141,12 @@ def _traffic(mb: float, rt: float, tokens: int = 100) -> PhaseTraffic:
 
 
 def _net_point(i: int, label: str, tg: float, mb: float, rt: float, *, link: str = "none",
-               rtt: float = 0.1e-3, rate: float = 1.25e9, pp: float = 1300.0) -> PointResult:
+               rtt: float = 0.1e-3, rate: float = 1.25e9, pp: float = 1300.0,
+               host_s: float = 0.0) -> PointResult:
     p = _point(i, label, pp, tg)
     settings = (("sm", label),) + ((("link", link),) if link != "none" else ())
-    return dataclasses.replace(p, settings=settings, traffic=(("decode", _traffic(mb, rt)),),
+    return dataclasses.replace(p, settings=settings,
+                               traffic=(("decode", _traffic(mb, rt, host_s=host_s)),),
                                link=link, path_rtt_s=rtt, path_bytes_s=rate)
 
 
@@ -179,7 +181,29 @@ def test_network_table_projection_and_needed_link() -> None:
     assert "- tensor+remote: none: compute alone is" in md or "- tensor+remote: rtt ≤" in md
     assert "### Projection vs emulated link" in md
     assert "| 4 | layer+remote | 1 Gbit/s, rtt 0.3 ms |" in md and "+0.0%" in md
+    assert not check.timed and "| — | — | — |" in md  # no host time: said, not invented
     assert "| 10.0.0.2:50052 |" in md and "GET_TENSOR 4" in md
+
+
+def test_projection_with_this_runs_host_time_separates_host_drift_from_the_link() -> None:
+    """#4 ran at 1GbE while its host took 30 ms/token instead of the unshaped run's 20: the
+    plain projection is off by that drift, the one with this run's host time is not."""
+    from patchkit.bench.report import network
+
+    twin = _net_point(2, "layer+remote", 5.91, 0.4, 4, host_s=0.020)
+    t4 = 1 / 5.91 - 4 * 0.1e-3 - 0.4e6 / 1.25e9 + 0.010 + 4 * 0.3e-3 + 0.4e6 / 125e6
+    run = _net_point(4, "layer+remote", 1 / t4, 0.4, 4, link="1gbe", rtt=0.3e-3, rate=125e6,
+                     host_s=0.030)
+    net = network(_report([_net_point(1, "local", 9.9, 0, 0), twin, run]))
+    (check,) = net.checks
+    assert check.timed and check.host_s == pytest.approx(0.030)
+    assert check.twin_host_s == pytest.approx(0.020)
+    assert check.error == pytest.approx((1 / (t4 - 0.010) - 1 / t4) * t4)  # off by the drift
+    assert check.projected_same_hosts == pytest.approx(check.measured, rel=1e-6)
+    md = render_markdown(_report([_net_point(1, "local", 9.9, 0, 0), twin, run]))
+    row = next(ln for ln in md.splitlines() if ln.startswith("| 4 | layer+remote | 1 Gbit/s"))
+    assert "| 30 / 20 |" in row and row.endswith("| +0.0% |")
+    assert "| 10.0.0.2:50052 | 280 | 120 | 4 | 30 |" in md  # host ms per token, per host
 
 
 def test_png_second_figure_and_prompt_ticks_apart() -> None:
