@@ -39,6 +39,8 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
+from patchkit.model.cuda import NVCC_OBJTEMP_SINCE  # the oldest toolkit it is passed to
+
 __all__ = ["NVCC_OBJTEMP", "NVCC_OBJTEMP_SINCE", "SETTINGS_ID", "build_env", "configured_with",
            "include_maps", "launcher_defines", "prefix_maps", "source_date_epoch", "with_maps"]
 
@@ -46,7 +48,6 @@ __all__ = ["NVCC_OBJTEMP", "NVCC_OBJTEMP_SINCE", "SETTINGS_ID", "build_env", "co
 # only on a fresh configure)
 SETTINGS_ID = "repro-2"  # + the launcher (in the config id through the defines)
 NVCC_OBJTEMP = "--objdir-as-tempdir"
-NVCC_OBJTEMP_SINCE = (12, 0)  # the oldest toolkit it is passed to
 
 
 def prefix_maps(work_root: Path, build_dir: Path) -> list[str]:

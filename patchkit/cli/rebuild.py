@@ -52,11 +52,18 @@ def rebuild_cmd(target: Path, upstream: str | None, cache: Path | None, out: Pat
     if as_json:
         click.echo(json.dumps([{"archive": r.archive, "identical": r.identical, "files": r.files,
                                 "differs": list(r.differs), "tools": list(r.tools),
-                                "config": list(r.config)} for r in results], indent=2))
+                                "config": list(r.config), "expected": r.expected}
+                               for r in results], indent=2))
     bad = [r for r in results if not r.identical]
     if bad:
         n = sum(len(r.differs) for r in bad)
         tools = any(r.tools for r in bad)
+        if all(r.expected for r in bad):
+            raise RebuildDiffers(f"{len(bad)} of {len(results)} archive(s) rebuilt with different "
+                                 f"bytes ({n} file{'s' if n != 1 else ''}), as their manifest "
+                                 "says a rebuild in another folder does",
+                                 hint="rebuild from a release built with --launcher ccache or "
+                                      "none to check its bytes")
         raise RebuildDiffers(f"{len(bad)} of {len(results)} archive(s) rebuilt with different "
                              f"bytes ({n} file{'s' if n != 1 else ''})",
                              hint=("the tool versions above are the first suspects; "
@@ -71,6 +78,8 @@ def _print(r: ArchiveRebuild) -> None:
         log.warning(f"differs: {r.archive} ({len(r.differs)} of {r.files} files)")
         for line in r.differs:
             log.info(f"  {line}")
+        if r.expected:
+            log.info(f"  expected, the manifest says: {r.expected}")
     for line in r.tools:
         log.info(f"  tool {line}")
     for line in r.config:

@@ -17,12 +17,18 @@ from patchkit.core.text import did_you_mean
 __all__ = [
     "FAMILIES",
     "KNOWN_SMS",
+    "NVCC_OBJTEMP_SINCE",
     "CudaArchs",
     "check_cuda_build",
     "family_of",
     "resolve_archs",
     "sm_label",
 ]
+
+# nvcc names its temporary host file after its pid (it lands in each object's symbols)
+# unless --objdir-as-tempdir, which it has since 12.0: older toolkits cannot build the same
+# bytes twice
+NVCC_OBJTEMP_SINCE = (12, 0)
 
 
 FAMILIES: Mapping[str, tuple[int, ...]] = {

@@ -74,6 +74,7 @@ class ArchiveRebuild:
     tools: tuple[str, ...]  # "cmake: 4.1.2 in the manifest, 4.2.0 here"
     config: tuple[str, ...]  # define / target differences
     out_dir: Path | None  # the rebuilt output, when kept
+    expected: str = ""  # the manifest says a rebuild elsewhere differs, and why
 
     @property
     def identical(self) -> bool:
@@ -273,9 +274,13 @@ def rebuild_archive(path: Path, opts: RebuildOptions,
         assert result.info is not None  # a full build, never configure-only
         info = result.info.to_json()
         count, diffs = _compare(manifest, result.out_dir, info)
+        repro = manifest.get("reproducible")
+        expected = (str(repro.get("why") or "") if isinstance(repro, dict)
+                    and repro.get("any_folder") is False else "")
         return ArchiveRebuild(archive=path.name, files=count, differs=tuple(diffs),
                               tools=tuple(_tool_diffs(manifest, info)),
                               config=tuple(_config_diffs(manifest, info)),
-                              out_dir=result.out_dir if opts.out else None)
+                              out_dir=result.out_dir if opts.out else None,
+                              expected=expected if diffs else "")
     finally:
         shutil.rmtree(scratch, ignore_errors=True)  # the project, and cache/out unless given

@@ -46,6 +46,7 @@ from patchkit.core.errors import ConfigError, ReleaseError
 from patchkit.core.fs import atomic_write_bytes, contained, sha256_file
 from patchkit.core.paths import cache_dir
 from patchkit.model.buildinfo import read_build_info
+from patchkit.model.cuda import NVCC_OBJTEMP_SINCE
 from patchkit.model.recipe import Recipe
 from patchkit.release import bundle, provenance, sources
 from patchkit.release.archive import Member, read_archive, write_archive
@@ -290,8 +291,36 @@ def _manifest(info: Mapping[str, Any], *, stem: str, suffix: str, mtime: int, sd
         "waivers": sorted(waivers),
         "source_date_epoch": mtime,
         "mtime_from": "SOURCE_DATE_EPOCH" if sde else "upstream.commit_date",
+        "reproducible": reproducibility(info),
         "files": sorted(files, key=lambda f: f["path"]),
     }
+
+
+SCCACHE_PATHS = ("compiled through sccache, which keeps each object's absolute source paths "
+                 "(__FILE__ in ggml's assert messages): a build in another folder gives other "
+                 "bytes; build with --launcher ccache or none for a release any folder rebuilds")
+
+
+def _version(text: str) -> tuple[int, ...]:
+    return tuple(int(x) for x in re.findall(r"\d+", text)[:2]) or (0,)
+
+
+def reproducibility(info: Mapping[str, Any]) -> dict[str, Any]:
+    """Whether a rebuild in another folder gives these bytes, and if not, why: what a user
+    running ``patchkit rebuild`` on the archive should expect."""
+    launcher = (info.get("compile_cache") or {}).get("launcher") or "none"
+    if launcher == "sccache":
+        return {"launcher": launcher, "any_folder": False, "why": SCCACHE_PATHS}
+    nvcc = str((info.get("cuda") or {}).get("nvcc") or "")
+    if nvcc and _version(nvcc) < NVCC_OBJTEMP_SINCE:
+        return {"launcher": launcher, "any_folder": False,
+                "why": f"nvcc {nvcc} names its temporary host files after its process id, and "
+                       "each CUDA object keeps that name (nvcc 12.0 and newer do not: "
+                       "--objdir-as-tempdir): a rebuild gives other bytes in libggml-cuda"}
+    return {"launcher": launcher, "any_folder": True,
+            "why": "source paths relative to the build folder (ccache's base dir, or "
+                   "-ffile-prefix-map without a launcher), SOURCE_DATE_EPOCH = the upstream "
+                   "commit time, nvcc's temporary files named after the object"}
 
 
 def _smoke_summary(smoke: Any) -> Any:

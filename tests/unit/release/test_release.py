@@ -61,6 +61,7 @@ def test_release_archive_contents_and_manifest(tmp_path: Path) -> None:
     assert m["cmake"]["defines"] == {"GGML_RPC": "ON", "GGML_NATIVE": "OFF"}
     assert m["tools"]["cmake"] == "4.1.2" and m["smoke"]["status"] == "passed"
     assert m["waivers"] == [] and m["source_date_epoch"] == COMMIT_EPOCH
+    assert m["reproducible"]["launcher"] == "none" and m["reproducible"]["any_folder"] is True
     files = {f["path"]: f for f in m["files"]}
     assert set(files) == {"LICENSE", "bin/ggml-rpc-server", "bin/libggml.so", "bin/libllama.so",
                           "bin/llama-cli"}
@@ -272,3 +273,19 @@ def test_a_build_folder_file_linked_to_a_host_file_is_never_packed(tmp_path: Pat
         with pytest.raises(ReleaseError, match="resolves to .*, outside .*: refusing to copy it"):
             do_release(build, dist)
         assert not dist.exists() or not list(dist.iterdir())
+
+
+@pytest.mark.parametrize(("info", "any_folder", "why"), [
+    ({}, True, "source paths relative"),
+    ({"compile_cache": {"launcher": "ccache"}, "cuda": {"nvcc": "13.0"}}, True, "SOURCE_DATE_EPOCH"),
+    ({"compile_cache": {"launcher": "sccache"}}, False, "compiled through sccache"),
+    ({"cuda": {"nvcc": "11.8"}}, False, "nvcc 11.8 names its temporary host files"),
+    ({"cuda": {"nvcc": "12.0"}}, True, "nvcc's temporary files named after the object"),
+])
+def test_the_manifest_says_whether_another_folder_rebuilds_the_bytes(
+        info: dict[str, Any], any_folder: bool, why: str) -> None:
+    from patchkit.release.release import reproducibility
+
+    r = reproducibility(info)
+    assert r["any_folder"] is any_folder and why in r["why"]
+    assert r["launcher"] == (info.get("compile_cache") or {}).get("launcher", "none")
