@@ -95,6 +95,9 @@ class BuildOptions:
     cuda_root: Path | None = None
     compile_cache: compcache.CacheSettings | None = None  # None: from the env and the recipe
     on_check: Callable[[CheckResult], None] | None = None  # each smoke check, as it ends
+    # smoke=True builds the smoke tools (they set defines); False here skips only the checks
+    # (a rebuild: the same configuration as the release's build, without its tests)
+    smoke_checks: bool = True
     configure_only: bool = False  # source, patches, CUDA preflight, CMake configure; no compile
 
 
@@ -234,8 +237,10 @@ def _run_locked(opts: BuildOptions, url: str, cache: CacheLayout, tools: cm.Buil
         info = write_output(out_dir.resolve(), artifacts, work.src / "LICENSE", info, post=post,
                             build_dir=work.build, source_dir=work.src)
         log.info(f"wrote {out_dir}/ ({len(artifacts)} files + build-info.json)")
-    if smoke:
+    if smoke and opts.smoke_checks:
         _smoke(out_dir, recipe, work, runtime_env, opts.on_check)
+    elif smoke:
+        log.info("smoke: its tools were built (the same configuration), its checks not run")
     else:
         log.info("smoke: not run (--no-smoke or [smoke] enabled = false)")
     return BuildResult(out_dir=out_dir, info=info)

@@ -28,12 +28,12 @@ __all__ = ["COMMANDS"]
 @click.option("-j", "--jobs", type=click.IntRange(min=1, max=MAX_JOBS), help="Parallel build jobs.")
 @click.option("--launcher", type=click.Choice(compcache.LAUNCHERS),
               help="Compiler launcher for the rebuild (`none`: compile everything afresh).")
-@click.option("--smoke/--no-smoke", default=None,
-              help="Run the smoke stage (default: when the release's build ran it; its tools "
-                   "set build defines).")
+@click.option("--smoke", is_flag=True,
+              help="Also run the smoke checks on the rebuild (its smoke tools are built either "
+                   "way when the release's build ran them: they set build defines).")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON on stdout.")
 def rebuild_cmd(target: Path, upstream: str | None, cache: Path | None, out: Path | None,
-                jobs: int | None, launcher: str | None, smoke: bool | None,
+                jobs: int | None, launcher: str | None, smoke: bool,
                 as_json: bool) -> None:
     """Rebuild a release from its own manifest and carried sources (recipe, patches) in a
     fresh cache, and compare every file by sha256. Exit 0: identical; 15: differs."""

@@ -9,8 +9,9 @@ For each archive (a release folder is verified first, as `patchkit verify` does)
 3. write them as a project in a scratch folder (recipe, patches/series, patches,
    toolchain) and load the recipe from there, as `patchkit build` would;
 4. build it in a fresh patchkit cache (``--cache`` or a temporary one), from the
-   manifest's upstream url (``--upstream`` for an offline mirror), with the smoke stage
-   when the release's build ran it (its tools set build defines);
+   manifest's upstream url (``--upstream`` for an offline mirror), configured as the
+   release's build was: with the smoke tools when it ran the smoke stage (they set build
+   defines and targets); the smoke checks themselves run only when asked (``smoke``);
 5. compare every file the manifest lists (bin/, LICENSE) with the rebuilt one by sha256,
    and the tools, CMake defines and targets with the manifest's.
 
@@ -62,7 +63,8 @@ class RebuildOptions:
     cache: Path | None = None  # the fresh patchkit cache; None: a temporary one, removed
     out: Path | None = None  # keep the rebuilt build output here; None: in the scratch dir
     jobs: int | None = None
-    smoke: bool | None = None  # None: as the release's build did
+    smoke: bool = False  # also run the smoke checks (the tools are built either way when
+    # the release's build ran its smoke stage)
     compile_cache: compcache.CacheSettings | None = None
 
 
@@ -234,12 +236,17 @@ def _tool_diffs(manifest: Mapping[str, Any], info: Mapping[str, Any]) -> list[st
     return out
 
 
+# which compiler launcher ran: never in the bytes (ggml's own ccache switch included)
+_LAUNCHER_DEFINES = frozenset({"GGML_CCACHE"})
+
+
 def _config_diffs(manifest: Mapping[str, Any], info: Mapping[str, Any]) -> list[str]:
     was = (manifest.get("cmake") or {}).get("defines") or {}
     now = (info.get("cmake") or {}).get("defines") or {}
     out = [f"define {k}: {was.get(k)!r} in the manifest, {now.get(k)!r} here"
            for k in sorted(set(was) | set(now))
-           if was.get(k) != now.get(k) and not k.endswith("_COMPILER_LAUNCHER")]
+           if was.get(k) != now.get(k) and k not in _LAUNCHER_DEFINES
+           and not k.endswith("_COMPILER_LAUNCHER")]
     if list(manifest.get("targets") or []) != list(info.get("targets") or []):
         out.append(f"targets: {manifest.get('targets')} in the manifest, {info.get('targets')} here")
     return out
@@ -260,7 +267,7 @@ def rebuild_archive(path: Path, opts: RebuildOptions,
         series = load_series(project / "patches")
         recipe = load_recipe(project / recipe_rel, project, series)
         upstream = opts.upstream or str((manifest.get("upstream") or {}).get("url"))
-        smoke = opts.smoke if opts.smoke is not None else manifest.get("smoke") is not None
+        smoked = manifest.get("smoke") is not None  # the release's build ran its smoke stage
         out = opts.out or scratch / "out" / recipe.name
         cache = opts.cache or scratch / "cache"
         if on_build is not None:
@@ -269,7 +276,8 @@ def rebuild_archive(path: Path, opts: RebuildOptions,
                      f"cache {cache}")
         with _patchkit_cache(cache):
             result = run_build(BuildOptions(recipe=recipe, project=project, upstream=upstream,
-                                             out=out, jobs=opts.jobs, clean=True, smoke=smoke,
+                                             out=out, jobs=opts.jobs, clean=True, smoke=smoked,
+                                             smoke_checks=opts.smoke,
                                              compile_cache=opts.compile_cache))
         assert result.info is not None  # a full build, never configure-only
         info = result.info.to_json()

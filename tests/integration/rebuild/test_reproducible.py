@@ -143,6 +143,9 @@ def test_rebuild_identical_then_a_changed_byte_is_named(
     assert r.exit_code == 0, r.output
     assert f"identical: {archive.name}" in r.output
     assert "differs" not in r.output
+    # configured as the release's build (smoke tools and their defines), checks not run
+    assert "smoke: its tools were built (the same configuration), its checks not run" in r.output
+    assert "define " not in r.output
 
     # one byte of the shipped library changed (and the manifest made to agree with it)
     lib = next(n for n in names if "/bin/libfixture-core.so" in n)[len(root) + 1:]
@@ -153,11 +156,12 @@ def test_rebuild_identical_then_a_changed_byte_is_named(
     evil = data[:i] + b"X" + data[i + 1:]
     bad = _repack(archive, tmp_path / "evil", {lib: evil}, fix_manifest=True)
     r = invoke(stamped.parent, "rebuild", str(bad), "--cache", str(tmp_path / "rb2"), "-j", "2",
-               "--json")
+               "--json", "--smoke")
     assert_error(r, 15, f"differs: {bad.name}", f"{lib}: sha256")
     report = json.loads(r.output[r.output.index("[\n"):r.output.rindex("]") + 1])
     assert report[0]["identical"] is False and len(report[0]["differs"]) == 1
     assert report[0]["expected"] == ""  # a ccache/none release: any folder must match
+    assert "smoke passed" in r.output and "its checks not run" not in r.output  # --smoke
 
 
 @pytest.mark.skipif(shutil.which("sccache") is None, reason="sccache is not installed "
