@@ -54,7 +54,7 @@ __all__ = ["ArchiveRebuild", "RebuildOptions", "archives_of", "rebuild_archive"]
 
 _REFUSED_HINT = "it is not an archive `patchkit release` wrote; do not unpack it"
 RUNTIME_PREFIX = "cudart-llama-"  # release.names.runtime_name: the CUDA runtime archive
-SOURCE_FILES = 256  # recipe, series, toolchain and the patches an archive may carry
+SOURCE_FILES = 256  # recipe, series, toolchain (+ helpers) and the patches an archive may carry
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -139,9 +139,10 @@ def _read(path: Path) -> tuple[str, dict[str, Any], dict[str, EntryInfo]]:
                             else None, f"{path.name}: manifest.json")
     record = manifest.get("source")
     if isinstance(record, dict):
-        patches = record.get("patches")
+        patches, helpers = record.get("patches"), record.get("toolchain_files")
         named = [record.get("recipe"), record.get("series"), record.get("toolchain"),
-                 *(patches if isinstance(patches, list) else [])]
+                 *(patches if isinstance(patches, list) else []),
+                 *(helpers if isinstance(helpers, list) else [])]
         keep = sorted({f"{root}/{n}" for n in named if isinstance(n, str)})
         if len(keep) > SOURCE_FILES:
             raise ReleaseError(f"{path.name}: the manifest names {len(keep)} source files "
@@ -163,7 +164,8 @@ def _sources(name: str, manifest: Mapping[str, Any], members: Mapping[str, Entry
                            hint="release it again with `patchkit release RECIPE`")
     listed = {f.get("path"): f for f in manifest.get("files") or [] if isinstance(f, dict)}
     wanted = [record.get("recipe"), record.get("series"), *(record.get("patches") or []),
-              *([record["toolchain"]] if record.get("toolchain") else [])]
+              *([record["toolchain"]] if record.get("toolchain") else []),
+              *(record.get("toolchain_files") or [])]  # a list: checked in _read
     out: dict[str, bytes] = {}
     for rel in wanted:
         if not isinstance(rel, str) or not rel.startswith(PREFIX) or unsafe_member_name(rel):

@@ -7,6 +7,8 @@ have in the project::
     source/patches/series             a series listing exactly the patches below
     source/patches/<file>.patch       each patch the build applied (sha256 = manifest patches[])
     source/toolchains/<file>.cmake    the CMake toolchain file, if the recipe names one
+    source/toolchains/<other files>   the files beside it (a toolchain file reads its helpers
+                                      from ``${CMAKE_CURRENT_LIST_DIR}``: mingw's compat header)
 
 They are taken only when they are the bytes the build used (every sha256 equal to
 build-info's); otherwise (a release without its recipe, a stale build) the manifest's
@@ -29,6 +31,7 @@ __all__ = ["PREFIX", "SOURCE_MAX", "Sources", "collect", "series_text"]
 
 PREFIX = "source/"
 SOURCE_MAX = 1 << 20  # one recipe, patch or toolchain file (kept in memory by rebuild)
+TOOLCHAIN_FILES_MAX = 16  # files beside the toolchain file (more: not a toolchain folder)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -79,6 +82,7 @@ def collect(info: Mapping[str, Any], recipe: Recipe | None, project: Path | None
     built = [p for p in info["patches"] if isinstance(p, Mapping)]
     by_name = {p.name: p for p in recipe.patches}
     series: list[tuple[str, str]] = []
+    extra: list[str] = []  # the toolchain's helper files
     try:
         take(recipe_rel, recipe.path, recipe.sha256)
         for rec in built:
@@ -94,6 +98,20 @@ def collect(info: Mapping[str, Any], recipe: Recipe | None, project: Path | None
                 return _none("the toolchain file is outside the project folder")
             what = "toolchain file"
             take(rel, recipe.build.toolchain, None)
+            beside = sorted(p for p in recipe.build.toolchain.parent.iterdir()
+                            if p.is_file() and not p.is_symlink() and not p.name.startswith(".")
+                            and p != recipe.build.toolchain)
+            if len(beside) > TOOLCHAIN_FILES_MAX:
+                return _none(f"the toolchain's folder holds {len(beside)} other files (at most "
+                             f"{TOOLCHAIN_FILES_MAX} are carried): keep the toolchain file and "
+                             "its helpers in a folder of their own")
+            for p in beside:
+                helper = _rel(p, project)
+                if helper is None:
+                    return _none(f"{p.name} beside the toolchain file is outside the project")
+                what = f"toolchain helper {p.name}"
+                take(helper, p, None)
+                extra.append(helper)
     except _Changed as e:
         return _none(f"{e} changed since the build")
     data["patches/series"] = series_text(series).encode()
@@ -104,7 +122,8 @@ def collect(info: Mapping[str, Any], recipe: Recipe | None, project: Path | None
     toolchain = _rel(recipe.build.toolchain, project) if recipe.build.toolchain else None
     record = {"recipe": PREFIX + recipe_rel, "series": PREFIX + "patches/series",
               "patches": [PREFIX + "patches/" + name for name, _ in series],
-              "toolchain": PREFIX + toolchain if toolchain else None}
+              "toolchain": PREFIX + toolchain if toolchain else None,
+              "toolchain_files": [PREFIX + rel for rel in extra]}
     return Sources(members=members, files=files, record=record)
 
 

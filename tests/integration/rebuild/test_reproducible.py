@@ -238,3 +238,17 @@ def test_windows_cross_build_same_bytes_and_pe_time_is_the_commit_time(
         assert data[coff:coff + 4] == b"PE\0\0"
         # the COFF header's TimeDateStamp: SOURCE_DATE_EPOCH (mingw's ld), not the clock
         assert int.from_bytes(data[coff + 8:coff + 12], "little") == want
+
+    # released, then rebuilt from the archive alone: it carries the toolchain file and the
+    # compat header it force-includes from beside it
+    r = invoke(stamped, "release", "fixture", "--build-dir", str(tmp_path / "a"), "--out",
+               str(tmp_path / "dist"), "--allow-unsmoked")
+    assert r.exit_code == 0, r.output
+    (archive,) = (tmp_path / "dist").glob("*.zip")
+    names = [e.name for e in read_archive(archive)]
+    assert any(n.endswith("/source/toolchains/mingw-w64-compat.h") for n in names)
+    shutil.rmtree(stamped / "toolchains")  # the archive alone
+    r = invoke(stamped, "rebuild", str(archive), "--cache", str(tmp_path / "rb"), "-j", "2",
+               "--launcher", "none")
+    assert r.exit_code == 0, r.output
+    assert f"identical: {archive.name}" in r.output

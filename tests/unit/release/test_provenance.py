@@ -152,6 +152,7 @@ def _project(tmp_path: Path) -> Path:
     (proj / "patches" / "series").write_text("# series\n")
     write_patch(proj / "patches", "0001-guard.patch", GUARD)
     (proj / "toolchains" / "tc.cmake").write_text("set(CMAKE_SYSTEM_NAME Linux)\n")
+    (proj / "toolchains" / "tc-compat.h").write_text("#pragma once\n")  # a helper it reads
     write_recipe(proj, "fixture", url="https://example.invalid/llama.cpp", commit=COMMIT)
     text = (proj / "recipes" / "fixture.toml").read_text().replace(
         "[build]\n", '[build]\ntoolchain = "toolchains/tc.cmake"\n')
@@ -171,7 +172,8 @@ def test_the_archive_carries_the_builds_sources(tmp_path: Path) -> None:
     manifest = json.loads(r.manifest.read_text())
     assert manifest["source"] == {
         "recipe": "source/recipes/fixture.toml", "series": "source/patches/series",
-        "patches": ["source/patches/0001-guard.patch"], "toolchain": "source/toolchains/tc.cmake"}
+        "patches": ["source/patches/0001-guard.patch"], "toolchain": "source/toolchains/tc.cmake",
+        "toolchain_files": ["source/toolchains/tc-compat.h"]}
     entries = {e.name[len(r.name) + 1:]: e for e in read_archive(
         r.archive, keep=[f"{r.name}/source/patches/series", f"{r.name}/source/recipes/fixture.toml"])}
     assert entries["source/recipes/fixture.toml"].sha256 == recipe.sha256
@@ -181,6 +183,7 @@ def test_the_archive_carries_the_builds_sources(tmp_path: Path) -> None:
         + f"0001-guard.patch sha256={p.sha256}\n".encode())
     files = {f["path"]: f for f in manifest["files"]}
     assert files["source/toolchains/tc.cmake"]["type"] == "SOURCE"
+    assert files["source/toolchains/tc-compat.h"]["type"] == "SOURCE"
     assert verify_dir(tmp_path / "dist").differences == ()
 
     # a patch edited since the build: its bytes are not the build's, so nothing is carried
