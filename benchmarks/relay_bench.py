@@ -2,7 +2,7 @@
 loopback, side by side in one run (goal: at most 5 % lower in layer split).
 
     python3 benchmarks/relay_bench.py --build out/cpu-rpc --model M.gguf \\
-        [--sm layer] [--rounds 3] [-p 64] [-n 32] [-r 3]
+        [--sm layer] [--rounds 3] [-p 64] [-n 32] [-r 3] [-t 1]
 
 Two ``ggml-rpc-server -d CPU`` on 127.0.0.1 (stopped at the end). Each round runs
 llama-bench once direct (``-rpc A,B``) and once through one relay per server (the same
@@ -48,7 +48,8 @@ def wait_port(port: int, timeout: float = 30) -> None:
 
 def bench(exe: Path, model: Path, rpc: str, args: argparse.Namespace) -> dict[str, float]:
     argv = [str(exe), "-m", str(model), "-rpc", rpc, "-sm", args.sm, "-dev", "RPC0/RPC1",
-            "-p", str(args.p), "-n", str(args.n), "-r", str(args.r), "-o", "jsonl"]
+            "-p", str(args.p), "-n", str(args.n), "-r", str(args.r), "-t", str(args.t),
+            "-o", "jsonl"]
     if args.sm == "tensor":
         argv += ["-fit", "off"]
     proc = subprocess.run(argv, capture_output=True, text=True, timeout=1800)
@@ -66,10 +67,14 @@ def main() -> None:
     ap.add_argument("-p", type=int, default=64)
     ap.add_argument("-n", type=int, default=32)
     ap.add_argument("-r", type=int, default=3)
+    ap.add_argument("-t", type=int, default=1,
+                    help="threads for llama-bench and each server (default 1: with a thread per "
+                         "core, three processes on a small machine spin against each other)")
     args = ap.parse_args()
     exe, server = args.build / "bin" / "llama-bench", args.build / "bin" / "ggml-rpc-server"
     ports = [free_port(), free_port()]
-    servers = [subprocess.Popen([str(server), "-d", "CPU", "-H", "127.0.0.1", "-p", str(p)],
+    servers = [subprocess.Popen([str(server), "-d", "CPU", "-H", "127.0.0.1", "-p", str(p),
+                                 "-t", str(args.t)],
                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                                 env=dict(os.environ)) for p in ports]
     results: dict[str, list[dict[str, float]]] = {"direct": [], "relay": []}
