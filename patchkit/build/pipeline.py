@@ -82,6 +82,21 @@ OFFLINE_DEFINES = {
     "CMAKE_PLATFORM_NO_VERSIONED_SONAME": "ON",
 }
 
+# The x86-64 instruction set, said rather than left to ggml's default: with GGML_NATIVE=OFF
+# ggml turns these on (its INS_ENB) only when it believes the build is for this machine's
+# kind, and it believes the opposite when cross-compiling or when SOURCE_DATE_EPOCH is set
+# (ggml/CMakeLists.txt), which every patchkit build sets for reproducible bytes: the CPU
+# backend then falls back to SSE2 and decodes 6-10x slower. These are exactly the options
+# ggml's INS_ENB sets (x86-64-v3: Haswell, Zen 1 and newer); a recipe may turn any off.
+X86_64_ISA_DEFINES = {
+    "GGML_SSE42": "ON",
+    "GGML_AVX": "ON",
+    "GGML_AVX2": "ON",
+    "GGML_BMI2": "ON",
+    "GGML_FMA": "ON",
+    "GGML_F16C": "ON",
+}
+
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class BuildOptions:
@@ -114,6 +129,8 @@ def series_hash(patches: list[tuple[str, str]]) -> str:
 
 def offline_defines(recipe: Recipe, smoke: bool = False) -> dict[str, str]:
     defines = dict(OFFLINE_DEFINES)
+    if recipe.arch in ("x86_64", "amd64"):
+        defines.update(X86_64_ISA_DEFINES)
     extra = recipe.smoke_tools if smoke else ()
     if any(t.startswith("test-") for t in (*recipe.build.targets, *extra)):
         defines["LLAMA_BUILD_TESTS"] = "ON"
