@@ -6,6 +6,7 @@
 # - Uses the "-posix" compilers (std::thread / std::mutex need the posix thread model).
 # - Force-includes mingw-w64-compat.h into C and C++ (definitions older mingw-w64
 #   headers lack; a no-op with mingw-w64 >= 11).
+# - Assembles aligned vector moves as unaligned ones (AVX on Windows' 16-byte stack).
 # - Links executables statically: no libstdc++/libgcc/winpthread DLLs needed next to
 #   the .exe. OpenMP (libgomp) is not covered: build with GGML_OPENMP=OFF.
 # - The stack reserve is NOT set here: patchkit edits it after the build
@@ -42,6 +43,11 @@ set(CMAKE_FIND_ROOT_PATH_MODE_INCLUDE ONLY)
 set(CMAKE_FIND_ROOT_PATH_MODE_PACKAGE ONLY)
 
 set(PATCHKIT_MINGW_COMPAT_H "${CMAKE_CURRENT_LIST_DIR}/mingw-w64-compat.h")
-set(CMAKE_C_FLAGS_INIT "-include \"${PATCHKIT_MINGW_COMPAT_H}\"")
-set(CMAKE_CXX_FLAGS_INIT "-include \"${PATCHKIT_MINGW_COMPAT_H}\"")
+# AVX on Windows: the x64 ABI aligns the stack to 16 bytes, and GCC may spill 32-byte AVX
+# values to it with aligned moves (GCC bug 54412: random crashes). Have the assembler
+# encode every aligned vector move as an unaligned one (binutils >= 2.38; what MSYS2's
+# toolchain does by default). Same speed on any AVX-capable CPU.
+set(PATCHKIT_MINGW_FLAGS "-include \"${PATCHKIT_MINGW_COMPAT_H}\" -Wa,-muse-unaligned-vector-move")
+set(CMAKE_C_FLAGS_INIT "${PATCHKIT_MINGW_FLAGS}")
+set(CMAKE_CXX_FLAGS_INIT "${PATCHKIT_MINGW_FLAGS}")
 set(CMAKE_EXE_LINKER_FLAGS_INIT "-static")
