@@ -100,6 +100,13 @@ def test_toolchain_file_content() -> None:
     assert "-gcc-posix" in text and "-g++-posix" in text and "-windres" in text
     for mode in ("PROGRAM NEVER", "LIBRARY ONLY", "INCLUDE ONLY", "PACKAGE ONLY"):
         assert f"CMAKE_FIND_ROOT_PATH_MODE_{mode}" in text
-    assert 'CMAKE_C_FLAGS_INIT "-include' in text and 'CMAKE_CXX_FLAGS_INIT "-include' in text
+    # the compat header force-included, and aligned vector moves assembled as unaligned ones
+    # (AVX values spilled to Windows' 16-byte-aligned stack), for C and C++
+    flags = re.search(r'set\(PATCHKIT_MINGW_FLAGS "(.*)"\)', text)
+    assert flags is not None
+    assert flags.group(1).startswith('-include \\"${PATCHKIT_MINGW_COMPAT_H}\\"')
+    assert "-Wa,-muse-unaligned-vector-move" in flags.group(1)
+    assert 'CMAKE_C_FLAGS_INIT "${PATCHKIT_MINGW_FLAGS}"' in text
+    assert 'CMAKE_CXX_FLAGS_INIT "${PATCHKIT_MINGW_FLAGS}"' in text
     assert 'CMAKE_EXE_LINKER_FLAGS_INIT "-static"' in text
     assert "__MINGW64_VERSION_MAJOR < 11" in COMPAT.read_text()
