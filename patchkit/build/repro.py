@@ -42,7 +42,8 @@ from pathlib import Path
 from patchkit.model.cuda import NVCC_OBJTEMP_SINCE  # the oldest toolkit it is passed to
 
 __all__ = ["NVCC_OBJTEMP", "NVCC_OBJTEMP_SINCE", "SETTINGS_ID", "build_env", "configured_with",
-           "include_maps", "launcher_defines", "prefix_maps", "source_date_epoch", "with_maps"]
+           "include_maps", "is_launcher_define", "launcher_defines", "prefix_maps",
+           "source_date_epoch", "with_maps"]
 
 # bump when the settings change: the build dir is configured afresh (flags come from the env
 # only on a fresh configure)
@@ -64,6 +65,11 @@ def launcher_defines(launcher: str | None) -> dict[str, str]:
     """Without a launcher, ggml's own ccache rule off too (GGML_CCACHE, default ON, makes
     ccache the launch rule whenever it is on PATH): "no launcher" then means no ccache."""
     return {"GGML_CCACHE": "OFF"} if launcher is None else {}
+
+
+def is_launcher_define(key: str) -> bool:
+    """A define that only says which compiler launcher ran (never in the bytes)."""
+    return key.endswith("_COMPILER_LAUNCHER") or key in launcher_defines(None)
 
 
 def source_date_epoch(commit_date: str) -> str:

@@ -33,6 +33,7 @@ from typing import Any
 
 from patchkit.build import compcache
 from patchkit.build.pipeline import BuildOptions, run_build
+from patchkit.build.repro import is_launcher_define
 from patchkit.core.errors import ReleaseError
 from patchkit.core.fs import sha256_bytes, sha256_file
 from patchkit.model.recipe import load_recipe
@@ -238,17 +239,12 @@ def _tool_diffs(manifest: Mapping[str, Any], info: Mapping[str, Any]) -> list[st
     return out
 
 
-# which compiler launcher ran: never in the bytes (ggml's own ccache switch included)
-_LAUNCHER_DEFINES = frozenset({"GGML_CCACHE"})
-
-
 def _config_diffs(manifest: Mapping[str, Any], info: Mapping[str, Any]) -> list[str]:
     was = (manifest.get("cmake") or {}).get("defines") or {}
     now = (info.get("cmake") or {}).get("defines") or {}
     out = [f"define {k}: {was.get(k)!r} in the manifest, {now.get(k)!r} here"
            for k in sorted(set(was) | set(now))
-           if was.get(k) != now.get(k) and k not in _LAUNCHER_DEFINES
-           and not k.endswith("_COMPILER_LAUNCHER")]
+           if was.get(k) != now.get(k) and not is_launcher_define(k)]
     if list(manifest.get("targets") or []) != list(info.get("targets") or []):
         out.append(f"targets: {manifest.get('targets')} in the manifest, {info.get('targets')} here")
     return out
