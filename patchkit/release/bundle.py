@@ -75,6 +75,7 @@ __all__ = [
     "select_wheels",
     "stage_runtime",
     "verify_imports",
+    "version_key",
     "write_runtime",
 ]
 
@@ -159,7 +160,8 @@ def _norm(dist: str) -> str:
     return re.sub(r"[-_.]+", "_", dist).lower()
 
 
-def _version_key(v: str) -> tuple[int, ...]:
+def version_key(v: str) -> tuple[int, ...]:
+    """The numbers of a version string, to compare (``13.0.88`` -> (13, 0, 88))."""
     return tuple(int(x) for x in re.findall(r"\d+", v))
 
 
@@ -179,7 +181,7 @@ def select_wheels(folder: Path, spec: RuntimeSpec) -> list[Path]:
                 continue
             if not set(m.group("plat").split(".")) & plats:
                 continue
-            cands.append((_version_key(version), p))
+            cands.append((version_key(version), p))
         if not cands:
             raise ReleaseError(
                 f"no {dist} {spec.version}.* wheel for {spec.os} {spec.arch} in {folder}",

@@ -301,10 +301,6 @@ SCCACHE_PATHS = ("compiled through sccache, which keeps each object's absolute s
                  "bytes; build with --launcher ccache or none for a release any folder rebuilds")
 
 
-def _version(text: str) -> tuple[int, ...]:
-    return tuple(int(x) for x in re.findall(r"\d+", text)[:2]) or (0,)
-
-
 def reproducibility(info: Mapping[str, Any]) -> dict[str, Any]:
     """Whether a rebuild in another folder gives these bytes, and if not, why: what a user
     running ``patchkit rebuild`` on the archive should expect."""
@@ -312,7 +308,7 @@ def reproducibility(info: Mapping[str, Any]) -> dict[str, Any]:
     if launcher == "sccache":
         return {"launcher": launcher, "any_folder": False, "why": SCCACHE_PATHS}
     nvcc = str((info.get("cuda") or {}).get("nvcc") or "")
-    if nvcc and _version(nvcc) < NVCC_OBJTEMP_SINCE:
+    if nvcc and bundle.version_key(nvcc) < NVCC_OBJTEMP_SINCE:
         return {"launcher": launcher, "any_folder": False,
                 "why": f"nvcc {nvcc} names its temporary host files after its process id, and "
                        "each CUDA object keeps that name (nvcc 12.0 and newer do not: "
