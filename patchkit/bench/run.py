@@ -49,7 +49,7 @@ from patchkit.core.errors import ConfigError, FatalError, ToolMissing
 from patchkit.core.fs import atomic_write_json
 from patchkit.core.net import LOOPBACK, free_port
 from patchkit.core.proc import Processes, run
-from patchkit.model.buildinfo import BuildInfo, read_build_info
+from patchkit.spec.buildinfo import BuildInfo, read_build_info
 
 __all__ = [
     "BENCH_JSON",

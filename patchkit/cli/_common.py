@@ -11,8 +11,8 @@ import click
 from patchkit.core.errors import ConfigError, RecipeError
 from patchkit.core.paths import cache_dir, find_project_dir
 from patchkit.git.cache import open_upstream
-from patchkit.model.recipe import Recipe, load_recipe, resolve_recipe_path
-from patchkit.model.series import Patch, Series, load_series
+from patchkit.spec.recipe import Recipe, load_recipe, resolve_recipe_path
+from patchkit.spec.series import Patch, Series, load_series
 
 __all__ = ["DEFAULT_RECIPE", "load_optional_recipe", "load_project", "load_recipe_arg",
            "repo_options", "resolve_repo", "select_patches"]

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import click
 
-from patchkit.build import compcache
-from patchkit.build.pipeline import BuildOptions, run_build
+from patchkit.builder import compcache
+from patchkit.builder.pipeline import BuildOptions, run_build
 from patchkit.cli._common import DEFAULT_RECIPE, load_recipe_arg
 from patchkit.cli.smoke import print_check
 from patchkit.core.errors import ConfigError

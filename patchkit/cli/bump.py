@@ -11,8 +11,8 @@ from patchkit.core.errors import ConfigError, FatalError, PatchError
 from patchkit.core.fs import atomic_write_text
 from patchkit.core.log import log
 from patchkit.core.paths import cache_layout
-from patchkit.model.buildinfo import read_build_info
-from patchkit.model.recipe import list_recipes, load_recipe, resolve_recipe_path
+from patchkit.spec.buildinfo import read_build_info
+from patchkit.spec.recipe import list_recipes, load_recipe, resolve_recipe_path
 from patchkit.upkeep.bump import BumpOptions, BumpResult, plan_bump, render_summary, run_bump
 
 __all__ = ["COMMANDS"]

@@ -10,7 +10,6 @@ from patchkit.cli._common import load_project
 from patchkit.core.errors import ConfigError
 from patchkit.core.fs import atomic_write_text
 from patchkit.core.log import log
-from patchkit.model.recipe import list_recipes, load_recipe, resolve_recipe_path
 from patchkit.release.ci import (
     DEFAULT_CRON,
     DEFAULT_CUDA,
@@ -19,6 +18,7 @@ from patchkit.release.ci import (
     render_canary,
     render_workflow,
 )
+from patchkit.spec.recipe import list_recipes, load_recipe, resolve_recipe_path
 
 __all__ = ["COMMANDS"]
 

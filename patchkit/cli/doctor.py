@@ -10,7 +10,7 @@ from pathlib import Path
 
 import click
 
-from patchkit.build.cuda.toolkit import limits_for
+from patchkit.builder.cuda.toolkit import limits_for
 from patchkit.core.errors import FatalError
 from patchkit.core.log import log
 from patchkit.doctor.survey import Report, build_report

@@ -9,7 +9,7 @@ from rich.table import Table
 from patchkit.cli._common import DEFAULT_RECIPE, load_project
 from patchkit.core.errors import FatalError, RecipeError
 from patchkit.core.log import log
-from patchkit.model.recipe import Recipe, list_recipes, load_recipe
+from patchkit.spec.recipe import Recipe, list_recipes, load_recipe
 
 __all__ = ["COMMANDS"]
 

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import click
 
-from patchkit.build.pe import apply_stack_edits, pe_info, plan_stack_edit
+from patchkit.binary.pe_stack import apply_stack_edits, pe_info, plan_stack_edit
 from patchkit.core.errors import FatalError
 from patchkit.core.log import log
-from patchkit.model.units import format_size, parse_size
+from patchkit.core.units import format_size, parse_size
 
 __all__ = ["COMMANDS", "pe_info_cmd", "pe_stack_cmd"]
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from patchkit.build import compcache
+from patchkit.builder import compcache
 from patchkit.cli.build import MAX_JOBS
 from patchkit.core.errors import RebuildDiffers
 from patchkit.core.log import log

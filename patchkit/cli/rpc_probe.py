@@ -9,7 +9,6 @@ import click
 
 from patchkit.core.errors import RpcError, SmokeError
 from patchkit.core.log import log
-from patchkit.model.buildinfo import read_build_info
 from patchkit.rpc.probe import (
     GuardReport,
     GuardVerdict,
@@ -19,6 +18,7 @@ from patchkit.rpc.probe import (
     server_info,
 )
 from patchkit.rpc.skew import SkewReport, check_server
+from patchkit.spec.buildinfo import read_build_info
 
 __all__ = ["COMMANDS", "rpc_probe"]
 

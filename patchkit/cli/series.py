@@ -6,7 +6,7 @@ import click
 
 from patchkit.core.log import log
 from patchkit.core.paths import find_project_dir
-from patchkit.model.series import load_series, rehash_series
+from patchkit.spec.series import load_series, rehash_series
 
 __all__ = ["COMMANDS"]
 

@@ -7,9 +7,9 @@ from pathlib import Path
 import click
 
 from patchkit.core.log import log
-from patchkit.model.buildinfo import CheckResult, read_build_info
 from patchkit.smoke.checks import CHECKS
 from patchkit.smoke.runner import raise_if_failed, run_smoke
+from patchkit.spec.buildinfo import CheckResult, read_build_info
 
 __all__ = ["COMMANDS", "print_check"]
 

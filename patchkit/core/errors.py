@@ -19,6 +19,7 @@ __all__ = [
     "RecipeError",
     "ReleaseError",
     "RpcError",
+    "ServerStartError",
     "SmokeError",
     "SourceError",
     "ToolMissing",
@@ -105,3 +106,10 @@ class RebuildDiffers(FatalError):
     """`patchkit rebuild` finished, and the rebuilt files are not the release's bytes."""
 
     exit_code = 15
+
+
+class ServerStartError(FatalError):
+    """A server patchkit starts itself (a loopback ggml-rpc-server, the sccache server) could
+    not be started or did not listen in time."""
+
+    exit_code = 16

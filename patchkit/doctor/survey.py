@@ -13,11 +13,11 @@ import sys
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
-from patchkit.build.cuda.plan import preflight, toolkits_for
-from patchkit.build.cuda.toolkit import CudaToolkit, Runner, default_runner, find_toolkit, site_dirs
+from patchkit.builder.cuda.plan import preflight, toolkits_for
+from patchkit.builder.cuda.toolkit import CudaToolkit, Runner, default_runner, find_toolkit, site_dirs
 from patchkit.core.errors import FatalError
-from patchkit.model.recipe import Recipe, list_recipes, load_recipe
-from patchkit.model.series import Series
+from patchkit.spec.recipe import Recipe, list_recipes, load_recipe
+from patchkit.spec.series import Series
 
 __all__ = ["Report", "Tool", "Verdict", "build_report", "host_os", "recipe_verdict", "survey"]
 

@@ -31,13 +31,11 @@ from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from patchkit.build import compcache
-from patchkit.build.pipeline import BuildOptions, run_build
-from patchkit.build.repro import is_launcher_define
+from patchkit.builder import compcache
+from patchkit.builder.pipeline import BuildOptions, run_build
+from patchkit.builder.repro import is_launcher_define
 from patchkit.core.errors import ReleaseError
 from patchkit.core.fs import sha256_bytes, sha256_file
-from patchkit.model.recipe import load_recipe
-from patchkit.model.series import load_series
 from patchkit.release.archive import (
     ARCHIVE_SUFFIXES,
     DEFAULT_LIMITS,
@@ -50,6 +48,8 @@ from patchkit.release.archive import (
 )
 from patchkit.release.sources import PREFIX, SOURCE_MAX
 from patchkit.release.verify import verify_dir
+from patchkit.spec.recipe import load_recipe
+from patchkit.spec.series import load_series
 
 __all__ = ["ArchiveRebuild", "RebuildOptions", "archives_of", "rebuild_archive"]
 

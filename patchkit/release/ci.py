@@ -18,7 +18,7 @@ import re
 from collections.abc import Sequence
 from importlib import resources
 
-from patchkit.model.recipe import Recipe
+from patchkit.spec.recipe import Recipe
 
 __all__ = ["DEFAULT_CRON", "DEFAULT_CUDA", "RUNNERS", "SCCACHE_VERSION", "CiCache",
            "MatrixEntry", "matrix_from_recipes", "parse_ci_cache", "render_canary",

@@ -2,7 +2,7 @@
 
 Each artifact's dynamic imports are read (ELF ``DT_NEEDED`` with its ``RUNPATH``/``RPATH``
 through :mod:`patchkit.binary.elf`; PE import and delay-import tables through
-:mod:`patchkit.binary.pe`) and
+:mod:`patchkit.binary.pe_imports`) and
 each one must resolve, the way the loader would on a clean machine, to
 
 - a file of the release (``bin/`` of the archive, or of the CUDA runtime archive that is
@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import IO
 
 from patchkit.binary.elf import ElfFormatError, read_dynamic
-from patchkit.binary.pe import PeFormatError, read_imports
+from patchkit.binary.pe_imports import PeFormatError, read_imports
 
 __all__ = [
     "LIBRARY_NAME",

@@ -45,12 +45,12 @@ from patchkit.binary.elf import ElfFormatError, read_dynamic, rpath_problems
 from patchkit.core.errors import ConfigError, ReleaseError
 from patchkit.core.fs import atomic_write_bytes, contained, sha256_file
 from patchkit.core.paths import cache_dir
-from patchkit.model.buildinfo import read_build_info
-from patchkit.model.cuda import NVCC_OBJTEMP_SINCE
-from patchkit.model.recipe import Recipe
 from patchkit.release import bundle, provenance, sources
 from patchkit.release.archive import Member, read_archive, write_archive
 from patchkit.release.names import archive_name, variant_name
+from patchkit.spec.buildinfo import read_build_info
+from patchkit.spec.cuda import NVCC_OBJTEMP_SINCE
+from patchkit.spec.recipe import Recipe
 
 __all__ = [
     "MANIFEST_SCHEMA",

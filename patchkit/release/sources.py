@@ -24,8 +24,8 @@ from typing import Any
 
 from patchkit.core.errors import ReleaseError
 from patchkit.core.fs import contained, read_capped, sha256_bytes
-from patchkit.model.recipe import Recipe
 from patchkit.release.archive import Member
+from patchkit.spec.recipe import Recipe
 
 __all__ = ["PREFIX", "SOURCE_MAX", "Sources", "collect", "series_text"]
 

@@ -17,7 +17,7 @@ Wire format (ggml/src/ggml-rpc/ggml-rpc.cpp, upstream bb4caa754018 = 5.1.0,
   size (296 bytes); this client sends it only to servers of 5.1 or later (zeros before).
 - Compatibility, as upstream's client applies it (``negotiate_hello``): the server's
   major must equal the client's and its minor must not be higher
-  (``patchkit.model.rpcproto``). This client knows 4.x and 5.0-5.1.
+  (``patchkit.spec.rpcproto``). This client knows 4.x and 5.0-5.1.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ import time
 from collections.abc import Sequence
 
 from patchkit.core.errors import RpcError
-from patchkit.model.rpcproto import ProtoVersion
+from patchkit.spec.rpcproto import ProtoVersion
 
 __all__ = [
     "CLIENT_VERSION",

@@ -2,7 +2,7 @@
 
 A build records the protocol its clients and server speak (build-info's
 ``rpc_protocol``, read from ggml-rpc.h at build time). The server says its version in
-HELLO. Upstream's rule decides (``patchkit.model.rpcproto.judge``): same major, server
+HELLO. Upstream's rule decides (``patchkit.spec.rpcproto.judge``): same major, server
 minor not higher than the client's. When it says no, the message names both versions,
 the build's upstream commit, and which side to rebuild.
 
@@ -18,10 +18,10 @@ from pathlib import Path
 
 from patchkit.core.errors import ConfigError
 from patchkit.core.log import log
-from patchkit.model.buildinfo import BuildInfo
-from patchkit.model.rpcproto import ProtoVersion, SkewVerdict, judge
 from patchkit.rpc.client import RpcClient, RpcVersionError
 from patchkit.rpc.probe import parse_endpoint
+from patchkit.spec.buildinfo import BuildInfo
+from patchkit.spec.rpcproto import ProtoVersion, SkewVerdict, judge
 
 __all__ = ["SkewReport", "build_protocol", "check_hosts", "check_server"]
 

@@ -26,12 +26,12 @@ from pathlib import Path
 from patchkit.core.errors import FatalError
 from patchkit.core.net import LOOPBACK, free_port
 from patchkit.core.proc import Processes, RunResult
-from patchkit.model.buildinfo import CheckResult, CheckStatus
 from patchkit.rpc.probe import probe_zero_nbytes_guard
 from patchkit.smoke.env import SmokeEnv
 from patchkit.smoke.kld import check_kld
 from patchkit.smoke.speed import check_speed
 from patchkit.smoke.tinymodel import write_tiny_llama
+from patchkit.spec.buildinfo import CheckResult, CheckStatus
 
 __all__ = ["CHECKS", "GUARD_PATCH", "META_OT_PATCH", "PROMPT", "Check", "generated_text"]
 

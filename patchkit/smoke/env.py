@@ -9,7 +9,7 @@ from pathlib import Path
 
 from patchkit.core.net import LOOPBACK, free_port
 from patchkit.core.proc import Processes, RunResult, run
-from patchkit.model.buildinfo import BuildInfo, read_build_info
+from patchkit.spec.buildinfo import BuildInfo, read_build_info
 
 __all__ = ["SmokeEnv"]
 

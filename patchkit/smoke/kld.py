@@ -23,8 +23,8 @@ from importlib import resources
 from pathlib import Path
 
 from patchkit.core.proc import Processes, RunResult
-from patchkit.model.buildinfo import CheckResult, CheckStatus, KldRecord
 from patchkit.smoke.env import SmokeEnv
+from patchkit.spec.buildinfo import CheckResult, CheckStatus, KldRecord
 
 __all__ = ["CTX", "THRESHOLDS", "KldStats", "Threshold", "check_kld", "judge", "parse_kld",
            "summary", "text_path"]

@@ -17,7 +17,10 @@ from pathlib import Path
 
 from patchkit.core.errors import SmokeError
 from patchkit.core.proc import run
-from patchkit.model.buildinfo import (
+from patchkit.smoke.checks import CHECKS
+from patchkit.smoke.env import SmokeEnv
+from patchkit.smoke.realmodel import NO_MODEL, find_model
+from patchkit.spec.buildinfo import (
     BuildInfo,
     CheckResult,
     CheckStatus,
@@ -26,9 +29,6 @@ from patchkit.model.buildinfo import (
     read_build_info,
     write_build_info,
 )
-from patchkit.smoke.checks import CHECKS
-from patchkit.smoke.env import SmokeEnv
-from patchkit.smoke.realmodel import NO_MODEL, find_model
 
 __all__ = ["raise_if_failed", "run_smoke"]
 

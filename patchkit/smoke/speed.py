@@ -20,8 +20,8 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from patchkit.model.buildinfo import CheckResult, CheckStatus, SpeedRecord
 from patchkit.smoke.env import SmokeEnv
+from patchkit.spec.buildinfo import CheckResult, CheckStatus, SpeedRecord
 
 __all__ = ["MAX_TOLERANCE", "MIN_TOLERANCE", "NOISE_FACTOR", "bench_args", "check_speed",
            "compare", "parse_bench", "rel_mad"]

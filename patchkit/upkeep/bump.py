@@ -27,10 +27,10 @@ from pathlib import Path
 from patchkit.core.errors import FatalError, PatchError, RecipeError, SourceError
 from patchkit.core.fs import atomic_write_many
 from patchkit.git.repo import CommitInfo, Git
-from patchkit.model.patchfile import parse_diff
-from patchkit.model.recipe import Recipe
-from patchkit.model.rpcproto import RPC_HEADER, ProtoVersion, judge, parse_rpc_header
-from patchkit.model.series import Patch
+from patchkit.spec.patchfile import parse_diff
+from patchkit.spec.recipe import Recipe
+from patchkit.spec.rpcproto import RPC_HEADER, ProtoVersion, judge, parse_rpc_header
+from patchkit.spec.series import Patch
 from patchkit.upkeep.check import check_series
 from patchkit.upkeep.refresh import RefreshOptions, RefreshResult, move_recipe_pin, refresh_start
 from patchkit.upkeep.scratch import PatchVerdict, Status

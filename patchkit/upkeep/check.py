@@ -20,8 +20,8 @@ from pathlib import Path
 from patchkit.core.enums import StrEnum
 from patchkit.core.errors import ConfigError, PatchError, SourceError
 from patchkit.git.repo import CommitInfo, Git, TreeEntry
-from patchkit.model.patchfile import Hunk, parse_apply_output, parse_diff
-from patchkit.model.series import Patch
+from patchkit.spec.patchfile import Hunk, parse_apply_output, parse_diff
+from patchkit.spec.series import Patch
 from patchkit.upkeep.scratch import (
     PatchVerdict,
     Scratch,

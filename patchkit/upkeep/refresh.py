@@ -36,8 +36,8 @@ from patchkit.core.fs import atomic_write_json, atomic_write_many, sha256_bytes,
 from patchkit.core.proc import RunResult
 from patchkit.git.repo import Git, TreeEntry
 from patchkit.git.runner import run_git, scratch_env
-from patchkit.model.patchfile import parse_diff
-from patchkit.model.series import Patch
+from patchkit.spec.patchfile import parse_diff
+from patchkit.spec.series import Patch
 from patchkit.upkeep.check import in_when_range
 
 __all__ = [

@@ -3,7 +3,7 @@
 The scratch folder holds only the files the series touches, written from blobs
 (no checkout, no index, nothing written into the repository). Patches are
 applied one after the other, so patch N is checked on top of patches 1..N-1.
-``git apply -v``'s output is read by model.patchfile.parse_apply_output.
+``git apply -v``'s output is read by spec.patchfile.parse_apply_output.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from pathlib import Path
 from patchkit.core.enums import StrEnum
 from patchkit.git.repo import TreeEntry
 from patchkit.git.runner import run_git, scratch_env
-from patchkit.model.patchfile import Conflict, Offset
+from patchkit.spec.patchfile import Conflict, Offset
 
 __all__ = [
     "PatchVerdict",

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from patchkit.model.buildinfo import read_build_info
 from patchkit.smoke.checks import GUARD_PATCH, META_OT_PATCH
 from patchkit.smoke.runner import run_smoke
+from patchkit.spec.buildinfo import read_build_info
 
 REAL = os.environ.get("PATCHKIT_REALBUILD")
 pytestmark = [

@@ -17,10 +17,10 @@ from pathlib import Path
 import pytest
 
 from patchkit.core.errors import ConfigError
-from patchkit.model.buildinfo import read_build_info
 from patchkit.smoke import kld
 from patchkit.smoke.realmodel import find_model
 from patchkit.smoke.runner import run_smoke
+from patchkit.spec.buildinfo import read_build_info
 
 REAL = os.environ.get("PATCHKIT_REALBUILD")
 REFERENCE = os.environ.get("PATCHKIT_REALBUILD_REFERENCE")

@@ -14,18 +14,18 @@ PKG = PACKAGE
 # room -> the rooms it may import (besides itself). cli may import anything.
 ALLOWED: dict[str, set[str]] = {
     "core": set(),
-    "model": {"core"},
+    "spec": {"core"},
     "git": {"core"},
-    "rpc": {"core", "model"},
-    "smoke": {"core", "model", "rpc", "weights"},
+    "rpc": {"core", "spec"},
+    "smoke": {"core", "spec", "rpc", "weights"},
     "weights": {"core"},
     "binary": {"core"},
-    "build": {"core", "model", "git", "smoke", "binary"},
-    "upkeep": {"core", "model", "git"},
-    "release": {"core", "model", "binary"},
-    "bench": {"core", "model", "rpc", "smoke", "weights"},
-    "doctor": {"core", "model", "build"},
-    "rebuild": {"core", "model", "build", "release"},
+    "builder": {"core", "spec", "git", "smoke", "binary"},
+    "upkeep": {"core", "spec", "git"},
+    "release": {"core", "spec", "binary"},
+    "bench": {"core", "spec", "rpc", "smoke", "weights"},
+    "doctor": {"core", "spec", "builder"},
+    "rebuild": {"core", "spec", "builder", "release"},
 }
 TOP_LEVEL = {"__init__.py", "__main__.py"}
 SUBPROCESS_OK = {"core/proc.py"}
@@ -87,15 +87,15 @@ def test_the_import_rules_hold() -> None:
 def test_the_rule_check_fails_on_a_forbidden_import(tmp_path: Path) -> None:
     fake = tmp_path / "patchkit"
     for room, body in (("core", "from patchkit.cli import main\n"),
-                       ("model", "import subprocess\nfrom patchkit.build import pipeline\n")):
+                       ("spec", "import subprocess\nfrom patchkit.builder import pipeline\n")):
         (fake / room).mkdir(parents=True)
         (fake / room / "__init__.py").write_text("")
         (fake / room / "x.py").write_text(body)
     (fake / "loose.py").write_text("")
     found = violations(fake)
     assert any("core/x.py:1 imports patchkit.cli" in v for v in found)
-    assert any("model/x.py:1 imports subprocess" in v for v in found)
-    assert any("model/x.py:2 imports patchkit.build" in v for v in found)
+    assert any("spec/x.py:1 imports subprocess" in v for v in found)
+    assert any("spec/x.py:2 imports patchkit.builder" in v for v in found)
     assert any("loose.py: a module at the package top level" in v for v in found)
 
 

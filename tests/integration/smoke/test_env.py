@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from patchkit.model.buildinfo import BuildInfo
 from patchkit.smoke.env import SmokeEnv
+from patchkit.spec.buildinfo import BuildInfo
 from tests.fixtures.buildinfo import build_info_json
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX scripts")

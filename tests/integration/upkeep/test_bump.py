@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from patchkit.model.series import load_series
+from patchkit.spec.series import load_series
 from tests.fixtures.drift import RPC_B5, BumpUpstream, bump_project, make_bump_upstream
 from tests.fixtures.project import assert_error, invoke
 from tests.fixtures.upstream import GIT_ENV, git

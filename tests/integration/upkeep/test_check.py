@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from patchkit.core.errors import SourceError
-from patchkit.model.series import load_series
+from patchkit.spec.series import load_series
 from patchkit.upkeep.check import bisect, check_range, check_series
 from patchkit.upkeep.scratch import Status
 from tests.fixtures.drift import (

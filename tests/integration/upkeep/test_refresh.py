@@ -6,7 +6,7 @@ import json
 import os
 from pathlib import Path
 
-from patchkit.model.series import load_series
+from patchkit.spec.series import load_series
 from tests.fixtures.drift import (
     RPC_D5,
     DriftUpstream,

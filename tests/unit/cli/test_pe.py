@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from patchkit.build.pe import (
+from patchkit.binary.pe_stack import (
     pe_info,
 )
 from patchkit.cli import main

@@ -41,7 +41,7 @@ def test_json_writes_the_value() -> None:
 
 
 def test_the_package_enums_are_str_enums() -> None:
-    from patchkit.model.buildinfo import ApplyResult, CheckStatus, SmokeStatus
+    from patchkit.spec.buildinfo import ApplyResult, CheckStatus, SmokeStatus
 
     for cls in (ApplyResult, CheckStatus, SmokeStatus):
         assert issubclass(cls, StrEnum)

@@ -7,8 +7,8 @@ import json
 from pathlib import Path
 
 from patchkit.doctor.survey import MINGW_CXX, Tool, Verdict, build_report, recipe_verdict, survey
-from patchkit.model.recipe import Recipe, load_recipe
-from patchkit.model.series import load_series
+from patchkit.spec.recipe import Recipe, load_recipe
+from patchkit.spec.series import load_series
 from tests.fixtures.cuda import (
     CL_19_38,
     GXX_11,

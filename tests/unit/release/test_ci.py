@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from patchkit.model.recipe import Recipe, load_recipe
-from patchkit.model.series import load_series
 from patchkit.release.ci import DEFAULT_CUDA, RUNNERS, MatrixEntry, matrix_from_recipes, render_workflow
+from patchkit.spec.recipe import Recipe, load_recipe
+from patchkit.spec.series import load_series
 from tests.fixtures.paths import REPO
 from tests.fixtures.release import (
     workflow,

@@ -151,9 +151,9 @@ def test_release_and_verify_with_allow_system(tmp_path: Path) -> None:
 
 def test_the_recipe_documents_its_extra_system_libraries(tmp_path: Path) -> None:
     """`[release] allow_system` of the recipe, then --allow-system, no name twice."""
-    from patchkit.model.recipe import load_recipe
-    from patchkit.model.series import load_series
     from patchkit.release.release import ReleaseOptions, _allowed_system
+    from patchkit.spec.recipe import load_recipe
+    from patchkit.spec.series import load_series
     from tests.fixtures.paths import REPO
 
     recipe = load_recipe(REPO / "recipes" / "cpu-rpc.toml", REPO, load_series(REPO / "patches"))

@@ -107,7 +107,7 @@ def test_a_bad_build_number_is_refused(bad: object) -> None:
 
 def test_build_info_keeps_the_build_number(tmp_path: Path) -> None:
     from patchkit.core.errors import ReleaseError as Err
-    from patchkit.model.buildinfo import read_build_info
+    from patchkit.spec.buildinfo import read_build_info
     out = make_build(tmp_path)
     data = json.loads((out / "build-info.json").read_text())
     assert "build_number" not in read_build_info(out, error=Err).to_json()["upstream"]

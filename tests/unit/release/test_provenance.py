@@ -8,8 +8,6 @@ import json
 from pathlib import Path
 from typing import Any
 
-from patchkit.model.recipe import load_recipe
-from patchkit.model.series import load_series
 from patchkit.release.archive import read_archive
 from patchkit.release.provenance import (
     BUILD_TYPE,
@@ -19,6 +17,8 @@ from patchkit.release.provenance import (
     statement_for,
 )
 from patchkit.release.verify import verify_dir
+from patchkit.spec.recipe import load_recipe
+from patchkit.spec.series import load_series
 from tests.fixtures.project import write_patch, write_recipe
 from tests.fixtures.release import COMMIT, do_release, make_build
 

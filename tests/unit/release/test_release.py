@@ -15,8 +15,8 @@ import pytest
 
 from patchkit.core.errors import ReleaseError
 from patchkit.core.fs import sha256_bytes, sha256_file
-from patchkit.model.recipe import load_recipe
 from patchkit.release.verify import verify_dir
+from patchkit.spec.recipe import load_recipe
 from tests.fixtures.release import (
     COMMIT,
     COMMIT_DATE,

@@ -7,7 +7,6 @@ import struct
 
 import pytest
 
-from patchkit.model.rpcproto import ProtoVersion, judge, parse_rpc_header
 from patchkit.rpc.client import (
     CLIENT_VERSION,
     RPC_TENSOR,
@@ -17,6 +16,7 @@ from patchkit.rpc.client import (
     encode_graph,
     speaks,
 )
+from patchkit.spec.rpcproto import ProtoVersion, judge, parse_rpc_header
 from tests.fixtures.rpc_server import FakeRpcServer
 
 

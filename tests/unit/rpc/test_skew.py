@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from patchkit.core.errors import ConfigError, RpcError
-from patchkit.model.buildinfo import BuildInfo
-from patchkit.model.rpcproto import ProtoVersion
 from patchkit.rpc.skew import check_hosts, check_server
+from patchkit.spec.buildinfo import BuildInfo
+from patchkit.spec.rpcproto import ProtoVersion
 from tests.fixtures.buildinfo import COMMIT, build_info_json
 from tests.fixtures.project import invoke
 from tests.fixtures.rpc_server import FakeRpcServer

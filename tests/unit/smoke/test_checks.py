@@ -5,9 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from patchkit.core.proc import RunResult
-from patchkit.model.buildinfo import BuildInfo, CheckStatus
 from patchkit.smoke import checks
 from patchkit.smoke.env import SmokeEnv
+from patchkit.spec.buildinfo import BuildInfo, CheckStatus
 from tests.fixtures.buildinfo import build_info_json, patch_json
 
 

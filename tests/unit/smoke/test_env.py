@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from patchkit.model.buildinfo import BuildInfo
 from patchkit.smoke.env import SmokeEnv
+from patchkit.spec.buildinfo import BuildInfo
 from tests.fixtures.buildinfo import build_info_json, patch_json
 
 ARTIFACTS = [

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from patchkit.core.errors import ConfigError
-from patchkit.model.buildinfo import BuildInfo, CheckStatus
 from patchkit.smoke import kld, realmodel, speed
 from patchkit.smoke.env import SmokeEnv
+from patchkit.spec.buildinfo import BuildInfo, CheckStatus
 from tests.fixtures.buildinfo import build_info_json
 
 

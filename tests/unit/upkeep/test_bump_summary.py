@@ -6,8 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from patchkit.git.repo import CommitInfo
-from patchkit.model.patchfile import Offset
-from patchkit.model.rpcproto import ProtoVersion
+from patchkit.spec.patchfile import Offset
+from patchkit.spec.rpcproto import ProtoVersion
 from patchkit.upkeep.bump import BumpPlan, BumpResult, Touching, render_summary
 from patchkit.upkeep.refresh import RefreshResult
 from patchkit.upkeep.scratch import PatchVerdict, Status

@@ -1,0 +1,212 @@
+"""The output dir: the built executables, the shared libraries they need, LICENSE
+and build-info.json. Written to a temp dir and swapped in, so an interrupted
+run never leaves a half-written output.
+
+An existing folder is replaced only when it is provably patchkit's: a build-info.json
+patchkit can read (its schema and keys), and nothing else but what a build writes there
+(``bin/`` holding exactly the artifacts that build-info lists, ``LICENSE``). Anything
+else in it stops the build (exit 2) naming the first foreign entry, the folder untouched.
+Every file copied in must resolve inside the folder it comes from (the build dir, the
+worktree): a symlink planted to a host file is refused, never read.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+import os
+import shutil
+import stat
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+
+from patchkit.builder.cmake import Artifact
+from patchkit.core.errors import BuildError, ConfigError, FatalError
+from patchkit.core.fs import NO_SPACE_ERRNOS, contained, read_capped, sha256_file, write_failure
+from patchkit.spec.buildinfo import BUILD_INFO, ArtifactRecord, BuildInfo, PeEditRecord, write_build_info
+
+__all__ = ["check_out_dir", "check_replaceable", "write_output"]
+
+BUILD_INFO_MAX = 16 << 20  # a build-info.json is a few KiB
+_PICK = "pick another --out, or move that folder's contents away"
+
+
+def _is_plain_file(p: Path) -> bool:
+    return not p.is_symlink() and p.is_file()
+
+
+def _is_plain_dir(p: Path) -> bool:
+    return not p.is_symlink() and p.is_dir()
+
+
+def _foreign(out_dir: Path, entry: str, why: str = "") -> ConfigError:
+    return ConfigError(f"{out_dir} holds {entry}{why}, which patchkit did not write there: "
+                       "not replacing the folder", hint=_PICK)
+
+
+def check_replaceable(out_dir: Path) -> None:
+    """ConfigError (exit 2) unless ``out_dir`` is absent, empty, or provably patchkit's."""
+    if not os.path.lexists(out_dir):
+        return
+    if not out_dir.is_dir():
+        raise ConfigError(f"{out_dir} exists and is not a folder", hint=_PICK)
+    try:
+        entries = sorted(os.listdir(out_dir))
+    except OSError as e:
+        raise ConfigError(f"cannot list {out_dir}: {e.strerror or e}", hint=_PICK) from None
+    if not entries:
+        return
+    info_path = out_dir / BUILD_INFO
+    if BUILD_INFO not in entries:
+        raise ConfigError(f"{out_dir} exists and is not a patchkit output dir (no {BUILD_INFO}; "
+                          f"it holds {entries[0]})", hint=_PICK)
+    if not _is_plain_file(info_path):
+        raise _foreign(out_dir, BUILD_INFO, " (not a plain file)")
+    data = read_capped(info_path, limit=BUILD_INFO_MAX, error=ConfigError, what=str(info_path))
+    try:
+        obj = json.loads(data.decode("utf-8"))
+    except (ValueError, UnicodeDecodeError, RecursionError):
+        raise ConfigError(f"{out_dir} is not a patchkit output dir: its {BUILD_INFO} is not "
+                          "valid JSON", hint=_PICK) from None
+    try:
+        info = BuildInfo.from_json(obj, where=str(info_path), error=ConfigError)
+    except ConfigError as e:
+        raise ConfigError(f"{out_dir} is not a patchkit output dir: {e.message}",
+                          hint=_PICK) from None
+    listed = {a.path for a in info.artifacts}
+    for name in entries:
+        p = out_dir / name
+        if name == BUILD_INFO or (name == "LICENSE" and _is_plain_file(p)):
+            continue
+        if name == "bin" and _is_plain_dir(p):
+            for sub in sorted(os.listdir(p)):
+                if f"bin/{sub}" not in listed:
+                    raise _foreign(out_dir, f"bin/{sub}", f" (not an artifact {BUILD_INFO} lists)")
+                if not _is_plain_file(p / sub):
+                    raise _foreign(out_dir, f"bin/{sub}", " (not a plain file)")
+            continue
+        kind = " (a symlink)" if p.is_symlink() else ""
+        raise _foreign(out_dir, name, kind)
+
+
+def check_out_dir(out_dir: Path, cache: Path) -> Path:
+    """The resolved output folder, checked before anything is built: never inside the cache
+    (a worktree, a build dir, the cache itself) nor holding it, and replaceable."""
+    real = out_dir.resolve()
+    root = cache.resolve()
+    if real == root or real.is_relative_to(root):
+        raise ConfigError(f"--out {out_dir} is inside patchkit's cache {root}: the cache holds "
+                          "worktrees and build dirs, not outputs",
+                          hint="pass an --out outside the cache (default: out/<recipe>)")
+    if root.is_relative_to(real):
+        raise ConfigError(f"--out {out_dir} holds patchkit's cache {root}: replacing it would "
+                          "remove the cache", hint="pass an --out that does not contain the cache")
+    check_replaceable(real)
+    return real
+
+
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def write_output(out_dir: Path, artifacts: list[Artifact], license_file: Path | None,
+                 info: BuildInfo,
+                 post: Callable[[Path], tuple[PeEditRecord, ...]] | None = None, *,
+                 build_dir: Path | None = None, source_dir: Path | None = None) -> BuildInfo:
+    """Copy artifacts into ``out_dir/bin`` and write build-info.json; returns what it wrote.
+
+    ``post(bin_dir)`` runs on the copies before they are hashed (PE header edits); the
+    edits it returns are recorded. Each artifact must resolve inside ``build_dir`` (default:
+    its own folder), the licence inside ``source_dir`` (default: its folder).
+    """
+    check_replaceable(out_dir)
+    entries: list[ArtifactRecord] = []
+    current = out_dir
+    tmp: Path | None = None
+    try:
+        out_dir.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.tmp-", dir=out_dir.parent))
+        os.chmod(tmp, (stat.S_IMODE(out_dir.stat().st_mode) if out_dir.is_dir()
+                       else 0o777 & ~_umask()))
+        (tmp / "bin").mkdir()
+        copied: list[tuple[Artifact, Path]] = []
+        for a in artifacts:
+            real = _source(a.path, build_dir or a.path.parent, "artifact")
+            dest = tmp / "bin" / real.name
+            if not dest.exists():
+                current = dest
+                shutil.copy2(real, dest)
+                copied.append((a, dest))
+        if post is not None:
+            current = tmp / "bin"
+            info = dataclasses.replace(info, pe_edits=post(tmp / "bin"))
+        for a, dest in copied:
+            entries.append(ArtifactRecord(target=a.target, type=a.type, path=f"bin/{dest.name}",
+                                          sha256=sha256_file(dest), size=dest.stat().st_size))
+        if license_file is not None and os.path.lexists(license_file):
+            real = _source(license_file, source_dir or license_file.parent, "LICENSE")
+            current = tmp / "LICENSE"
+            shutil.copy2(real, current)
+        entries.sort(key=lambda e: e.path)
+        info = dataclasses.replace(info, artifacts=tuple(entries))
+        current = tmp / BUILD_INFO
+        write_build_info(tmp, info)
+        _swap_in(tmp, out_dir)
+    except OSError as e:
+        # name the file as it will be in the out dir, not by its temp folder's random name
+        if tmp is not None and current.is_relative_to(tmp):
+            current = out_dir / current.relative_to(tmp)
+        raise _write_error(e, current, out_dir) from None
+    finally:
+        if tmp is not None:
+            shutil.rmtree(tmp, ignore_errors=True)
+    return info
+
+
+def _source(path: Path, root: Path, what: str) -> Path:
+    """``path`` resolved, refused (BuildError) unless it is a regular file inside ``root``."""
+    real = contained(path, root, error=BuildError, what=what)
+    if not real.is_file():
+        raise BuildError(f"{what}: {path} is not a regular file: refusing to copy it")
+    return real
+
+
+def _write_error(e: OSError, dest: Path, out_dir: Path) -> FatalError:
+    # (a full disk first: shutil's sendfile copy names the *source* in its ENOSPC error)
+    outside = e.filename and not Path(e.filename).absolute().is_relative_to(
+        out_dir.parent.absolute())
+    if e.errno not in NO_SPACE_ERRNOS and outside:
+        return BuildError(f"cannot read {e.filename}: {e.strerror or e}")
+    return write_failure(e, dest=dest, folder=out_dir, error=ConfigError, full_error=BuildError)
+
+
+def _swap_in(tmp: Path, out_dir: Path) -> None:
+    """Put ``tmp`` in place of ``out_dir``; on failure the previous output stays."""
+    holder: Path | None = None
+    try:
+        if os.path.lexists(out_dir):
+            holder = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.old-", dir=out_dir.parent))
+            os.replace(out_dir, holder / "old")
+        try:
+            os.replace(tmp, out_dir)
+        except OSError:
+            if holder is not None:
+                os.replace(holder / "old", out_dir)  # put the previous output back
+            raise
+    except OSError as e:
+        kept = ""
+        if holder is not None:
+            if os.path.lexists(holder / "old"):
+                kept = f"; the previous output is in {holder / 'old'}"
+            else:
+                with contextlib.suppress(OSError):
+                    holder.rmdir()
+        raise BuildError(f"cannot replace {out_dir}: {e.strerror or e}{kept}",
+                         hint="is a program running from it, or a file in it open? "
+                              "Stop it and build again (or pass another --out)") from None
+    if holder is not None:
+        shutil.rmtree(holder, ignore_errors=True)

@@ -1,0 +1,249 @@
+"""The patch series: ``patches/series`` lists patch files in order with their sha256.
+
+Each patch file starts with a header of ``Key: value`` lines, a blank line, free
+text, then the diff (``git apply`` skips everything before the first ``diff --git``)::
+
+    Subject: rpc: let zero-byte tensors pass deserialize_tensor's bounds check
+    Why: tensor split over RPC sends zero-element views past a slice's end; the server aborts
+    Upstream-Status: pending
+    When: e95dae18d64ae4471d61a9dc87880a64e0e5c86e..
+    Default: yes
+    Experimental: no
+
+    diff --git a/ggml/src/ggml-rpc/ggml-rpc.cpp b/ggml/src/ggml-rpc/ggml-rpc.cpp
+    ...
+
+``When`` is a range of upstream commits ``FROM..TO`` (either end may be empty =
+open): the patch is meant for commits that descend from FROM and are ancestors of TO.
+The series line is ``FILE sha256=HEX``; the hash covers the whole file and is checked
+before the patch is used.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from pathlib import Path
+
+from patchkit.core.errors import PatchError
+from patchkit.core.fs import contained, read_capped, sha256_bytes
+from patchkit.core.text import did_you_mean
+from patchkit.spec.patchfile import parse_diff, parse_header, refusals
+
+__all__ = [
+    "UPSTREAM_STATUSES",
+    "Patch",
+    "Series",
+    "load_series",
+    "patch_name_from_file",
+]
+
+UPSTREAM_STATUSES = ("pending", "submitted", "accepted", "backport", "inappropriate", "denied")
+_REQUIRED = ("Subject", "Why", "Upstream-Status", "When")
+_HEX = re.compile(r"^[0-9a-f]{7,40}$")
+_SERIES_LINE = re.compile(r"^(?P<file>\S+)\s+sha256=(?P<sha>[0-9a-fA-F]{64})\s*$")
+SERIES_MAX = 1 << 20  # patches/series: a line per patch
+PATCH_MAX = 64 << 20  # one patch file (llama.cpp's are a few KiB)
+_DATA_HINT = ("patches are data: a patch may only change files inside the worktree "
+              "(no absolute or '..' paths, no symlink leading out of it)")
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Patch:
+    name: str
+    path: Path
+    sha256: str  # as recorded in the series
+    subject: str
+    why: str
+    upstream_status: str
+    when_from: str | None
+    when_to: str | None
+    default: bool
+    experimental: bool
+    files: tuple[str, ...]  # repository paths the diff touches
+
+    @property
+    def filename(self) -> str:
+        return self.path.name
+
+    @property
+    def when(self) -> str:
+        return f"{self.when_from or ''}..{self.when_to or ''}"
+
+    def read_verified(self) -> bytes:
+        """The patch bytes, after checking them against the series' sha256."""
+        data = _read_patch(self.path)
+        actual = sha256_bytes(data)
+        if actual != self.sha256:
+            raise PatchError(
+                f"{self.path}: sha256 is {actual[:12]}…, the series records {self.sha256[:12]}…",
+                hint="if you edited the patch on purpose, run `patchkit series --rehash`",
+            )
+        return data
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Series:
+    directory: Path
+    patches: tuple[Patch, ...]
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(p.name for p in self.patches)
+
+    def get(self, name: str) -> Patch:
+        for p in self.patches:
+            if name in (p.name, p.filename):
+                return p
+        raise KeyError(name)
+
+    def suggest(self, name: str) -> str:
+        return did_you_mean(name, self.names)
+
+    def select(self, names: tuple[str, ...]) -> tuple[Patch, ...]:
+        """The named patches, in series order (the order names are given does not matter)."""
+        wanted = set(names)
+        return tuple(p for p in self.patches if p.name in wanted)
+
+
+def patch_name_from_file(filename: str) -> str:
+    stem = filename.removesuffix(".patch").removesuffix(".diff")
+    return re.sub(r"^\d+-", "", stem)
+
+
+def _yes_no(value: str, where: str, key: str) -> bool:
+    v = value.strip().lower()
+    if v in ("yes", "true", "on", "1"):
+        return True
+    if v in ("no", "false", "off", "0"):
+        return False
+    raise PatchError(f"{where}: {key} must be yes or no, not {value!r}")
+
+
+def _parse_when(value: str, where: str) -> tuple[str | None, str | None]:
+    lo, sep, hi = value.partition("..")
+    if not sep:
+        raise PatchError(f"{where}: When must be FROM..TO (either may be empty), not {value!r}")
+    ends: list[str | None] = []
+    for end in (lo.strip(), hi.strip()):
+        if end and not _HEX.match(end):
+            raise PatchError(f"{where}: When end {end!r} is not a commit sha (7-40 hex digits)")
+        ends.append(end or None)
+    return ends[0], ends[1]
+
+
+def _read_patch(path: Path) -> bytes:
+    where = f"{path.parent.name}/{path.name}"
+    if not path.is_file():
+        raise PatchError(f"{where}: listed in the series but the file does not exist"
+                         + ("" if not path.exists() else " as a regular file"))
+    # a patch file is read from patches/ only: a link to a host file is never read
+    contained(path, path.parent, error=PatchError, what=where)
+    return read_capped(path, limit=PATCH_MAX, error=PatchError, what=where)
+
+
+def _load_patch(path: Path, sha: str) -> Patch:
+    where = f"{path.parent.name}/{path.name}"
+    text = _read_patch(path).decode("utf-8", errors="replace")
+    header = parse_header(text, where)
+    missing = [k for k in _REQUIRED if k not in header]
+    if missing:
+        raise PatchError(f"{where}: header lacks {', '.join(missing)}")
+    status = header["Upstream-Status"].split()[0].lower() if header["Upstream-Status"] else ""
+    if status not in UPSTREAM_STATUSES:
+        raise PatchError(
+            f"{where}: Upstream-Status {status!r} is not one of {', '.join(UPSTREAM_STATUSES)}"
+            + did_you_mean(status, UPSTREAM_STATUSES)
+        )
+    parsed = parse_diff(text)
+    refused = refusals(parsed)
+    if refused:
+        more = f" (and {len(refused) - 1} more)" if len(refused) > 1 else ""
+        raise PatchError(f"{where}: refused: {refused[0]}{more}", hint=_DATA_HINT)
+    files = parsed.targets
+    if not files:
+        raise PatchError(f"{where}: holds no `diff --git` section")
+    when_from, when_to = _parse_when(header["When"], where)
+    return Patch(
+        name=header.get("Name") or patch_name_from_file(path.name),
+        path=path,
+        sha256=sha.lower(),
+        subject=header["Subject"],
+        why=header["Why"],
+        upstream_status=header["Upstream-Status"],
+        when_from=when_from,
+        when_to=when_to,
+        default=_yes_no(header.get("Default", "yes"), where, "Default"),
+        experimental=_yes_no(header.get("Experimental", "no"), where, "Experimental"),
+        files=files,
+    )
+
+
+def _series_lines(series_file: Path) -> list[str]:
+    if not series_file.is_file():
+        if series_file.exists():
+            raise PatchError(f"{series_file} is not a regular file: it lists the patches in order")
+        raise PatchError(f"{series_file} is missing: it lists the patches in order")
+    data = read_capped(series_file, limit=SERIES_MAX, error=PatchError, what=str(series_file))
+    try:
+        return data.decode("utf-8").splitlines()
+    except UnicodeDecodeError as e:
+        line = data[:e.start].count(b"\n") + 1
+        raise PatchError(f"{series_file}:{line}: not UTF-8 text (byte 0x{data[e.start]:02x})",
+                         hint="the series is text: `FILE sha256=HEX` lines") from None
+
+
+def _series_file_name(fname: str, n: int) -> str:
+    if "/" in fname or "\\" in fname or fname.startswith(".") or ":" in fname \
+            or "\0" in fname:
+        raise PatchError(f"patches/series:{n}: {fname!r} must be a file in patches/",
+                         hint="name the file only, no folder")
+    return fname
+
+
+def load_series(patches_dir: Path) -> Series:
+    series_file = patches_dir / "series"
+    patches: list[Patch] = []
+    for n, raw in enumerate(_series_lines(series_file), 1):
+        line = raw.split("#", 1)[0].strip()
+        if not line:
+            continue
+        m = _SERIES_LINE.match(line)
+        if not m:
+            raise PatchError(
+                f"patches/series:{n}: expected `FILE sha256=<64 hex>`, got {raw.strip()[:120]!r}",
+                hint="run `patchkit series --rehash` to write the hashes",
+            )
+        fname = _series_file_name(m.group("file"), n)
+        patch = _load_patch(patches_dir / fname, m.group("sha"))
+        if any(p.name == patch.name for p in patches):
+            raise PatchError(f"patches/series:{n}: patch name {patch.name!r} appears twice")
+        patches.append(patch)
+    return Series(directory=patches_dir, patches=tuple(patches))
+
+
+def rehash_series(patches_dir: Path) -> list[tuple[str, str, str]]:
+    """Rewrite the sha256 of every series line; returns (file, old, new) for changes."""
+    from patchkit.core.fs import atomic_write_text
+
+    series_file = patches_dir / "series"
+    out: list[str] = []
+    changed: list[tuple[str, str, str]] = []
+    for n, raw in enumerate(_series_lines(series_file), 1):
+        body, hash_, comment = raw.partition("#")
+        fields = body.split()
+        if not fields:
+            out.append(raw)
+            continue
+        fname = _series_file_name(fields[0], n)
+        path = patches_dir / fname
+        if not path.is_file():
+            raise PatchError(f"patches/series names {fname!r}, which does not exist")
+        new = sha256_bytes(_read_patch(path))
+        old = next((f.split("=", 1)[1] for f in fields[1:] if f.startswith("sha256=")), "")
+        if old != new:
+            changed.append((fname, old, new))
+        line = f"{fname} sha256={new}"
+        out.append(line + (f"  #{comment}" if hash_ else ""))
+    atomic_write_text(series_file, "\n".join(out) + "\n")
+    return changed
