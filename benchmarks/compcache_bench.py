@@ -37,20 +37,49 @@ from patchkit.core.proc import Processes  # noqa: E402
 PASSWORD = "bench-s3cret"
 
 
-def build(recipe: str, upstream: str, home: Path, remote: str, launcher: str, jobs: int,
-          ) -> tuple[float, dict]:
-    env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""),
-           "PATCHKIT_CACHE": str(home / "patchkit-cache"), "CCACHE_DIR": str(home / "ccache"),
-           "SCCACHE_DIR": str(home / "sccache"),
-           "PATCHKIT_CACHE_REMOTE": remote}  # not argv: other users can read a command line
+def build(
+    recipe: str,
+    upstream: str,
+    home: Path,
+    remote: str,
+    launcher: str,
+    jobs: int,
+) -> tuple[float, dict]:
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""),
+        "PATCHKIT_CACHE": str(home / "patchkit-cache"),
+        "CCACHE_DIR": str(home / "ccache"),
+        "SCCACHE_DIR": str(home / "sccache"),
+        "PATCHKIT_CACHE_REMOTE": remote,
+    }  # not argv: other users can read a command line
     for k in ("CCACHE_BASEDIR", "CCACHE_REMOTE_STORAGE"):
         env.pop(k, None)
     out = home / "out"
     start = time.perf_counter()
-    proc = subprocess.run([sys.executable, "-m", "patchkit", "--project", str(ROOT), "build",
-                           recipe, "--upstream", upstream, "--out", str(out), "--no-smoke",
-                           "-j", str(jobs), "--launcher", launcher],
-                          capture_output=True, text=True, env=env)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "patchkit",
+            "--project",
+            str(ROOT),
+            "build",
+            recipe,
+            "--upstream",
+            upstream,
+            "--out",
+            str(out),
+            "--no-smoke",
+            "-j",
+            str(jobs),
+            "--launcher",
+            launcher,
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+    )
     took = time.perf_counter() - start
     if proc.returncode != 0:
         sys.exit(f"patchkit build failed ({proc.returncode}):\n{proc.stderr[-4000:]}")
@@ -81,18 +110,37 @@ def main() -> None:
     port = free_port()
     try:
         with Processes(work / "redis") as procs:
-            procs.start_server([redis, "--port", str(port), "--bind", LOOPBACK, "--save", "",
-                                "--appendonly", "no", "--dir", str(work),
-                                "--requirepass", PASSWORD], port, name="redis", timeout=20)
+            procs.start_server(
+                [
+                    redis,
+                    "--port",
+                    str(port),
+                    "--bind",
+                    LOOPBACK,
+                    "--save",
+                    "",
+                    "--appendonly",
+                    "no",
+                    "--dir",
+                    str(work),
+                    "--requirepass",
+                    PASSWORD,
+                ],
+                port,
+                name="redis",
+                timeout=20,
+            )
             remote = f"redis://:{PASSWORD}@{LOOPBACK}:{port}"
-            print(f"{args.recipe}, launcher {args.launcher}, -j{args.jobs}, "
-                  f"{os.cpu_count()} CPUs (load {os.getloadavg()[0]:.1f} at start)")
+            print(
+                f"{args.recipe}, launcher {args.launcher}, -j{args.jobs}, "
+                f"{os.cpu_count()} CPUs (load {os.getloadavg()[0]:.1f} at start)"
+            )
             print("1. cold: empty local cache, empty Redis")
-            cold, info_a = build(args.recipe, args.upstream, work / "a", remote, args.launcher,
-                                 args.jobs)
+            cold, info_a = build(args.recipe, args.upstream, work / "a", remote, args.launcher, args.jobs)
             print("2. second machine: fresh local cache at another path, warm Redis")
-            warm, info_b = build(args.recipe, args.upstream, work / "x" / "y" / "b", remote,
-                                 args.launcher, args.jobs)
+            warm, info_b = build(
+                args.recipe, args.upstream, work / "x" / "y" / "b", remote, args.launcher, args.jobs
+            )
             print(f"   (load {os.getloadavg()[0]:.1f} at the end)")
     finally:
         if not args.keep:
@@ -103,13 +151,15 @@ def main() -> None:
     print("|---|---|---|---|---|---|---|")
     for name, wall, info in (("cold", cold, info_a), ("second machine", warm, info_b)):
         cc = info["compile_cache"] or {}
-        print(f"| {name} | {wall:.1f} | {info['timings']['build']:.1f} | {cc.get('compiles')} | "
-              f"{cc.get('local_hits')} | {cc.get('remote_hits')} | {cc.get('misses')} |")
+        print(
+            f"| {name} | {wall:.1f} | {info['timings']['build']:.1f} | {cc.get('compiles')} | "
+            f"{cc.get('local_hits')} | {cc.get('remote_hits')} | {cc.get('misses')} |"
+        )
     print()
-    print(f"second machine / cold: wall {warm / cold:.1%}, build step {bb / ba:.1%} "
-          f"(goal: <= 5%)")
-    same = {a["path"]: a["sha256"] for a in info_a["artifacts"]} == \
-        {a["path"]: a["sha256"] for a in info_b["artifacts"]}
+    print(f"second machine / cold: wall {warm / cold:.1%}, build step {bb / ba:.1%} (goal: <= 5%)")
+    same = {a["path"]: a["sha256"] for a in info_a["artifacts"]} == {
+        a["path"]: a["sha256"] for a in info_b["artifacts"]
+    }
     print(f"artifacts identical (sha256): {same}")
 
 

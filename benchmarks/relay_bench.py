@@ -47,9 +47,27 @@ def wait_port(port: int, timeout: float = 30) -> None:
 
 
 def bench(exe: Path, model: Path, rpc: str, args: argparse.Namespace) -> dict[str, float]:
-    argv = [str(exe), "-m", str(model), "-rpc", rpc, "-sm", args.sm, "-dev", "RPC0/RPC1",
-            "-p", str(args.p), "-n", str(args.n), "-r", str(args.r), "-t", str(args.t),
-            "-o", "jsonl"]
+    argv = [
+        str(exe),
+        "-m",
+        str(model),
+        "-rpc",
+        rpc,
+        "-sm",
+        args.sm,
+        "-dev",
+        "RPC0/RPC1",
+        "-p",
+        str(args.p),
+        "-n",
+        str(args.n),
+        "-r",
+        str(args.r),
+        "-t",
+        str(args.t),
+        "-o",
+        "jsonl",
+    ]
     if args.sm == "tensor":
         argv += ["-fit", "off"]
     proc = subprocess.run(argv, capture_output=True, text=True, timeout=1800)
@@ -67,16 +85,25 @@ def main() -> None:
     ap.add_argument("-p", type=int, default=64)
     ap.add_argument("-n", type=int, default=32)
     ap.add_argument("-r", type=int, default=3)
-    ap.add_argument("-t", type=int, default=1,
-                    help="threads for llama-bench and each server (default 1: with a thread per "
-                         "core, three processes on a small machine spin against each other)")
+    ap.add_argument(
+        "-t",
+        type=int,
+        default=1,
+        help="threads for llama-bench and each server (default 1: with a thread per "
+        "core, three processes on a small machine spin against each other)",
+    )
     args = ap.parse_args()
     exe, server = args.build / "bin" / "llama-bench", args.build / "bin" / "ggml-rpc-server"
     ports = [free_port(), free_port()]
-    servers = [subprocess.Popen([str(server), "-d", "CPU", "-H", "127.0.0.1", "-p", str(p),
-                                 "-t", str(args.t)],
-                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                env=dict(os.environ)) for p in ports]
+    servers = [
+        subprocess.Popen(
+            [str(server), "-d", "CPU", "-H", "127.0.0.1", "-p", str(p), "-t", str(args.t)],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            env=dict(os.environ),
+        )
+        for p in ports
+    ]
     results: dict[str, list[dict[str, float]]] = {"direct": [], "relay": []}
     try:
         for p in ports:
@@ -87,11 +114,14 @@ def main() -> None:
         try:
             for i in range(args.rounds):
                 order = [("direct", direct), ("relay", relayed)]
-                for name, rpc in (order if i % 2 == 0 else order[::-1]):
+                for name, rpc in order if i % 2 == 0 else order[::-1]:
                     got = bench(exe, args.model, rpc, args)
                     results[name].append(got)
-                    print(f"round {i + 1} {name:6s}: decode {got.get('decode', 0):7.2f} tok/s, "
-                          f"prompt {got.get('prompt', 0):7.2f} tok/s", flush=True)
+                    print(
+                        f"round {i + 1} {name:6s}: decode {got.get('decode', 0):7.2f} tok/s, "
+                        f"prompt {got.get('prompt', 0):7.2f} tok/s",
+                        flush=True,
+                    )
             traffic = [r.traffic() for r in relays]
         finally:
             for r in relays:
@@ -106,8 +136,7 @@ def main() -> None:
         d = statistics.median(x[kind] for x in results["direct"])
         r = statistics.median(x[kind] for x in results["relay"])
         summary[kind] = {"direct": round(d, 2), "relay": round(r, 2), "relay/direct": round(r / d, 3)}
-        print(f"{kind}: direct {d:.2f} tok/s, through the relay {r:.2f} tok/s: "
-              f"{(r / d - 1) * 100:+.1f} %")
+        print(f"{kind}: direct {d:.2f} tok/s, through the relay {r:.2f} tok/s: {(r / d - 1) * 100:+.1f} %")
     summary["relayed_mb"] = round(sum(t.bytes for t in traffic) / 1e6, 1)
     print(json.dumps(summary))
 

@@ -107,8 +107,10 @@ def parse_link(text: str) -> Link:
     if spec in _NONE:
         return Link(name="none")
     if "=" not in spec:
-        raise ConfigError(f"--link {text!r}: not a known link{did_you_mean(spec, [*PRESETS, 'none'])}",
-                          hint="links: " + ", ".join([*PRESETS, "none"]) + ", or rate=1gbit,rtt=0.3ms")
+        raise ConfigError(
+            f"--link {text!r}: not a known link{did_you_mean(spec, [*PRESETS, 'none'])}",
+            hint="links: " + ", ".join([*PRESETS, "none"]) + ", or rate=1gbit,rtt=0.3ms",
+        )
     rate = rtt = 0.0
     seen = set()
     for part in re.split(r"[,+]", spec):
@@ -132,10 +134,13 @@ def parse_link(text: str) -> Link:
             if rtt > 10:
                 raise ConfigError(f"--link {text!r}: rtt above 10 s is not a link")
         else:
-            raise ConfigError(f"--link {text!r}: unknown key {key!r}{did_you_mean(key, ['rate', 'rtt'])}",
-                              hint="keys: rate (e.g. 1gbit), rtt (e.g. 0.3ms)")
-    name = "+".join(p for p in (f"rate={_num(rate, 'bit')}" if rate else "",
-                                f"rtt={rtt * 1e3:g}ms" if rtt else "") if p)
+            raise ConfigError(
+                f"--link {text!r}: unknown key {key!r}{did_you_mean(key, ['rate', 'rtt'])}",
+                hint="keys: rate (e.g. 1gbit), rtt (e.g. 0.3ms)",
+            )
+    name = "+".join(
+        p for p in (f"rate={_num(rate, 'bit')}" if rate else "", f"rtt={rtt * 1e3:g}ms" if rtt else "") if p
+    )
     return Link(name=name or "none", rate_bit_s=rate, rtt_s=rtt)
 
 
@@ -239,8 +244,11 @@ class PathMeasure:
     down_bytes_s: float
 
     def to_json(self) -> dict[str, Any]:
-        return {"rtt_ms": round(self.rtt_s * 1e3, 4), "up_mbit_s": round(self.up_bytes_s * 8e-6, 1),
-                "down_mbit_s": round(self.down_bytes_s * 8e-6, 1)}
+        return {
+            "rtt_ms": round(self.rtt_s * 1e3, 4),
+            "up_mbit_s": round(self.up_bytes_s * 8e-6, 1),
+            "down_mbit_s": round(self.down_bytes_s * 8e-6, 1),
+        }
 
 
 def _ping(s: socket.socket) -> float:
@@ -250,8 +258,9 @@ def _ping(s: socket.socket) -> float:
     return time.perf_counter() - t0
 
 
-def measure_path(shaping: Shaping, *, pings: int = 30, bulk_bytes: int = 8 << 20,
-                 deadline_s: float = 20.0) -> PathMeasure:
+def measure_path(
+    shaping: Shaping, *, pings: int = 30, bulk_bytes: int = 8 << 20, deadline_s: float = 20.0
+) -> PathMeasure:
     """Round trip and throughput each way through a relay with ``shaping`` to a Sink."""
     end = time.monotonic() + deadline_s
     with Sink() as sink, Relay(("127.0.0.1", sink.port), shaping=shaping) as relay:
@@ -286,8 +295,9 @@ def measure_path(shaping: Shaping, *, pings: int = 30, bulk_bytes: int = 8 << 20
             _discard(s, n)
             down = bulk_bytes / max(time.perf_counter() - t0 - rtt, 1e-9)
         except (OSError, ConnectionError) as e:
-            raise ConfigError(f"measuring the relay on loopback failed: {e}",
-                              hint="the machine may be too busy; try again") from None
+            raise ConfigError(
+                f"measuring the relay on loopback failed: {e}", hint="the machine may be too busy; try again"
+            ) from None
         finally:
             s.close()
     return PathMeasure(rtt_s=rtt, up_bytes_s=up, down_bytes_s=down)
@@ -303,8 +313,12 @@ class Calibrated:
     base: PathMeasure  # the bare relay on loopback
 
     def to_json(self) -> dict[str, Any]:
-        return {"link": self.link.to_json(), "delay_ms": round(self.shaping.delay_s * 1e3, 4),
-                "measured": self.measured.to_json(), "bare_relay": self.base.to_json()}
+        return {
+            "link": self.link.to_json(),
+            "delay_ms": round(self.shaping.delay_s * 1e3, 4),
+            "measured": self.measured.to_json(),
+            "bare_relay": self.base.to_json(),
+        }
 
 
 def _bulk_for(link: Link) -> int:
@@ -326,8 +340,7 @@ def _fit_delay(link: Link, base: PathMeasure, tolerance: float, tries: int = 6) 
     d = max(0.0, (want - base.rtt_s) / 2)
     tried: list[tuple[float, float]] = []
     for _ in range(tries):
-        got = measure_path(Shaping(delay_s=d, rate_bytes_s=link.rate_bytes_s), pings=20,
-                           bulk_bytes=0).rtt_s
+        got = measure_path(Shaping(delay_s=d, rate_bytes_s=link.rate_bytes_s), pings=20, bulk_bytes=0).rtt_s
         tried.append((d, got))
         if _off(got, want) <= tolerance / 2:
             break
@@ -352,8 +365,7 @@ def _problems(link: Link, got: PathMeasure, tolerance: float) -> list[str]:
     return problems
 
 
-def calibrate(link: Link, *, base: PathMeasure | None = None,
-              tolerance: float = TOLERANCE) -> Calibrated:
+def calibrate(link: Link, *, base: PathMeasure | None = None, tolerance: float = TOLERANCE) -> Calibrated:
     """The shaping that makes the relay behave like ``link``, or ConfigError saying why not."""
     base = base or measure_path(Shaping())
     if not link.shaped:
@@ -363,7 +375,8 @@ def calibrate(link: Link, *, base: PathMeasure | None = None,
         raise ConfigError(
             f"--link {link.name}: the relay alone takes {base.rtt_s * 1e3:.3f} ms per round trip "
             f"here, more than the {link.rtt_s * 1e3:g} ms asked: it cannot emulate a link that fast",
-            hint="use a slower link (a longer rtt), or measure the real network")
+            hint="use a slower link (a longer rtt), or measure the real network",
+        )
     for _attempt in range(3):  # a busy machine can spoil a measurement: fit and measure again
         delay = _fit_delay(link, base, tolerance) if link.rtt_s else 0.0
         shaping = Shaping(delay_s=delay, rate_bytes_s=link.rate_bytes_s)
@@ -378,5 +391,6 @@ def calibrate(link: Link, *, base: PathMeasure | None = None,
             + "; ".join(problems)
             + f" (the bare relay here: {fmt_bits(top)}, {base.rtt_s * 1e3:.3f} ms round trip)",
             hint="a user-space relay on a busy machine tops out below fast links: "
-                 "use a slower --link, or measure on a real network")
+            "use a slower --link, or measure on a real network",
+        )
     return Calibrated(link=link, shaping=shaping, measured=got, base=base)

@@ -49,8 +49,9 @@ class Terms:
         return 1.0 / self.total if self.total > 0 else 0.0
 
 
-def compute_time(tok_s: float, round_trips: float, nbytes: float, *, rtt_s: float,
-                 rate_bytes_s: float) -> float:
+def compute_time(
+    tok_s: float, round_trips: float, nbytes: float, *, rtt_s: float, rate_bytes_s: float
+) -> float:
     """Time per token left when the path's wire time is taken out (never below 0)."""
     wire = round_trips * rtt_s + (nbytes / rate_bytes_s if rate_bytes_s > 0 else 0.0)
     return max(0.0, 1.0 / tok_s - wire)
@@ -83,15 +84,23 @@ class Need:
     text: str = ""
 
 
-def needed_link(t_compute: float, round_trips: float, nbytes: float, target_tok_s: float,
-                links: Sequence[Link] = STANDARD_LINKS, within: float = WITHIN) -> Need:
+def needed_link(
+    t_compute: float,
+    round_trips: float,
+    nbytes: float,
+    target_tok_s: float,
+    links: Sequence[Link] = STANDARD_LINKS,
+    within: float = WITHIN,
+) -> Need:
     """What link lets this setup reach (1 - within) x target_tok_s, or why none can."""
     budget = 1.0 / ((1 - within) * target_tok_s)  # seconds per token allowed
     slack = budget - t_compute
     if slack <= 0:
-        return Need(reachable=False,
-                    text=f"none: compute alone is {t_compute / (1 / target_tok_s):.2f}x the "
-                         f"best local time per token")
+        return Need(
+            reachable=False,
+            text=f"none: compute alone is {t_compute / (1 / target_tok_s):.2f}x the "
+            f"best local time per token",
+        )
     max_rtt = slack / round_trips if round_trips > 0 else float("inf")
     min_rate = nbytes * 8 / slack if nbytes > 0 else 0.0
     ok = [lk for lk in links if terms(t_compute, round_trips, nbytes, lk).total <= budget]
@@ -103,5 +112,4 @@ def needed_link(t_compute: float, round_trips: float, nbytes: float, target_tok_
         parts.append(f"≥ {fmt_bits(min_rate)}")
     text = (" and ".join(parts) + " (each alone)" if len(parts) == 2 else " ".join(parts)) or "any"
     text += f"; {first} does" if first else "; no standard link does"
-    return Need(reachable=True, max_rtt_s=max_rtt, min_rate_bit_s=min_rate,
-                first_standard=first, text=text)
+    return Need(reachable=True, max_rtt_s=max_rtt, min_rate_bit_s=min_rate, first_standard=first, text=text)

@@ -96,16 +96,20 @@ class Traffic:
     def __sub__(self, other: Traffic) -> Traffic:
         mine, theirs = dict(self.commands), dict(other.commands)
         order = [n for n, _ in self.commands] + [n for n, _ in other.commands if n not in mine]
-        cmds = tuple((n, mine.get(n, 0) - theirs.get(n, 0)) for n in order
-                     if mine.get(n, 0) != theirs.get(n, 0))
-        return Traffic(bytes_up=self.bytes_up - other.bytes_up,
-                       bytes_down=self.bytes_down - other.bytes_down, commands=cmds,
-                       round_trips=self.round_trips - other.round_trips,
-                       replies=self.replies - other.replies,
-                       connections=self.connections - other.connections,
-                       framing_lost=self.framing_lost - other.framing_lost,
-                       version=self.version or other.version,
-                       host_s=self.host_s - other.host_s)
+        cmds = tuple(
+            (n, mine.get(n, 0) - theirs.get(n, 0)) for n in order if mine.get(n, 0) != theirs.get(n, 0)
+        )
+        return Traffic(
+            bytes_up=self.bytes_up - other.bytes_up,
+            bytes_down=self.bytes_down - other.bytes_down,
+            commands=cmds,
+            round_trips=self.round_trips - other.round_trips,
+            replies=self.replies - other.replies,
+            connections=self.connections - other.connections,
+            framing_lost=self.framing_lost - other.framing_lost,
+            version=self.version or other.version,
+            host_s=self.host_s - other.host_s,
+        )
 
     def to_json(self) -> dict[str, Any]:
         return dataclasses.asdict(self) | {"commands": dict(self.commands)}
@@ -165,14 +169,14 @@ class _Requests:
                 take = min(self.left, n - i)
                 if self.zero:
                     z = min(self.zero, take)
-                    mv[i:i + z] = bytes(z)
+                    mv[i : i + z] = bytes(z)
                     self.zero -= z
                 self.left -= take
                 i += take
                 ended = ended or (self.waits and not self.left)
                 continue
             take = min(_REQ_HEAD.size - len(self.head), n - i)
-            self.head += mv[i:i + take]
+            self.head += mv[i : i + take]
             i += take
             if len(self.head) < _REQ_HEAD.size:
                 return ended
@@ -230,7 +234,7 @@ class _Replies:
             if not self.head:
                 c.answered()  # a reply begins
             take = min(_REP_HEAD.size - len(self.head), n - i)
-            self.head += mv[i:i + take]
+            self.head += mv[i : i + take]
             i += take
             if len(self.head) < _REP_HEAD.size:
                 return False
@@ -288,8 +292,13 @@ class Relay:
     ``traffic()`` is exact once the clients have closed (``quiesce``).
     """
 
-    def __init__(self, target: tuple[str, int], *, shaping: Shaping | None = None,
-                 connect_timeout: float = _CONNECT_TIMEOUT) -> None:
+    def __init__(
+        self,
+        target: tuple[str, int],
+        *,
+        shaping: Shaping | None = None,
+        connect_timeout: float = _CONNECT_TIMEOUT,
+    ) -> None:
         self.target = target
         self.shaping = shaping or Shaping()
         self.shared: SharedLink | None = None
@@ -329,14 +338,17 @@ class Relay:
         cmds: Counter[int] = Counter()
         for c in conns:
             cmds.update(c.commands)
-        return Traffic(bytes_up=sum(c.bytes_up for c in conns),
-                       bytes_down=sum(c.bytes_down for c in conns),
-                       commands=tuple((cmd_name(k), cmds[k]) for k in sorted(cmds)),
-                       round_trips=sum(c.round_trips for c in conns),
-                       replies=sum(c.replies for c in conns), connections=len(conns),
-                       framing_lost=sum(c.lost for c in conns),
-                       version=next((c.version for c in conns if c.version), ""),
-                       host_s=sum(c.host_s for c in conns))
+        return Traffic(
+            bytes_up=sum(c.bytes_up for c in conns),
+            bytes_down=sum(c.bytes_down for c in conns),
+            commands=tuple((cmd_name(k), cmds[k]) for k in sorted(cmds)),
+            round_trips=sum(c.round_trips for c in conns),
+            replies=sum(c.replies for c in conns),
+            connections=len(conns),
+            framing_lost=sum(c.lost for c in conns),
+            version=next((c.version for c in conns if c.version), ""),
+            host_s=sum(c.host_s for c in conns),
+        )
 
     def quiesce(self, timeout: float = 10.0) -> bool:
         """Wait until no connection is open (the client exited): True if so in time."""
@@ -380,10 +392,14 @@ class Relay:
             self._active += 1
         done = threading.Barrier(2, action=lambda: self._finish(client, server))
         up, down = (shared.up, shared.down) if shared else (_Pacer(shaping), _Pacer(shaping))
-        pumps = [threading.Thread(target=self._pump, daemon=True,
-                                  args=(client, server, _Requests(conn), shaping, up, done)),
-                 threading.Thread(target=self._pump, daemon=True,
-                                  args=(server, client, _Replies(conn), shaping, down, done))]
+        pumps = [
+            threading.Thread(
+                target=self._pump, daemon=True, args=(client, server, _Requests(conn), shaping, up, done)
+            ),
+            threading.Thread(
+                target=self._pump, daemon=True, args=(server, client, _Replies(conn), shaping, down, done)
+            ),
+        ]
         with self._lock:
             self._threads = [t for t in self._threads if t.is_alive()] + pumps
         for t in pumps:
@@ -398,8 +414,15 @@ class Relay:
             self._active -= 1
             self._idle.notify_all()
 
-    def _pump(self, src: socket.socket, dst: socket.socket, parser: _Requests | _Replies,
-              shaping: Shaping, pacer: _Pacer, done: threading.Barrier) -> None:
+    def _pump(
+        self,
+        src: socket.socket,
+        dst: socket.socket,
+        parser: _Requests | _Replies,
+        shaping: Shaping,
+        pacer: _Pacer,
+        done: threading.Barrier,
+    ) -> None:
         try:
             if shaping.active:
                 self._pump_shaped(src, dst, parser, pacer)
@@ -423,8 +446,9 @@ class Relay:
             with contextlib.suppress(threading.BrokenBarrierError):
                 done.wait()
 
-    def _pump_shaped(self, src: socket.socket, dst: socket.socket,
-                     parser: _Requests | _Replies, pacer: _Pacer) -> None:
+    def _pump_shaped(
+        self, src: socket.socket, dst: socket.socket, parser: _Requests | _Replies, pacer: _Pacer
+    ) -> None:
         q: queue.Queue[tuple[float, bytes, bool] | None] = queue.Queue(maxsize=_QUEUE_CHUNKS)
         failed = threading.Event()
 

@@ -92,9 +92,16 @@ def _measurement(rec: dict[str, Any]) -> Measurement | None:
         kind, test = "mixed", f"pp{n_prompt}+tg{n_gen}"
     if depth:
         test += f"@d{depth}"
-    return Measurement(test=test, kind=kind, samples_ts=tuple(samples),
-                       median=statistics.median(samples), min=min(samples), max=max(samples),
-                       devices=str(rec.get("devices", "")), split_mode=str(rec.get("split_mode", "")))
+    return Measurement(
+        test=test,
+        kind=kind,
+        samples_ts=tuple(samples),
+        median=statistics.median(samples),
+        min=min(samples),
+        max=max(samples),
+        devices=str(rec.get("devices", "")),
+        split_mode=str(rec.get("split_mode", "")),
+    )
 
 
 def measurements(records: list[dict[str, Any]]) -> list[Measurement]:
@@ -102,15 +109,32 @@ def measurements(records: list[dict[str, Any]]) -> list[Measurement]:
 
 
 _PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
-    ("oom", re.compile(r"out of memory|failed to allocate|unable to allocate|cudaMalloc failed|"
-                       r"not enough memory|OutOfDeviceMemory|std::bad_alloc", re.I)),
+    (
+        "oom",
+        re.compile(
+            r"out of memory|failed to allocate|unable to allocate|cudaMalloc failed|"
+            r"not enough memory|OutOfDeviceMemory|std::bad_alloc",
+            re.I,
+        ),
+    ),
     ("abort", re.compile(r"GGML_ASSERT|GGML_ABORT|terminate called|Aborted|core dumped")),
-    ("rpc", re.compile(r"failed to connect|Connection refused|connection (?:closed|reset)|"
-                       r"RPC server|remote_ptr", re.I)),
-    ("args", re.compile(r"invalid device|error: invalid parameter|invalid argument|"
-                        r"unknown argument", re.I)),
-    ("load", re.compile(r"failed to load model|error loading model|failed to create context",
-                        re.I)),
+    (
+        "rpc",
+        re.compile(
+            r"failed to connect|Connection refused|connection (?:closed|reset)|"
+            r"RPC server|remote_ptr",
+            re.I,
+        ),
+    ),
+    (
+        "args",
+        re.compile(
+            r"invalid device|error: invalid parameter|invalid argument|"
+            r"unknown argument",
+            re.I,
+        ),
+    ),
+    ("load", re.compile(r"failed to load model|error loading model|failed to create context", re.I)),
 )
 
 
@@ -153,10 +177,14 @@ class PhaseTraffic:
     def total(self) -> Traffic:
         out = Traffic()
         for _, t in self.hosts:
-            out = Traffic(bytes_up=out.bytes_up + t.bytes_up, bytes_down=out.bytes_down + t.bytes_down,
-                          round_trips=out.round_trips + t.round_trips,
-                          commands=tuple(_add(dict(out.commands), dict(t.commands)).items()),
-                          replies=out.replies + t.replies, host_s=out.host_s + t.host_s)
+            out = Traffic(
+                bytes_up=out.bytes_up + t.bytes_up,
+                bytes_down=out.bytes_down + t.bytes_down,
+                round_trips=out.round_trips + t.round_trips,
+                commands=tuple(_add(dict(out.commands), dict(t.commands)).items()),
+                replies=out.replies + t.replies,
+                host_s=out.host_s + t.host_s,
+            )
         return out
 
     @property
@@ -173,16 +201,24 @@ class PhaseTraffic:
         return self.total.host_s / self.tokens if self.tokens else 0.0
 
     def to_json(self) -> dict[str, Any]:
-        return {"tokens": self.tokens, "run_bytes": self.run_bytes, "note": self.note,
-                "mb_per_token": round(self.bytes_per_token / 1e6, 6),
-                "rt_per_token": round(self.rt_per_token, 6),
-                "host_ms_per_token": round(self.host_s_per_token * 1e3, 4),
-                "hosts": {ep: t.to_json() for ep, t in self.hosts}}
+        return {
+            "tokens": self.tokens,
+            "run_bytes": self.run_bytes,
+            "note": self.note,
+            "mb_per_token": round(self.bytes_per_token / 1e6, 6),
+            "rt_per_token": round(self.rt_per_token, 6),
+            "host_ms_per_token": round(self.host_s_per_token * 1e3, 4),
+            "hosts": {ep: t.to_json() for ep, t in self.hosts},
+        }
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> PhaseTraffic:
-        return cls(tokens=d["tokens"], run_bytes=d.get("run_bytes", 0), note=d.get("note", ""),
-                   hosts=tuple((ep, Traffic.from_json(t)) for ep, t in d["hosts"].items()))
+        return cls(
+            tokens=d["tokens"],
+            run_bytes=d.get("run_bytes", 0),
+            note=d.get("note", ""),
+            hosts=tuple((ep, Traffic.from_json(t)) for ep, t in d["hosts"].items()),
+        )
 
 
 def _add(a: dict[str, int], b: dict[str, int]) -> dict[str, int]:
@@ -233,21 +269,35 @@ class PointResult:
         return next((m.devices for m in self.measurements if m.devices), "")
 
     def to_json(self) -> dict[str, Any]:
-        return {"index": self.index, "label": self.label, "settings": dict(self.settings),
-                "args": list(self.args), "status": self.status.value, "error": self.error,
-                "error_kind": self.error_kind, "seconds": round(self.seconds, 2),
-                "measurements": [m.to_json() for m in self.measurements],
-                "traffic": {k: t.to_json() for k, t in self.traffic}, "link": self.link,
-                "path": {"rtt_ms": round(self.path_rtt_s * 1e3, 4),
-                         "mbit_s": round(self.path_bytes_s * 8e-6, 1)}}
+        return {
+            "index": self.index,
+            "label": self.label,
+            "settings": dict(self.settings),
+            "args": list(self.args),
+            "status": self.status.value,
+            "error": self.error,
+            "error_kind": self.error_kind,
+            "seconds": round(self.seconds, 2),
+            "measurements": [m.to_json() for m in self.measurements],
+            "traffic": {k: t.to_json() for k, t in self.traffic},
+            "link": self.link,
+            "path": {"rtt_ms": round(self.path_rtt_s * 1e3, 4), "mbit_s": round(self.path_bytes_s * 8e-6, 1)},
+        }
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> PointResult:
-        return cls(index=d["index"], label=d["label"], settings=tuple(d["settings"].items()),
-                   args=tuple(d["args"]), status=PointStatus(d["status"]), error=d.get("error", ""),
-                   error_kind=d.get("error_kind", ""), seconds=d.get("seconds", 0.0),
-                   measurements=tuple(Measurement.from_json(m) for m in d["measurements"]),
-                   traffic=tuple((k, PhaseTraffic.from_json(t))
-                                 for k, t in d.get("traffic", {}).items()),
-                   link=d.get("link", ""), path_rtt_s=d.get("path", {}).get("rtt_ms", 0.0) / 1e3,
-                   path_bytes_s=d.get("path", {}).get("mbit_s", 0.0) / 8e-6)
+        return cls(
+            index=d["index"],
+            label=d["label"],
+            settings=tuple(d["settings"].items()),
+            args=tuple(d["args"]),
+            status=PointStatus(d["status"]),
+            error=d.get("error", ""),
+            error_kind=d.get("error_kind", ""),
+            seconds=d.get("seconds", 0.0),
+            measurements=tuple(Measurement.from_json(m) for m in d["measurements"]),
+            traffic=tuple((k, PhaseTraffic.from_json(t)) for k, t in d.get("traffic", {}).items()),
+            link=d.get("link", ""),
+            path_rtt_s=d.get("path", {}).get("rtt_ms", 0.0) / 1e3,
+            path_bytes_s=d.get("path", {}).get("mbit_s", 0.0) / 8e-6,
+        )

@@ -118,12 +118,19 @@ class BenchReport:
 
     def to_json(self) -> dict[str, Any]:
         best = {kind: (b.label if (b := self.best(kind)) else None) for kind in ("decode", "prompt")}
-        return {"schema": 1, "build": self.build, "model": self.model, "settings": self.settings,
-                "demo": self.demo, "complete": self.complete,
-                "rpc_latency": [x.to_json() for x in self.latency],
-                "devices": [dataclasses.asdict(d) for d in self.devices],
-                "links": [c.to_json() for c in self.links],
-                "best": best, "points": [p.to_json() for p in self.points]}
+        return {
+            "schema": 1,
+            "build": self.build,
+            "model": self.model,
+            "settings": self.settings,
+            "demo": self.demo,
+            "complete": self.complete,
+            "rpc_latency": [x.to_json() for x in self.latency],
+            "devices": [dataclasses.asdict(d) for d in self.devices],
+            "links": [c.to_json() for c in self.links],
+            "best": best,
+            "points": [p.to_json() for p in self.points],
+        }
 
 
 def _split_endpoint(ep: str) -> tuple[str, int]:
@@ -132,8 +139,9 @@ def _split_endpoint(ep: str) -> tuple[str, int]:
     return parse_endpoint(ep)
 
 
-def measure_latency(endpoints: Sequence[str], *, count: int = 20,
-                    timeout: float = 5.0) -> tuple[RpcLatency, ...]:
+def measure_latency(
+    endpoints: Sequence[str], *, count: int = 20, timeout: float = 5.0
+) -> tuple[RpcLatency, ...]:
     """Round-trip time of each RPC host (rpcprobe.server_info); unreachable -> error."""
     from patchkit.rpc.client import RpcError, RpcUnreachable
     from patchkit.rpc.probe import server_info
@@ -149,28 +157,44 @@ def measure_latency(endpoints: Sequence[str], *, count: int = 20,
             out.append(RpcLatency(endpoint=ep, ok=False, error=e.message))
             continue
         r = info.rtt
-        out.append(RpcLatency(endpoint=ep, ok=True, version=str(info.version),
-                              devices=len(info.devices), count=r.count,
-                              median_ms=round(r.median_s * 1e3, 3),
-                              min_ms=round(r.min_s * 1e3, 3), max_ms=round(r.max_s * 1e3, 3)))
+        out.append(
+            RpcLatency(
+                endpoint=ep,
+                ok=True,
+                version=str(info.version),
+                devices=len(info.devices),
+                count=r.count,
+                median_ms=round(r.median_s * 1e3, 3),
+                min_ms=round(r.min_s * 1e3, 3),
+                max_ms=round(r.max_s * 1e3, 3),
+            )
+        )
     return tuple(out)
 
 
 def _build_summary(info: BuildInfo, build_dir: Path) -> dict[str, Any]:
-    return {"dir": str(build_dir), "recipe": info.recipe.name,
-            "upstream_commit": info.upstream.commit,
-            "patches": [p.name for p in info.patches], "os": info.platform.os}
+    return {
+        "dir": str(build_dir),
+        "recipe": info.recipe.name,
+        "upstream_commit": info.upstream.commit,
+        "patches": [p.name for p in info.patches],
+        "os": info.platform.os,
+    }
 
 
 def _bench_exe(build_dir: Path, info: BuildInfo) -> Path:
     windows = info.windows
     if windows and sys.platform != "win32":
-        raise ConfigError(f"{build_dir} is a Windows build: run patchkit bench on Windows",
-                          hint="or point --build at a build for this machine")
+        raise ConfigError(
+            f"{build_dir} is a Windows build: run patchkit bench on Windows",
+            hint="or point --build at a build for this machine",
+        )
     exe = build_dir / "bin" / ("llama-bench.exe" if windows else "llama-bench")
     if not exe.is_file():
-        raise ToolMissing(f"{build_dir} has no bin/{exe.name}",
-                          hint="add llama-bench to the recipe's [build] targets and rebuild")
+        raise ToolMissing(
+            f"{build_dir} has no bin/{exe.name}",
+            hint="add llama-bench to the recipe's [build] targets and rebuild",
+        )
     return exe
 
 
@@ -180,16 +204,20 @@ def _check_out_dir(out_dir: Path) -> None:
     if out_dir.exists():
         foreign = [p.name for p in out_dir.iterdir() if p.name not in _OUR_FILES]
         if foreign:
-            raise ConfigError(f"{out_dir} already holds other files ({foreign[0]}, ...)",
-                              hint="give an empty or new folder, or one a previous bench wrote")
+            raise ConfigError(
+                f"{out_dir} already holds other files ({foreign[0]}, ...)",
+                hint="give an empty or new folder, or one a previous bench wrote",
+            )
 
 
 def _tool(exe: Path, *args: str, timeout: float) -> str:
     r = run([str(exe), *args], timeout=timeout, start_error="result")
     text = r.stdout + r.stderr
     if not r.ok:
-        raise ConfigError(f"{exe.name} {' '.join(args)}: {r.brief()}: {r.last_line()}",
-                          detail="\n".join(text.splitlines()[-8:]))
+        raise ConfigError(
+            f"{exe.name} {' '.join(args)}: {r.brief()}: {r.last_line()}",
+            detail="\n".join(text.splitlines()[-8:]),
+        )
     return text
 
 
@@ -205,17 +233,32 @@ def _base_args(opts: BenchOptions, caps: BenchCaps, keys: set[str]) -> list[str]
     return args
 
 
-def _run_point(exe: Path, index: int, label: str, settings: tuple[tuple[str, str], ...],
-               base: list[str], args: tuple[str, ...], opts: BenchOptions,
-               raw_dir: Path) -> PointResult:
+def _run_point(
+    exe: Path,
+    index: int,
+    label: str,
+    settings: tuple[tuple[str, str], ...],
+    base: list[str],
+    args: tuple[str, ...],
+    opts: BenchOptions,
+    raw_dir: Path,
+) -> PointResult:
     r, found = _llama_bench(exe, [*base, *args], opts, raw_dir, f"{index:02d}")
-    res = PointResult(index=index, label=label, settings=settings, args=args, status=PointStatus.OK,
-                      measurements=found, seconds=r.seconds)
+    res = PointResult(
+        index=index,
+        label=label,
+        settings=settings,
+        args=args,
+        status=PointStatus.OK,
+        measurements=found,
+        seconds=r.seconds,
+    )
     return _judge(res, r, found)
 
 
-def _llama_bench(exe: Path, argv: list[str], opts: BenchOptions, raw_dir: Path,
-                 name: str) -> tuple[Any, tuple[Any, ...]]:
+def _llama_bench(
+    exe: Path, argv: list[str], opts: BenchOptions, raw_dir: Path, name: str
+) -> tuple[Any, tuple[Any, ...]]:
     r = run([str(exe), *argv], timeout=opts.timeout, start_error="result")
     raw_dir.mkdir(parents=True, exist_ok=True)
     (raw_dir / f"{name}.out").write_text(r.stdout, encoding="utf-8")
@@ -234,6 +277,7 @@ def _judge(res: PointResult, r: Any, found: tuple[Any, ...]) -> PointResult:
 
 
 # ---- relayed points: one llama-bench per phase, counted -----------------------------------
+
 
 def _strip_flags(args: Sequence[str], flags: set[str]) -> list[str]:
     out: list[str] = []
@@ -257,23 +301,38 @@ def _counted(relays: Sequence[Relay], go: Callable[[], Any]) -> tuple[Any, list[
     return out, [r.traffic() - b for r, b in zip(relays, before, strict=True)]
 
 
-def _phase_traffic(main: list[Traffic], base: list[Traffic] | None, endpoints: Sequence[str],
-                   tokens: int, note: str = "") -> PhaseTraffic:
+def _phase_traffic(
+    main: list[Traffic], base: list[Traffic] | None, endpoints: Sequence[str], tokens: int, note: str = ""
+) -> PhaseTraffic:
     run_bytes = sum(t.bytes for t in main)
     if base is None:
-        return PhaseTraffic(tokens=tokens, run_bytes=run_bytes, note=note,
-                            hosts=tuple((ep, Traffic()) for ep in endpoints) if tokens else ())
+        return PhaseTraffic(
+            tokens=tokens,
+            run_bytes=run_bytes,
+            note=note,
+            hosts=tuple((ep, Traffic()) for ep in endpoints) if tokens else (),
+        )
     diff = [m - b for m, b in zip(main, base, strict=True)]
     if any(d.bytes_up < 0 or d.bytes_down < 0 or d.round_trips < 0 for d in diff):
-        return PhaseTraffic(run_bytes=run_bytes,
-                            note="the -r 1 run moved more than the full run: counts not repeatable")
-    return PhaseTraffic(tokens=tokens, run_bytes=run_bytes, note=note,
-                        hosts=tuple(zip(endpoints, diff, strict=True)))
+        return PhaseTraffic(
+            run_bytes=run_bytes, note="the -r 1 run moved more than the full run: counts not repeatable"
+        )
+    return PhaseTraffic(
+        tokens=tokens, run_bytes=run_bytes, note=note, hosts=tuple(zip(endpoints, diff, strict=True))
+    )
 
 
-def _run_relayed(exe: Path, index: int, point: Point, args: tuple[str, ...], base: list[str],
-                 opts: BenchOptions, relays: Sequence[Relay], raw_dir: Path,
-                 output_format: str) -> PointResult:
+def _run_relayed(
+    exe: Path,
+    index: int,
+    point: Point,
+    args: tuple[str, ...],
+    base: list[str],
+    opts: BenchOptions,
+    relays: Sequence[Relay],
+    raw_dir: Path,
+    output_format: str,
+) -> PointResult:
     """The point's prompt and decode phases as separate llama-bench runs through the relays,
     each with -r R and again with -r 1: the difference is R - 1 repetitions' traffic."""
     settings = dict(point.settings)
@@ -281,8 +340,9 @@ def _run_relayed(exe: Path, index: int, point: Point, args: tuple[str, ...], bas
     n_gen = int(settings.get("n", opts.n_gen))
     rest = _strip_flags(args, {"-p", "-n"})
     endpoints = list(opts.rpc)
-    res = PointResult(index=index, label=point.label, settings=point.settings, args=args,
-                      status=PointStatus.OK)
+    res = PointResult(
+        index=index, label=point.label, settings=point.settings, args=args, status=PointStatus.OK
+    )
     found_all: list[Any] = []
     traffic: list[tuple[str, PhaseTraffic]] = []
     seconds = 0.0
@@ -291,35 +351,51 @@ def _run_relayed(exe: Path, index: int, point: Point, args: tuple[str, ...], bas
             continue
         head = [*base, "-p", str(p), "-n", str(n)]
         name = f"{index:02d}-{phase}"
-        (r, found), main = _counted(relays, functools.partial(
-            _llama_bench, exe, [*head, "-r", str(opts.reps), "-o", output_format, *rest], opts,
-            raw_dir, name))
+        (r, found), main = _counted(
+            relays,
+            functools.partial(
+                _llama_bench,
+                exe,
+                [*head, "-r", str(opts.reps), "-o", output_format, *rest],
+                opts,
+                raw_dir,
+                name,
+            ),
+        )
         seconds += r.seconds
         found_all += [m for m in found if m.kind == phase]
-        res = dataclasses.replace(res, measurements=tuple(found_all), seconds=seconds,
-                                  traffic=tuple(traffic))
+        res = dataclasses.replace(res, measurements=tuple(found_all), seconds=seconds, traffic=tuple(traffic))
         if not (r.ok and found):
             return _judge(res, r, found)
         tokens = (opts.reps - 1) * per_rep
         if opts.reps < 2:
-            pt = _phase_traffic(main, None, endpoints, 0,
-                                "-r 1: per-token traffic needs 2 or more repetitions")
+            pt = _phase_traffic(
+                main, None, endpoints, 0, "-r 1: per-token traffic needs 2 or more repetitions"
+            )
         elif not any(t.count(c) for t in main for c in _GRAPH_CMDS):
             pt = _phase_traffic(main, None, endpoints, tokens, "no graph ran on an RPC host")
         else:
-            (rb, _), base_t = _counted(relays, functools.partial(
-                _llama_bench, exe, [*head, "-r", "1", "-o", output_format, *rest], opts, raw_dir,
-                f"{name}-r1"))
+            (rb, _), base_t = _counted(
+                relays,
+                functools.partial(
+                    _llama_bench,
+                    exe,
+                    [*head, "-r", "1", "-o", output_format, *rest],
+                    opts,
+                    raw_dir,
+                    f"{name}-r1",
+                ),
+            )
             seconds += rb.seconds
             if rb.ok:
                 note = "-d: each repetition also restores the context" if "depth" in settings else ""
                 pt = _phase_traffic(main, base_t, endpoints, tokens, note)
             else:
-                pt = _phase_traffic(main, None, endpoints, 0,
-                                    f"the -r 1 run failed: {classify_failure(rb)[1]}")
+                pt = _phase_traffic(
+                    main, None, endpoints, 0, f"the -r 1 run failed: {classify_failure(rb)[1]}"
+                )
         traffic.append((phase, pt))
-    return dataclasses.replace(res, measurements=tuple(found_all), seconds=seconds,
-                               traffic=tuple(traffic))
+    return dataclasses.replace(res, measurements=tuple(found_all), seconds=seconds, traffic=tuple(traffic))
 
 
 def _skip_reason(point: Point, args: tuple[str, ...]) -> str:
@@ -347,11 +423,16 @@ def calibrate_links(specs: Sequence[str]) -> dict[str, Calibrated]:
     return out
 
 
-def run_bench(opts: BenchOptions, *, on_point: Callable[[PointResult], None] | None = None,
-              on_latency: Callable[[tuple[RpcLatency, ...]], None] | None = None,
-              on_links: Callable[[dict[str, Calibrated]], None] | None = None,
-              servers_alive: Callable[[], str] | None = None, demo: bool = False,
-              model_note: str = "") -> BenchReport:
+def run_bench(
+    opts: BenchOptions,
+    *,
+    on_point: Callable[[PointResult], None] | None = None,
+    on_latency: Callable[[tuple[RpcLatency, ...]], None] | None = None,
+    on_links: Callable[[dict[str, Calibrated]], None] | None = None,
+    servers_alive: Callable[[], str] | None = None,
+    demo: bool = False,
+    model_note: str = "",
+) -> BenchReport:
     """Run the sweep; bench.json is written after every point, the report returned at the end."""
     info = read_build_info(opts.build_dir)
     exe = _bench_exe(opts.build_dir, info)
@@ -363,8 +444,10 @@ def run_bench(opts: BenchOptions, *, on_point: Callable[[PointResult], None] | N
     dims = opts.dims
     links = _links(dims)
     if links and not opts.rpc:
-        raise ConfigError("--link shapes the connections to the RPC hosts: give --rpc HOST:PORT",
-                          hint="or try it with --demo")
+        raise ConfigError(
+            "--link shapes the connections to the RPC hosts: give --rpc HOST:PORT",
+            hint="or try it with --demo",
+        )
     if links and not opts.relay:
         raise ConfigError("--link needs the relay: drop --direct")
     if opts.rpc:  # version skew: a server this build's clients refuse stops it here
@@ -374,8 +457,10 @@ def run_bench(opts: BenchOptions, *, on_point: Callable[[PointResult], None] | N
 
     caps = parse_caps(_tool(exe, "--help", timeout=opts.tool_timeout))
     if opts.rpc and not caps.has("-rpc"):
-        raise ConfigError("this llama-bench was built without RPC (no -rpc option)",
-                          hint="use a recipe with GGML_RPC=ON, e.g. cpu-rpc")
+        raise ConfigError(
+            "this llama-bench was built without RPC (no -rpc option)",
+            hint="use a recipe with GGML_RPC=ON, e.g. cpu-rpc",
+        )
     check_supported(dims, caps)
     for key, flag in (("p", "-p"), ("n", "-n"), ("r", "-r"), ("o", "-o")):
         if not caps.has(flag):
@@ -398,14 +483,28 @@ def run_bench(opts: BenchOptions, *, on_point: Callable[[PointResult], None] | N
     points = expand_sweep(dims)
     resolved = [(p, point_args(p, caps, devices)) for p in points]  # ConfigError before any run
     base = _base_args(opts, caps, {d.key for d in dims})
-    settings = {"n_prompt": opts.n_prompt, "n_gen": opts.n_gen, "reps": opts.reps,
-                "sweep": {d.key: list(d.values) for d in dims}, "base_args": base[2:],
-                "output_format": caps.output_format, "relay": relayed}
+    settings = {
+        "n_prompt": opts.n_prompt,
+        "n_gen": opts.n_gen,
+        "reps": opts.reps,
+        "sweep": {d.key: list(d.values) for d in dims},
+        "base_args": base[2:],
+        "output_format": caps.output_format,
+        "relay": relayed,
+    }
     if model_note:
         settings["model_note"] = model_note
-    report = BenchReport(build=_build_summary(info, opts.build_dir), model=str(opts.model),
-                         settings=settings, latency=latency, devices=tuple(devices), points=(),
-                         complete=False, demo=demo, links=tuple(calibrated.values()))
+    report = BenchReport(
+        build=_build_summary(info, opts.build_dir),
+        model=str(opts.model),
+        settings=settings,
+        latency=latency,
+        devices=tuple(devices),
+        points=(),
+        complete=False,
+        demo=demo,
+        links=tuple(calibrated.values()),
+    )
     opts.out_dir.mkdir(parents=True, exist_ok=True)
     shutil.rmtree(opts.out_dir / "raw", ignore_errors=True)  # a previous bench's, in our folder
     done: list[PointResult] = []
@@ -422,14 +521,28 @@ def run_bench(opts: BenchOptions, *, on_point: Callable[[PointResult], None] | N
             ident = args if no_rpc else (*args, f"link={link}")  # no RPC device: the link is moot
             skip = _skip_reason(point, args)
             if skip:
-                res = PointResult(index=i, label=point.label, settings=point.settings, args=args,
-                                  status=PointStatus.SKIPPED, error=skip)
+                res = PointResult(
+                    index=i,
+                    label=point.label,
+                    settings=point.settings,
+                    args=args,
+                    status=PointStatus.SKIPPED,
+                    error=skip,
+                )
             elif ident in seen:
-                res = PointResult(index=i, label=point.label, settings=point.settings, args=args,
-                                  status=PointStatus.DUPLICATE,
-                                  error=f"same llama-bench arguments as {seen[ident]}"
-                                        + ("; no RPC device, so the link does not matter"
-                                           if no_rpc and "link" in dict(point.settings) else ""))
+                res = PointResult(
+                    index=i,
+                    label=point.label,
+                    settings=point.settings,
+                    args=args,
+                    status=PointStatus.DUPLICATE,
+                    error=f"same llama-bench arguments as {seen[ident]}"
+                    + (
+                        "; no RPC device, so the link does not matter"
+                        if no_rpc and "link" in dict(point.settings)
+                        else ""
+                    ),
+                )
             elif relays:
                 seen[ident] = point.label
                 cal = calibrated[link]
@@ -437,22 +550,24 @@ def run_bench(opts: BenchOptions, *, on_point: Callable[[PointResult], None] | N
                 for r in relays:
                     r.set_shaping(cal.shaping, shared)
                 errs = [len(r.errors) for r in relays]
-                res = _run_relayed(exe, i, point, args, rbase, opts, relays,
-                                   opts.out_dir / "raw", caps.output_format)
+                res = _run_relayed(
+                    exe, i, point, args, rbase, opts, relays, opts.out_dir / "raw", caps.output_format
+                )
                 new = [e for r, n in zip(relays, errs, strict=True) for e in r.errors[n:]]
                 if res.status == "failed" and new:
-                    res = dataclasses.replace(res, error=f"{res.error}; relay could not reach "
-                                                         f"{new[0]}")
+                    res = dataclasses.replace(res, error=f"{res.error}; relay could not reach {new[0]}")
                 # the wire time this point's tokens saw: the relay (as measured) plus, for
                 # real hosts, their network (round trips only: its bandwidth is not known)
                 rtt = cal.measured.rtt_s + (0.0 if loopback else remote_rtt)
-                bw = (cal.link.rate_bytes_s or min(cal.base.up_bytes_s, cal.base.down_bytes_s)) \
-                    if loopback or cal.link.rate_bit_s else 0.0
+                bw = (
+                    (cal.link.rate_bytes_s or min(cal.base.up_bytes_s, cal.base.down_bytes_s))
+                    if loopback or cal.link.rate_bit_s
+                    else 0.0
+                )
                 res = dataclasses.replace(res, link=link, path_rtt_s=rtt, path_bytes_s=bw)
             else:
                 seen[ident] = point.label
-                res = _run_point(exe, i, point.label, point.settings, base, args, opts,
-                                 opts.out_dir / "raw")
+                res = _run_point(exe, i, point.label, point.settings, base, args, opts, opts.out_dir / "raw")
             if res.status == "failed" and servers_alive is not None:
                 dead = servers_alive()
                 if dead:
@@ -496,24 +611,36 @@ def demo_model(out_dir: Path) -> tuple[Path, str]:
     real = cached_model("smollm2")
     if real is not None:
         return real, f"real model: {KNOWN['smollm2'].description}"
-    return (write_tiny_llama(out_dir / "demo" / "tiny-llama.gguf"),
-            "a tiny generated llama model (2 layers; `patchkit model get smollm2` for a real one)")
+    return (
+        write_tiny_llama(out_dir / "demo" / "tiny-llama.gguf"),
+        "a tiny generated llama model (2 layers; `patchkit model get smollm2` for a real one)",
+    )
 
 
-def run_demo(out_dir: Path, build_dir: Path, *, sweep: Sequence[str] = DEMO_SWEEP,
-             n_prompt: int = 64, n_gen: int = 16, reps: int = 3, timeout: float = 300.0,
-             on_point: Callable[[PointResult], None] | None = None,
-             on_latency: Callable[[tuple[RpcLatency, ...]], None] | None = None,
-             on_links: Callable[[dict[str, Calibrated]], None] | None = None,
-             relay: bool = True) -> BenchReport:
+def run_demo(
+    out_dir: Path,
+    build_dir: Path,
+    *,
+    sweep: Sequence[str] = DEMO_SWEEP,
+    n_prompt: int = 64,
+    n_gen: int = 16,
+    reps: int = 3,
+    timeout: float = 300.0,
+    on_point: Callable[[PointResult], None] | None = None,
+    on_latency: Callable[[tuple[RpcLatency, ...]], None] | None = None,
+    on_links: Callable[[dict[str, Calibrated]], None] | None = None,
+    relay: bool = True,
+) -> BenchReport:
     """The whole bench on this machine: the real model when cached (else a tiny one), two
     loopback CPU RPC servers."""
     info = read_build_info(build_dir)
     bench = _bench_exe(build_dir, info)
     server = build_dir / "bin" / f"ggml-rpc-server{bench.suffix}"
     if not server.is_file():
-        raise ToolMissing(f"{build_dir} has no bin/{server.name} (the demo's RPC servers)",
-                          hint="build a recipe with GGML_RPC=ON and the ggml-rpc-server target")
+        raise ToolMissing(
+            f"{build_dir} has no bin/{server.name} (the demo's RPC servers)",
+            hint="build a recipe with GGML_RPC=ON and the ggml-rpc-server target",
+        )
     _check_out_dir(out_dir)
     dims = parse_sweep(sweep)
     model, note = demo_model(out_dir)
@@ -522,23 +649,44 @@ def run_demo(out_dir: Path, build_dir: Path, *, sweep: Sequence[str] = DEMO_SWEE
         for name in ("rpc-a", "rpc-b"):
             port = free_port()
             try:
-                procs.start_server([str(server), "-d", "CPU", "-H", LOOPBACK, "-p", str(port)],
-                                   port, name=name, timeout=30, env=dict(os.environ))
+                procs.start_server(
+                    [str(server), "-d", "CPU", "-H", LOOPBACK, "-p", str(port)],
+                    port,
+                    name=name,
+                    timeout=30,
+                    env=dict(os.environ),
+                )
             except RuntimeError as e:
                 raise FatalError(f"demo: {e}") from None
             endpoints.append(f"{LOOPBACK}:{port}")
 
         def alive() -> str:
-            dead = [procs.log_tail(p, 1) or f"pid {p.pid}" for p in procs.procs
-                    if p.poll() is not None]
+            dead = [procs.log_tail(p, 1) or f"pid {p.pid}" for p in procs.procs if p.poll() is not None]
             return f"{len(dead)} demo RPC server(s) died: {' | '.join(dead)}" if dead else ""
 
-        opts = BenchOptions(out_dir=out_dir, build_dir=build_dir, model=model,
-                            rpc=tuple(endpoints), dims=dims, n_prompt=n_prompt, n_gen=n_gen,
-                            reps=reps, timeout=timeout, relay=relay)
+        opts = BenchOptions(
+            out_dir=out_dir,
+            build_dir=build_dir,
+            model=model,
+            rpc=tuple(endpoints),
+            dims=dims,
+            n_prompt=n_prompt,
+            n_gen=n_gen,
+            reps=reps,
+            timeout=timeout,
+            relay=relay,
+        )
         start = time.monotonic()
-        report = run_bench(opts, on_point=on_point, on_latency=on_latency, on_links=on_links,
-                           servers_alive=alive, demo=True, model_note=note)
-        report = dataclasses.replace(report, settings={**report.settings,
-                                                       "demo_seconds": round(time.monotonic() - start, 1)})
+        report = run_bench(
+            opts,
+            on_point=on_point,
+            on_latency=on_latency,
+            on_links=on_links,
+            servers_alive=alive,
+            demo=True,
+            model_note=note,
+        )
+        report = dataclasses.replace(
+            report, settings={**report.settings, "demo_seconds": round(time.monotonic() - start, 1)}
+        )
     return report

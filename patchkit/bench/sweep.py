@@ -66,11 +66,22 @@ DIMENSIONS: dict[str, Spec] = {
     "fa": Spec(flag="-fa", kind="choice", help="flash attention"),
     "ctk": Spec(flag="-ctk", kind="word", help="K cache type"),
     "ctv": Spec(flag="-ctv", kind="word", help="V cache type"),
-    "link": Spec(flag=None, kind="link",
-                 help="emulated link to the RPC hosts: none, 1gbe, 2.5gbe, 10gbe, rate=1gbit+rtt=0.3ms"),
+    "link": Spec(
+        flag=None,
+        kind="link",
+        help="emulated link to the RPC hosts: none, 1gbe, 2.5gbe, 10gbe, rate=1gbit+rtt=0.3ms",
+    ),
 }
-_ALIASES = {"split-mode": "sm", "d": "depth", "device": "dev", "devices": "dev",
-            "tensor-split": "ts", "batch": "b", "ubatch": "ub", "threads": "t"}
+_ALIASES = {
+    "split-mode": "sm",
+    "d": "depth",
+    "device": "dev",
+    "devices": "dev",
+    "tensor-split": "ts",
+    "batch": "b",
+    "ubatch": "ub",
+    "threads": "t",
+}
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -108,8 +119,10 @@ def _check_value(key: str, value: str) -> None:
     if kind == "ratio" and not re.fullmatch(r"\d+(\.\d+)?(/\d+(\.\d+)?)*", value):
         raise ConfigError(f"--sweep {key}: {value!r} is not a split like 3/1 or 0.6/0.4")
     if key == "dev-order" and value not in DEV_ORDERS:
-        raise ConfigError(f"--sweep dev-order: {value!r} is not one of {', '.join(DEV_ORDERS)}"
-                          + did_you_mean(value, DEV_ORDERS))
+        raise ConfigError(
+            f"--sweep dev-order: {value!r} is not one of {', '.join(DEV_ORDERS)}"
+            + did_you_mean(value, DEV_ORDERS)
+        )
     if kind in ("word", "devices", "choice") and not re.fullmatch(r"[\w./+-]+", value):
         raise ConfigError(f"--sweep {key}: {value!r} has characters llama-bench does not take")
 
@@ -122,11 +135,15 @@ def parse_sweep(specs: Sequence[str]) -> tuple[Dimension, ...]:
         key, eq, rest = spec.partition("=")
         key = _ALIASES.get(key.strip(), key.strip())
         if not eq or not key:
-            raise ConfigError(f"--sweep {spec!r} is not KEY=VALUE[,VALUE...]",
-                              hint="e.g. --sweep sm=layer,tensor --sweep dev-order=auto,remote-first")
+            raise ConfigError(
+                f"--sweep {spec!r} is not KEY=VALUE[,VALUE...]",
+                hint="e.g. --sweep sm=layer,tensor --sweep dev-order=auto,remote-first",
+            )
         if key not in DIMENSIONS:
-            raise ConfigError(f"--sweep {key}: unknown key{did_you_mean(key, DIMENSIONS)}",
-                              hint="keys: " + ", ".join(DIMENSIONS))
+            raise ConfigError(
+                f"--sweep {key}: unknown key{did_you_mean(key, DIMENSIONS)}",
+                hint="keys: " + ", ".join(DIMENSIONS),
+            )
         vals = [v.strip() for v in rest.split(",")]
         if key == "link":
             vals = _join_link_parts(vals)
@@ -159,12 +176,12 @@ def expand_sweep(dims: Sequence[Dimension]) -> list[Point]:
     varying = tuple(d.key for d in dims if len(d.values) > 1)
     points = []
     for combo in itertools.product(*(d.values for d in dims)):
-        points.append(Point(settings=tuple(zip((d.key for d in dims), combo, strict=True)),
-                            varying=varying))
+        points.append(Point(settings=tuple(zip((d.key for d in dims), combo, strict=True)), varying=varying))
     return points
 
 
 # ---- what this llama-bench accepts -------------------------------------------------------
+
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class BenchCaps:
@@ -207,6 +224,7 @@ def parse_caps(help_text: str) -> BenchCaps:
 
 # ---- devices ----------------------------------------------------------------------------
 
+
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class Device:
     name: str
@@ -219,8 +237,10 @@ class Device:
         return bool(_RPC_NAME.match(self.name))
 
 
-_DEV_LINE = re.compile(r"^\s+(?P<name>[^\s:]+): (?P<desc>.*?)"
-                       r"(?: \((?P<total>\d+) MiB, (?P<free>\d+) MiB free\))?\s*$")
+_DEV_LINE = re.compile(
+    r"^\s+(?P<name>[^\s:]+): (?P<desc>.*?)"
+    r"(?: \((?P<total>\d+) MiB, (?P<free>\d+) MiB free\))?\s*$"
+)
 
 
 def parse_devices(text: str) -> list[Device]:
@@ -229,17 +249,24 @@ def parse_devices(text: str) -> list[Device]:
     try:
         start = next(i for i, ln in enumerate(lines) if ln.strip() == "Available devices:")
     except StopIteration:
-        raise ConfigError("llama-bench --list-devices printed no 'Available devices:' list",
-                          detail="\n".join(lines[-5:])) from None
+        raise ConfigError(
+            "llama-bench --list-devices printed no 'Available devices:' list", detail="\n".join(lines[-5:])
+        ) from None
     out = []
-    for ln in lines[start + 1:]:
+    for ln in lines[start + 1 :]:
         if not ln.startswith(" "):
             break
         m = _DEV_LINE.match(ln)
         if m is None or ln.strip() == "(none)":
             continue
-        out.append(Device(name=m["name"], description=m["desc"],
-                          total_mib=int(m["total"] or 0), free_mib=int(m["free"] or 0)))
+        out.append(
+            Device(
+                name=m["name"],
+                description=m["desc"],
+                total_mib=int(m["total"] or 0),
+                free_mib=int(m["free"] or 0),
+            )
+        )
     return out
 
 
@@ -251,7 +278,7 @@ def resolve_devices(dev: str, order: str, devices: Sequence[Device]) -> str:
     if dev == "auto" and order == "auto":
         return "auto"
     picked: list[Device] = []
-    for tok in (["all"] if dev == "auto" else dev.split("/")):
+    for tok in ["all"] if dev == "auto" else dev.split("/"):
         if tok == "all":
             group = list(devices)
         elif tok == "local":
@@ -264,8 +291,11 @@ def resolve_devices(dev: str, order: str, devices: Sequence[Device]) -> str:
             names = [d.name for d in devices]
             raise ConfigError(
                 f"--sweep dev: no device {tok!r}{did_you_mean(tok, [*names, *DEV_TOKENS])}",
-                hint="devices here: " + (", ".join(names) or "none but the CPU")
-                     + "; tokens: " + ", ".join(DEV_TOKENS))
+                hint="devices here: "
+                + (", ".join(names) or "none but the CPU")
+                + "; tokens: "
+                + ", ".join(DEV_TOKENS),
+            )
         picked.extend(d for d in group if d not in picked)
     if order == "remote-first":
         picked = [d for d in picked if d.remote] + [d for d in picked if not d.remote]
@@ -303,8 +333,10 @@ def check_supported(dims: Sequence[Dimension], caps: BenchCaps) -> None:
         flag = "-dev" if d.key == "dev-order" else spec.flag
         assert flag is not None
         if not caps.has(flag):
-            raise ConfigError(f"--sweep {d.key}: this llama-bench has no {flag} option",
-                              hint="use a newer patchkit build (patchkit build) or drop the sweep")
+            raise ConfigError(
+                f"--sweep {d.key}: this llama-bench has no {flag} option",
+                hint="use a newer patchkit build (patchkit build) or drop the sweep",
+            )
         allowed = caps.allowed(flag) if spec.kind == "choice" and d.key != "dev-order" else None
         if allowed is not None:
             bad = [v for v in d.values if v not in allowed]
@@ -312,5 +344,9 @@ def check_supported(dims: Sequence[Dimension], caps: BenchCaps) -> None:
                 raise ConfigError(
                     f"--sweep {d.key}={bad[0]}: this llama-bench takes {flag} "
                     f"{'|'.join(allowed)}{did_you_mean(bad[0], allowed)}",
-                    hint=("-sm tensor came with llama.cpp d6f303004 (2026); build a newer pin"
-                          if d.key == "sm" and bad[0] == "tensor" else ""))
+                    hint=(
+                        "-sm tensor came with llama.cpp d6f303004 (2026); build a newer pin"
+                        if d.key == "sm" and bad[0] == "tensor"
+                        else ""
+                    ),
+                )

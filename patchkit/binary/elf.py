@@ -174,13 +174,39 @@ class _Reader:
         end = "<" if ei_data == 1 else ">"
         if is64:
             hdr = self.at(16, 48, "ELF header")
-            (_etype, machine, _ver, _entry, phoff, _shoff, _flags, _ehsize, phentsize, phnum,
-             _shentsize, _shnum, _shstrndx) = struct.unpack(end + "HHIQQQIHHHHHH", hdr)
+            (
+                _etype,
+                machine,
+                _ver,
+                _entry,
+                phoff,
+                _shoff,
+                _flags,
+                _ehsize,
+                phentsize,
+                phnum,
+                _shentsize,
+                _shnum,
+                _shstrndx,
+            ) = struct.unpack(end + "HHIQQQIHHHHHH", hdr)
             ph_fmt, ph_size = end + "IIQQQQQQ", 56
         else:
             hdr = self.at(16, 36, "ELF header")
-            (_etype, machine, _ver, _entry, phoff, _shoff, _flags, _ehsize, phentsize, phnum,
-             _shentsize, _shnum, _shstrndx) = struct.unpack(end + "HHIIIIIHHHHHH", hdr)
+            (
+                _etype,
+                machine,
+                _ver,
+                _entry,
+                phoff,
+                _shoff,
+                _flags,
+                _ehsize,
+                phentsize,
+                phnum,
+                _shentsize,
+                _shnum,
+                _shstrndx,
+            ) = struct.unpack(end + "HHIIIIIHHHHHH", hdr)
             ph_fmt, ph_size = end + "IIIIIIII", 32
         elf_class = 64 if is64 else 32
         mname = _MACHINES.get(machine, f"machine-{machine}")
@@ -209,8 +235,16 @@ class _Reader:
             return ElfDynamic(elf_class=elf_class, machine=mname, dynamic=False)
         return self.dynamic(dyn, loads, is64=is64, end=end, elf_class=elf_class, machine=mname)
 
-    def dynamic(self, dyn: tuple[int, int], loads: list[tuple[int, int, int]], *, is64: bool,
-                end: str, elf_class: int, machine: str) -> ElfDynamic:
+    def dynamic(
+        self,
+        dyn: tuple[int, int],
+        loads: list[tuple[int, int, int]],
+        *,
+        is64: bool,
+        end: str,
+        elf_class: int,
+        machine: str,
+    ) -> ElfDynamic:
         offset, filesz = dyn
         entsize = 16 if is64 else 8
         count = filesz // entsize

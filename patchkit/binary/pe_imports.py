@@ -32,15 +32,60 @@ PE_MAX = 4 << 30  # a PE image cannot be larger (its sizes are 32-bit)
 MAX_IMPORTS = 4096
 
 # DLLs every Windows has in System32 (searched before the current directory), lower case
-SYSTEM_DLLS = frozenset((
-    "advapi32", "bcrypt", "cfgmgr32", "comctl32", "comdlg32", "crypt32", "d3d11", "d3d12",
-    "dbghelp", "dnsapi", "dwmapi", "dxgi", "gdi32", "imm32", "iphlpapi", "kernel32", "kernelbase",
-    "msvcrt", "mswsock", "ncrypt", "normaliz", "ntdll", "ole32", "oleaut32", "opengl32",
-    "powrprof", "psapi", "rpcrt4", "secur32", "setupapi", "shell32", "shlwapi", "ucrtbase",
-    "user32", "userenv", "uxtheme", "version", "winhttp", "wininet", "winmm", "ws2_32", "wsock32",
-    "nvcuda", "nvml", "msvcp140", "msvcp140_1", "msvcp140_2", "vcruntime140", "vcruntime140_1",
-    "vcomp140",
-))
+SYSTEM_DLLS = frozenset(
+    (
+        "advapi32",
+        "bcrypt",
+        "cfgmgr32",
+        "comctl32",
+        "comdlg32",
+        "crypt32",
+        "d3d11",
+        "d3d12",
+        "dbghelp",
+        "dnsapi",
+        "dwmapi",
+        "dxgi",
+        "gdi32",
+        "imm32",
+        "iphlpapi",
+        "kernel32",
+        "kernelbase",
+        "msvcrt",
+        "mswsock",
+        "ncrypt",
+        "normaliz",
+        "ntdll",
+        "ole32",
+        "oleaut32",
+        "opengl32",
+        "powrprof",
+        "psapi",
+        "rpcrt4",
+        "secur32",
+        "setupapi",
+        "shell32",
+        "shlwapi",
+        "ucrtbase",
+        "user32",
+        "userenv",
+        "uxtheme",
+        "version",
+        "winhttp",
+        "wininet",
+        "winmm",
+        "ws2_32",
+        "wsock32",
+        "nvcuda",
+        "nvml",
+        "msvcp140",
+        "msvcp140_1",
+        "msvcp140_2",
+        "vcruntime140",
+        "vcruntime140_1",
+        "vcomp140",
+    )
+)
 # installed by the CUDA toolkit (its bin/ on PATH), never into System32
 NVIDIA_RUNTIME_PREFIXES = ("cudart64_", "cublas64_", "cublaslt64_", "nvrtc64_", "nvjitlink_")
 
@@ -76,9 +121,12 @@ def read_imports(path: Path) -> PeImports | None:
     except pefile.PEFormatError as e:
         raise PeFormatError(f"{path.name}: not a readable PE file ({e})") from None
     try:
-        pe.parse_data_directories(directories=[
-            pefile.DIRECTORY_ENTRY["IMAGE_DIRECTORY_ENTRY_IMPORT"],
-            pefile.DIRECTORY_ENTRY["IMAGE_DIRECTORY_ENTRY_DELAY_IMPORT"]])
+        pe.parse_data_directories(
+            directories=[
+                pefile.DIRECTORY_ENTRY["IMAGE_DIRECTORY_ENTRY_IMPORT"],
+                pefile.DIRECTORY_ENTRY["IMAGE_DIRECTORY_ENTRY_DELAY_IMPORT"],
+            ]
+        )
         names: list[str] = []
         for attr in ("DIRECTORY_ENTRY_IMPORT", "DIRECTORY_ENTRY_DELAY_IMPORT"):
             for entry in getattr(pe, attr, ()):

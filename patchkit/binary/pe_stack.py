@@ -54,9 +54,18 @@ PE32_LAA_USER_SPACE = 4 << 30  # ...4 GiB with IMAGE_FILE_LARGE_ADDRESS_AWARE (o
 _SECURITY_DIR = 4  # IMAGE_DIRECTORY_ENTRY_SECURITY: (file offset, size) of the certificate table
 
 _MACHINES = {0x8664: "x86_64", 0x14C: "i386", 0xAA64: "arm64", 0x1C4: "armnt", 0x200: "ia64"}
-_SUBSYSTEMS = {1: "native", 2: "windows-gui", 3: "console", 9: "windows-ce-gui",
-               10: "efi-application", 11: "efi-boot-driver", 12: "efi-runtime-driver",
-               14: "xbox", 16: "boot-application"}
+_SUBSYSTEMS = {
+    1: "native",
+    2: "windows-gui",
+    3: "console",
+    9: "windows-ce-gui",
+    10: "efi-application",
+    11: "efi-boot-driver",
+    12: "efi-runtime-driver",
+    14: "xbox",
+    16: "boot-application",
+}
+
 
 def pe_checksum(data: bytes | bytearray, checksum_offset: int) -> int:
     """The PE image checksum (as pefile's ``generate_checksum`` / imagehlp's CheckSumMappedFile).
@@ -69,7 +78,7 @@ def pe_checksum(data: bytes | bytearray, checksum_offset: int) -> int:
     if sys.byteorder == "big":  # pragma: no cover
         words.byteswap()
     skip = checksum_offset // 2
-    total = sum(words) - sum(words[skip:skip + 2])
+    total = sum(words) - sum(words[skip : skip + 2])
     while total >> 16:
         total = (total & 0xFFFF) + (total >> 16)
     return total + len(data)
@@ -107,10 +116,10 @@ class PEInfo:
         if self.format == "PE32+":
             return X64_USER_SPACE, "the x64 user address space"
         if self.large_address_aware:
-            return PE32_LAA_USER_SPACE, ("the 32-bit address space of a large-address-aware "
-                                         "exe")
-        return PE32_USER_SPACE, ("the user address space of a 32-bit exe without "
-                                 "IMAGE_FILE_LARGE_ADDRESS_AWARE")
+            return PE32_LAA_USER_SPACE, ("the 32-bit address space of a large-address-aware exe")
+        return PE32_USER_SPACE, (
+            "the user address space of a 32-bit exe without IMAGE_FILE_LARGE_ADDRESS_AWARE"
+        )
 
     @property
     def max_stack(self) -> int:
@@ -139,13 +148,16 @@ class StackEdit:
 
     def describe(self) -> str:
         if not self.changed:
-            return (f"{self.file.name}: already {format_size(self.reserve_after)} "
-                    f"(commit {format_size(self.commit_after)}); not rewritten")
-        text = (f"{self.file.name}: stack reserve {format_size(self.reserve_before)} -> "
-                f"{format_size(self.reserve_after)}")
+            return (
+                f"{self.file.name}: already {format_size(self.reserve_after)} "
+                f"(commit {format_size(self.commit_after)}); not rewritten"
+            )
+        text = (
+            f"{self.file.name}: stack reserve {format_size(self.reserve_before)} -> "
+            f"{format_size(self.reserve_after)}"
+        )
         if self.commit_after != self.commit_before:
-            text += (f", commit {format_size(self.commit_before)} -> "
-                     f"{format_size(self.commit_after)}")
+            text += f", commit {format_size(self.commit_before)} -> {format_size(self.commit_after)}"
         else:
             text += f" (commit {format_size(self.commit_after)})"
         text += f"; checksum 0x{self.checksum_before:08x} -> 0x{self.checksum_after:08x}"
@@ -189,24 +201,27 @@ def _layout(data: bytes, label: str) -> _Layout:
     e_lfanew = struct.unpack_from("<I", data, 0x3C)[0]
     if e_lfanew + 24 > n:
         raise _fail(label, "truncated or corrupt PE headers (PE header offset beyond the end)")
-    if data[e_lfanew:e_lfanew + 4] != b"PE\0\0":
+    if data[e_lfanew : e_lfanew + 4] != b"PE\0\0":
         raise _fail(label, "not a PE file (MZ header without a PE signature: DOS program?)")
     coff = e_lfanew + 4
-    machine, nsections, _, _, _, opt_size, characteristics = struct.unpack_from(
-        "<HHIIIHH", data, coff)
+    machine, nsections, _, _, _, opt_size, characteristics = struct.unpack_from("<HHIIIHH", data, coff)
     opt = coff + 20
     if opt + 2 > n:
         raise _fail(label, "truncated PE headers (no optional header)")
     magic = struct.unpack_from("<H", data, opt)[0]
     if magic not in (_MAGIC_PE32, _MAGIC_PE32_PLUS):
-        raise _fail(label, f"corrupt PE headers (optional header magic 0x{magic:x} is neither "
-                           "PE32 nor PE32+)")
+        raise _fail(
+            label, f"corrupt PE headers (optional header magic 0x{magic:x} is neither PE32 nor PE32+)"
+        )
     is_plus = magic == _MAGIC_PE32_PLUS
     nrva_rel = 108 if is_plus else 92
     dirs_rel = nrva_rel + 4
     if opt_size < dirs_rel:
-        raise _fail(label, f"corrupt PE headers (optional header is {opt_size} bytes, "
-                           f"too short for {'PE32+' if is_plus else 'PE32'})")
+        raise _fail(
+            label,
+            f"corrupt PE headers (optional header is {opt_size} bytes, "
+            f"too short for {'PE32+' if is_plus else 'PE32'})",
+        )
     sections = opt + opt_size
     headers_end = sections + 40 * nsections
     if headers_end > n:
@@ -217,17 +232,24 @@ def _layout(data: bytes, label: str) -> _Layout:
     for i in range(nsections):
         raw_size, raw_ptr = struct.unpack_from("<II", data, sections + 40 * i + 16)
         if raw_size and raw_ptr + raw_size > n:
-            name = data[sections + 40 * i:sections + 40 * i + 8].rstrip(b"\0").decode("latin-1")
-            raise _fail(label, f"truncated file (section {name!r} ends at byte "
-                               f"{raw_ptr + raw_size}, the file has {n})")
+            name = data[sections + 40 * i : sections + 40 * i + 8].rstrip(b"\0").decode("latin-1")
+            raise _fail(
+                label,
+                f"truncated file (section {name!r} ends at byte {raw_ptr + raw_size}, the file has {n})",
+            )
     subsystem = struct.unpack_from("<H", data, opt + 68)[0]
     nrva = struct.unpack_from("<I", data, opt + nrva_rel)[0]
     security_off = None
     if nrva > _SECURITY_DIR and dirs_rel + 8 * (_SECURITY_DIR + 1) <= opt_size:
         security_off = opt + dirs_rel + 8 * _SECURITY_DIR
     return _Layout(
-        is_plus=is_plus, machine=machine, characteristics=characteristics, subsystem=subsystem,
-        checksum_off=opt + 64, reserve_off=opt + 72, commit_off=opt + (80 if is_plus else 76),
+        is_plus=is_plus,
+        machine=machine,
+        characteristics=characteristics,
+        subsystem=subsystem,
+        checksum_off=opt + 64,
+        reserve_off=opt + 72,
+        commit_off=opt + (80 if is_plus else 76),
         security_off=security_off,
     )
 
@@ -259,8 +281,11 @@ def _certificate(data: bytes, lay: _Layout, label: str) -> tuple[int, int]:
     if size == 0:
         return 0, 0
     if off + size > len(data):
-        raise _fail(label, f"corrupt certificate table ({size} bytes at offset {off} run past "
-                           f"the end of the {len(data)}-byte file)")
+        raise _fail(
+            label,
+            f"corrupt certificate table ({size} bytes at offset {off} run past "
+            f"the end of the {len(data)}-byte file)",
+        )
     return off, size
 
 
@@ -309,21 +334,35 @@ def _check_size(label: str, what: str, value: int, info: PEInfo) -> None:
     if value <= 0:
         raise _fail(label, f"stack {what} must be positive, not {value}")
     if value % PAGE_SIZE:
-        raise _fail(label, f"stack {what} {value} ({format_size(value)}) is not a multiple "
-                           f"of the page size ({PAGE_SIZE})")
+        raise _fail(
+            label,
+            f"stack {what} {value} ({format_size(value)}) is not a multiple of the page size ({PAGE_SIZE})",
+        )
     if value > info.field_max:
         field = "32-bit" if info.format == "PE32" else "64-bit"
-        raise _fail(label, f"stack {what} {format_size(value)} does not fit the {info.format} "
-                           f"{field} field (at most {format_size(info.field_max)})")
+        raise _fail(
+            label,
+            f"stack {what} {format_size(value)} does not fit the {info.format} "
+            f"{field} field (at most {format_size(info.field_max)})",
+        )
     limit, why = info.loader_max
     if value > limit:
-        raise _fail(label, f"stack {what} {format_size(value)} is more than the Windows loader "
-                           f"can honour for a {info.format} exe: at most {format_size(limit)} "
-                           f"({why})")
+        raise _fail(
+            label,
+            f"stack {what} {format_size(value)} is more than the Windows loader "
+            f"can honour for a {info.format} exe: at most {format_size(limit)} "
+            f"({why})",
+        )
 
 
-def plan_stack_edit(path: Path | str, reserve: int | str, commit: int | str | None = None, *,
-                    allow_dll: bool = False, allow_unsign: bool = False) -> StackPlan:
+def plan_stack_edit(
+    path: Path | str,
+    reserve: int | str,
+    commit: int | str | None = None,
+    *,
+    allow_dll: bool = False,
+    allow_unsign: bool = False,
+) -> StackPlan:
     """Check everything and compute the new bytes; writes nothing.
 
     ``commit=None`` keeps the file's commit, lowered to the reserve if it was larger.
@@ -341,36 +380,58 @@ def plan_stack_edit(path: Path | str, reserve: int | str, commit: int | str | No
         commit_n = parse_size(commit)
         _check_size(label, "commit", commit_n, info)
         if commit_n > reserve_n:
-            raise _fail(label, f"stack commit {format_size(commit_n)} is larger than the reserve "
-                               f"{format_size(reserve_n)}")
+            raise _fail(
+                label,
+                f"stack commit {format_size(commit_n)} is larger than the reserve {format_size(reserve_n)}",
+            )
     if info.is_dll and not allow_dll:
-        raise _fail(label, "is a DLL: Windows takes the stack size from the .exe, not from "
-                           "DLLs (pass --allow-dll to edit it anyway)")
+        raise _fail(
+            label,
+            "is a DLL: Windows takes the stack size from the .exe, not from "
+            "DLLs (pass --allow-dll to edit it anyway)",
+        )
     if reserve_n == info.stack_reserve and commit_n == info.stack_commit:
-        return StackPlan(path=target, before=info, reserve=reserve_n, commit=commit_n,
-                         new_data=None, signature_removed=False)
+        return StackPlan(
+            path=target,
+            before=info,
+            reserve=reserve_n,
+            commit=commit_n,
+            new_data=None,
+            signature_removed=False,
+        )
     lay = _layout(data, label)
     new = bytearray(data)
     removed = False
     if info.signed:
         if not allow_unsign:
-            raise _fail(label, "is Authenticode-signed and editing its header invalidates the "
-                               "signature (pass --allow-unsign to remove the signature, then "
-                               "re-sign the file)")
+            raise _fail(
+                label,
+                "is Authenticode-signed and editing its header invalidates the "
+                "signature (pass --allow-unsign to remove the signature, then "
+                "re-sign the file)",
+            )
         end = info.certificate_offset + info.certificate_size
         # Signing tools append the table last, 8-byte aligned; allow zero padding after it.
         if any(new[end:]) or len(new) - end >= 8:
-            raise _fail(label, "the certificate table is not at the end of the file: cannot "
-                               "remove the signature safely")
-        del new[info.certificate_offset:]
+            raise _fail(
+                label,
+                "the certificate table is not at the end of the file: cannot remove the signature safely",
+            )
+        del new[info.certificate_offset :]
         assert lay.security_off is not None
         struct.pack_into("<II", new, lay.security_off, 0, 0)
         removed = True
     struct.pack_into(lay.field_fmt, new, lay.reserve_off, reserve_n)
     struct.pack_into(lay.field_fmt, new, lay.commit_off, commit_n)
     struct.pack_into("<I", new, lay.checksum_off, pe_checksum(new, lay.checksum_off))
-    return StackPlan(path=target, before=info, reserve=reserve_n, commit=commit_n,
-                     new_data=bytes(new), signature_removed=removed)
+    return StackPlan(
+        path=target,
+        before=info,
+        reserve=reserve_n,
+        commit=commit_n,
+        new_data=bytes(new),
+        signature_removed=removed,
+    )
 
 
 def _verify(plan: StackPlan, tmp: Path, label: str) -> int:
@@ -378,8 +439,11 @@ def _verify(plan: StackPlan, tmp: Path, label: str) -> int:
     assert plan.new_data is not None
     data = tmp.read_bytes()
     if data != plan.new_data:
-        raise _fail(label, "verification failed: the written file differs from what was meant "
-                           "to be written (disk full?); the original is unchanged")
+        raise _fail(
+            label,
+            "verification failed: the written file differs from what was meant "
+            "to be written (disk full?); the original is unchanged",
+        )
     try:
         # pefile.PE.close()/generate_checksum() run gc.collect(); with data= there is no
         # mmap to close, so neither is called. The checksum is ours (tested against pefile).
@@ -388,25 +452,36 @@ def _verify(plan: StackPlan, tmp: Path, label: str) -> int:
         got = (opt.SizeOfStackReserve, opt.SizeOfStackCommit, opt.CheckSum)
         sec_size = opt.DATA_DIRECTORY[_SECURITY_DIR].Size if plan.signature_removed else 0
     except Exception as e:  # pefile raises many kinds on odd input
-        raise _fail(label, f"verification failed: pefile cannot read the edited file ({e}); "
-                           "the original is unchanged") from None
+        raise _fail(
+            label, f"verification failed: pefile cannot read the edited file ({e}); the original is unchanged"
+        ) from None
     lay = _layout(data, label)
     want = (plan.reserve, plan.commit, pe_checksum(data, lay.checksum_off))
     if got != want:
-        raise _fail(label, f"verification failed: pefile reads reserve/commit/checksum {got}, "
-                           f"expected {want}; the original is unchanged")
+        raise _fail(
+            label,
+            f"verification failed: pefile reads reserve/commit/checksum {got}, "
+            f"expected {want}; the original is unchanged",
+        )
     if plan.signature_removed and sec_size != 0:
-        raise _fail(label, "verification failed: the certificate directory is still set; "
-                           "the original is unchanged")
+        raise _fail(
+            label, "verification failed: the certificate directory is still set; the original is unchanged"
+        )
     return want[2]
 
 
 def _unchanged(plan: StackPlan) -> StackEdit:
     before = plan.before
-    return StackEdit(file=before.path, reserve_before=before.stack_reserve,
-                     reserve_after=before.stack_reserve, commit_before=before.stack_commit,
-                     commit_after=before.stack_commit, checksum_before=before.checksum,
-                     checksum_after=before.checksum, changed=False)
+    return StackEdit(
+        file=before.path,
+        reserve_before=before.stack_reserve,
+        reserve_after=before.stack_reserve,
+        commit_before=before.stack_commit,
+        commit_after=before.stack_commit,
+        checksum_before=before.checksum,
+        checksum_after=before.checksum,
+        changed=False,
+    )
 
 
 def _stage(plan: StackPlan, label: str) -> tuple[Path, int]:
@@ -441,8 +516,7 @@ def _backup(target: Path) -> Path:
     return backup
 
 
-def apply_stack_edits(plans: Sequence[StackPlan], *,
-                      labels: Sequence[str] | None = None) -> list[StackEdit]:
+def apply_stack_edits(plans: Sequence[StackPlan], *, labels: Sequence[str] | None = None) -> list[StackEdit]:
     """Write planned edits, all or nothing: every file's new bytes are staged beside it and
     verified (pefile) first; only then are they renamed into place, and if one rename fails
     the files already renamed get their originals back. A file named twice is edited once.
@@ -493,15 +567,22 @@ def apply_stack_edits(plans: Sequence[StackPlan], *,
             continue
         checksum = checksums[plan.path]
         after = _info(plan.before.path, _read(plan.path))
-        if (after.stack_reserve, after.stack_commit, after.checksum) != (plan.reserve, plan.commit,
-                                                                         checksum):
+        if (after.stack_reserve, after.stack_commit, after.checksum) != (plan.reserve, plan.commit, checksum):
             raise _fail(label, "the file changed on disk right after the edit (another writer?)")
         before = plan.before
-        edits.append(StackEdit(file=before.path, reserve_before=before.stack_reserve,
-                               reserve_after=plan.reserve, commit_before=before.stack_commit,
-                               commit_after=plan.commit, checksum_before=before.checksum,
-                               checksum_after=checksum, changed=True,
-                               signature_removed=plan.signature_removed))
+        edits.append(
+            StackEdit(
+                file=before.path,
+                reserve_before=before.stack_reserve,
+                reserve_after=plan.reserve,
+                commit_before=before.stack_commit,
+                commit_after=plan.commit,
+                checksum_before=before.checksum,
+                checksum_after=checksum,
+                changed=True,
+                signature_removed=plan.signature_removed,
+            )
+        )
     return edits
 
 
@@ -511,8 +592,14 @@ def apply_stack_edit(plan: StackPlan, *, label: str | None = None) -> StackEdit:
     return edit
 
 
-def set_stack_reserve(path: Path | str, reserve: int | str, commit: int | str | None = None, *,
-                      allow_dll: bool = False, allow_unsign: bool = False) -> StackEdit:
+def set_stack_reserve(
+    path: Path | str,
+    reserve: int | str,
+    commit: int | str | None = None,
+    *,
+    allow_dll: bool = False,
+    allow_unsign: bool = False,
+) -> StackEdit:
     """Set the stack reserve (and optionally commit) of one PE file, atomically and verified.
 
     ``reserve``/``commit`` are bytes or size strings (``"256MiB"``). Idempotent: a file

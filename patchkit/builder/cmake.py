@@ -63,23 +63,38 @@ def find_tools() -> BuildTools:
     try:
         cmake = CMake.default_search(version=SpecifierSet(">=3.21"))
     except CMakeNotFoundError:
-        raise ToolMissing("no CMake >= 3.21 found",
-                          hint="pip install 'cmake>=3.28' (patchkit depends on it)") from None
+        raise ToolMissing(
+            "no CMake >= 3.21 found", hint="pip install 'cmake>=3.28' (patchkit depends on it)"
+        ) from None
     ninja = best_program(get_ninja_programs(), version=SpecifierSet(">=1.10"))
     if ninja is None:
         raise ToolMissing("no ninja >= 1.10 found", hint="pip install ninja")
     ccache = shutil.which("ccache")
-    return BuildTools(cmake=cmake, ninja=ninja.path, ninja_version=str(ninja.version),
-                      ccache=Path(ccache) if ccache else None)
+    return BuildTools(
+        cmake=cmake,
+        ninja=ninja.path,
+        ninja_version=str(ninja.version),
+        ccache=Path(ccache) if ccache else None,
+    )
 
 
-def _run_logged(cmd: Sequence[str | os.PathLike[str]], log_path: Path,
-                env: Mapping[str, str], progress_label: str | None = None) -> int:
+def _run_logged(
+    cmd: Sequence[str | os.PathLike[str]],
+    log_path: Path,
+    env: Mapping[str, str],
+    progress_label: str | None = None,
+) -> int:
     """Run ``cmd``, appending all output to ``log_path``; follow ninja's [n/N] if asked."""
     if not progress_label:
         return run_streaming(cmd, log_path=log_path, env=env)
-    bar = Progress(TextColumn(progress_label), BarColumn(), MofNCompleteColumn(),
-                   TimeElapsedColumn(), console=log.console, transient=True)
+    bar = Progress(
+        TextColumn(progress_label),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=log.console,
+        transient=True,
+    )
     task = bar.add_task(progress_label, total=None)
     last_decile = -1
 
@@ -110,19 +125,34 @@ def _tail(log_path: Path, n: int = 25) -> str:
     return "\n".join(lines[-n:])
 
 
-def configure(tools: BuildTools, *, source: Path, build_dir: Path, defines: Mapping[str, str],
-              generator: str, build_type: str, toolchain: Path | None, fresh: bool,
-              log_path: Path, env: Mapping[str, str]) -> None:
+def configure(
+    tools: BuildTools,
+    *,
+    source: Path,
+    build_dir: Path,
+    defines: Mapping[str, str],
+    generator: str,
+    build_type: str,
+    toolchain: Path | None,
+    fresh: bool,
+    log_path: Path,
+    env: Mapping[str, str],
+) -> None:
     try:
-        maker = CMaker(tools.cmake, source_dir=source, build_dir=build_dir,
-                       build_type=build_type, fresh=fresh)
+        maker = CMaker(
+            tools.cmake, source_dir=source, build_dir=build_dir, build_type=build_type, fresh=fresh
+        )
     except CMakeConfigError as e:
-        raise BuildError(f"cannot use the build dir {build_dir}: {e}",
-                         hint="rerun with --clean") from None
+        raise BuildError(f"cannot use the build dir {build_dir}: {e}", hint="rerun with --clean") from None
     maker.init_cache(dict(defines))
     cmd: list[str | os.PathLike[str]] = [
-        tools.cmake.cmake_path, f"-S{source}", f"-B{build_dir}", "-G", generator,
-        f"-C{maker.init_cache_file}", f"-DCMAKE_BUILD_TYPE={build_type}",
+        tools.cmake.cmake_path,
+        f"-S{source}",
+        f"-B{build_dir}",
+        "-G",
+        generator,
+        f"-C{maker.init_cache_file}",
+        f"-DCMAKE_BUILD_TYPE={build_type}",
     ]
     if generator == "Ninja":
         cmd.append(f"-DCMAKE_MAKE_PROGRAM={tools.ninja}")
@@ -131,27 +161,31 @@ def configure(tools: BuildTools, *, source: Path, build_dir: Path, defines: Mapp
     with log.console.status("cmake configure…"):
         rc = _run_logged(cmd, log_path, env)
     if rc != 0:
-        raise BuildError(f"CMake configure failed (exit {rc}); full log: {log_path}",
-                         detail=_tail(log_path))
+        raise BuildError(f"CMake configure failed (exit {rc}); full log: {log_path}", detail=_tail(log_path))
 
 
-def build(tools: BuildTools, *, build_dir: Path, targets: Sequence[str], jobs: int | None,
-          log_path: Path, env: Mapping[str, str]) -> None:
+def build(
+    tools: BuildTools,
+    *,
+    build_dir: Path,
+    targets: Sequence[str],
+    jobs: int | None,
+    log_path: Path,
+    env: Mapping[str, str],
+) -> None:
     cmd: list[str | os.PathLike[str]] = [tools.cmake.cmake_path, "--build", build_dir]
     if jobs:
         cmd += ["-j", str(jobs)]
     cmd += ["--target", *targets]
     rc = _run_logged(cmd, log_path, env, progress_label="ninja")
     if rc != 0:
-        raise BuildError(f"the build failed (exit {rc}); full log: {log_path}",
-                         detail=_tail(log_path))
+        raise BuildError(f"the build failed (exit {rc}); full log: {log_path}", detail=_tail(log_path))
 
 
 def load_index(build_dir: Path) -> Index:
     reply = build_dir / ".cmake" / "api" / "v1" / "reply"
     if not reply.is_dir():
-        raise BuildError(f"CMake wrote no File API reply in {reply}",
-                         hint="rerun with --clean")
+        raise BuildError(f"CMake wrote no File API reply in {reply}", hint="rerun with --clean")
     return load_reply_dir(reply)
 
 
@@ -167,9 +201,9 @@ def target_artifacts(index: Index, targets: Sequence[str], build_dir: Path) -> l
     if missing:
         names = sorted(by_name)
         raise BuildError(
-            "this upstream defines no target " + ", ".join(
-                f"{m!r}{did_you_mean(m, names)}" for m in missing),
-            hint="check build.targets and build.defines (some targets need an option ON)")
+            "this upstream defines no target " + ", ".join(f"{m!r}{did_you_mean(m, names)}" for m in missing),
+            hint="check build.targets and build.defines (some targets need an option ON)",
+        )
     out: list[Artifact] = []
     seen: set[str] = set()
 
@@ -181,8 +215,7 @@ def target_artifacts(index: Index, targets: Sequence[str], build_dir: Path) -> l
         if top or t.type in ("SHARED_LIBRARY", "MODULE_LIBRARY"):
             for a in t.artifacts:
                 p = a.path if a.path.is_absolute() else build_dir / a.path
-                if t.type != "EXECUTABLE" and not p.name.endswith(_RUNTIME_SUFFIXES) and \
-                        ".so." not in p.name:
+                if t.type != "EXECUTABLE" and not p.name.endswith(_RUNTIME_SUFFIXES) and ".so." not in p.name:
                     continue  # import libraries (.lib/.dll.a), debug files
                 if p.suffix == ".pdb":
                     continue
@@ -206,4 +239,3 @@ def compiler_versions(index: Index) -> dict[str, str | None]:
             out[f"{t.language.lower()}_compiler"] = " ".join(x for x in (c.id, c.version) if x)
     out["cmake"] = index.cmake.version.string
     return out
-

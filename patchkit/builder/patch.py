@@ -30,9 +30,15 @@ class AppliedPatch:
 
     def record(self) -> PatchRecord:
         p = self.patch
-        return PatchRecord(name=p.name, file=p.filename, sha256=p.sha256,
-                           upstream_status=p.upstream_status, when=p.when,
-                           experimental=p.experimental, result=self.result)
+        return PatchRecord(
+            name=p.name,
+            file=p.filename,
+            sha256=p.sha256,
+            upstream_status=p.upstream_status,
+            when=p.when,
+            experimental=p.experimental,
+            result=self.result,
+        )
 
 
 def failed_hunks(patch_text: str, stderr: str) -> list[str]:
@@ -72,8 +78,8 @@ def check_links(worktree: Path, paths: tuple[str, ...], patch_name: str) -> None
                     f"patch {patch_name} makes {p.relative_to(worktree).as_posix()} a symlink "
                     f"to {os.readlink(p)!r}, which resolves outside the worktree ({real}): "
                     "refused, the worktree is reset",
-                    hint="patches are data: a symlink a patch writes must stay inside the "
-                         "source tree")
+                    hint="patches are data: a symlink a patch writes must stay inside the source tree",
+                )
 
 
 def _git_apply(worktree: Path, patch_file: Path, *flags: str) -> tuple[bool, str]:
@@ -84,8 +90,7 @@ def _git_apply(worktree: Path, patch_file: Path, *flags: str) -> tuple[bool, str
     return True, ""
 
 
-def apply_series(worktree: Path, commit: str, patches: tuple[Patch, ...],
-                 tmpdir: Path) -> list[AppliedPatch]:
+def apply_series(worktree: Path, commit: str, patches: tuple[Patch, ...], tmpdir: Path) -> list[AppliedPatch]:
     results: list[AppliedPatch] = []
     try:
         for patch in patches:
@@ -100,9 +105,11 @@ def apply_series(worktree: Path, commit: str, patches: tuple[Patch, ...],
                     if not ok:  # pragma: no cover - --check said yes
                         raise PatchError(f"{patch.filename}: git apply failed after --check: {err}")
                     parsed = parse_diff(data.decode("utf-8", "replace"))
-                    check_links(worktree, tuple(dict.fromkeys(
-                        p for f in parsed.files for p in (f.new_path, *f.names))),
-                        patch.filename)
+                    check_links(
+                        worktree,
+                        tuple(dict.fromkeys(p for f in parsed.files for p in (f.new_path, *f.names))),
+                        patch.filename,
+                    )
                     results.append(AppliedPatch(patch=patch, result=ApplyResult.APPLIED))
                     continue
                 back, _ = _git_apply(worktree, pfile, "--index", "--check", "--reverse")
@@ -112,8 +119,10 @@ def apply_series(worktree: Path, commit: str, patches: tuple[Patch, ...],
                 where = "; ".join(failed_hunks(data.decode("utf-8", "replace"), err))
                 raise PatchError(
                     f"patch {patch.filename} does not apply at {commit[:12]}: {where}",
-                    hint=(f"see it with: git -C {worktree} apply --check -v {patch.path}  "
-                          "(or `patchkit check` to find the upstream commit that broke it)"),
+                    hint=(
+                        f"see it with: git -C {worktree} apply --check -v {patch.path}  "
+                        "(or `patchkit check` to find the upstream commit that broke it)"
+                    ),
                 )
             finally:
                 pfile.unlink(missing_ok=True)

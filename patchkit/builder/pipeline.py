@@ -147,16 +147,19 @@ def run_build(opts: BuildOptions) -> BuildResult:
     log.timings = {}
     tools = cm.find_tools()
     settings = opts.compile_cache or compcache.resolve(
-        recipe_remote=recipe.build.cache_remote, recipe_launcher=recipe.build.launcher,
-        recipe_label=_rel(recipe.path, opts.project))
+        recipe_remote=recipe.build.cache_remote,
+        recipe_launcher=recipe.build.launcher,
+        recipe_label=_rel(recipe.path, opts.project),
+    )
     cc = compcache.plan(settings, ccache=tools.ccache, cache_root=cache.root)
     cuda_plan = None
     if recipe.cuda is not None:
         from patchkit.builder.cuda import plan as cuda
 
         with log.step("cuda preflight", "cuda"):  # refuse before cloning or configuring
-            cuda_plan = cuda.prepare(recipe, cuda_root=opts.cuda_root, env=os.environ,
-                                     ccache=cc.launcher or False)
+            cuda_plan = cuda.prepare(
+                recipe, cuda_root=opts.cuda_root, env=os.environ, ccache=cc.launcher or False
+            )
             log.info(f"  {cuda_plan.archs.describe()}")
             for note in cuda_plan.notes:
                 log.info(f"  note: {note}")
@@ -164,8 +167,14 @@ def run_build(opts: BuildOptions) -> BuildResult:
         return _run_locked(opts, url, cache, tools, cuda_plan, cc)
 
 
-def _run_locked(opts: BuildOptions, url: str, cache: CacheLayout, tools: cm.BuildTools,
-                cuda_plan: CudaPlan | None, cc: compcache.CachePlan) -> BuildResult:
+def _run_locked(
+    opts: BuildOptions,
+    url: str,
+    cache: CacheLayout,
+    tools: cm.BuildTools,
+    cuda_plan: CudaPlan | None,
+    cc: compcache.CachePlan,
+) -> BuildResult:
     recipe = opts.recipe
     work = cache.work(recipe.name, url)
     work.root.mkdir(parents=True, exist_ok=True)
@@ -174,15 +183,28 @@ def _run_locked(opts: BuildOptions, url: str, cache: CacheLayout, tools: cm.Buil
     state, results = _source_and_patches(opts, url, cache, work)
     smoke = opts.smoke and recipe.smoke_enabled
     defines, env = _defines_and_env(recipe, cc, cuda_plan, smoke)
-    env.update(repro.build_env(env, work_root=work.root, build_dir=work.build,
-                               commit_date=state.commit_date, launcher=cc.launcher,
-                               nvcc=cuda_plan.toolkit.version if cuda_plan else None))
+    env.update(
+        repro.build_env(
+            env,
+            work_root=work.root,
+            build_dir=work.build,
+            commit_date=state.commit_date,
+            launcher=cc.launcher,
+            nvcc=cuda_plan.toolkit.version if cuda_plan else None,
+        )
+    )
     toolchain = recipe.build.toolchain
-    config_id = digest({"defines": defines, "generator": recipe.build.generator,
-                        "build_type": recipe.build.build_type,
-                        "toolchain": sha256_file(toolchain) if toolchain else None,
-                        "cmake": str(tools.cmake.version), "src": str(work.src),
-                        "repro": repro.SETTINGS_ID})
+    config_id = digest(
+        {
+            "defines": defines,
+            "generator": recipe.build.generator,
+            "build_type": recipe.build.build_type,
+            "toolchain": sha256_file(toolchain) if toolchain else None,
+            "cmake": str(tools.cmake.version),
+            "src": str(work.src),
+            "repro": repro.SETTINGS_ID,
+        }
+    )
     # the remote probed, sccache's server running; no credential in the log or an error
     with compcache.session(cc, work.root, env, log_path=work.log) as ccs:
         with log.step("configure", "configure"):
@@ -191,52 +213,77 @@ def _run_locked(opts: BuildOptions, url: str, cache: CacheLayout, tools: cm.Buil
             if cc.launcher is None:  # include dirs with ../ in them: see builder.repro
                 maps = repro.include_maps(work.root, work.build)
                 if maps and not repro.configured_with(work.build, maps):
-                    cm.configure(tools, source=work.src, build_dir=work.build, defines=defines,
-                                 generator=recipe.build.generator,
-                                 build_type=recipe.build.build_type,
-                                 toolchain=recipe.build.toolchain, fresh=True,
-                                 log_path=work.log, env=repro.with_maps(ccs.env, maps))
+                    cm.configure(
+                        tools,
+                        source=work.src,
+                        build_dir=work.build,
+                        defines=defines,
+                        generator=recipe.build.generator,
+                        build_type=recipe.build.build_type,
+                        toolchain=recipe.build.toolchain,
+                        fresh=True,
+                        log_path=work.log,
+                        env=repro.with_maps(ccs.env, maps),
+                    )
                     index = cm.load_index(work.build)
             artifacts = cm.target_artifacts(index, recipe.build.targets, work.build)
             smoke_tools = _available_tools(index, recipe.smoke_tools) if smoke else []
         if opts.configure_only:
-            log.info(f"configured {work.build} (--configure-only: nothing compiled; "
-                     f"{len(artifacts)} target artifact(s) planned)")
+            log.info(
+                f"configured {work.build} (--configure-only: nothing compiled; "
+                f"{len(artifacts)} target artifact(s) planned)"
+            )
             return BuildResult(out_dir=work.build, info=None)
         with log.step(f"build {', '.join(recipe.build.targets)}", "build"):
             log.info(f"log: {work.log}")
             ccs.before_build(work.build)
-            cm.build(tools, build_dir=work.build, targets=[*recipe.build.targets, *smoke_tools],
-                     jobs=opts.jobs, log_path=work.log, env=ccs.env)
+            cm.build(
+                tools,
+                build_dir=work.build,
+                targets=[*recipe.build.targets, *smoke_tools],
+                jobs=opts.jobs,
+                log_path=work.log,
+                env=ccs.env,
+            )
         compile_cache = ccs.finish(work.build)
     cuda_info = _prove_cuda(cuda_plan, artifacts, work.build) if cuda_plan is not None else None
     # CUDA binaries load NVIDIA's runtime (cuBLAS) from the toolkit: smoke runs need its path
-    runtime_env = {k: env[k] for k in ("LD_LIBRARY_PATH",) if k in env} \
-        if cuda_plan is not None else {}
+    runtime_env = {k: env[k] for k in ("LD_LIBRARY_PATH",) if k in env} if cuda_plan is not None else {}
 
     info = BuildInfo(
         patchkit_version=__version__,
-        recipe=RecipeRef(name=recipe.name, file=_rel(recipe.path, opts.project),
-                         sha256=recipe.sha256),
-        identity=digest({"recipe": recipe.sha256, "source": state.source_id,
-                         "config": config_id}),
-        upstream=UpstreamRef(url=url, commit=recipe.upstream.commit,
-                             commit_date=state.commit_date, subject=state.subject,
-                             ref=recipe.upstream.ref,
-                             build_number=build_number(work.src, recipe.upstream.commit)),
+        recipe=RecipeRef(name=recipe.name, file=_rel(recipe.path, opts.project), sha256=recipe.sha256),
+        identity=digest({"recipe": recipe.sha256, "source": state.source_id, "config": config_id}),
+        upstream=UpstreamRef(
+            url=url,
+            commit=recipe.upstream.commit,
+            commit_date=state.commit_date,
+            subject=state.subject,
+            ref=recipe.upstream.ref,
+            build_number=build_number(work.src, recipe.upstream.commit),
+        ),
         patches=tuple(r.record() for r in results),
         series_hash=series_hash([(r.patch.name, r.patch.sha256) for r in results]),
         experimental=any(r.patch.experimental for r in results),
         platform=Platform(os=recipe.os, arch=recipe.arch),
-        cmake=CMakeRecord(generator=recipe.build.generator, build_type=recipe.build.build_type,
-                          defines=defines,
-                          toolchain=_rel(toolchain, opts.project) if toolchain else None),
+        cmake=CMakeRecord(
+            generator=recipe.build.generator,
+            build_type=recipe.build.build_type,
+            defines=defines,
+            toolchain=_rel(toolchain, opts.project) if toolchain else None,
+        ),
         targets=recipe.build.targets,
-        tools={**cm.compiler_versions(index), "ninja": tools.ninja_version,
-               "ccache": tool_version(tools.ccache),
-               **({"sccache": compile_cache.version}
-                  if compile_cache and compile_cache.launcher == "sccache" else {}),
-               "nvcc": cuda_info.nvcc if cuda_info else None},
+        tools={
+            **cm.compiler_versions(index),
+            "ninja": tools.ninja_version,
+            "ccache": tool_version(tools.ccache),
+            **(
+                {"sccache": compile_cache.version}
+                if compile_cache and compile_cache.launcher == "sccache"
+                else {}
+            ),
+            "nvcc": cuda_info.nvcc if cuda_info else None,
+        },
         cuda=cuda_info,
         runtime_env=runtime_env,
         timings=log.timings,
@@ -245,14 +292,22 @@ def _run_locked(opts: BuildOptions, url: str, cache: CacheLayout, tools: cm.Buil
         compile_cache=compile_cache,
         # the protocol its RPC clients and server speak: `rpc-probe --build`, bench, release
         rpc_protocol=read_rpc_protocol(work.src)
-        if defines.get("GGML_RPC", "").upper() in ("ON", "TRUE", "1", "YES") else None,
+        if defines.get("GGML_RPC", "").upper() in ("ON", "TRUE", "1", "YES")
+        else None,
     )
     out_dir = opts.out or Path("out") / recipe.name
     with log.step("output", "output"):
         post = _pe_stack_edits(recipe) if recipe.windows and recipe.windows.rpc_clients else None
         post = _checked_runpaths(post)
-        info = write_output(out_dir.resolve(), artifacts, work.src / "LICENSE", info, post=post,
-                            build_dir=work.build, source_dir=work.src)
+        info = write_output(
+            out_dir.resolve(),
+            artifacts,
+            work.src / "LICENSE",
+            info,
+            post=post,
+            build_dir=work.build,
+            source_dir=work.src,
+        )
         log.info(f"wrote {out_dir}/ ({len(artifacts)} files + build-info.json)")
     if smoke and opts.smoke_checks:
         _smoke(out_dir, recipe, work, runtime_env, opts.on_check)
@@ -263,8 +318,9 @@ def _run_locked(opts: BuildOptions, url: str, cache: CacheLayout, tools: cm.Buil
     return BuildResult(out_dir=out_dir, info=info)
 
 
-def _source_and_patches(opts: BuildOptions, url: str, cache: CacheLayout, work: WorkDirs
-                        ) -> tuple[BuildState, list[AppliedPatch]]:
+def _source_and_patches(
+    opts: BuildOptions, url: str, cache: CacheLayout, work: WorkDirs
+) -> tuple[BuildState, list[AppliedPatch]]:
     """The source and patch stages; returns the state (written) and each patch's result."""
     recipe = opts.recipe
     patches = recipe.patches
@@ -279,9 +335,14 @@ def _source_and_patches(opts: BuildOptions, url: str, cache: CacheLayout, work: 
         state = read_state(work.state)
         for p in patches:
             p.read_verified()  # an edited patch file is caught even when nothing else changed
-        source_id = digest({"commit": recipe.upstream.commit, "url": url,
-                            "patches": [(p.name, p.sha256) for p in patches],
-                            "sparse": list(recipe.build.sparse_exclude)})
+        source_id = digest(
+            {
+                "commit": recipe.upstream.commit,
+                "url": url,
+                "patches": [(p.name, p.sha256) for p in patches],
+                "sparse": list(recipe.build.sparse_exclude),
+            }
+        )
         matches = worktree_matches(work.src, state.tree, recipe.upstream.commit)
         reuse = state.source_id == source_id and matches
         # a worktree that differs from what patchkit left is the user's work: never reset it
@@ -289,25 +350,33 @@ def _source_and_patches(opts: BuildOptions, url: str, cache: CacheLayout, work: 
             refuse_user_work(work.src, recipe.upstream.commit)
     with log.step("patch", "patch"):
         if reuse:
-            log.info(f"worktree {work.src} is up to date at {recipe.upstream.commit[:12]} "
-                     f"with {len(patches)} patch(es)")
-            return state, [AppliedPatch(patch=p, result=ApplyResult(r))
-                           for p, r in zip(patches, state.results)]
+            log.info(
+                f"worktree {work.src} is up to date at {recipe.upstream.commit[:12]} "
+                f"with {len(patches)} patch(es)"
+            )
+            return state, [
+                AppliedPatch(patch=p, result=ApplyResult(r)) for p, r in zip(patches, state.results)
+            ]
         work.state.unlink(missing_ok=True)
         wt = prepare_worktree(repo, work.src, recipe.upstream.commit, recipe.build.sparse_exclude)
         results = apply_series(work.src, recipe.upstream.commit, patches, work.root)
         for r in results:
             mark = "✓ applied" if r.result is ApplyResult.APPLIED else "= already present upstream"
             log.info(f"  {mark}: {r.patch.filename}")
-        state = BuildState(source_id=source_id, tree=git_out(work.src, "write-tree"),
-                           results=tuple(r.result.value for r in results),
-                           commit_date=wt.commit_date, subject=wt.subject)
+        state = BuildState(
+            source_id=source_id,
+            tree=git_out(work.src, "write-tree"),
+            results=tuple(r.result.value for r in results),
+            commit_date=wt.commit_date,
+            subject=wt.subject,
+        )
         write_state(work.state, state)
         return state, results
 
 
-def _defines_and_env(recipe: Recipe, cc: compcache.CachePlan, cuda_plan: CudaPlan | None,
-                     smoke: bool) -> tuple[dict[str, str], dict[str, str]]:
+def _defines_and_env(
+    recipe: Recipe, cc: compcache.CachePlan, cuda_plan: CudaPlan | None, smoke: bool
+) -> tuple[dict[str, str], dict[str, str]]:
     defines = offline_defines(recipe, smoke)
     env = dict(os.environ)
     # the launcher by name (no host path in the defines that go into a release), its base
@@ -323,19 +392,34 @@ def _defines_and_env(recipe: Recipe, cc: compcache.CachePlan, cuda_plan: CudaPla
     return defines, env
 
 
-def _configure(tools: cm.BuildTools, recipe: Recipe, work: WorkDirs, state: BuildState,
-               config_id: str, defines: dict[str, str], env: dict[str, str]) -> BuildState:
+def _configure(
+    tools: cm.BuildTools,
+    recipe: Recipe,
+    work: WorkDirs,
+    state: BuildState,
+    config_id: str,
+    defines: dict[str, str],
+    env: dict[str, str],
+) -> BuildState:
     reply = work.build / ".cmake" / "api" / "v1" / "reply"
-    if state.config_id == config_id and (work.build / "CMakeCache.txt").is_file() \
-            and reply.is_dir():
+    if state.config_id == config_id and (work.build / "CMakeCache.txt").is_file() and reply.is_dir():
         log.info("configure inputs unchanged: reusing the build dir")
         return state
     fresh = (work.build / "CMakeCache.txt").is_file()
     state = dataclasses.replace(state, config_id=None)
     write_state(work.state, state)
-    cm.configure(tools, source=work.src, build_dir=work.build, defines=defines,
-                 generator=recipe.build.generator, build_type=recipe.build.build_type,
-                 toolchain=recipe.build.toolchain, fresh=fresh, log_path=work.log, env=env)
+    cm.configure(
+        tools,
+        source=work.src,
+        build_dir=work.build,
+        defines=defines,
+        generator=recipe.build.generator,
+        build_type=recipe.build.build_type,
+        toolchain=recipe.build.toolchain,
+        fresh=fresh,
+        log_path=work.log,
+        env=env,
+    )
     state = dataclasses.replace(state, config_id=config_id)
     write_state(work.state, state)
     return state
@@ -345,28 +429,40 @@ def _prove_cuda(cuda_plan: CudaPlan, artifacts: list[cm.Artifact], build_dir: Pa
     from patchkit.builder.cuda import plan as cuda
 
     with log.step("prove CUDA archs (cuobjdump)", "cuda_proof"):
-        cubins = cuda.prove_archs([a.path for a in artifacts], cuda_plan.archs,
-                                  cuda_plan.toolkit.cuobjdump, base=build_dir)
+        cubins = cuda.prove_archs(
+            [a.path for a in artifacts], cuda_plan.archs, cuda_plan.toolkit.cuobjdump, base=build_dir
+        )
         for f, found in cubins.items():
             if found:
                 log.info(f"  {f}: {' '.join(found)}")
         return cuda.build_info(cuda_plan.archs, cuda_plan.toolkit, cubins, cuda_plan.notes)
 
 
-def _smoke(out_dir: Path, recipe: Recipe, work: WorkDirs, runtime_env: dict[str, str],
-           on_check: Callable[[CheckResult], None] | None) -> SmokeReport:
+def _smoke(
+    out_dir: Path,
+    recipe: Recipe,
+    work: WorkDirs,
+    runtime_env: dict[str, str],
+    on_check: Callable[[CheckResult], None] | None,
+) -> SmokeReport:
     from patchkit.smoke.runner import raise_if_failed, run_smoke
 
     with log.step("smoke", "smoke"):
-        report = run_smoke(out_dir, skip=recipe.smoke_skip, tool_dirs=(work.build / "bin",),
-                           on_result=on_check, extra_env=runtime_env)
+        report = run_smoke(
+            out_dir,
+            skip=recipe.smoke_skip,
+            tool_dirs=(work.build / "bin",),
+            on_result=on_check,
+            extra_env=runtime_env,
+        )
     log.info(f"smoke {report.status.value}")
     raise_if_failed(report)
     return report
 
 
-def _checked_runpaths(then: Callable[[Path], tuple[PeEditRecord, ...]] | None
-                      ) -> Callable[[Path], tuple[PeEditRecord, ...]]:
+def _checked_runpaths(
+    then: Callable[[Path], tuple[PeEditRecord, ...]] | None,
+) -> Callable[[Path], tuple[PeEditRecord, ...]]:
     """The post-output stage's first step, on the staged bin/ (BuildError, exit 6, before
     anything is swapped in): every ELF file searches only `$ORIGIN`-based folders, and
     every PE file imports only DLLs shipped beside it or in Windows' system folders (any
@@ -386,27 +482,30 @@ def _checked_runpaths(then: Callable[[Path], tuple[PeEditRecord, ...]] | None
                 dyn = read_dynamic(f)
                 imports = read_imports(f) if dyn is None else None
             except (ElfFormatError, PeFormatError, OSError) as e:
-                raise BuildError(f"bin/{f.name}: cannot read its dynamic section or imports: {e}"
-                                 ) from None
+                raise BuildError(f"bin/{f.name}: cannot read its dynamic section or imports: {e}") from None
             problems = rpath_problems(dyn) if dyn is not None else ()
             if problems:
                 raise BuildError(
-                    f"bin/{f.name}: {problems[0].describe()}; shipped binaries may only search "
-                    "$ORIGIN", hint="a recipe define (CMAKE_INSTALL_RPATH, CMAKE_BUILD_RPATH, "
-                    "linker flags) put it there: remove it and build again")
+                    f"bin/{f.name}: {problems[0].describe()}; shipped binaries may only search $ORIGIN",
+                    hint="a recipe define (CMAKE_INSTALL_RPATH, CMAKE_BUILD_RPATH, "
+                    "linker flags) put it there: remove it and build again",
+                )
             missing = unshipped_imports(imports, (g.name for g in files)) if imports else ()
             nvidia = [d for d in missing if d.lower().startswith(NVIDIA_RUNTIME_PREFIXES)]
             for d in nvidia:
-                log.warning(f"bin/{f.name} imports {d} (NVIDIA's runtime, not shipped): copy it "
-                            "next to the exe, or Windows looks for it in the current directory "
-                            "before PATH")
+                log.warning(
+                    f"bin/{f.name} imports {d} (NVIDIA's runtime, not shipped): copy it "
+                    "next to the exe, or Windows looks for it in the current directory "
+                    "before PATH"
+                )
             others = [d for d in missing if d not in nvidia]
             if others:
                 raise BuildError(
                     f"bin/{f.name} imports {others[0]}, which is neither shipped in bin/ nor a "
                     "Windows system DLL: Windows would look for it in the current directory",
                     hint="link it statically (the mingw toolchain's -static) or build it as "
-                         "part of the recipe's targets")
+                    "part of the recipe's targets",
+                )
         return then(bin_dir) if then is not None else ()
 
     return post
@@ -424,18 +523,25 @@ def _pe_stack_edits(recipe: Recipe) -> Callable[[Path], tuple[PeEditRecord, ...]
         files = [bin_dir / f"{t}.exe" for t in spec.rpc_clients]
         missing = [f.name for f in files if not f.is_file()]
         if missing:
-            raise BuildError(f"windows.rpc_clients: {', '.join(missing)} not in the build output",
-                             hint="is this a Windows build? (platform.os and build.toolchain)")
+            raise BuildError(
+                f"windows.rpc_clients: {', '.join(missing)} not in the build output",
+                hint="is this a Windows build? (platform.os and build.toolchain)",
+            )
         plans = [plan_stack_edit(f, spec.stack_reserve, spec.stack_commit) for f in files]
         edits = [apply_stack_edit(p, label=p.before.path.name) for p in plans]
         for e in edits:
-            log.info(f"  {e.file.name}: stack reserve {format_size(e.reserve_before)} -> "
-                     f"{format_size(e.reserve_after)}")
-        return tuple(PeEditRecord(
-            file=f"bin/{e.file.name}",
-            before=StackSizes(stack_reserve=e.reserve_before, stack_commit=e.commit_before),
-            after=StackSizes(stack_reserve=e.reserve_after, stack_commit=e.commit_after))
-            for e in edits)
+            log.info(
+                f"  {e.file.name}: stack reserve {format_size(e.reserve_before)} -> "
+                f"{format_size(e.reserve_after)}"
+            )
+        return tuple(
+            PeEditRecord(
+                file=f"bin/{e.file.name}",
+                before=StackSizes(stack_reserve=e.reserve_before, stack_commit=e.commit_before),
+                after=StackSizes(stack_reserve=e.reserve_after, stack_commit=e.commit_after),
+            )
+            for e in edits
+        )
 
     return post
 

@@ -41,9 +41,19 @@ from pathlib import Path
 
 from patchkit.spec.cuda import NVCC_OBJTEMP_SINCE  # the oldest toolkit it is passed to
 
-__all__ = ["NVCC_OBJTEMP", "NVCC_OBJTEMP_SINCE", "SETTINGS_ID", "build_env", "configured_with",
-           "include_maps", "is_launcher_define", "launcher_defines", "prefix_maps",
-           "source_date_epoch", "with_maps"]
+__all__ = [
+    "NVCC_OBJTEMP",
+    "NVCC_OBJTEMP_SINCE",
+    "SETTINGS_ID",
+    "build_env",
+    "configured_with",
+    "include_maps",
+    "is_launcher_define",
+    "launcher_defines",
+    "prefix_maps",
+    "source_date_epoch",
+    "with_maps",
+]
 
 # bump when the settings change: the build dir is configured afresh (flags come from the env
 # only on a fresh configure)
@@ -80,8 +90,15 @@ def source_date_epoch(commit_date: str) -> str:
     return str(int(when.timestamp()))
 
 
-def build_env(env: Mapping[str, str], *, work_root: Path, build_dir: Path, commit_date: str,
-              launcher: str | None, nvcc: tuple[int, ...] | None = None) -> dict[str, str]:
+def build_env(
+    env: Mapping[str, str],
+    *,
+    work_root: Path,
+    build_dir: Path,
+    commit_date: str,
+    launcher: str | None,
+    nvcc: tuple[int, ...] | None = None,
+) -> dict[str, str]:
     """What to add to the configure/build environment (the user's own flags kept first).
 
     ``launcher``: the compile cache in use (with one, no maps: ccache rewrites paths

@@ -19,8 +19,7 @@ from patchkit.core.errors import SourceError
 from patchkit.core.fs import atomic_write_json
 from patchkit.git.runner import git_out
 
-__all__ = ["BuildState", "digest", "read_state", "refuse_user_work", "worktree_matches",
-           "write_state"]
+__all__ = ["BuildState", "digest", "read_state", "refuse_user_work", "worktree_matches", "write_state"]
 
 
 def digest(obj: object) -> str:
@@ -38,9 +37,14 @@ class BuildState:
     config_id: str | None = None  # None: configure has not succeeded with these inputs
 
     def to_json(self) -> dict[str, Any]:
-        return {"source_id": self.source_id, "tree": self.tree, "results": list(self.results),
-                "commit_date": self.commit_date, "subject": self.subject,
-                "config_id": self.config_id}
+        return {
+            "source_id": self.source_id,
+            "tree": self.tree,
+            "results": list(self.results),
+            "commit_date": self.commit_date,
+            "subject": self.subject,
+            "config_id": self.config_id,
+        }
 
 
 _RESULTS = ("applied", "already-present")
@@ -54,10 +58,13 @@ def read_state(path: Path) -> BuildState:
         if not isinstance(results, list) or any(r not in _RESULTS for r in results):
             return BuildState()
         return BuildState(
-            source_id=str(data.get("source_id") or ""), tree=str(data.get("tree") or ""),
+            source_id=str(data.get("source_id") or ""),
+            tree=str(data.get("tree") or ""),
             results=tuple(results),
-            commit_date=str(data.get("commit_date") or ""), subject=str(data.get("subject") or ""),
-            config_id=data.get("config_id") if isinstance(data.get("config_id"), str) else None)
+            commit_date=str(data.get("commit_date") or ""),
+            subject=str(data.get("subject") or ""),
+            config_id=data.get("config_id") if isinstance(data.get("config_id"), str) else None,
+        )
     except (OSError, ValueError, AttributeError, TypeError):
         return BuildState()
 
@@ -88,13 +95,19 @@ def refuse_user_work(src: Path, commit: str) -> None:
         head = git_out(src, "rev-parse", "HEAD")
         changed = git_out(src, "status", "--porcelain", "--ignored")
     except SourceError:
-        raise SourceError(f"the worktree {src} is broken (its clone moved or was deleted?)",
-                          hint="rerun with --clean to make a new one") from None
+        raise SourceError(
+            f"the worktree {src} is broken (its clone moved or was deleted?)",
+            hint="rerun with --clean to make a new one",
+        ) from None
     if head != commit:
         subject = git_out(src, "log", "-1", "--format=%h %s", "HEAD")
-        raise SourceError(f"the worktree {src} has commits patchkit did not make ({subject})",
-                          hint="save them (git -C <worktree> format-patch), then rerun with --clean")
+        raise SourceError(
+            f"the worktree {src} has commits patchkit did not make ({subject})",
+            hint="save them (git -C <worktree> format-patch), then rerun with --clean",
+        )
     if changed:
-        raise SourceError(f"the worktree {src} has changes patchkit did not make",
-                          detail=changed[:2000],
-                          hint="save them if you need them, then rerun with --clean")
+        raise SourceError(
+            f"the worktree {src} has changes patchkit did not make",
+            detail=changed[:2000],
+            hint="save them if you need them, then rerun with --clean",
+        )

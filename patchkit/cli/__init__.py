@@ -67,16 +67,23 @@ class _Group(click.Group):
             ctx.fail(f"No such command '{name}'{did_you_mean(name, _COMMANDS)}.")
         return super().resolve_command(ctx, args)
 
-    def main(self, args: Sequence[str] | None = None, prog_name: str | None = None,
-             complete_var: str | None = None, standalone_mode: bool = True, **extra: Any) -> Any:
+    def main(
+        self,
+        args: Sequence[str] | None = None,
+        prog_name: str | None = None,
+        complete_var: str | None = None,
+        standalone_mode: bool = True,
+        **extra: Any,
+    ) -> Any:
         """click's main, with a bad command line as one line (+ a hint), exit 2."""
         try:
             rv = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
         except click.UsageError as e:
             path = e.ctx.command_path if e.ctx is not None else "patchkit"
             log.error(e.format_message())
-            log.console.print(f"hint: `{path} --help` lists the arguments and options",
-                              markup=False, style="cyan")
+            log.console.print(
+                f"hint: `{path} --help` lists the arguments and options", markup=False, style="cyan"
+            )
             sys.exit(e.exit_code)
         except click.ClickException as e:
             log.error(e.format_message())
@@ -118,9 +125,13 @@ class _Group(click.Group):
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="patchkit")
-@click.option("--project", type=click.Path(file_okay=False, path_type=Path), default=None,
-              help="Folder holding recipes/ and patches/ (default: found from the current "
-                   "directory, else the one patchkit ships).")
+@click.option(
+    "--project",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Folder holding recipes/ and patches/ (default: found from the current "
+    "directory, else the one patchkit ships).",
+)
 @click.option("--debug", is_flag=True, help="Show tracebacks instead of one-line errors.")
 @click.option("-v", "--verbose", is_flag=True, help="Say more.")
 @click.pass_context
@@ -129,4 +140,3 @@ def main(ctx: click.Context, project: Path | None, debug: bool, verbose: bool) -
     install_signal_handlers()  # SIGTERM/SIGHUP: children stopped, lock released, exit 130
     log.verbose = verbose
     ctx.obj = {"project": project, "debug": debug}
-

@@ -14,8 +14,15 @@ from patchkit.git.cache import open_upstream
 from patchkit.spec.recipe import Recipe, load_recipe, resolve_recipe_path
 from patchkit.spec.series import Patch, Series, load_series
 
-__all__ = ["DEFAULT_RECIPE", "load_optional_recipe", "load_project", "load_recipe_arg",
-           "repo_options", "resolve_repo", "select_patches"]
+__all__ = [
+    "DEFAULT_RECIPE",
+    "load_optional_recipe",
+    "load_project",
+    "load_recipe_arg",
+    "repo_options",
+    "resolve_repo",
+    "select_patches",
+]
 
 F = TypeVar("F", bound=Callable[..., object])
 
@@ -46,8 +53,9 @@ def resolve_repo(*, repo: Path | None, upstream: str | None, recipe: Recipe | No
     return open_upstream(url, cache_dir())
 
 
-def load_optional_recipe(ctx: click.Context, recipe_arg: str | None, need_recipe: bool
-          ) -> tuple[Path, Series, Recipe | None]:
+def load_optional_recipe(
+    ctx: click.Context, recipe_arg: str | None, need_recipe: bool
+) -> tuple[Path, Series, Recipe | None]:
     project, series = load_project(ctx)
     if recipe_arg is None and not need_recipe:
         try:
@@ -67,13 +75,23 @@ def select_patches(series: Series, recipe: Recipe | None, all_: bool) -> tuple[P
 
 
 _REPO_OPTS = [
-    click.option("--repo", type=click.Path(file_okay=False, path_type=Path), default=None,
-                 help="An existing local clone or mirror of upstream (used read-only)."),
-    click.option("--upstream", "upstream", default=None, metavar="URL_OR_PATH",
-                 help="Upstream repository: a local clone/mirror (used read-only) or a URL "
-                      "(cloned into the cache, partial); default: the recipe's."),
-    click.option("--all", "all_", is_flag=True,
-                 help="Check the whole series, not just the recipe's patches."),
+    click.option(
+        "--repo",
+        type=click.Path(file_okay=False, path_type=Path),
+        default=None,
+        help="An existing local clone or mirror of upstream (used read-only).",
+    ),
+    click.option(
+        "--upstream",
+        "upstream",
+        default=None,
+        metavar="URL_OR_PATH",
+        help="Upstream repository: a local clone/mirror (used read-only) or a URL "
+        "(cloned into the cache, partial); default: the recipe's.",
+    ),
+    click.option(
+        "--all", "all_", is_flag=True, help="Check the whole series, not just the recipe's patches."
+    ),
 ]
 
 

@@ -20,8 +20,10 @@ __all__ = ["COMMANDS", "bench_cmd"]
 def _show_latency(lat: tuple[RpcLatency, ...]) -> None:
     for x in lat:
         if x.ok:
-            log.info(f"  RPC {x.endpoint}: protocol {x.version}, {x.devices} device(s), round trip "
-                     f"median {x.median_ms:.3f} ms (min {x.min_ms:.3f}, max {x.max_ms:.3f})")
+            log.info(
+                f"  RPC {x.endpoint}: protocol {x.version}, {x.devices} device(s), round trip "
+                f"median {x.median_ms:.3f} ms (min {x.min_ms:.3f}, max {x.max_ms:.3f})"
+            )
         else:
             log.warning(f"RPC {x.endpoint}: latency not measured: {x.error}")
 
@@ -30,8 +32,10 @@ def _show_links(links: dict[str, Calibrated]) -> None:
     for name, c in links.items():
         m = c.measured
         what = "relay, no shaping" if name == "none" else f"--link {name} ({c.link.describe()})"
-        log.info(f"  {what}: measured round trip {m.rtt_s * 1e3:.3f} ms, "
-                 f"{fmt_bits(m.up_bytes_s * 8)} up, {fmt_bits(m.down_bytes_s * 8)} down")
+        log.info(
+            f"  {what}: measured round trip {m.rtt_s * 1e3:.3f} ms, "
+            f"{fmt_bits(m.up_bytes_s * 8)} up, {fmt_bits(m.down_bytes_s * 8)} down"
+        )
 
 
 def _show_point(p: PointResult) -> None:
@@ -63,37 +67,96 @@ def _rpc_list(values: tuple[str, ...]) -> tuple[str, ...]:
 
 @click.command("bench")
 @click.argument("outdir", type=click.Path(file_okay=False, path_type=Path))
-@click.option("-m", "--model", type=click.Path(dir_okay=False, path_type=Path),
-              help="The GGUF model to benchmark.")
-@click.option("--rpc", "rpc", multiple=True, metavar="HOST:PORT[,HOST:PORT...]",
-              help="RPC servers to use (only these are contacted).")
-@click.option("--sweep", "sweeps", multiple=True, metavar="KEY=V1,V2",
-              help="A sweep dimension; keys: " + ", ".join(DIMENSIONS) + ".")
-@click.option("-p", "n_prompt", type=click.IntRange(min=0), default=None,
-              help="Prompt tokens per test (default 512; demo 64).")
-@click.option("-n", "n_gen", type=click.IntRange(min=0), default=None,
-              help="Generated tokens per test (default 128; demo 16).")
-@click.option("-r", "--repetitions", "reps", type=click.IntRange(min=1), default=None,
-              help="Repetitions of each test (default 5; demo 3).")
-@click.option("--build", "build_dir", type=click.Path(file_okay=False, path_type=Path),
-              default=Path("out/cpu-rpc"), show_default=True,
-              help="patchkit output dir whose bin/llama-bench runs.")
-@click.option("--timeout", type=click.FloatRange(min=1), default=900.0, show_default=True,
-              help="Seconds one setup may take.")
-@click.option("--link", "links", multiple=True, metavar="LINK",
-              help="Emulate a link to the RPC hosts: none, 1gbe, 2.5gbe, 10gbe, 40g-rdma or "
-                   "rate=1gbit,rtt=0.3ms; repeat to compare (a sweep dimension).")
-@click.option("--direct", is_flag=True,
-              help="Connect llama-bench straight to the RPC hosts: no relay, no traffic counts.")
-@click.option("--demo", is_flag=True,
-              help="Run on this machine: SmolLM2-135M if `patchkit model get smollm2` cached it "
-                   "(else a tiny generated model) and two RPC servers on 127.0.0.1 (CPU "
-                   "devices), stopped at the end.")
+@click.option(
+    "-m", "--model", type=click.Path(dir_okay=False, path_type=Path), help="The GGUF model to benchmark."
+)
+@click.option(
+    "--rpc",
+    "rpc",
+    multiple=True,
+    metavar="HOST:PORT[,HOST:PORT...]",
+    help="RPC servers to use (only these are contacted).",
+)
+@click.option(
+    "--sweep",
+    "sweeps",
+    multiple=True,
+    metavar="KEY=V1,V2",
+    help="A sweep dimension; keys: " + ", ".join(DIMENSIONS) + ".",
+)
+@click.option(
+    "-p",
+    "n_prompt",
+    type=click.IntRange(min=0),
+    default=None,
+    help="Prompt tokens per test (default 512; demo 64).",
+)
+@click.option(
+    "-n",
+    "n_gen",
+    type=click.IntRange(min=0),
+    default=None,
+    help="Generated tokens per test (default 128; demo 16).",
+)
+@click.option(
+    "-r",
+    "--repetitions",
+    "reps",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Repetitions of each test (default 5; demo 3).",
+)
+@click.option(
+    "--build",
+    "build_dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=Path("out/cpu-rpc"),
+    show_default=True,
+    help="patchkit output dir whose bin/llama-bench runs.",
+)
+@click.option(
+    "--timeout",
+    type=click.FloatRange(min=1),
+    default=900.0,
+    show_default=True,
+    help="Seconds one setup may take.",
+)
+@click.option(
+    "--link",
+    "links",
+    multiple=True,
+    metavar="LINK",
+    help="Emulate a link to the RPC hosts: none, 1gbe, 2.5gbe, 10gbe, 40g-rdma or "
+    "rate=1gbit,rtt=0.3ms; repeat to compare (a sweep dimension).",
+)
+@click.option(
+    "--direct",
+    is_flag=True,
+    help="Connect llama-bench straight to the RPC hosts: no relay, no traffic counts.",
+)
+@click.option(
+    "--demo",
+    is_flag=True,
+    help="Run on this machine: SmolLM2-135M if `patchkit model get smollm2` cached it "
+    "(else a tiny generated model) and two RPC servers on 127.0.0.1 (CPU "
+    "devices), stopped at the end.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Also print bench.json on stdout.")
-def bench_cmd(outdir: Path, model: Path | None, rpc: tuple[str, ...], sweeps: tuple[str, ...],
-              n_prompt: int | None, n_gen: int | None, reps: int | None, build_dir: Path,
-              timeout: float, links: tuple[str, ...], direct: bool, demo: bool,
-              as_json: bool) -> None:
+def bench_cmd(
+    outdir: Path,
+    model: Path | None,
+    rpc: tuple[str, ...],
+    sweeps: tuple[str, ...],
+    n_prompt: int | None,
+    n_gen: int | None,
+    reps: int | None,
+    build_dir: Path,
+    timeout: float,
+    links: tuple[str, ...],
+    direct: bool,
+    demo: bool,
+    as_json: bool,
+) -> None:
     """Run llama-bench for every point of a sweep; write bench.md, bench.json, bench.png.
 
     \b
@@ -106,46 +169,73 @@ def bench_cmd(outdir: Path, model: Path | None, rpc: tuple[str, ...], sweeps: tu
     rpcs = _rpc_list(rpc)
     if demo:
         if model is not None or rpcs:
-            raise ConfigError("--demo generates its model and starts its own loopback RPC "
-                              "servers: drop -m/--rpc", hint="or drop --demo to bench your rig")
+            raise ConfigError(
+                "--demo generates its model and starts its own loopback RPC servers: drop -m/--rpc",
+                hint="or drop --demo to bench your rig",
+            )
     elif model is None:
-        raise ConfigError("give the model to benchmark with -m PATH.gguf",
-                          hint="or try `patchkit bench OUTDIR --demo` first")
-    sweeps = (*(sweeps or (DEMO_SWEEP if demo else ())),
-              *(f"link={x.replace(',', '+')}" for x in links))
+        raise ConfigError(
+            "give the model to benchmark with -m PATH.gguf",
+            hint="or try `patchkit bench OUTDIR --demo` first",
+        )
+    sweeps = (*(sweeps or (DEMO_SWEEP if demo else ())), *(f"link={x.replace(',', '+')}" for x in links))
     dims = parse_sweep(sweeps)
     with log.step("bench"):
         log.info(f"  {outdir}: results; llama-bench from {build_dir}")
         if demo:
             report: BenchReport = run_demo(
-                outdir, build_dir, sweep=sweeps, n_prompt=n_prompt or 64,
-                n_gen=n_gen or 16, reps=reps or 3, timeout=timeout, relay=not direct,
-                on_point=_show_point, on_latency=_show_latency, on_links=_show_links)
+                outdir,
+                build_dir,
+                sweep=sweeps,
+                n_prompt=n_prompt or 64,
+                n_gen=n_gen or 16,
+                reps=reps or 3,
+                timeout=timeout,
+                relay=not direct,
+                on_point=_show_point,
+                on_latency=_show_latency,
+                on_links=_show_links,
+            )
         else:
             assert model is not None
-            opts = BenchOptions(out_dir=outdir, build_dir=build_dir, model=model, rpc=rpcs,
-                                dims=dims, n_prompt=512 if n_prompt is None else n_prompt,
-                                n_gen=128 if n_gen is None else n_gen, reps=reps or 5,
-                                timeout=timeout, relay=not direct)
-            report = run_bench(opts, on_point=_show_point, on_latency=_show_latency,
-                               on_links=_show_links)
+            opts = BenchOptions(
+                out_dir=outdir,
+                build_dir=build_dir,
+                model=model,
+                rpc=rpcs,
+                dims=dims,
+                n_prompt=512 if n_prompt is None else n_prompt,
+                n_gen=128 if n_gen is None else n_gen,
+                reps=reps or 5,
+                timeout=timeout,
+                relay=not direct,
+            )
+            report = run_bench(opts, on_point=_show_point, on_latency=_show_latency, on_links=_show_links)
         write_reports(report, outdir)
     from patchkit.bench.report import fmt_rate, network
 
     net = network(report)
     for c in net.checks:
-        log.info(f"  projection vs emulated {c.link.name}: {c.point.label}: measured "
-                 f"{fmt_rate(c.measured)} tok/s, projected {fmt_rate(c.projected)} ({c.error:+.1%})"
-                 + (f"; hosts {c.host_s * 1e3:.3g} ms/token here, {c.twin_host_s * 1e3:.3g} "
-                    f"unshaped: with this run's, {fmt_rate(c.projected_same_hosts)} "
-                    f"({c.error_same_hosts:+.1%})" if c.timed else ""))
+        log.info(
+            f"  projection vs emulated {c.link.name}: {c.point.label}: measured "
+            f"{fmt_rate(c.measured)} tok/s, projected {fmt_rate(c.projected)} ({c.error:+.1%})"
+            + (
+                f"; hosts {c.host_s * 1e3:.3g} ms/token here, {c.twin_host_s * 1e3:.3g} "
+                f"unshaped: with this run's, {fmt_rate(c.projected_same_hosts)} "
+                f"({c.error_same_hosts:+.1%})"
+                if c.timed
+                else ""
+            )
+        )
     best = report.best()
     if report.settings.get("model_note"):
         log.info(f"demo model: {report.settings['model_note']}")
     failed = sum(p.status == "failed" for p in report.points)
-    log.info(f"{len(report.points)} setups, {failed} failed"
-             + (f"; fastest decode: {best.label}" if best else "")
-             + f"; wrote {outdir}/bench.md, bench.json, bench.png")
+    log.info(
+        f"{len(report.points)} setups, {failed} failed"
+        + (f"; fastest decode: {best.label}" if best else "")
+        + f"; wrote {outdir}/bench.md, bench.json, bench.png"
+    )
     if as_json:
         click.echo(json.dumps(report.to_json(), indent=2))
 

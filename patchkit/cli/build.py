@@ -28,54 +28,106 @@ def _check_parallel_env(jobs: int | None) -> None:
         return
     value = raw.strip()
     if not value.isdigit() or not 1 <= int(value) <= MAX_JOBS:
-        raise ConfigError(f"{_PARALLEL_ENV}={raw[:40]!r} is not a job count (1-{MAX_JOBS})",
-                          hint=f"unset it, or pass -j N (1-{MAX_JOBS}), which wins over it")
+        raise ConfigError(
+            f"{_PARALLEL_ENV}={raw[:40]!r} is not a job count (1-{MAX_JOBS})",
+            hint=f"unset it, or pass -j N (1-{MAX_JOBS}), which wins over it",
+        )
 
 
 @click.command("build")
 @click.argument("recipe", required=False)
-@click.option("--upstream", metavar="URL_OR_PATH",
-              help="Build from this llama.cpp URL or local clone/mirror instead of the recipe's url "
-                   "(the pinned commit must be in it).")
-@click.option("--out", type=click.Path(file_okay=False, path_type=Path),
-              help="Output folder (default: out/<recipe>).")
-@click.option("-j", "--jobs", type=click.IntRange(min=1, max=MAX_JOBS),
-              help=f"Parallel build jobs (1-{MAX_JOBS}; default: ${_PARALLEL_ENV}, else ninja's).")
+@click.option(
+    "--upstream",
+    metavar="URL_OR_PATH",
+    help="Build from this llama.cpp URL or local clone/mirror instead of the recipe's url "
+    "(the pinned commit must be in it).",
+)
+@click.option(
+    "--out", type=click.Path(file_okay=False, path_type=Path), help="Output folder (default: out/<recipe>)."
+)
+@click.option(
+    "-j",
+    "--jobs",
+    type=click.IntRange(min=1, max=MAX_JOBS),
+    help=f"Parallel build jobs (1-{MAX_JOBS}; default: ${_PARALLEL_ENV}, else ninja's).",
+)
 @click.option("--clean", is_flag=True, help="Start fresh: new worktree, new build dir.")
 @click.option("--no-smoke", is_flag=True, help="Do not run the smoke checks after building.")
-@click.option("--configure-only", is_flag=True,
-              help="Stop after the CMake configure (source, patches, CUDA preflight): checks "
-                   "that a recipe configures at its pin without compiling it.")
-@click.option("--cuda-root", type=click.Path(file_okay=False, path_type=Path),
-              help="CUDA toolkit to use (beats cuda.toolkit_root, CUDA_PATH, PATH).")
-@click.option("--cache-remote", metavar="URL",
-              help=f"Shared compile cache: redis://, http:// (ccache or sccache); s3://, gcs://, "
-                   f"gha, rediss://, https://, memcached:// (sccache); `off` for none. Beats "
-                   f"{compcache.ENV_REMOTE} and build.cache_remote (docs/cache.md).")
-@click.option("--launcher", type=click.Choice(compcache.LAUNCHERS),
-              help=f"Compiler launcher (beats {compcache.ENV_LAUNCHER} and build.launcher; "
-                   "default: ccache when on PATH).")
-@click.option("--dist", metavar="URL",
-              help=f"Compile on sccache-dist build servers: the scheduler as "
-                   f"http://TOKEN@HOST:PORT (beats {compcache.ENV_DIST}; implies sccache).")
+@click.option(
+    "--configure-only",
+    is_flag=True,
+    help="Stop after the CMake configure (source, patches, CUDA preflight): checks "
+    "that a recipe configures at its pin without compiling it.",
+)
+@click.option(
+    "--cuda-root",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="CUDA toolkit to use (beats cuda.toolkit_root, CUDA_PATH, PATH).",
+)
+@click.option(
+    "--cache-remote",
+    metavar="URL",
+    help=f"Shared compile cache: redis://, http:// (ccache or sccache); s3://, gcs://, "
+    f"gha, rediss://, https://, memcached:// (sccache); `off` for none. Beats "
+    f"{compcache.ENV_REMOTE} and build.cache_remote (docs/cache.md).",
+)
+@click.option(
+    "--launcher",
+    type=click.Choice(compcache.LAUNCHERS),
+    help=f"Compiler launcher (beats {compcache.ENV_LAUNCHER} and build.launcher; "
+    "default: ccache when on PATH).",
+)
+@click.option(
+    "--dist",
+    metavar="URL",
+    help=f"Compile on sccache-dist build servers: the scheduler as "
+    f"http://TOKEN@HOST:PORT (beats {compcache.ENV_DIST}; implies sccache).",
+)
 @click.pass_context
-def build_cmd(ctx: click.Context, recipe: str | None, upstream: str | None, out: Path | None,
-              jobs: int | None, clean: bool, no_smoke: bool, cuda_root: Path | None,
-              cache_remote: str | None, launcher: str | None, dist: str | None,
-              configure_only: bool = False) -> None:
+def build_cmd(
+    ctx: click.Context,
+    recipe: str | None,
+    upstream: str | None,
+    out: Path | None,
+    jobs: int | None,
+    clean: bool,
+    no_smoke: bool,
+    cuda_root: Path | None,
+    cache_remote: str | None,
+    launcher: str | None,
+    dist: str | None,
+    configure_only: bool = False,
+) -> None:
     _check_parallel_env(jobs)
     project, _, rec = load_recipe_arg(ctx, recipe)
     # checked before anything runs: a bad URL is one line (exit 2), never its password
-    settings = compcache.resolve(remote_flag=cache_remote, launcher_flag=launcher,
-                                 recipe_remote=rec.build.cache_remote,
-                                 recipe_launcher=rec.build.launcher,
-                                 recipe_label=_label(rec.path, project), dist_flag=dist)
-    log.info(f"recipe {rec.name}: upstream {rec.upstream.commit[:12]}, "
-             f"{len(rec.patches)} patch(es), targets {', '.join(rec.build.targets)}")
-    result = run_build(BuildOptions(recipe=rec, project=project, upstream=upstream, out=out,
-                                    jobs=jobs, clean=clean, smoke=not no_smoke,
-                                    cuda_root=cuda_root, compile_cache=settings,
-                                    on_check=print_check, configure_only=configure_only))
+    settings = compcache.resolve(
+        remote_flag=cache_remote,
+        launcher_flag=launcher,
+        recipe_remote=rec.build.cache_remote,
+        recipe_launcher=rec.build.launcher,
+        recipe_label=_label(rec.path, project),
+        dist_flag=dist,
+    )
+    log.info(
+        f"recipe {rec.name}: upstream {rec.upstream.commit[:12]}, "
+        f"{len(rec.patches)} patch(es), targets {', '.join(rec.build.targets)}"
+    )
+    result = run_build(
+        BuildOptions(
+            recipe=rec,
+            project=project,
+            upstream=upstream,
+            out=out,
+            jobs=jobs,
+            clean=clean,
+            smoke=not no_smoke,
+            cuda_root=cuda_root,
+            compile_cache=settings,
+            on_check=print_check,
+            configure_only=configure_only,
+        )
+    )
     total = sum(v for v in log.timings.values())
     if configure_only:
         log.info(f"configured in {total:.1f}s: {result.out_dir}/ (nothing built)")
@@ -90,7 +142,9 @@ def _label(path: Path, project: Path) -> str:
         return str(path)
 
 
-build_cmd.help = (f"Build RECIPE: a bare NAME is recipes/NAME.toml (always); anything with a "
-                  f"/ or a .toml suffix is a path to a recipe file. Default: {DEFAULT_RECIPE}.")
+build_cmd.help = (
+    f"Build RECIPE: a bare NAME is recipes/NAME.toml (always); anything with a "
+    f"/ or a .toml suffix is a path to a recipe file. Default: {DEFAULT_RECIPE}."
+)
 
 COMMANDS = [build_cmd]

@@ -21,6 +21,7 @@ __all__ = ["COMMANDS"]
 def _same_upstream(a: str, b: str) -> bool:
     def norm(u: str) -> str:
         return u.strip().rstrip("/").removesuffix(".git").lower()
+
     return norm(a) == norm(b)
 
 
@@ -33,28 +34,68 @@ def _emit(text: str, summary: Path | None) -> None:
 
 @click.command("bump")
 @click.argument("recipe", required=False)
-@click.option("--upstream", "upstream", default=None, metavar="URL_OR_PATH",
-              help="Where to fetch from: a git URL (fetched into the cache, partial) or a local "
-                   "clone/mirror (used read-only); default: the recipe's upstream.url.")
-@click.option("--to", "to", default=None, metavar="REF",
-              help="The commit to move to (default: the newest of the upstream's default "
-                   "branch).")
+@click.option(
+    "--upstream",
+    "upstream",
+    default=None,
+    metavar="URL_OR_PATH",
+    help="Where to fetch from: a git URL (fetched into the cache, partial) or a local "
+    "clone/mirror (used read-only); default: the recipe's upstream.url.",
+)
+@click.option(
+    "--to",
+    "to",
+    default=None,
+    metavar="REF",
+    help="The commit to move to (default: the newest of the upstream's default branch).",
+)
 @click.option("--dry-run", is_flag=True, help="Say what would happen; write nothing.")
-@click.option("--build", "build_recipe", default=None, metavar="RECIPE",
-              help="After moving the pins, build RECIPE and run its smoke checks.")
-@click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=None,
-              help="With --build: the output folder (default out/<recipe>).")
-@click.option("-j", "--jobs", type=click.IntRange(min=1, max=4096), default=None,
-              help="With --build: parallel compile jobs.")
-@click.option("--summary", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="Also write the markdown summary to this file (a pull-request body).")
-@click.option("--workdir", type=click.Path(file_okay=False, path_type=Path), default=None,
-              help="The refresh's scratch folder (default: refresh's, in the cache, per "
-                   "recipe: `patchkit refresh [RECIPE] --continue/--abort` find it).")
+@click.option(
+    "--build",
+    "build_recipe",
+    default=None,
+    metavar="RECIPE",
+    help="After moving the pins, build RECIPE and run its smoke checks.",
+)
+@click.option(
+    "--out",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="With --build: the output folder (default out/<recipe>).",
+)
+@click.option(
+    "-j",
+    "--jobs",
+    type=click.IntRange(min=1, max=4096),
+    default=None,
+    help="With --build: parallel compile jobs.",
+)
+@click.option(
+    "--summary",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Also write the markdown summary to this file (a pull-request body).",
+)
+@click.option(
+    "--workdir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="The refresh's scratch folder (default: refresh's, in the cache, per "
+    "recipe: `patchkit refresh [RECIPE] --continue/--abort` find it).",
+)
 @click.pass_context
-def bump_cmd(ctx: click.Context, recipe: str | None, upstream: str | None, to: str | None,
-             dry_run: bool, build_recipe: str | None, out: Path | None, jobs: int | None,
-             summary: Path | None, workdir: Path | None) -> None:
+def bump_cmd(
+    ctx: click.Context,
+    recipe: str | None,
+    upstream: str | None,
+    to: str | None,
+    dry_run: bool,
+    build_recipe: str | None,
+    out: Path | None,
+    jobs: int | None,
+    summary: Path | None,
+    workdir: Path | None,
+) -> None:
     """Move every recipe on RECIPE's upstream to a newer upstream commit.
 
     Fetches, checks the series at the target, refreshes it (3-way) when a patch does not
@@ -68,34 +109,46 @@ def bump_cmd(ctx: click.Context, recipe: str | None, upstream: str | None, to: s
     if (out is not None or jobs is not None) and not build_recipe:
         raise ConfigError("--out and -j are for --build RECIPE")
     project, series, rec = load_recipe_arg(ctx, recipe)
-    recipes = [r for r in (load_recipe(p, project, series) for p in list_recipes(project))
-               if _same_upstream(r.upstream.url, rec.upstream.url)]
+    recipes = [
+        r
+        for r in (load_recipe(p, project, series) for p in list_recipes(project))
+        if _same_upstream(r.upstream.url, rec.upstream.url)
+    ]
     if build_recipe is not None:
         target = load_recipe(resolve_recipe_path(build_recipe, project), project, series)
         if not any(r.path == target.path for r in recipes):
-            raise ConfigError(f"--build {build_recipe}: that recipe is not on "
-                              f"{rec.upstream.url}, so the bump does not move it")
+            raise ConfigError(
+                f"--build {build_recipe}: that recipe is not on "
+                f"{rec.upstream.url}, so the bump does not move it"
+            )
     repo = resolve_repo(repo=None, upstream=upstream, recipe=rec)
     label = recipe or DEFAULT_RECIPE
     opts = BumpOptions(
-        repo=repo, upstream=upstream or rec.upstream.url, recipes=tuple(recipes),
-        patches=series.patches, patches_dir=series.directory,
-        workdir=workdir or cache_layout().refresh(Path(label).stem), to=to, dry_run=dry_run)
+        repo=repo,
+        upstream=upstream or rec.upstream.url,
+        recipes=tuple(recipes),
+        patches=series.patches,
+        patches_dir=series.directory,
+        workdir=workdir or cache_layout().refresh(Path(label).stem),
+        to=to,
+        dry_run=dry_run,
+    )
     had_state = (opts.workdir / "refresh-state.json").is_file()
-    with log.step(f"bump {len(recipes)} recipe(s) on {rec.upstream.url}"
-                  + (" (dry run)" if dry_run else "")):
+    with log.step(f"bump {len(recipes)} recipe(s) on {rec.upstream.url}" + (" (dry run)" if dry_run else "")):
         try:
             result = run_bump(opts)
         except PatchError as e:
             if had_state or not (opts.workdir / "refresh-state.json").is_file():
                 raise
             # a conflict: the summary so far, then refresh's one-line error (state kept)
-            _emit(render_summary(BumpResult(plan=plan_bump(opts), dry_run=False,
-                                            stopped=e.message)), summary)
-            raise PatchError(e.message, detail=e.detail,
-                             hint=f"fix the files, `git add` them, then `patchkit refresh "
-                                  f"{label} --continue` (moves every recipe's pin) or "
-                                  f"`patchkit refresh {label} --abort`") from None
+            _emit(render_summary(BumpResult(plan=plan_bump(opts), dry_run=False, stopped=e.message)), summary)
+            raise PatchError(
+                e.message,
+                detail=e.detail,
+                hint=f"fix the files, `git add` them, then `patchkit refresh "
+                f"{label} --continue` (moves every recipe's pin) or "
+                f"`patchkit refresh {label} --abort`",
+            ) from None
     build_lines: list[str] = []
     error: FatalError | None = None
     if build_recipe is not None and not result.plan.up_to_date:
@@ -107,22 +160,36 @@ def bump_cmd(ctx: click.Context, recipe: str | None, upstream: str | None, to: s
         log.warning(f"dry run: the refresh would stop ({result.stopped})")
 
 
-def _build(ctx: click.Context, name: str, upstream: str | None, out: Path | None,
-           jobs: int | None, lines: list[str]) -> FatalError | None:
+def _build(
+    ctx: click.Context, name: str, upstream: str | None, out: Path | None, jobs: int | None, lines: list[str]
+) -> FatalError | None:
     from patchkit.cli.build import build_cmd
 
     try:
-        ctx.invoke(build_cmd, recipe=name, upstream=upstream, out=out, jobs=jobs, clean=False,
-                   no_smoke=False, cuda_root=None, cache_remote=None, launcher=None, dist=None)
+        ctx.invoke(
+            build_cmd,
+            recipe=name,
+            upstream=upstream,
+            out=out,
+            jobs=jobs,
+            clean=False,
+            no_smoke=False,
+            cuda_root=None,
+            cache_remote=None,
+            launcher=None,
+            dist=None,
+        )
     except FatalError as e:
         lines.append(f"`patchkit build {name}`: **failed** (exit {e.exit_code}): {e.message}")
         return e
     out_dir = out or Path("out") / name
     info = read_build_info(out_dir)
     smoke = info.smoke
-    lines.append(f"`patchkit build {name}`: ok, upstream `{info.upstream.commit[:12]}`, "
-                 f"RPC protocol {info.rpc_protocol or '-'}; smoke "
-                 f"{smoke.status.value if smoke else 'not run'}")
+    lines.append(
+        f"`patchkit build {name}`: ok, upstream `{info.upstream.commit[:12]}`, "
+        f"RPC protocol {info.rpc_protocol or '-'}; smoke "
+        f"{smoke.status.value if smoke else 'not run'}"
+    )
     if smoke:
         lines += [f"- {c.name}: {c.status.value}" for c in smoke.checks]
     return None

@@ -41,8 +41,13 @@ from patchkit.upkeep.scratch import PatchVerdict, Status
 __all__ = ["COMMANDS", "render_bisect", "render_check"]
 
 # -- rendering ---------------------------------------------------------------------------
-_STYLE = {Status.APPLIES: "green", Status.OFFSET: "green", Status.CONFLICTS: "bold red",
-          Status.UPSTREAM: "cyan", Status.NA: "dim"}
+_STYLE = {
+    Status.APPLIES: "green",
+    Status.OFFSET: "green",
+    Status.CONFLICTS: "bold red",
+    Status.UPSTREAM: "cyan",
+    Status.NA: "dim",
+}
 
 
 def _cell(r: PatchVerdict) -> str:
@@ -83,8 +88,10 @@ def render_check(report: CheckReport, *, group: bool) -> Table:
 
 def render_bisect(report: BisectReport) -> list[str]:
     """One paragraph per patch: the verdict, and the upstream commit that changed it."""
-    lines = [f"bisect {report.old.short}..{report.new.short}: {report.range_size} first-parent "
-             f"commits, {report.probes} probed"]
+    lines = [
+        f"bisect {report.old.short}..{report.new.short}: {report.range_size} first-parent "
+        f"commits, {report.probes} probed"
+    ]
     width = max(len(r.patch) for r in report.results) if report.results else 0
     for r in report.results:
         head = f"  {r.patch:<{width}}  "
@@ -120,24 +127,48 @@ def _print_table(table: Table) -> None:
 def _fail_check(failures: Sequence[tuple[str, PatchVerdict]]) -> None:
     ref, res = failures[0]
     more = f" (and {len(failures) - 1} more)" if len(failures) > 1 else ""
-    raise CheckFailed(f"{res.patch} does not apply to {ref}: {res.label}{more}",
-                      hint="`patchkit refresh --onto REF` rebases the series with 3-way merges")
+    raise CheckFailed(
+        f"{res.patch} does not apply to {ref}: {res.label}{more}",
+        hint="`patchkit refresh --onto REF` rebases the series with 3-way merges",
+    )
 
 
 @click.command("check")
 @click.argument("recipe", required=False)
-@click.option("--ref", "refs", multiple=True, metavar="REF",
-              help="Check against this ref (repeatable); default: the recipe's pinned commit.")
-@click.option("--range", "range_", metavar="OLD..NEW", default=None,
-              help="Check every first-parent commit of OLD..NEW (OLD excluded).")
-@click.option("--bisect", "do_bisect", is_flag=True,
-              help="With --range: find the first commit where each patch stops applying.")
+@click.option(
+    "--ref",
+    "refs",
+    multiple=True,
+    metavar="REF",
+    help="Check against this ref (repeatable); default: the recipe's pinned commit.",
+)
+@click.option(
+    "--range",
+    "range_",
+    metavar="OLD..NEW",
+    default=None,
+    help="Check every first-parent commit of OLD..NEW (OLD excluded).",
+)
+@click.option(
+    "--bisect",
+    "do_bisect",
+    is_flag=True,
+    help="With --range: find the first commit where each patch stops applying.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON report to stdout.")
 @repo_options
 @click.pass_context
-def check_cmd(ctx: click.Context, recipe: str | None, refs: tuple[str, ...], range_: str | None,
-              do_bisect: bool, as_json: bool, repo: Path | None, upstream: str | None,
-              all_: bool) -> None:
+def check_cmd(
+    ctx: click.Context,
+    recipe: str | None,
+    refs: tuple[str, ...],
+    range_: str | None,
+    do_bisect: bool,
+    as_json: bool,
+    repo: Path | None,
+    upstream: str | None,
+    all_: bool,
+) -> None:
     """Do the patches still apply to upstream? Against the pin, refs, or a range.
 
     Each patch gets: applies, applies-with-offset, conflicts (file:hunk),
@@ -168,8 +199,10 @@ def check_cmd(ctx: click.Context, recipe: str | None, refs: tuple[str, ...], ran
                 r = bad[0]
                 assert r.result is not None
                 at = r.first_bad.short if r.first_bad else new
-                raise CheckFailed(f"{r.patch} stops applying at {at}: {r.result.label}",
-                                  hint="`patchkit refresh --onto REF` rebases the series")
+                raise CheckFailed(
+                    f"{r.patch} stops applying at {at}: {r.result.label}",
+                    hint="`patchkit refresh --onto REF` rebases the series",
+                )
             return
         with log.step(f"check {len(patches)} patches against {range_}"):
             report = check_range(repo_path, patches, old, new)

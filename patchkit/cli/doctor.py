@@ -40,12 +40,21 @@ def print_report(r: Report) -> None:
         _line("root", str(tk.root))
         _line("archs", " ".join(f"sm_{s}" for s in sorted(tk.sms)))
         _line("host cxx", tk.host.describe() + (f"; accepts gcc <= {lim.gcc_max}" if lim else ""))
-        _line("cuBLAS", f"{tk.cublas.library} ({tk.cublas.source})" if tk.cublas else
-              "missing (pip install nvidia-cublas for CUDA 13, nvidia-cublas-cu12 for 12)")
-        _line("libcuda", f"{tk.libcuda} ({tk.libcuda_kind})" if tk.libcuda else
-              "no stub, no driver library: builds use GGML_CUDA_NO_VMM=ON")
-        _line("cuobjdump", str(tk.cuobjdump) if tk.cuobjdump else
-              "missing (pip install nvidia-cuda-cuobjdump)")
+        _line(
+            "cuBLAS",
+            f"{tk.cublas.library} ({tk.cublas.source})"
+            if tk.cublas
+            else "missing (pip install nvidia-cublas for CUDA 13, nvidia-cublas-cu12 for 12)",
+        )
+        _line(
+            "libcuda",
+            f"{tk.libcuda} ({tk.libcuda_kind})"
+            if tk.libcuda
+            else "no stub, no driver library: builds use GGML_CUDA_NO_VMM=ON",
+        )
+        _line(
+            "cuobjdump", str(tk.cuobjdump) if tk.cuobjdump else "missing (pip install nvidia-cuda-cuobjdump)"
+        )
     log.info("recipes")
     if r.project_error:
         log.info(f"  {r.project_error}")
@@ -59,8 +68,12 @@ def print_report(r: Report) -> None:
 
 
 @click.command("doctor")
-@click.option("--cuda-root", type=click.Path(file_okay=False, path_type=Path), default=None,
-              help="CUDA toolkit folder to check (default: CUDAToolkit_ROOT, CUDA_PATH, PATH).")
+@click.option(
+    "--cuda-root",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="CUDA toolkit folder to check (default: CUDAToolkit_ROOT, CUDA_PATH, PATH).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Write the report as JSON to stdout.")
 @click.pass_context
 def doctor(ctx: click.Context, cuda_root: Path | None, as_json: bool) -> None:
@@ -72,8 +85,7 @@ def doctor(ctx: click.Context, cuda_root: Path | None, as_json: bool) -> None:
         project, series = load_project(ctx)
     except FatalError as e:
         problem = f"cannot read the project: {e.message}"
-    report = build_report(project, series, cuda_root=cuda_root, env=dict(os.environ),
-                          project_error=problem)
+    report = build_report(project, series, cuda_root=cuda_root, env=dict(os.environ), project_error=problem)
     if as_json:
         click.echo(json.dumps(report.to_json(), indent=2, sort_keys=True))
     else:

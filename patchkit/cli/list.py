@@ -26,8 +26,7 @@ def list_cmd(ctx: click.Context) -> None:
         flag = "yes" if p.default else "no"
         # patch headers and recipe files are data: never read as rich markup
         name = escape(p.name) + (" [yellow](experimental)[/yellow]" if p.experimental else "")
-        patches.add_row(str(i), name, escape(p.upstream_status), escape(p.when), flag,
-                        p.sha256[:12])
+        patches.add_row(str(i), name, escape(p.upstream_status), escape(p.when), flag, p.sha256[:12])
     recipes = Table(title="recipes (recipes/)", title_justify="left")
     for col in ("name", "os", "gpu", "upstream", "patches", "targets", "status"):
         recipes.add_column(col)
@@ -38,14 +37,19 @@ def list_cmd(ctx: click.Context) -> None:
             gpu = _gpu(r)
         except FatalError as e:
             bad += 1
-            recipes.add_row(escape(path.stem), "", "", "", "", "",
-                            f"[red]invalid: {escape(e.message)}[/red]")
+            recipes.add_row(escape(path.stem), "", "", "", "", "", f"[red]invalid: {escape(e.message)}[/red]")
             continue
         name = r.name + (" (default)" if path.stem == DEFAULT_RECIPE else "")
         exp = any(p.experimental for p in r.patches)
-        recipes.add_row(escape(name), escape(r.os), gpu, r.upstream.commit[:12],
-                        escape(", ".join(r.patch_names)) or "-", escape(", ".join(r.build.targets)),
-                        "[yellow]experimental[/yellow]" if exp else "ok")
+        recipes.add_row(
+            escape(name),
+            escape(r.os),
+            gpu,
+            r.upstream.commit[:12],
+            escape(", ".join(r.patch_names)) or "-",
+            escape(", ".join(r.build.targets)),
+            "[yellow]experimental[/yellow]" if exp else "ok",
+        )
     log.console.print(patches)
     log.console.print(recipes)
     if bad:

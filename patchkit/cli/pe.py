@@ -18,8 +18,7 @@ __all__ = ["COMMANDS", "pe_info_cmd", "pe_stack_cmd"]
 class _Size(click.ParamType):  # type: ignore[type-arg, unused-ignore]
     name = "SIZE"
 
-    def convert(self, value: object, param: click.Parameter | None,
-                ctx: click.Context | None) -> int:
+    def convert(self, value: object, param: click.Parameter | None, ctx: click.Context | None) -> int:
         if isinstance(value, int) and not isinstance(value, bool):
             return value
         try:
@@ -28,35 +27,51 @@ class _Size(click.ParamType):  # type: ignore[type-arg, unused-ignore]
             self.fail(e.message, param, ctx)
 
 
-_FILES = click.argument("files", nargs=-1, required=True,
-                        type=click.Path(dir_okay=False, path_type=Path))
+_FILES = click.argument("files", nargs=-1, required=True, type=click.Path(dir_okay=False, path_type=Path))
 
 
 @click.command("pe-stack")
 @_FILES
-@click.option("--reserve", required=True, type=_Size(),
-              help="Stack reserve: bytes, 0x hex, or KiB/MiB/GiB (e.g. 256MiB).")
-@click.option("--commit", type=_Size(), default=None,
-              help="Stack commit (default: keep the file's, lowered to the reserve if larger).")
-@click.option("--allow-dll", is_flag=True,
-              help="Edit DLLs too (Windows ignores a DLL's stack size).")
-@click.option("--allow-unsign", is_flag=True,
-              help="Remove an Authenticode signature (the edit invalidates it).")
+@click.option(
+    "--reserve",
+    required=True,
+    type=_Size(),
+    help="Stack reserve: bytes, 0x hex, or KiB/MiB/GiB (e.g. 256MiB).",
+)
+@click.option(
+    "--commit",
+    type=_Size(),
+    default=None,
+    help="Stack commit (default: keep the file's, lowered to the reserve if larger).",
+)
+@click.option("--allow-dll", is_flag=True, help="Edit DLLs too (Windows ignores a DLL's stack size).")
+@click.option(
+    "--allow-unsign", is_flag=True, help="Remove an Authenticode signature (the edit invalidates it)."
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the edits as JSON on stdout.")
-def pe_stack_cmd(files: tuple[Path, ...], reserve: int, commit: int | None, allow_dll: bool,
-                 allow_unsign: bool, as_json: bool) -> None:
+def pe_stack_cmd(
+    files: tuple[Path, ...],
+    reserve: int,
+    commit: int | None,
+    allow_dll: bool,
+    allow_unsign: bool,
+    as_json: bool,
+) -> None:
     """Set the stack reserve of Windows executables (like `editbin /STACK`).
 
     All or nothing: every file is checked and its edit staged and verified before any is
     renamed into place; if one rename fails, the files already done get their originals
     back. A file that already has the size is left untouched.
     """
-    plans = [plan_stack_edit(f, reserve, commit, allow_dll=allow_dll, allow_unsign=allow_unsign)
-             for f in files]
+    plans = [
+        plan_stack_edit(f, reserve, commit, allow_dll=allow_dll, allow_unsign=allow_unsign) for f in files
+    ]
     for f, plan in zip(files, plans):
         if plan.signature_removed:
-            log.warning(f"{f}: removing its Authenticode signature (the header edit invalidates "
-                        "it); re-sign the file if it must be signed")
+            log.warning(
+                f"{f}: removing its Authenticode signature (the header edit invalidates "
+                "it); re-sign the file if it must be signed"
+            )
     edits = apply_stack_edits(plans, labels=[str(f) for f in files])
     for edit in edits:
         log.info(edit.describe())
@@ -75,13 +90,17 @@ def pe_info_cmd(files: tuple[Path, ...], as_json: bool) -> None:
         return
     for i in infos:
         kind = "DLL" if i.is_dll else "exe"
-        checksum = (f"0x{i.checksum:08x} (valid)" if i.checksum_ok
-                    else f"0x{i.checksum:08x} (computed 0x{i.checksum_computed:08x})")
-        signed = (f"signed ({i.certificate_size} bytes of certificates)" if i.signed
-                  else "not signed")
-        log.info(f"{i.path}: {i.format} {i.machine} {i.subsystem} {kind}, "
-                 f"stack reserve {format_size(i.stack_reserve)} commit "
-                 f"{format_size(i.stack_commit)}, checksum {checksum}, {signed}")
+        checksum = (
+            f"0x{i.checksum:08x} (valid)"
+            if i.checksum_ok
+            else f"0x{i.checksum:08x} (computed 0x{i.checksum_computed:08x})"
+        )
+        signed = f"signed ({i.certificate_size} bytes of certificates)" if i.signed else "not signed"
+        log.info(
+            f"{i.path}: {i.format} {i.machine} {i.subsystem} {kind}, "
+            f"stack reserve {format_size(i.stack_reserve)} commit "
+            f"{format_size(i.stack_commit)}, checksum {checksum}, {signed}"
+        )
 
 
 COMMANDS = [pe_stack_cmd, pe_info_cmd]

@@ -18,57 +18,96 @@ __all__ = ["COMMANDS"]
 
 @click.command("rebuild")
 @click.argument("target", metavar="ARCHIVE_OR_DIST", type=click.Path(exists=True, path_type=Path))
-@click.option("--upstream", metavar="URL_OR_PATH",
-              help="Fetch llama.cpp from here (an offline clone or mirror) instead of the "
-                   "manifest's upstream url; the pinned commit must be in it.")
-@click.option("--cache", type=click.Path(file_okay=False, path_type=Path),
-              help="patchkit cache for the rebuild (default: a fresh temporary one, removed).")
-@click.option("--out", type=click.Path(file_okay=False, path_type=Path),
-              help="Keep the rebuilt build output here (for diffoscope); one archive only.")
+@click.option(
+    "--upstream",
+    metavar="URL_OR_PATH",
+    help="Fetch llama.cpp from here (an offline clone or mirror) instead of the "
+    "manifest's upstream url; the pinned commit must be in it.",
+)
+@click.option(
+    "--cache",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="patchkit cache for the rebuild (default: a fresh temporary one, removed).",
+)
+@click.option(
+    "--out",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Keep the rebuilt build output here (for diffoscope); one archive only.",
+)
 @click.option("-j", "--jobs", type=click.IntRange(min=1, max=MAX_JOBS), help="Parallel build jobs.")
-@click.option("--launcher", type=click.Choice(compcache.LAUNCHERS),
-              help="Compiler launcher for the rebuild (`none`: compile everything afresh).")
-@click.option("--smoke", is_flag=True,
-              help="Also run the smoke checks on the rebuild (its smoke tools are built either "
-                   "way when the release's build ran them: they set build defines).")
+@click.option(
+    "--launcher",
+    type=click.Choice(compcache.LAUNCHERS),
+    help="Compiler launcher for the rebuild (`none`: compile everything afresh).",
+)
+@click.option(
+    "--smoke",
+    is_flag=True,
+    help="Also run the smoke checks on the rebuild (its smoke tools are built either "
+    "way when the release's build ran them: they set build defines).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON on stdout.")
-def rebuild_cmd(target: Path, upstream: str | None, cache: Path | None, out: Path | None,
-                jobs: int | None, launcher: str | None, smoke: bool,
-                as_json: bool) -> None:
+def rebuild_cmd(
+    target: Path,
+    upstream: str | None,
+    cache: Path | None,
+    out: Path | None,
+    jobs: int | None,
+    launcher: str | None,
+    smoke: bool,
+    as_json: bool,
+) -> None:
     """Rebuild a release from its own manifest and carried sources (recipe, patches) in a
     fresh cache, and compare every file by sha256. Exit 0: identical; 15: differs."""
     archives = archives_of(target)
     if out is not None and len(archives) > 1:
-        raise click.UsageError("--out keeps one rebuild: pass one archive, not a folder of "
-                               f"{len(archives)}")
+        raise click.UsageError(f"--out keeps one rebuild: pass one archive, not a folder of {len(archives)}")
     settings = compcache.resolve(launcher_flag=launcher) if launcher else None
-    opts = RebuildOptions(upstream=upstream, cache=cache, out=out, jobs=jobs, smoke=smoke,
-                          compile_cache=settings)
+    opts = RebuildOptions(
+        upstream=upstream, cache=cache, out=out, jobs=jobs, smoke=smoke, compile_cache=settings
+    )
     results: list[ArchiveRebuild] = []
     for path in archives:
         res = rebuild_archive(path, opts, on_build=log.info)
         results.append(res)
         _print(res)
     if as_json:
-        click.echo(json.dumps([{"archive": r.archive, "identical": r.identical, "files": r.files,
-                                "differs": list(r.differs), "tools": list(r.tools),
-                                "config": list(r.config), "expected": r.expected}
-                               for r in results], indent=2))
+        click.echo(
+            json.dumps(
+                [
+                    {
+                        "archive": r.archive,
+                        "identical": r.identical,
+                        "files": r.files,
+                        "differs": list(r.differs),
+                        "tools": list(r.tools),
+                        "config": list(r.config),
+                        "expected": r.expected,
+                    }
+                    for r in results
+                ],
+                indent=2,
+            )
+        )
     bad = [r for r in results if not r.identical]
     if bad:
         n = sum(len(r.differs) for r in bad)
         tools = any(r.tools for r in bad)
         if all(r.expected for r in bad):
-            raise RebuildDiffers(f"{len(bad)} of {len(results)} archive(s) rebuilt with different "
-                                 f"bytes ({n} file{'s' if n != 1 else ''}), as their manifest "
-                                 "says a rebuild in another folder does",
-                                 hint="rebuild from a release built with --launcher ccache or "
-                                      "none to check its bytes")
-        raise RebuildDiffers(f"{len(bad)} of {len(results)} archive(s) rebuilt with different "
-                             f"bytes ({n} file{'s' if n != 1 else ''})",
-                             hint=("the tool versions above are the first suspects; "
-                                   if tools else "no tool version differs; ")
-                             + "keep the rebuild with --out and compare with diffoscope")
+            raise RebuildDiffers(
+                f"{len(bad)} of {len(results)} archive(s) rebuilt with different "
+                f"bytes ({n} file{'s' if n != 1 else ''}), as their manifest "
+                "says a rebuild in another folder does",
+                hint="rebuild from a release built with --launcher ccache or none to check its bytes",
+            )
+        raise RebuildDiffers(
+            f"{len(bad)} of {len(results)} archive(s) rebuilt with different "
+            f"bytes ({n} file{'s' if n != 1 else ''})",
+            hint=(
+                "the tool versions above are the first suspects; " if tools else "no tool version differs; "
+            )
+            + "keep the rebuild with --out and compare with diffoscope",
+        )
 
 
 def _print(r: ArchiveRebuild) -> None:

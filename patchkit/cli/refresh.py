@@ -26,16 +26,35 @@ __all__ = ["COMMANDS"]
 @click.option("--onto", default=None, metavar="COMMIT", help="The upstream commit to rebase onto.")
 @click.option("--continue", "cont", is_flag=True, help="Go on after fixing a conflict.")
 @click.option("--abort", is_flag=True, help="Drop the refresh in progress.")
-@click.option("--from", "base", default=None, metavar="REF",
-              help="Where the series applies today (default: the recipe's pinned commit).")
+@click.option(
+    "--from",
+    "base",
+    default=None,
+    metavar="REF",
+    help="Where the series applies today (default: the recipe's pinned commit).",
+)
 @click.option("--move-pin", is_flag=True, help="Also set the recipe's upstream.commit to COMMIT.")
-@click.option("--workdir", type=click.Path(file_okay=False, path_type=Path), default=None,
-              help="Scratch folder (default: in the cache, per recipe).")
+@click.option(
+    "--workdir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Scratch folder (default: in the cache, per recipe).",
+)
 @repo_options
 @click.pass_context
-def refresh_cmd(ctx: click.Context, recipe: str | None, onto: str | None, cont: bool, abort: bool,
-                base: str | None, move_pin: bool, workdir: Path | None, repo: Path | None,
-                upstream: str | None, all_: bool) -> None:
+def refresh_cmd(
+    ctx: click.Context,
+    recipe: str | None,
+    onto: str | None,
+    cont: bool,
+    abort: bool,
+    base: str | None,
+    move_pin: bool,
+    workdir: Path | None,
+    repo: Path | None,
+    upstream: str | None,
+    all_: bool,
+) -> None:
     """Rebase the series onto COMMIT (3-way), rewriting patch files and their hashes.
 
     The work happens in a scratch repo (--workdir, default in the cache). On a
@@ -64,10 +83,18 @@ def refresh_cmd(ctx: click.Context, recipe: str | None, onto: str | None, cont: 
         repo_path = resolve_repo(repo=repo, upstream=upstream, recipe=rec)
         assert onto is not None
         with log.step(f"refresh {len(patches)} patches onto {onto}"):
-            result = refresh_start(RefreshOptions(
-                repo=repo_path, patches=patches, patches_dir=series.directory, onto=onto,
-                base=base or (rec.upstream.commit if rec else None), workdir=workdir,
-                recipe_path=rec.path if rec else None, move_pin=move_pin))
+            result = refresh_start(
+                RefreshOptions(
+                    repo=repo_path,
+                    patches=patches,
+                    patches_dir=series.directory,
+                    onto=onto,
+                    base=base or (rec.upstream.commit if rec else None),
+                    workdir=workdir,
+                    recipe_path=rec.path if rec else None,
+                    move_pin=move_pin,
+                )
+            )
     for f in result.updated:
         log.info(f"updated   {f}")
     for f in result.unchanged:

@@ -16,33 +16,72 @@ __all__ = ["COMMANDS"]
 
 @click.command("release")
 @click.argument("recipe", required=False)
-@click.option("--build-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
-              help="The finished build to release (default: out/<recipe name>).")
-@click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path),
-              default=Path("dist"), show_default=True, help="Where the archive and SHA256SUMS go.")
-@click.option("--allow-unsmoked", is_flag=True,
-              help="Release even though the smoke stage failed, was skipped or not run "
-                   "(recorded in the manifest).")
-@click.option("--allow-stale", is_flag=True,
-              help="Release a build whose recipe, upstream commit or patches changed since "
-                   "(recorded in the manifest).")
-@click.option("--sign-key", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="SSH private key: sign each provenance statement with ssh-keygen -Y "
-                   "(namespace patchkit) into <name>.intoto.json.sig.")
-@click.option("--bundle-runtime/--no-bundle-runtime", default=True, show_default=True,
-              help="CUDA builds: NVIDIA's runtime (cudart, cuBLAS) in an archive beside them.")
-@click.option("--runtime-wheels", type=click.Path(file_okay=False, exists=True, path_type=Path),
-              default=None, help="Take NVIDIA's runtime wheels from this folder (offline) "
-                                 "instead of downloading them with pip.")
-@click.option("--allow-system", "allow_system", multiple=True, metavar="LIB",
-              help="Let binaries import this system library too (e.g. libssl.so.3), beyond "
-                   "the documented set; recorded in the manifest. Repeatable.")
+@click.option(
+    "--build-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="The finished build to release (default: out/<recipe name>).",
+)
+@click.option(
+    "--out",
+    "out_dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=Path("dist"),
+    show_default=True,
+    help="Where the archive and SHA256SUMS go.",
+)
+@click.option(
+    "--allow-unsmoked",
+    is_flag=True,
+    help="Release even though the smoke stage failed, was skipped or not run (recorded in the manifest).",
+)
+@click.option(
+    "--allow-stale",
+    is_flag=True,
+    help="Release a build whose recipe, upstream commit or patches changed since (recorded in the manifest).",
+)
+@click.option(
+    "--sign-key",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="SSH private key: sign each provenance statement with ssh-keygen -Y "
+    "(namespace patchkit) into <name>.intoto.json.sig.",
+)
+@click.option(
+    "--bundle-runtime/--no-bundle-runtime",
+    default=True,
+    show_default=True,
+    help="CUDA builds: NVIDIA's runtime (cudart, cuBLAS) in an archive beside them.",
+)
+@click.option(
+    "--runtime-wheels",
+    type=click.Path(file_okay=False, exists=True, path_type=Path),
+    default=None,
+    help="Take NVIDIA's runtime wheels from this folder (offline) instead of downloading them with pip.",
+)
+@click.option(
+    "--allow-system",
+    "allow_system",
+    multiple=True,
+    metavar="LIB",
+    help="Let binaries import this system library too (e.g. libssl.so.3), beyond "
+    "the documented set; recorded in the manifest. Repeatable.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON on stdout.")
 @click.pass_context
-def release_cmd(ctx: click.Context, recipe: str | None, build_dir: Path | None, out_dir: Path,
-                allow_unsmoked: bool, allow_stale: bool, bundle_runtime: bool,
-                runtime_wheels: Path | None, allow_system: tuple[str, ...], sign_key: Path | None,
-                as_json: bool) -> None:
+def release_cmd(
+    ctx: click.Context,
+    recipe: str | None,
+    build_dir: Path | None,
+    out_dir: Path,
+    allow_unsmoked: bool,
+    allow_stale: bool,
+    bundle_runtime: bool,
+    runtime_wheels: Path | None,
+    allow_system: tuple[str, ...],
+    sign_key: Path | None,
+    as_json: bool,
+) -> None:
     """Pack a finished build of RECIPE into a reproducible archive + SHA256SUMS.
 
     With only --build-dir the build is not compared with a recipe file.
@@ -55,16 +94,25 @@ def release_cmd(ctx: click.Context, recipe: str | None, build_dir: Path | None, 
     else:
         log.warning(f"no recipe given: {build_dir} is not checked against a recipe file")
     assert build_dir is not None
-    opts = ReleaseOptions(build_dir=build_dir, out_dir=out_dir, recipe=loaded,
-                          allow_unsmoked=allow_unsmoked, allow_stale=allow_stale,
-                          source_date_epoch=source_date_epoch_from_env(),
-                          bundle_runtime=bundle_runtime, runtime_wheels=runtime_wheels,
-                          allow_system=tuple(allow_system), project=project, sign_key=sign_key)
+    opts = ReleaseOptions(
+        build_dir=build_dir,
+        out_dir=out_dir,
+        recipe=loaded,
+        allow_unsmoked=allow_unsmoked,
+        allow_stale=allow_stale,
+        source_date_epoch=source_date_epoch_from_env(),
+        bundle_runtime=bundle_runtime,
+        runtime_wheels=runtime_wheels,
+        allow_system=tuple(allow_system),
+        project=project,
+        sign_key=sign_key,
+    )
     with log.step(f"release {build_dir}"):
         result = release(opts)
     if result.no_sources:
-        log.warning(f"the archive carries no sources ({result.no_sources}): "
-                    "`patchkit rebuild` cannot rebuild it")
+        log.warning(
+            f"the archive carries no sources ({result.no_sources}): `patchkit rebuild` cannot rebuild it"
+        )
     for waiver in result.waivers:
         log.warning(f"released with waiver {waiver!r} (recorded in the manifest)")
     log.info("import check: every library resolves")
@@ -78,13 +126,22 @@ def release_cmd(ctx: click.Context, recipe: str | None, build_dir: Path | None, 
     for path in result.provenance:
         log.info(f"{path.name}  (provenance)")
     if as_json:
-        click.echo(json.dumps({"name": result.name, "archive": str(result.archive),
-                               "sha256": result.sha256, "manifest": str(result.manifest),
-                               "sums": str(result.sums), "waivers": list(result.waivers),
-                               "provenance": [str(p) for p in result.provenance],
-                               "runtime": str(result.runtime) if result.runtime else None,
-                               "imports": list(result.imports)},
-                              indent=2))
+        click.echo(
+            json.dumps(
+                {
+                    "name": result.name,
+                    "archive": str(result.archive),
+                    "sha256": result.sha256,
+                    "manifest": str(result.manifest),
+                    "sums": str(result.sums),
+                    "waivers": list(result.waivers),
+                    "provenance": [str(p) for p in result.provenance],
+                    "runtime": str(result.runtime) if result.runtime else None,
+                    "imports": list(result.imports),
+                },
+                indent=2,
+            )
+        )
 
 
 COMMANDS = [release_cmd]

@@ -28,44 +28,63 @@ def _mib(n: int) -> str:
 
 
 def _show_info(info: ServerInfo) -> None:
-    log.info(f"{info.endpoint}: ggml RPC protocol {info.version}, "
-             f"{len(info.devices)} device(s)")
+    log.info(f"{info.endpoint}: ggml RPC protocol {info.version}, {len(info.devices)} device(s)")
     for d in info.devices:
-        log.info(f"  device {d.index}: {_mib(d.free)} free of {_mib(d.total)}, "
-                 f"alignment {d.alignment}, max buffer {_mib(d.max_size)}")
+        log.info(
+            f"  device {d.index}: {_mib(d.free)} free of {_mib(d.total)}, "
+            f"alignment {d.alignment}, max buffer {_mib(d.max_size)}"
+        )
     r = info.rtt
-    log.info(f"  connect + HELLO {info.connect_s * 1e3:.2f} ms; round trip over {r.count}: "
-             f"median {r.median_s * 1e3:.3f} ms, min {r.min_s * 1e3:.3f}, "
-             f"max {r.max_s * 1e3:.3f}")
+    log.info(
+        f"  connect + HELLO {info.connect_s * 1e3:.2f} ms; round trip over {r.count}: "
+        f"median {r.median_s * 1e3:.3f} ms, min {r.min_s * 1e3:.3f}, "
+        f"max {r.max_s * 1e3:.3f}"
+    )
 
 
 def _show_guard(report: GuardReport) -> None:
     log.info(f"zero-byte tensor guard (patch 0001): {report.verdict}")
     for c in report.cases:
         mark = "✓" if c.ok else "✕"
-        log.info(f"  {mark} {c.name}: {c.outcome.value} (expected {c.expected.value}) "
-                 f"— {c.description}")
+        log.info(f"  {mark} {c.name}: {c.outcome.value} (expected {c.expected.value}) — {c.description}")
         log.detail(c.detail)
 
 
 @click.command("rpc-probe")
 @click.argument("endpoint", metavar="HOST:PORT")
-@click.option("--guard", is_flag=True,
-              help="Also test the zero-byte tensor guard (patch 0001). KILLS an unpatched "
-                   "server: use it only on a server you own.")
+@click.option(
+    "--guard",
+    is_flag=True,
+    help="Also test the zero-byte tensor guard (patch 0001). KILLS an unpatched "
+    "server: use it only on a server you own.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON on stdout.")
-@click.option("--timeout", type=click.FloatRange(min=0.1, max=600), default=5.0,
-              show_default=True,
-              help="Seconds for the whole exchange with the server (not per reply); "
-                   "--guard adds at most 6x that.")
-@click.option("--count", type=click.IntRange(min=1, max=100000), default=10,
-              show_default=True, help="Round trips to time.")
-@click.option("--build", "build", type=click.Path(file_okay=False, path_type=Path), default=None,
-              metavar="OUTDIR",
-              help="Can that build's RPC clients talk to this server? (upstream's rule: same "
-                   "major, server minor not higher). Exit 14 with what to rebuild if not.")
-def rpc_probe(endpoint: str, guard: bool, as_json: bool, timeout: float, count: int,
-              build: Path | None) -> None:
+@click.option(
+    "--timeout",
+    type=click.FloatRange(min=0.1, max=600),
+    default=5.0,
+    show_default=True,
+    help="Seconds for the whole exchange with the server (not per reply); --guard adds at most 6x that.",
+)
+@click.option(
+    "--count",
+    type=click.IntRange(min=1, max=100000),
+    default=10,
+    show_default=True,
+    help="Round trips to time.",
+)
+@click.option(
+    "--build",
+    "build",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    metavar="OUTDIR",
+    help="Can that build's RPC clients talk to this server? (upstream's rule: same "
+    "major, server minor not higher). Exit 14 with what to rebuild if not.",
+)
+def rpc_probe(
+    endpoint: str, guard: bool, as_json: bool, timeout: float, count: int, build: Path | None
+) -> None:
     """Show a ggml-rpc-server's protocol version, devices, free memory and latency.
 
     Connects only to HOST:PORT as given. With --guard, also checks that the server
@@ -98,9 +117,11 @@ def rpc_probe(endpoint: str, guard: bool, as_json: bool, timeout: float, count: 
         click.echo(json.dumps(out, indent=2))
     if report is not None and not report.ok:
         died = "; the server died" if report.verdict is GuardVerdict.UNPATCHED else ""
-        raise SmokeError(f"{info.endpoint}: zero-byte tensor guard is {report.verdict}{died}",
-                         hint="build the server with patches/0001-rpc-deserialize-tensor-"
-                              "zero-nbytes.patch (patchkit build)")
+        raise SmokeError(
+            f"{info.endpoint}: zero-byte tensor guard is {report.verdict}{died}",
+            hint="build the server with patches/0001-rpc-deserialize-tensor-"
+            "zero-nbytes.patch (patchkit build)",
+        )
 
 
 COMMANDS = [rpc_probe]

@@ -24,8 +24,10 @@ def series_cmd(ctx: click.Context, rehash: bool) -> None:
     series = load_series(patches_dir)
     for p in series.patches:
         p.read_verified()
-        log.info(f"✓ {p.filename}: sha256 ok, {p.upstream_status}, when {p.when}"
-                 + (", experimental" if p.experimental else ""))
+        log.info(
+            f"✓ {p.filename}: sha256 ok, {p.upstream_status}, when {p.when}"
+            + (", experimental" if p.experimental else "")
+        )
     log.info(f"{len(series.patches)} patch(es) verified")
 
 

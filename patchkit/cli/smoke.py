@@ -25,20 +25,41 @@ def print_check(r: CheckResult) -> None:
 @click.argument("outdir", type=click.Path(file_okay=False, path_type=Path))
 @click.option("--skip", multiple=True, type=click.Choice(list(CHECKS)), help="Skip a check.")
 @click.option("--only", multiple=True, type=click.Choice(list(CHECKS)), help="Run only these.")
-@click.option("--tools", type=click.Path(file_okay=False, path_type=Path),
-              help="Folder with helper tools such as test-llama-archs (default: the build dir).")
-@click.option("--timeout", type=click.FloatRange(min=1), default=300.0, show_default=True,
-              help="Seconds a single command may take (raise it for slow machines or wine).")
-@click.option("--reference", type=click.Path(file_okay=False, path_type=Path),
-              help="Another build's output (e.g. the Linux twin of a Windows build): its greedy "
-                   "tokens must match, this build's client must work with its RPC server, the "
-                   "real model's KL divergence must be within the cross-build thresholds and "
-                   "this build must not be slower (kld, speed).")
-@click.option("--model", type=click.Path(dir_okay=False, path_type=Path),
-              help="A real GGUF model for the kld and speed checks (default: $PATCHKIT_MODEL, "
-                   "else the one `patchkit model get smollm2` caches).")
-def smoke_cmd(outdir: Path, skip: tuple[str, ...], only: tuple[str, ...], tools: Path | None,
-              timeout: float, reference: Path | None, model: Path | None) -> None:
+@click.option(
+    "--tools",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Folder with helper tools such as test-llama-archs (default: the build dir).",
+)
+@click.option(
+    "--timeout",
+    type=click.FloatRange(min=1),
+    default=300.0,
+    show_default=True,
+    help="Seconds a single command may take (raise it for slow machines or wine).",
+)
+@click.option(
+    "--reference",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Another build's output (e.g. the Linux twin of a Windows build): its greedy "
+    "tokens must match, this build's client must work with its RPC server, the "
+    "real model's KL divergence must be within the cross-build thresholds and "
+    "this build must not be slower (kld, speed).",
+)
+@click.option(
+    "--model",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="A real GGUF model for the kld and speed checks (default: $PATCHKIT_MODEL, "
+    "else the one `patchkit model get smollm2` caches).",
+)
+def smoke_cmd(
+    outdir: Path,
+    skip: tuple[str, ...],
+    only: tuple[str, ...],
+    tools: Path | None,
+    timeout: float,
+    reference: Path | None,
+    model: Path | None,
+) -> None:
     """Run the smoke checks on a build output dir (127.0.0.1 only)."""
     info = read_build_info(outdir)
     if reference is not None:
@@ -47,9 +68,17 @@ def smoke_cmd(outdir: Path, skip: tuple[str, ...], only: tuple[str, ...], tools:
     if info.build_dir:
         tool_dirs.append(Path(info.build_dir) / "bin")
     with log.step("smoke"):
-        report = run_smoke(outdir, skip=skip, only=only, timeout=timeout,
-                           tool_dirs=tuple(tool_dirs), on_result=print_check,
-                           reference=reference, partial=bool(skip or only), model=model)
+        report = run_smoke(
+            outdir,
+            skip=skip,
+            only=only,
+            timeout=timeout,
+            tool_dirs=tuple(tool_dirs),
+            on_result=print_check,
+            reference=reference,
+            partial=bool(skip or only),
+            model=model,
+        )
     log.info(f"smoke {report.status.value}")
     raise_if_failed(report)
 

@@ -40,8 +40,9 @@ __all__ = [
 ]
 
 # the errors that mean "the file system (or a limit on it) has no room for this"
-NO_SPACE_ERRNOS = frozenset(e for e in (errno.ENOSPC, getattr(errno, "EDQUOT", None),
-                                        errno.EFBIG) if e is not None)
+NO_SPACE_ERRNOS = frozenset(
+    e for e in (errno.ENOSPC, getattr(errno, "EDQUOT", None), errno.EFBIG) if e is not None
+)
 
 
 def sha256_bytes(data: bytes) -> str:
@@ -135,9 +136,10 @@ def contained(path: Path, root: Path, *, error: type[FatalError], what: str = ""
     base = root.resolve()
     if not real.is_relative_to(base):
         where = f"{what}: " if what else ""
-        raise error(f"{where}{path} resolves to {real}, outside {base}: refusing to copy it",
-                    hint="a symlink leaves the folder it belongs to; remove it (or rebuild "
-                         "with --clean)")
+        raise error(
+            f"{where}{path} resolves to {real}, outside {base}: refusing to copy it",
+            hint="a symlink leaves the folder it belongs to; remove it (or rebuild with --clean)",
+        )
     return real
 
 
@@ -150,8 +152,10 @@ def safe_copy(src: Path, dest: Path, *, root: Path, error: type[FatalError]) -> 
     except OSError as e:
         raise error(f"{src}: cannot read it: {e.strerror or e}") from None
     if not stat.S_ISREG(st.st_mode):
-        raise error(f"{src} is not a regular file: refusing to copy it",
-                    hint="only plain files are copied out of a build")
+        raise error(
+            f"{src} is not a regular file: refusing to copy it",
+            hint="only plain files are copied out of a build",
+        )
     if dest.is_symlink():
         dest.unlink()
     shutil.copy2(real, dest, follow_symlinks=True)
@@ -178,8 +182,10 @@ def read_capped(path: Path, *, limit: int, error: type[FatalError], what: str = 
     except OSError as e:
         raise error(f"cannot read {label}: {e.strerror or e}") from None
     if len(data) > limit:
-        raise error(f"{label} is larger than {_human(limit)}: not a file patchkit wrote or "
-                    "reads", hint="is it the right file?")
+        raise error(
+            f"{label} is larger than {_human(limit)}: not a file patchkit wrote or reads",
+            hint="is it the right file?",
+        )
     return data
 
 
@@ -201,8 +207,14 @@ def mount_point(path: Path) -> Path:
     return p
 
 
-def write_failure(e: OSError, *, dest: Path, folder: Path, error: type[FatalError],
-                  full_error: type[FatalError] | None = None) -> FatalError:
+def write_failure(
+    e: OSError,
+    *,
+    dest: Path,
+    folder: Path,
+    error: type[FatalError],
+    full_error: type[FatalError] | None = None,
+) -> FatalError:
     """A one-line error for a failed write of ``dest`` into ``folder`` (the folder the user
     named, e.g. --out): a full disk names that folder's file system, its mount point and
     free space, and the file being written; a refusal (permissions, read-only) says so."""
@@ -214,12 +226,19 @@ def write_failure(e: OSError, *, dest: Path, folder: Path, error: type[FatalErro
         except OSError:
             free = "free space unknown"
         if e.errno == errno.EFBIG:
-            msg = (f"{dest} is too large for {folder}: its file system (mounted at {mount}, "
-                   f"{free}) or a file size limit (ulimit -f) refuses it")
+            msg = (
+                f"{dest} is too large for {folder}: its file system (mounted at {mount}, "
+                f"{free}) or a file size limit (ulimit -f) refuses it"
+            )
         else:
-            msg = (f"no space left on the file system of {folder} (mounted at {mount}, "
-                   f"{free}) while writing {dest}")
+            msg = (
+                f"no space left on the file system of {folder} (mounted at {mount}, "
+                f"{free}) while writing {dest}"
+            )
         return (full_error or error)(
-            msg, hint=f"free space on {mount}, or pass another --out on another disk")
-    return error(f"cannot write {dest}: {reason}",
-                 hint=f"is {folder} writable? Pass another --out, or fix its permissions")
+            msg, hint=f"free space on {mount}, or pass another --out on another disk"
+        )
+    return error(
+        f"cannot write {dest}: {reason}",
+        hint=f"is {folder} writable? Pass another --out, or fix its permissions",
+    )

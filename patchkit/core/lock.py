@@ -28,14 +28,15 @@ _OWNER_MAX = 4096  # lock.owner is one short JSON line; anything bigger is not o
 
 def _open_lock(path: Path) -> IO[bytes]:
     """The lock file, opened without following a symlink planted in its place."""
-    flags = os.O_RDWR | os.O_CREAT | os.O_APPEND | getattr(os, "O_NOFOLLOW", 0) \
-        | getattr(os, "O_BINARY", 0)
+    flags = os.O_RDWR | os.O_CREAT | os.O_APPEND | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_BINARY", 0)
     try:
         fd = os.open(path, flags, 0o644)
     except OSError as e:
-        raise ConfigError(f"cannot open the cache lock {path}: {e.strerror or e}",
-                          hint="it must be a plain file (remove it if it is a link or a "
-                               "folder), or set PATCHKIT_CACHE to use another cache") from None
+        raise ConfigError(
+            f"cannot open the cache lock {path}: {e.strerror or e}",
+            hint="it must be a plain file (remove it if it is a link or a "
+            "folder), or set PATCHKIT_CACHE to use another cache",
+        ) from None
     return os.fdopen(fd, "a+b")
 
 
@@ -43,14 +44,15 @@ def _holder(info_path: Path) -> str:
     """Who holds the lock, from lock.owner (read with a size cap, never a FIFO or device)."""
     holder = "another patchkit run"
     with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
-        fd = os.open(info_path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0)
-                     | getattr(os, "O_NOFOLLOW", 0))
+        fd = os.open(info_path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOFOLLOW", 0))
         with os.fdopen(fd, "rb") as f:
             if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
                 return holder
             info = json.loads(f.read(_OWNER_MAX).decode("utf-8"))
-        holder = (f"pid {int(info['pid'])} on {str(info['host'])[:100]} "
-                  f"({str(info['what'])[:200]}, since {str(info['since'])[:40]})")
+        holder = (
+            f"pid {int(info['pid'])} on {str(info['host'])[:100]} "
+            f"({str(info['what'])[:200]}, since {str(info['since'])[:40]})"
+        )
     return holder
 
 
@@ -101,12 +103,17 @@ def cache_lock(cache: Path, what: str) -> Iterator[None]:
             )
         try:
             # atomic: a link planted as lock.owner is replaced, never written through
-            atomic_write_text(info_path, json.dumps({
-                "pid": os.getpid(),
-                "host": socket.gethostname(),
-                "what": what,
-                "since": dt.datetime.now().strftime("%Y-%m-%d %H:%M:%S"),
-            }))
+            atomic_write_text(
+                info_path,
+                json.dumps(
+                    {
+                        "pid": os.getpid(),
+                        "host": socket.gethostname(),
+                        "what": what,
+                        "since": dt.datetime.now().strftime("%Y-%m-%d %H:%M:%S"),
+                    }
+                ),
+            )
         except BaseException:
             _unlock(f)
             raise

@@ -64,17 +64,21 @@ def _home() -> Path:
     if var in os.environ:
         value = os.environ[var]
         if not value or not Path(value).is_absolute():
-            raise ConfigError(f"{var}={value!r} is not an absolute folder: it cannot hold the "
-                              "cache", hint=f"set PATCHKIT_CACHE or {var}")
+            raise ConfigError(
+                f"{var}={value!r} is not an absolute folder: it cannot hold the cache",
+                hint=f"set PATCHKIT_CACHE or {var}",
+            )
         return Path(value)
     try:
         home = Path.home()  # the password database when HOME is unset
     except (KeyError, RuntimeError, OSError):
-        raise ConfigError(f"{var} is not set and this user has no home folder",
-                          hint=f"set PATCHKIT_CACHE or {var}") from None
+        raise ConfigError(
+            f"{var} is not set and this user has no home folder", hint=f"set PATCHKIT_CACHE or {var}"
+        ) from None
     if not home.is_absolute() or home == Path(home.anchor):
-        raise ConfigError(f"the home folder {str(home)!r} cannot hold the cache",
-                          hint=f"set PATCHKIT_CACHE or {var}")
+        raise ConfigError(
+            f"the home folder {str(home)!r} cannot hold the cache", hint=f"set PATCHKIT_CACHE or {var}"
+        )
     return home
 
 
@@ -127,12 +131,12 @@ def _slug(text: str) -> str:
 class CacheLayout:
     """The whole cache, in one place::
 
-        <cache>/lock, lock.owner            one run at a time (core.lock)
-        <cache>/repos/<slug>-<hash>.git     one bare clone per upstream (git.cache)
-        <cache>/work/<recipe>-<hash>/       worktree src/, build/, state.json, build.log
-        <cache>/refresh/<recipe>/           a refresh in progress (upkeep.refresh)
-        <cache>/models/<name>/              real model weights (weights.store)
-        <cache>/wheels/<os>-<arch>-cuda<X.Y>/  NVIDIA runtime wheels (release.bundle)
+    <cache>/lock, lock.owner            one run at a time (core.lock)
+    <cache>/repos/<slug>-<hash>.git     one bare clone per upstream (git.cache)
+    <cache>/work/<recipe>-<hash>/       worktree src/, build/, state.json, build.log
+    <cache>/refresh/<recipe>/           a refresh in progress (upkeep.refresh)
+    <cache>/models/<name>/              real model weights (weights.store)
+    <cache>/wheels/<os>-<arch>-cuda<X.Y>/  NVIDIA runtime wheels (release.bundle)
     """
 
     root: Path

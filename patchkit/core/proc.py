@@ -80,8 +80,7 @@ class RunResult:
     def last_line(self) -> str:
         """The most telling line: the last assert/error line, else the last line."""
         lines = [ln.strip() for ln in (self.stdout + "\n" + self.stderr).splitlines() if ln.strip()]
-        for key in ("GGML_ASSERT", "GGML_ABORT", "pre-allocated tensor", "error:", "error ",
-                    "failed"):
+        for key in ("GGML_ASSERT", "GGML_ABORT", "pre-allocated tensor", "error:", "error ", "failed"):
             for ln in reversed(lines):
                 if key in ln:
                     return ln[:200]
@@ -94,19 +93,40 @@ class RunResult:
 
 # -- starting and stopping one child ------------------------------------------------------
 
-def _popen(args: Sequence[str], *, env: Mapping[str, str] | None, cwd: StrPath | None,
-           stdin: int | IO[bytes] | None, stdout: int | IO[bytes] | None,
-           stderr: int | IO[bytes] | None) -> subprocess.Popen[bytes]:
+
+def _popen(
+    args: Sequence[str],
+    *,
+    env: Mapping[str, str] | None,
+    cwd: StrPath | None,
+    stdin: int | IO[bytes] | None,
+    stdout: int | IO[bytes] | None,
+    stderr: int | IO[bytes] | None,
+) -> subprocess.Popen[bytes]:
     env_arg = None if env is None else dict(env)
     if sys.platform == "win32":
-        proc = subprocess.Popen(list(args), stdin=stdin, stdout=stdout, stderr=stderr, env=env_arg,
-                                cwd=cwd, creationflags=subprocess.CREATE_NEW_PROCESS_GROUP)
+        proc = subprocess.Popen(
+            list(args),
+            stdin=stdin,
+            stdout=stdout,
+            stderr=stderr,
+            env=env_arg,
+            cwd=cwd,
+            creationflags=subprocess.CREATE_NEW_PROCESS_GROUP,
+        )
         from patchkit.core import _winjob
 
         _winjob.attach(proc)
     else:
-        proc = subprocess.Popen(list(args), stdin=stdin, stdout=stdout, stderr=stderr, env=env_arg,
-                                cwd=cwd, start_new_session=True)
+        proc = subprocess.Popen(
+            list(args),
+            stdin=stdin,
+            stdout=stdout,
+            stderr=stderr,
+            env=env_arg,
+            cwd=cwd,
+            start_new_session=True,
+        )
     return proc
 
 
@@ -183,10 +203,17 @@ def _argv(args: Sequence[StrPath]) -> list[str]:
     return [os.fspath(a) for a in args]
 
 
-def run(args: Sequence[StrPath], *, timeout: float | None = None,
-        env: Mapping[str, str] | None = None, cwd: StrPath | None = None,
-        input: bytes | None = None, merge_stderr: bool = False, binary: bool = False,
-        start_error: str = "raise") -> RunResult:
+def run(
+    args: Sequence[StrPath],
+    *,
+    timeout: float | None = None,
+    env: Mapping[str, str] | None = None,
+    cwd: StrPath | None = None,
+    input: bytes | None = None,
+    merge_stderr: bool = False,
+    binary: bool = False,
+    start_error: str = "raise",
+) -> RunResult:
     """Run to completion, output captured. ``timeout``: stop the group, ``returncode`` None.
 
     ``merge_stderr``: stderr goes into stdout. ``binary``: stdout kept as bytes in
@@ -196,15 +223,24 @@ def run(args: Sequence[StrPath], *, timeout: float | None = None,
     argv = _argv(args)
     start = time.monotonic()
     try:
-        proc = _popen(argv, env=env, cwd=cwd,
-                      stdin=subprocess.PIPE if input is not None else subprocess.DEVNULL,
-                      stdout=subprocess.PIPE,
-                      stderr=subprocess.STDOUT if merge_stderr else subprocess.PIPE)
+        proc = _popen(
+            argv,
+            env=env,
+            cwd=cwd,
+            stdin=subprocess.PIPE if input is not None else subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT if merge_stderr else subprocess.PIPE,
+        )
     except OSError as e:
         if start_error != "result":
             raise
-        return RunResult(args=tuple(argv), returncode=127, stdout="",
-                         stderr=f"cannot run {argv[0]}: {e.strerror or e}", seconds=0.0)
+        return RunResult(
+            args=tuple(argv),
+            returncode=127,
+            stdout="",
+            stderr=f"cannot run {argv[0]}: {e.strerror or e}",
+            seconds=0.0,
+        )
     rc: int | None
     try:
         out, err = proc.communicate(input=input, timeout=timeout)
@@ -216,22 +252,33 @@ def run(args: Sequence[StrPath], *, timeout: float | None = None,
     except BaseException:
         stop(proc, grace=0.5)
         raise
-    return RunResult(args=tuple(argv), returncode=rc,
-                     stdout="" if binary else (out or b"").decode("utf-8", "replace"),
-                     stderr=(err or b"").decode("utf-8", "replace"),
-                     seconds=time.monotonic() - start, data=(out or b"") if binary else b"")
+    return RunResult(
+        args=tuple(argv),
+        returncode=rc,
+        stdout="" if binary else (out or b"").decode("utf-8", "replace"),
+        stderr=(err or b"").decode("utf-8", "replace"),
+        seconds=time.monotonic() - start,
+        data=(out or b"") if binary else b"",
+    )
 
 
-def run_streaming(args: Sequence[StrPath], *, log_path: Path, env: Mapping[str, str] | None = None,
-                  cwd: StrPath | None = None, on_line: Callable[[str], None] | None = None) -> int:
+def run_streaming(
+    args: Sequence[StrPath],
+    *,
+    log_path: Path,
+    env: Mapping[str, str] | None = None,
+    cwd: StrPath | None = None,
+    on_line: Callable[[str], None] | None = None,
+) -> int:
     """Run with stdout+stderr appended to ``log_path`` (after a ``$ command`` line); each
     line also goes to ``on_line``. Returns the exit code."""
     argv = _argv(args)
     with log_path.open("a", encoding="utf-8", errors="replace", buffering=1) as logf:
         logf.write(f"\n$ {subprocess.list2cmdline(argv)}\n")
         logf.flush()
-        proc = _popen(argv, env=env, cwd=cwd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                      stderr=subprocess.STDOUT)
+        proc = _popen(
+            argv, env=env, cwd=cwd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
+        )
         assert proc.stdout is not None
         try:
             for raw in iter(proc.stdout.readline, b""):
@@ -261,6 +308,7 @@ def tool_version(path: StrPath | None, *, timeout: float = 30) -> str | None:
 
 # -- servers in the background -------------------------------------------------------------
 
+
 class Processes:
     """Servers started for a check; all stopped (whole groups) when the block ends."""
 
@@ -272,8 +320,9 @@ class Processes:
     def __enter__(self) -> Processes:
         return self
 
-    def __exit__(self, et: type[BaseException] | None, ev: BaseException | None,
-                 tb: TracebackType | None) -> None:
+    def __exit__(
+        self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None
+    ) -> None:
         self.stop_all()
 
     def stop_all(self) -> None:
@@ -281,16 +330,24 @@ class Processes:
             stop(p, grace=3)
         self.procs.clear()
 
-    def start_server(self, args: Sequence[StrPath], port: int, *, name: str, timeout: float,
-                     env: Mapping[str, str] | None = None) -> subprocess.Popen[bytes]:
+    def start_server(
+        self,
+        args: Sequence[StrPath],
+        port: int,
+        *,
+        name: str,
+        timeout: float,
+        env: Mapping[str, str] | None = None,
+    ) -> subprocess.Popen[bytes]:
         """Start a server listening on 127.0.0.1:port and wait until it accepts."""
         argv = _argv(args)
         self.logdir.mkdir(parents=True, exist_ok=True)
         logfile = self.logdir / f"{name}-{port}.log"
         with logfile.open("wb") as f:
             try:
-                proc = _popen(argv, env=env, cwd=None, stdin=subprocess.DEVNULL, stdout=f,
-                              stderr=subprocess.STDOUT)
+                proc = _popen(
+                    argv, env=env, cwd=None, stdin=subprocess.DEVNULL, stdout=f, stderr=subprocess.STDOUT
+                )
             except OSError as e:
                 raise RuntimeError(f"cannot start {name} ({argv[0]}): {e.strerror or e}") from None
         self.procs.append(proc)
@@ -298,8 +355,10 @@ class Processes:
         if not net.wait_port(port, time.monotonic() + timeout, alive=lambda: proc.poll() is None):
             tail = self.log_tail(proc)
             stop(proc, grace=1)
-            raise RuntimeError(f"{name} did not listen on {LOOPBACK}:{port} within {timeout:.0f}s"
-                               + (f": {tail}" if tail else ""))
+            raise RuntimeError(
+                f"{name} did not listen on {LOOPBACK}:{port} within {timeout:.0f}s"
+                + (f": {tail}" if tail else "")
+            )
         return proc
 
     def log_tail(self, proc: subprocess.Popen[bytes], n: int = 3) -> str:
@@ -337,4 +396,3 @@ def install_signal_handlers() -> None:
         if sig is not None:
             with contextlib.suppress(OSError, ValueError):  # ValueError: not the main thread
                 signal.signal(sig, _on_signal)
-

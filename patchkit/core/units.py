@@ -17,8 +17,16 @@ PAGE_SIZE = 4096
 SIZE_LIMIT = 1 << 64  # no size patchkit handles needs more than 64 bits
 
 _UNITS = {"": 1, "b": 1, "kib": 1 << 10, "mib": 1 << 20, "gib": 1 << 30, "tib": 1 << 40}
-_AMBIGUOUS = {"k": "KiB", "kb": "KiB", "m": "MiB", "mb": "MiB", "g": "GiB", "gb": "GiB",
-              "t": "TiB", "tb": "TiB"}
+_AMBIGUOUS = {
+    "k": "KiB",
+    "kb": "KiB",
+    "m": "MiB",
+    "mb": "MiB",
+    "g": "GiB",
+    "gb": "GiB",
+    "t": "TiB",
+    "tb": "TiB",
+}
 _SIZE = re.compile(r"^\s*(?:(0x[0-9a-f]+)|([0-9]+)\s*([a-z]*))\s*$", re.IGNORECASE)
 
 
@@ -34,14 +42,17 @@ def parse_size(text: str | int) -> int:
         raise PEError(f"size {text[:32]!r}... is not a size: too long")
     m = _SIZE.match(text)
     if not m:
-        raise PEError(f"size {text!r} is not a size: write bytes (268435456, 0x10000000) "
-                      "or a binary unit (256MiB, 1GiB)")
+        raise PEError(
+            f"size {text!r} is not a size: write bytes (268435456, 0x10000000) "
+            "or a binary unit (256MiB, 1GiB)"
+        )
     if m.group(1):
         return _bounded(int(m.group(1), 16), text)
     unit = m.group(3).lower()
     if unit in _AMBIGUOUS:
-        raise PEError(f"size {text!r} is ambiguous (decimal or binary?): "
-                      f"write {m.group(2)}{_AMBIGUOUS[unit]}")
+        raise PEError(
+            f"size {text!r} is ambiguous (decimal or binary?): write {m.group(2)}{_AMBIGUOUS[unit]}"
+        )
     if unit not in _UNITS:
         raise PEError(f"size {text!r} has an unknown unit {m.group(3)!r}: use B, KiB, MiB, GiB or TiB")
     return _bounded(int(m.group(2)) * _UNITS[unit], text)

@@ -37,8 +37,7 @@ class Tool:
         return self.path is not None
 
     def to_json(self) -> dict[str, object]:
-        return {"path": str(self.path) if self.path else None, "version": self.version,
-                "note": self.note}
+        return {"path": str(self.path) if self.path else None, "version": self.version, "note": self.note}
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -67,8 +66,11 @@ class Report:
         cuda: dict[str, object] = {"error": self.toolkit_error or None}
         if tk is not None:
             cuda |= {
-                "nvcc": str(tk.nvcc), "version": ".".join(map(str, tk.version)),
-                "root": str(tk.root), "source": tk.source, "sms": sorted(tk.sms),
+                "nvcc": str(tk.nvcc),
+                "version": ".".join(map(str, tk.version)),
+                "root": str(tk.root),
+                "source": tk.source,
+                "sms": sorted(tk.sms),
                 "cublas": str(tk.cublas.library) if tk.cublas else None,
                 "cublas_source": tk.cublas.source if tk.cublas else None,
                 "libcuda": str(tk.libcuda) if tk.libcuda else None,
@@ -76,9 +78,13 @@ class Report:
                 "cuobjdump": str(tk.cuobjdump) if tk.cuobjdump else None,
                 "host_compiler": tk.host.describe(),
             }
-        return {"host_os": self.host_os, "tools": {k: v.to_json() for k, v in self.tools.items()},
-                "cuda": cuda, "recipes": [v.to_json() for v in self.verdicts],
-                "project_error": self.project_error or None}
+        return {
+            "host_os": self.host_os,
+            "tools": {k: v.to_json() for k, v in self.tools.items()},
+            "cuda": cuda,
+            "recipes": [v.to_json() for v in self.verdicts],
+            "project_error": self.project_error or None,
+        }
 
 
 def host_os() -> str:
@@ -90,10 +96,18 @@ def _first_version(text: str) -> str | None:
     return m.group(m.lastindex or 0) if m else None
 
 
-def _probe(name: str, command: str, args: Sequence[str], env: Mapping[str, str], run: Runner,
-           *, path: Path | None = None) -> Tool:
-    hit = str(path) if path is not None and path.is_file() else \
-        shutil.which(command, path=env.get("PATH", ""))
+def _probe(
+    name: str,
+    command: str,
+    args: Sequence[str],
+    env: Mapping[str, str],
+    run: Runner,
+    *,
+    path: Path | None = None,
+) -> Tool:
+    hit = (
+        str(path) if path is not None and path.is_file() else shutil.which(command, path=env.get("PATH", ""))
+    )
     if not hit:
         return Tool(name=name, path=None)
     try:
@@ -121,8 +135,9 @@ def survey(env: Mapping[str, str], run: Runner, *, os_name: str) -> dict[str, To
                 tools[t.name] = t
         tools["mingw"] = _probe("mingw", MINGW_CXX, ["--version"], env, run)
         wine = Path("/usr/lib/wine/wine64")
-        tools["wine"] = _probe("wine", "wine64", ["--version"], env, run,
-                               path=wine if wine.is_file() else None)
+        tools["wine"] = _probe(
+            "wine", "wine64", ["--version"], env, run, path=wine if wine.is_file() else None
+        )
         tools["msvc"] = Tool(name="msvc", path=None, note="Windows only")
     return tools
 
@@ -130,8 +145,9 @@ def survey(env: Mapping[str, str], run: Runner, *, os_name: str) -> dict[str, To
 ToolkitFor = Callable[[object | None], CudaToolkit]
 
 
-def _cuda_verdict(recipe: Recipe, archs: object, toolkit_for: ToolkitFor,
-                  tools: Mapping[str, Tool]) -> Verdict:
+def _cuda_verdict(
+    recipe: Recipe, archs: object, toolkit_for: ToolkitFor, tools: Mapping[str, Tool]
+) -> Verdict:
     try:
         tk = toolkit_for(recipe.cuda)
         notes = preflight(archs, tk)  # type: ignore[arg-type]
@@ -143,20 +159,27 @@ def _cuda_verdict(recipe: Recipe, archs: object, toolkit_for: ToolkitFor,
     return Verdict(recipe=recipe.name, ok=True, notes=tuple(notes))
 
 
-def recipe_verdict(recipe: Recipe, *, os_name: str, tools: Mapping[str, Tool],
-                   toolkit_for: ToolkitFor) -> Verdict:
+def recipe_verdict(
+    recipe: Recipe, *, os_name: str, tools: Mapping[str, Tool], toolkit_for: ToolkitFor
+) -> Verdict:
     name = recipe.name
     archs = recipe.cuda.archs if recipe.cuda else None
     need_note = f"needs {toolkits_for(archs.sms)} for {archs.describe()}" if archs else ""
     here = _OS_NAMES.get(os_name, os_name)
     if recipe.os != os_name:
-        cross_mingw = recipe.os == "windows" and os_name == "linux" and recipe.cuda is None \
+        cross_mingw = (
+            recipe.os == "windows"
+            and os_name == "linux"
+            and recipe.cuda is None
             and recipe.build.toolchain is not None
+        )
         if not cross_mingw:
             if recipe.os == "windows" and recipe.cuda is not None:
                 why = f"windows recipe: needs MSVC on Windows; cannot build on {here}"
-                todo = ("build it on Windows from a Visual Studio developer prompt (cl + Ninja) "
-                        f"with a CUDA toolkit; {need_note}")
+                todo = (
+                    "build it on Windows from a Visual Studio developer prompt (cl + Ninja) "
+                    f"with a CUDA toolkit; {need_note}"
+                )
             else:
                 why = f"{recipe.os} recipe: cannot build on {here}"
                 todo = f"build it on {_OS_NAMES.get(recipe.os, recipe.os)}"
@@ -172,9 +195,12 @@ def recipe_verdict(recipe: Recipe, *, os_name: str, tools: Mapping[str, Tool],
         if not tools["mingw"].found:
             missing.append(MINGW_CXX)
     if missing:
-        return Verdict(recipe=name, ok=False, why=f"missing {', '.join(missing)}",
-                       todo="pip install cmake ninja; install the compilers "
-                            "(apt install g++ g++-mingw-w64-x86-64)")
+        return Verdict(
+            recipe=name,
+            ok=False,
+            why=f"missing {', '.join(missing)}",
+            todo="pip install cmake ninja; install the compilers (apt install g++ g++-mingw-w64-x86-64)",
+        )
     if recipe.cuda is not None:
         return _cuda_verdict(recipe, archs, toolkit_for, tools)
     notes = []
@@ -183,10 +209,17 @@ def recipe_verdict(recipe: Recipe, *, os_name: str, tools: Mapping[str, Tool],
     return Verdict(recipe=name, ok=True, notes=tuple(notes))
 
 
-def build_report(project: Path | None, series: Series | None, *, cuda_root: Path | None,
-                 env: Mapping[str, str], run: Runner = default_runner,
-                 os_name: str | None = None, sites: Sequence[Path] | None = None,
-                 project_error: str = "") -> Report:
+def build_report(
+    project: Path | None,
+    series: Series | None,
+    *,
+    cuda_root: Path | None,
+    env: Mapping[str, str],
+    run: Runner = default_runner,
+    os_name: str | None = None,
+    sites: Sequence[Path] | None = None,
+    project_error: str = "",
+) -> Report:
     os_name = os_name or host_os()
     windows = os_name == "windows"
     tools = survey(env, run, os_name=os_name)
@@ -197,8 +230,7 @@ def build_report(project: Path | None, series: Series | None, *, cuda_root: Path
         key = (getattr(spec, "toolkit_root", None), getattr(spec, "host_compiler", None))
         if key not in cache:
             try:
-                cache[key] = find_toolkit(spec, cuda_root, env, run=run, sites=sites,
-                                          windows=windows)
+                cache[key] = find_toolkit(spec, cuda_root, env, run=run, sites=sites, windows=windows)
             except FatalError as e:
                 cache[key] = e
         hit = cache[key]
@@ -218,10 +250,16 @@ def build_report(project: Path | None, series: Series | None, *, cuda_root: Path
             try:
                 recipe = load_recipe(path, project, series)
             except FatalError as e:
-                verdicts.append(Verdict(recipe=path.stem, ok=False, why=e.message,
-                                        todo=e.hint or "fix the recipe"))
+                verdicts.append(
+                    Verdict(recipe=path.stem, ok=False, why=e.message, todo=e.hint or "fix the recipe")
+                )
                 continue
-            verdicts.append(recipe_verdict(recipe, os_name=os_name, tools=tools,
-                                           toolkit_for=toolkit_for))
-    return Report(host_os=os_name, tools=tools, toolkit=toolkit, toolkit_error=tk_error,
-                  verdicts=tuple(verdicts), project_error=project_error)
+            verdicts.append(recipe_verdict(recipe, os_name=os_name, tools=tools, toolkit_for=toolkit_for))
+    return Report(
+        host_os=os_name,
+        tools=tools,
+        toolkit=toolkit,
+        toolkit_error=tk_error,
+        verdicts=tuple(verdicts),
+        project_error=project_error,
+    )

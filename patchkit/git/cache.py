@@ -54,7 +54,7 @@ def local_path(url: str) -> Path | None:
     """The path an upstream names on this machine (``file://`` URLs included); None for a
     remote URL. The answer depends on the text only: a mistyped path is still a path."""
     if url.startswith("file://"):
-        return Path(url[len("file://"):])
+        return Path(url[len("file://") :])
     if _REMOTE.match(url):
         return None
     return Path(url).expanduser()
@@ -73,11 +73,15 @@ def _normalise(url: str) -> str:
 
 def _check_local(url: str, path: Path) -> Path:
     if not path.exists():
-        raise SourceError(f"upstream path {path} does not exist",
-                          hint="point --upstream at a llama.cpp clone or mirror, or a git URL")
+        raise SourceError(
+            f"upstream path {path} does not exist",
+            hint="point --upstream at a llama.cpp clone or mirror, or a git URL",
+        )
     if not (path / "HEAD").exists() and not (path / ".git").exists():
-        raise SourceError(f"{url} is not a git repository",
-                          hint="point --upstream at a llama.cpp clone or mirror, or a git URL")
+        raise SourceError(
+            f"{url} is not a git repository",
+            hint="point --upstream at a llama.cpp clone or mirror, or a git URL",
+        )
     return path.resolve()
 
 
@@ -109,9 +113,11 @@ def ensure_clone(cache: Path, url: str) -> Path:
         try:
             git_out(cache, *args, "--", source, str(tmp), what=f"cloning {url}")
         except SourceError as e:
-            raise SourceError(e.message, detail=e.detail,
-                              hint="offline? pass --upstream PATH (a local llama.cpp clone or "
-                                   "mirror)") from None
+            raise SourceError(
+                e.message,
+                detail=e.detail,
+                hint="offline? pass --upstream PATH (a local llama.cpp clone or mirror)",
+            ) from None
         # keep the remote so later fetches (new commits, lazy blobs) know where to go,
         # and track its branches as origin/* (`patchkit check --ref origin/master`)
         git_out(tmp, "config", "remote.origin.url", source)
@@ -159,8 +165,10 @@ def ensure_commit(repo: Path, url: str, commit: str, ref: str | None = None) -> 
         try:
             git_out(repo, "fetch", "--quiet", *extra, "origin", commit)
         except SourceError as e:
-            raise SourceError(f"commit {commit} is not in {url} ({e.message})",
-                              hint="check upstream.commit in the recipe, or --upstream") from None
+            raise SourceError(
+                f"commit {commit} is not in {url} ({e.message})",
+                hint="check upstream.commit in the recipe, or --upstream",
+            ) from None
         if not _has_commit(repo, commit):
             raise SourceError(f"commit {commit} is not in {url}")
     if ref:
@@ -169,14 +177,16 @@ def ensure_commit(repo: Path, url: str, commit: str, ref: str | None = None) -> 
         except SourceError:
             pass  # offline: resolve against what the clone has
         try:
-            resolved = git_out(repo, "rev-parse", "--verify", "--quiet", "--end-of-options",
-                               f"{ref}^{{commit}}")
+            resolved = git_out(
+                repo, "rev-parse", "--verify", "--quiet", "--end-of-options", f"{ref}^{{commit}}"
+            )
         except SourceError:
             raise SourceError(f"upstream.ref {ref!r} does not exist in {url}") from None
         if resolved != commit:
             raise SourceError(
                 f"upstream.ref {ref!r} resolves to {resolved[:12]}, but the recipe pins {commit[:12]}",
-                hint="fix upstream.commit or upstream.ref so they name the same commit")
+                hint="fix upstream.commit or upstream.ref so they name the same commit",
+            )
 
 
 def commit_info(repo: Path, commit: str) -> tuple[str, str]:
@@ -203,15 +213,23 @@ def remove_worktree(repo: Path, path: Path) -> None:
     git_out(repo, "worktree", "prune")
 
 
-def prepare_worktree(repo: Path, path: Path, commit: str,
-                     sparse_exclude: tuple[str, ...] = ()) -> Worktree:
+def prepare_worktree(repo: Path, path: Path, commit: str, sparse_exclude: tuple[str, ...] = ()) -> Worktree:
     """A clean worktree at ``commit`` (created, or reset if it exists)."""
     excludes = tuple(dict.fromkeys((*DEFAULT_SPARSE_EXCLUDE, *sparse_exclude)))
     if not (path / ".git").exists():
         remove_worktree(repo, path)
         path.parent.mkdir(parents=True, exist_ok=True)
-        git_out(repo, "worktree", "add", "--quiet", "--no-checkout", "--detach", str(path), commit,
-                what="creating the worktree")
+        git_out(
+            repo,
+            "worktree",
+            "add",
+            "--quiet",
+            "--no-checkout",
+            "--detach",
+            str(path),
+            commit,
+            what="creating the worktree",
+        )
     # every time: a changed sparse_exclude must reach an existing worktree too
     patterns = ["/*", *(f"!{p if p.startswith('/') else '/' + p}" for p in excludes)]
     git_out(path, "sparse-checkout", "set", "--no-cone", *patterns, what="sparse checkout")

@@ -47,8 +47,9 @@ def parse_range(text: str) -> tuple[str, str]:
     """``OLD..NEW`` -> (old, new); both ends are required."""
     old, sep, new = text.partition("..")
     if not sep or not old.strip() or not new.strip() or new.startswith("."):
-        raise ConfigError(f"range {text!r} must be OLD..NEW (two commits or refs)",
-                          hint="e.g. --range v1.0..origin/master")
+        raise ConfigError(
+            f"range {text!r} must be OLD..NEW (two commits or refs)", hint="e.g. --range v1.0..origin/master"
+        )
     return old.strip(), new.strip()
 
 
@@ -61,14 +62,15 @@ class Git:
             raise SourceError(f"repository {self.repo} does not exist")
         out = self._run(["rev-parse", "--git-dir"], check=False)
         if not out.ok:
-            raise SourceError(f"{self.repo} is not a git repository",
-                              hint="pass --repo PATH to a clone or mirror of upstream")
+            raise SourceError(
+                f"{self.repo} is not a git repository",
+                hint="pass --repo PATH to a clone or mirror of upstream",
+            )
         self._commit_cache: dict[str, CommitInfo] = {}
         self._anc_cache: dict[tuple[str, str], bool] = {}
 
     # -- running ---------------------------------------------------------------
-    def _run(self, args: Sequence[str], *, input: bytes | None = None,
-             check: bool = True) -> RunResult:
+    def _run(self, args: Sequence[str], *, input: bytes | None = None, check: bool = True) -> RunResult:
         """git in this repository; stdout as bytes (``.data``)."""
         return run_git(self.repo, *args, input=input, check=check, binary=True, env=git_env())
 
@@ -84,27 +86,42 @@ class Git:
         """The full sha of the commit ``ref`` names; SourceError if there is none."""
         if not ref or ref.startswith("-"):
             raise SourceError(f"unknown ref {ref!r} in {self.repo}: not a valid name")
-        proc = self._run(["rev-parse", "--verify", "--quiet", "--end-of-options",
-                          f"{ref}^{{commit}}"], check=False)
+        proc = self._run(
+            ["rev-parse", "--verify", "--quiet", "--end-of-options", f"{ref}^{{commit}}"], check=False
+        )
         sha = proc.data.decode().strip()
         if not proc.ok or len(sha) != 40:
             raise SourceError(
                 f"unknown ref {ref!r} in {self.repo}: no such commit, branch or tag",
-                hint="`git -C REPO log --oneline` lists commits; fetch first if it is new")
+                hint="`git -C REPO log --oneline` lists commits; fetch first if it is new",
+            )
         return sha
 
     def first_parent_range(self, old: str, new: str) -> list[CommitInfo]:
         """Commits of ``old..new`` along new's first-parent chain, oldest first."""
-        out = self.run("log", "--first-parent", "--reverse", "--no-show-signature",
-                       "--format=%H%x1f%cI%x1f%s", f"{old}..{new}", "--")
+        out = self.run(
+            "log",
+            "--first-parent",
+            "--reverse",
+            "--no-show-signature",
+            "--format=%H%x1f%cI%x1f%s",
+            f"{old}..{new}",
+            "--",
+        )
         commits = [self._remember(line) for line in out.splitlines() if line]
         return commits
 
     def commit_infos(self, shas: Iterable[str]) -> dict[str, CommitInfo]:
         want = [s for s in dict.fromkeys(shas) if s not in self._commit_cache]
         if want:
-            out = self.run("log", "--no-walk=unsorted", "--stdin", "--no-show-signature",
-                           "--format=%H%x1f%cI%x1f%s", input=("\n".join(want) + "\n").encode())
+            out = self.run(
+                "log",
+                "--no-walk=unsorted",
+                "--stdin",
+                "--no-show-signature",
+                "--format=%H%x1f%cI%x1f%s",
+                input=("\n".join(want) + "\n").encode(),
+            )
             for line in out.splitlines():
                 if line:
                     self._remember(line)
@@ -127,8 +144,7 @@ class Git:
         return self._anc_cache[key]
 
     # -- trees and blobs -----------------------------------------------------------
-    def tree_entries(self, commits: Sequence[str],
-                     paths: Sequence[str]) -> list[dict[str, TreeEntry]]:
+    def tree_entries(self, commits: Sequence[str], paths: Sequence[str]) -> list[dict[str, TreeEntry]]:
         """For each commit, the entries of ``paths`` it has (absent paths left out).
 
         Two processes whatever the number of commits: ``ls-tree`` of the first,
@@ -151,8 +167,10 @@ class Git:
         if len(commits) == 1:
             return result
         feed = "".join(f"{cur} {prev}\n" for prev, cur in itertools.pairwise(commits))
-        raw = self._run(["diff-tree", "--stdin", "--always", "-r", "-z", "--no-abbrev",
-                         "--no-renames", "--", *paths], input=feed.encode()).data
+        raw = self._run(
+            ["diff-tree", "--stdin", "--always", "-r", "-z", "--no-abbrev", "--no-renames", "--", *paths],
+            input=feed.encode(),
+        ).data
         fields = raw.split(b"\0")
         i = 0
         seen = 0
@@ -178,8 +196,9 @@ class Git:
         if seen:
             result.append(dict(state))
         if len(result) != len(commits):
-            raise SourceError(f"git diff-tree gave {len(result)} trees for {len(commits)} "
-                              f"commits in {self.repo}")
+            raise SourceError(
+                f"git diff-tree gave {len(result)} trees for {len(commits)} commits in {self.repo}"
+            )
         return result
 
     def read_blobs(self, oids: Iterable[str]) -> dict[str, bytes]:
@@ -194,17 +213,19 @@ class Git:
             nl = out.index(b"\n", pos)
             header = out[pos:nl].decode().split()
             if len(header) < 3:
-                raise SourceError(f"blob {oid} is missing from {self.repo}",
-                                  hint="the clone may be incomplete: fetch again")
+                raise SourceError(
+                    f"blob {oid} is missing from {self.repo}", hint="the clone may be incomplete: fetch again"
+                )
             size = int(header[2])
-            blobs[oid] = out[nl + 1: nl + 1 + size]
+            blobs[oid] = out[nl + 1 : nl + 1 + size]
             pos = nl + 1 + size + 1
         return blobs
 
     def changed_paths(self, parent: str, commit: str, paths: Sequence[str]) -> list[str]:
         """Which of ``paths`` differ between two commits."""
-        out = self._run(["diff-tree", "-r", "-z", "--name-only", "--no-renames",
-                         parent, commit, "--", *paths]).data
+        out = self._run(
+            ["diff-tree", "-r", "-z", "--name-only", "--no-renames", parent, commit, "--", *paths]
+        ).data
         return [p.decode("utf-8", "surrogateescape") for p in out.split(b"\0") if p]
 
     def objects_dir(self) -> Path:

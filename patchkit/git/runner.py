@@ -20,8 +20,16 @@ from patchkit.core.proc import RunResult, run
 __all__ = ["IDENTITY", "git_env", "git_exe", "git_out", "run_git", "scratch_env"]
 
 # what commits in scratch repositories are made as (never the user's identity or signing)
-IDENTITY = ("-c", "user.name=patchkit", "-c", "user.email=patchkit@localhost",
-            "-c", "commit.gpgsign=false", "-c", "core.autocrlf=false")
+IDENTITY = (
+    "-c",
+    "user.name=patchkit",
+    "-c",
+    "user.email=patchkit@localhost",
+    "-c",
+    "commit.gpgsign=false",
+    "-c",
+    "core.autocrlf=false",
+)
 _REPO_VARS = ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_OBJECT_DIRECTORY")
 
 
@@ -46,8 +54,9 @@ def scratch_env(root: Path) -> dict[str, str]:
 def git_exe() -> str:
     exe = shutil.which("git")
     if exe is None:
-        raise ToolMissing("git is not installed or not on PATH",
-                          hint="install git (2.30 or newer, https://git-scm.com)")
+        raise ToolMissing(
+            "git is not installed or not on PATH", hint="install git (2.30 or newer, https://git-scm.com)"
+        )
     return exe
 
 
@@ -60,15 +69,25 @@ def _reason(stderr: str) -> str:
     return lines[0] if lines else ""
 
 
-def run_git(cwd: Path | None, *args: str, input: bytes | None = None, check: bool = True,
-            binary: bool = False, env: Mapping[str, str] | None = None,
-            error: type[FatalError] = SourceError, what: str = "",
-            identity: bool = False) -> RunResult:
+def run_git(
+    cwd: Path | None,
+    *args: str,
+    input: bytes | None = None,
+    check: bool = True,
+    binary: bool = False,
+    env: Mapping[str, str] | None = None,
+    error: type[FatalError] = SourceError,
+    what: str = "",
+    identity: bool = False,
+) -> RunResult:
     """``git -C cwd ARGS``; with ``check`` a non-zero exit raises ``error`` (one line)."""
     argv: list[str] = [git_exe(), *(IDENTITY if identity else ())]
     if identity:  # the user's GIT_AUTHOR_*/GIT_COMMITTER_* would win over -c user.*
-        env = {k: v for k, v in (git_env() if env is None else env).items()
-               if not k.startswith(("GIT_AUTHOR_", "GIT_COMMITTER_"))}
+        env = {
+            k: v
+            for k, v in (git_env() if env is None else env).items()
+            if not k.startswith(("GIT_AUTHOR_", "GIT_COMMITTER_"))
+        }
     if cwd is not None:
         argv += ["-C", str(cwd)]
     argv += list(args)
@@ -88,4 +107,3 @@ def git_out(cwd: Path | None, *args: str, **kw: object) -> str:
     """stdout of a checked git call, without its trailing newline."""
     out = run_git(cwd, *args, **kw).stdout  # type: ignore[arg-type]
     return out[:-1] if out.endswith("\n") else out
-

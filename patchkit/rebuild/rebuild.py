@@ -90,11 +90,14 @@ def archives_of(target: Path) -> list[Path]:
         report = verify_dir(target)
         if not report.ok:
             n = len(report.differences)
-            raise ReleaseError(f"{target} does not verify ({n} difference{'s' if n != 1 else ''}):"
-                               " not rebuilding it", detail="\n".join(report.differences[:20]),
-                               hint=f"run `patchkit verify {target}` for the list")
-        return [target / a for a in report.archives
-                if not a.startswith(RUNTIME_PREFIX)]  # NVIDIA's runtime: nothing to rebuild
+            raise ReleaseError(
+                f"{target} does not verify ({n} difference{'s' if n != 1 else ''}): not rebuilding it",
+                detail="\n".join(report.differences[:20]),
+                hint=f"run `patchkit verify {target}` for the list",
+            )
+        return [
+            target / a for a in report.archives if not a.startswith(RUNTIME_PREFIX)
+        ]  # NVIDIA's runtime: nothing to rebuild
     if not target.name.endswith(ARCHIVE_SUFFIXES):
         raise ReleaseError(f"{target} is neither a release folder nor a .tar.gz/.zip archive")
     if target.is_symlink() or not target.is_file():
@@ -132,64 +135,88 @@ def _read(path: Path) -> tuple[str, dict[str, Any], dict[str, EntryInfo]]:
     for entry in _entries(path, [f"{root}/manifest.json"], DEFAULT_LIMITS):
         why = unsafe_member_name(entry.name)
         if why or not entry.name.startswith(f"{root}/") or not entry.is_file:
-            raise ReleaseError(f"{path.name}: member {entry.name[:200]!r}: "
-                               f"{why or 'not a file in the top folder ' + root}",
-                               hint=_REFUSED_HINT)
-        members[entry.name[len(root) + 1:]] = entry
-    manifest = _json_object(members["manifest.json"].data if "manifest.json" in members
-                            else None, f"{path.name}: manifest.json")
+            raise ReleaseError(
+                f"{path.name}: member {entry.name[:200]!r}: {why or 'not a file in the top folder ' + root}",
+                hint=_REFUSED_HINT,
+            )
+        members[entry.name[len(root) + 1 :]] = entry
+    manifest = _json_object(
+        members["manifest.json"].data if "manifest.json" in members else None, f"{path.name}: manifest.json"
+    )
     record = manifest.get("source")
     if isinstance(record, dict):
         patches, helpers = record.get("patches"), record.get("toolchain_files")
-        named = [record.get("recipe"), record.get("series"), record.get("toolchain"),
-                 *(patches if isinstance(patches, list) else []),
-                 *(helpers if isinstance(helpers, list) else [])]
+        named = [
+            record.get("recipe"),
+            record.get("series"),
+            record.get("toolchain"),
+            *(patches if isinstance(patches, list) else []),
+            *(helpers if isinstance(helpers, list) else []),
+        ]
         keep = sorted({f"{root}/{n}" for n in named if isinstance(n, str)})
         if len(keep) > SOURCE_FILES:
-            raise ReleaseError(f"{path.name}: the manifest names {len(keep)} source files "
-                               f"(at most {SOURCE_FILES})", hint=_REFUSED_HINT)
+            raise ReleaseError(
+                f"{path.name}: the manifest names {len(keep)} source files (at most {SOURCE_FILES})",
+                hint=_REFUSED_HINT,
+            )
         limits = dataclasses.replace(DEFAULT_LIMITS, keep=SOURCE_MAX)
         for entry in _entries(path, keep, limits):
             if entry.name in keep:
-                members[entry.name[len(root) + 1:]] = entry
+                members[entry.name[len(root) + 1 :]] = entry
     return root, manifest, members
 
 
-def _sources(name: str, manifest: Mapping[str, Any], members: Mapping[str, EntryInfo]
-             ) -> tuple[dict[str, bytes], str]:
+def _sources(
+    name: str, manifest: Mapping[str, Any], members: Mapping[str, EntryInfo]
+) -> tuple[dict[str, bytes], str]:
     """{project path: bytes} of the carried sources, checked; and the recipe's project path."""
     record = manifest.get("source")
     if not isinstance(record, dict):
-        raise ReleaseError(f"{name} carries no sources (released without its recipe, or from a "
-                           "stale build): it cannot be rebuilt from the archive alone",
-                           hint="release it again with `patchkit release RECIPE`")
+        raise ReleaseError(
+            f"{name} carries no sources (released without its recipe, or from a "
+            "stale build): it cannot be rebuilt from the archive alone",
+            hint="release it again with `patchkit release RECIPE`",
+        )
     listed = {f.get("path"): f for f in manifest.get("files") or [] if isinstance(f, dict)}
-    wanted = [record.get("recipe"), record.get("series"), *(record.get("patches") or []),
-              *([record["toolchain"]] if record.get("toolchain") else []),
-              *(record.get("toolchain_files") or [])]  # a list: checked in _read
+    wanted = [
+        record.get("recipe"),
+        record.get("series"),
+        *(record.get("patches") or []),
+        *([record["toolchain"]] if record.get("toolchain") else []),
+        *(record.get("toolchain_files") or []),
+    ]  # a list: checked in _read
     out: dict[str, bytes] = {}
     for rel in wanted:
         if not isinstance(rel, str) or not rel.startswith(PREFIX) or unsafe_member_name(rel):
-            raise ReleaseError(f"{name}: manifest source entry {str(rel)[:200]!r} is not a path "
-                               f"under {PREFIX}", hint=_REFUSED_HINT)
+            raise ReleaseError(
+                f"{name}: manifest source entry {str(rel)[:200]!r} is not a path under {PREFIX}",
+                hint=_REFUSED_HINT,
+            )
         entry = members.get(rel)
         if entry is None or entry.data is None:
-            raise ReleaseError(f"{name}: {rel} is named by the manifest but not in the archive",
-                               hint=_REFUSED_HINT)
+            raise ReleaseError(
+                f"{name}: {rel} is named by the manifest but not in the archive", hint=_REFUSED_HINT
+            )
         if rel not in listed or listed[rel].get("sha256") != entry.sha256:
-            raise ReleaseError(f"{name}: {rel} does not match the manifest's files list",
-                               hint="run `patchkit verify` on its folder")
-        out[rel[len(PREFIX):]] = entry.data
-    recipe_rel = str(record["recipe"])[len(PREFIX):]
+            raise ReleaseError(
+                f"{name}: {rel} does not match the manifest's files list",
+                hint="run `patchkit verify` on its folder",
+            )
+        out[rel[len(PREFIX) :]] = entry.data
+    recipe_rel = str(record["recipe"])[len(PREFIX) :]
     recipe = manifest.get("recipe") or {}
     if sha256_bytes(out[recipe_rel]) != recipe.get("sha256"):
-        raise ReleaseError(f"{name}: the carried recipe is not the one the manifest names "
-                           f"(sha256 {recipe.get('sha256')!s:.12}…)", hint=_REFUSED_HINT)
-    carried = [str(p)[len(PREFIX):] for p in record.get("patches") or []]
+        raise ReleaseError(
+            f"{name}: the carried recipe is not the one the manifest names "
+            f"(sha256 {recipe.get('sha256')!s:.12}…)",
+            hint=_REFUSED_HINT,
+        )
+    carried = [str(p)[len(PREFIX) :] for p in record.get("patches") or []]
     shas = [p.get("sha256") for p in manifest.get("patches") or [] if isinstance(p, dict)]
     if [sha256_bytes(out[p]) for p in carried] != shas:
-        raise ReleaseError(f"{name}: the carried patches are not the manifest's (sha256, order)",
-                           hint=_REFUSED_HINT)
+        raise ReleaseError(
+            f"{name}: the carried patches are not the manifest's (sha256, order)", hint=_REFUSED_HINT
+        )
     return out, recipe_rel
 
 
@@ -207,11 +234,12 @@ def _patchkit_cache(path: Path) -> Iterator[None]:
             os.environ["PATCHKIT_CACHE"] = old
 
 
-def _compare(manifest: Mapping[str, Any], out_dir: Path, info: Mapping[str, Any]
-             ) -> tuple[int, list[str]]:
-    want = {f["path"]: f for f in manifest.get("files") or []
-            if isinstance(f, dict) and isinstance(f.get("path"), str)
-            and not f["path"].startswith(PREFIX)}
+def _compare(manifest: Mapping[str, Any], out_dir: Path, info: Mapping[str, Any]) -> tuple[int, list[str]]:
+    want = {
+        f["path"]: f
+        for f in manifest.get("files") or []
+        if isinstance(f, dict) and isinstance(f.get("path"), str) and not f["path"].startswith(PREFIX)
+    }
     built = {a["path"] for a in info.get("artifacts") or []} | {"LICENSE"}
     diffs: list[str] = []
     for rel in sorted(want):
@@ -221,8 +249,7 @@ def _compare(manifest: Mapping[str, Any], out_dir: Path, info: Mapping[str, Any]
             continue
         got = sha256_file(path)
         if got != want[rel].get("sha256"):
-            diffs.append(f"{rel}: sha256 {got[:16]}… rebuilt, {str(want[rel].get('sha256'))[:16]}… "
-                         "released")
+            diffs.append(f"{rel}: sha256 {got[:16]}… rebuilt, {str(want[rel].get('sha256'))[:16]}… released")
     for rel in sorted(built - set(want)):
         diffs.append(f"{rel}: made by the rebuild but not in the release")
     return len(want), diffs
@@ -242,16 +269,19 @@ def _tool_diffs(manifest: Mapping[str, Any], info: Mapping[str, Any]) -> list[st
 def _config_diffs(manifest: Mapping[str, Any], info: Mapping[str, Any]) -> list[str]:
     was = (manifest.get("cmake") or {}).get("defines") or {}
     now = (info.get("cmake") or {}).get("defines") or {}
-    out = [f"define {k}: {was.get(k)!r} in the manifest, {now.get(k)!r} here"
-           for k in sorted(set(was) | set(now))
-           if was.get(k) != now.get(k) and not is_launcher_define(k)]
+    out = [
+        f"define {k}: {was.get(k)!r} in the manifest, {now.get(k)!r} here"
+        for k in sorted(set(was) | set(now))
+        if was.get(k) != now.get(k) and not is_launcher_define(k)
+    ]
     if list(manifest.get("targets") or []) != list(info.get("targets") or []):
         out.append(f"targets: {manifest.get('targets')} in the manifest, {info.get('targets')} here")
     return out
 
 
-def rebuild_archive(path: Path, opts: RebuildOptions,
-                    on_build: Callable[[str], None] | None = None) -> ArchiveRebuild:
+def rebuild_archive(
+    path: Path, opts: RebuildOptions, on_build: Callable[[str], None] | None = None
+) -> ArchiveRebuild:
     """Rebuild one archive in a fresh cache and compare; raises only when it cannot."""
     _, manifest, members = _read(path)
     sources, recipe_rel = _sources(path.name, manifest, members)
@@ -269,24 +299,42 @@ def rebuild_archive(path: Path, opts: RebuildOptions,
         out = opts.out or scratch / "out" / recipe.name
         cache = opts.cache or scratch / "cache"
         if on_build is not None:
-            on_build(f"rebuilding {path.name}: recipe {recipe.name}, upstream "
-                     f"{recipe.upstream.commit[:12]}, {len(recipe.patches)} patch(es), "
-                     f"cache {cache}")
+            on_build(
+                f"rebuilding {path.name}: recipe {recipe.name}, upstream "
+                f"{recipe.upstream.commit[:12]}, {len(recipe.patches)} patch(es), "
+                f"cache {cache}"
+            )
         with _patchkit_cache(cache):
-            result = run_build(BuildOptions(recipe=recipe, project=project, upstream=upstream,
-                                             out=out, jobs=opts.jobs, clean=True, smoke=smoked,
-                                             smoke_checks=opts.smoke,
-                                             compile_cache=opts.compile_cache))
+            result = run_build(
+                BuildOptions(
+                    recipe=recipe,
+                    project=project,
+                    upstream=upstream,
+                    out=out,
+                    jobs=opts.jobs,
+                    clean=True,
+                    smoke=smoked,
+                    smoke_checks=opts.smoke,
+                    compile_cache=opts.compile_cache,
+                )
+            )
         assert result.info is not None  # a full build, never configure-only
         info = result.info.to_json()
         count, diffs = _compare(manifest, result.out_dir, info)
         repro = manifest.get("reproducible")
-        expected = (str(repro.get("why") or "") if isinstance(repro, dict)
-                    and repro.get("any_folder") is False else "")
-        return ArchiveRebuild(archive=path.name, files=count, differs=tuple(diffs),
-                              tools=tuple(_tool_diffs(manifest, info)),
-                              config=tuple(_config_diffs(manifest, info)),
-                              out_dir=result.out_dir if opts.out else None,
-                              expected=expected if diffs else "")
+        expected = (
+            str(repro.get("why") or "")
+            if isinstance(repro, dict) and repro.get("any_folder") is False
+            else ""
+        )
+        return ArchiveRebuild(
+            archive=path.name,
+            files=count,
+            differs=tuple(diffs),
+            tools=tuple(_tool_diffs(manifest, info)),
+            config=tuple(_config_diffs(manifest, info)),
+            out_dir=result.out_dir if opts.out else None,
+            expected=expected if diffs else "",
+        )
     finally:
         shutil.rmtree(scratch, ignore_errors=True)  # the project, and cache/out unless given

@@ -161,8 +161,7 @@ def _write_tar_gz(f: IO[bytes], root: str, members: Sequence[Member], mtime: int
 
 def _write_zip(f: IO[bytes], root: str, members: Sequence[Member], mtime: int) -> None:
     date_time = zip_date_time(mtime)
-    with zipfile.ZipFile(f, mode="w", compression=zipfile.ZIP_DEFLATED,
-                         compresslevel=_LEVEL) as zf:
+    with zipfile.ZipFile(f, mode="w", compression=zipfile.ZIP_DEFLATED, compresslevel=_LEVEL) as zf:
         for m in _sorted(members):
             info = zipfile.ZipInfo(f"{root}/{m.name}", date_time=date_time)
             info.compress_type = zipfile.ZIP_DEFLATED
@@ -171,8 +170,7 @@ def _write_zip(f: IO[bytes], root: str, members: Sequence[Member], mtime: int) -
             info.file_size = m.size  # decides zip64 up front, so it never depends on timing
             # ZipFile(compresslevel=) is not applied to open(info, "w"): set it on the entry
             # (Python 3.13 renamed the private slot)
-            setattr(info, "compress_level" if hasattr(info, "compress_level") else "_compresslevel",
-                    _LEVEL)
+            setattr(info, "compress_level" if hasattr(info, "compress_level") else "_compresslevel", _LEVEL)
             with m.open() as src, zf.open(info, mode="w") as dst:
                 shutil.copyfileobj(src, dst, 1 << 20)
 
@@ -195,8 +193,9 @@ def write_archive(path: Path, root: str, members: Sequence[Member], *, mtime: in
     return digest
 
 
-def read_archive(path: Path, keep: Sequence[str] = (), *,
-                 limits: Limits = DEFAULT_LIMITS, inspect_elf: bool = False) -> list[EntryInfo]:
+def read_archive(
+    path: Path, keep: Sequence[str] = (), *, limits: Limits = DEFAULT_LIMITS, inspect_elf: bool = False
+) -> list[EntryInfo]:
     """Every entry of an archive, in stored order, hashed as a stream; the data of ``keep``
     names kept (each at most ``limits.keep`` bytes). With ``inspect_elf``, a member that
     starts with the ELF magic is spooled to a temp file as it streams past (its size is
@@ -211,15 +210,25 @@ def read_archive(path: Path, keep: Sequence[str] = (), *,
     budget = _Budget(limits, path.name)
     budget.inspect_elf = inspect_elf
     try:
-        return list(_read_zip(path, keep, budget) if kind == "zip"
-                    else _read_tar(path, keep, budget))
+        return list(_read_zip(path, keep, budget) if kind == "zip" else _read_tar(path, keep, budget))
     except ArchiveRefused:
         raise
     except RecursionError:
         raise ArchiveRefused("tar headers chained too deeply (a bomb?)") from None
-    except (tarfile.TarError, zipfile.BadZipFile, OSError, EOFError, zlib.error, lzma.LZMAError,
-            NotImplementedError, RuntimeError, struct.error, UnicodeError, OverflowError,
-            ValueError) as e:
+    except (
+        tarfile.TarError,
+        zipfile.BadZipFile,
+        OSError,
+        EOFError,
+        zlib.error,
+        lzma.LZMAError,
+        NotImplementedError,
+        RuntimeError,
+        struct.error,
+        UnicodeError,
+        OverflowError,
+        ValueError,
+    ) as e:
         raise ValueError(f"not a readable {kind} archive ({str(e)[:200]})") from None
 
 
@@ -239,11 +248,14 @@ class _Budget:
         if self.members > lim.members:
             raise ArchiveRefused(f"more than {lim.members} members (a bomb?)")
         if declared < 0 or self.total + declared > lim.total:
-            raise ArchiveRefused(f"{name}: its {declared} bytes take the members past "
-                                 f"{_gib(lim.total)} uncompressed (a bomb?)")
+            raise ArchiveRefused(
+                f"{name}: its {declared} bytes take the members past {_gib(lim.total)} uncompressed (a bomb?)"
+            )
         if keep and declared > lim.keep:
-            raise ArchiveRefused(f"{name} is {declared} bytes uncompressed, more than the "
-                                 f"{lim.keep >> 20} MiB a manifest may be (a bomb?)")
+            raise ArchiveRefused(
+                f"{name} is {declared} bytes uncompressed, more than the "
+                f"{lim.keep >> 20} MiB a manifest may be (a bomb?)"
+            )
 
     def add(self, n: int) -> None:
         self.total += n
@@ -276,14 +288,13 @@ class _CappedReader(io.RawIOBase):
 
     def read(self, size: int | None = -1) -> bytes:
         if size is None or size < 0 or size > self.cap:
-            raise ArchiveRefused(f"a tar header record of {size} bytes, more than "
-                                 f"{self.cap} (a bomb?)")
+            raise ArchiveRefused(f"a tar header record of {size} bytes, more than {self.cap} (a bomb?)")
         self.budget.tick()
         return self.f.read(size)
 
     def readinto(self, b: bytearray | memoryview) -> int:  # type: ignore[override]
         data = self.read(len(b))
-        b[:len(data)] = data
+        b[: len(data)] = data
         return len(data)
 
     def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
@@ -304,8 +315,7 @@ class _Hashed:
     elf_error: str | None = None
 
 
-def _hash_and_keep(src: IO[bytes], keep: bool, budget: _Budget, declared: int,
-                   name: str) -> _Hashed:
+def _hash_and_keep(src: IO[bytes], keep: bool, budget: _Budget, declared: int, name: str) -> _Hashed:
     h = hashlib.sha256()
     size = 0
     kept = bytearray() if keep else None
@@ -330,8 +340,13 @@ def _hash_and_keep(src: IO[bytes], keep: bool, budget: _Budget, declared: int,
                 elf = parse_dynamic(spool, size)
             except ElfFormatError as e:
                 elf_error = str(e)
-    return _Hashed(sha256=h.hexdigest(), size=size, data=bytes(kept) if kept is not None else None,
-                   elf=elf, elf_error=elf_error)
+    return _Hashed(
+        sha256=h.hexdigest(),
+        size=size,
+        data=bytes(kept) if kept is not None else None,
+        elf=elf,
+        elf_error=elf_error,
+    )
 
 
 def _read_tar(path: Path, keep: Sequence[str], budget: _Budget) -> Iterator[EntryInfo]:
@@ -348,11 +363,19 @@ def _read_tar(path: Path, keep: Sequence[str], budget: _Budget) -> Iterator[Entr
                     got = _hash_and_keep(src, wanted, budget, info.size, info.name)
                 # tarfile keeps every header it read: drop them, so memory stays flat
                 tar.members.clear()  # type: ignore[attr-defined]
-                yield EntryInfo(name=info.name, is_file=info.isreg() and not info.issparse(),
-                                size=got.size, sha256=got.sha256, data=got.data, mode=info.mode,
-                                mtime=int(info.mtime),
-                                owner=(info.uid, info.gid, info.uname, info.gname), extra=False,
-                                elf=got.elf, elf_error=got.elf_error)
+                yield EntryInfo(
+                    name=info.name,
+                    is_file=info.isreg() and not info.issparse(),
+                    size=got.size,
+                    sha256=got.sha256,
+                    data=got.data,
+                    mode=info.mode,
+                    mtime=int(info.mtime),
+                    owner=(info.uid, info.gid, info.uname, info.gname),
+                    extra=False,
+                    elf=got.elf,
+                    elf_error=got.elf_error,
+                )
 
 
 def _check_zip_directory(f: IO[bytes], budget: _Budget) -> None:
@@ -366,11 +389,11 @@ def _check_zip_directory(f: IO[bytes], budget: _Budget) -> None:
     entries, size = rec[getattr(zipfile, "_ECD_ENTRIES_TOTAL", 4)], rec[getattr(zipfile, "_ECD_SIZE", 5)]
     lim = budget.limits
     if entries > lim.members:
-        raise ArchiveRefused(f"its directory lists {entries} members, more than {lim.members} "
-                             "(a bomb?)")
+        raise ArchiveRefused(f"its directory lists {entries} members, more than {lim.members} (a bomb?)")
     if size > lim.central_directory:
-        raise ArchiveRefused(f"its directory is {size} bytes, more than "
-                             f"{lim.central_directory >> 20} MiB (a bomb?)")
+        raise ArchiveRefused(
+            f"its directory is {size} bytes, more than {lim.central_directory >> 20} MiB (a bomb?)"
+        )
 
 
 def _read_zip(path: Path, keep: Sequence[str], budget: _Budget) -> Iterator[EntryInfo]:
@@ -386,13 +409,21 @@ def _read_zip(path: Path, keep: Sequence[str], budget: _Budget) -> Iterator[Entr
                 unix = info.external_attr >> 16
                 kind = stat.S_IFMT(unix)
                 mode = unix & 0o7777
-                yield EntryInfo(name=info.filename,
-                                is_file=not info.is_dir() and kind in (0, stat.S_IFREG),
-                                size=got.size, sha256=got.sha256, data=got.data, mode=mode,
-                                mtime=_zip_epoch(info.date_time), owner=None,
-                                extra=bool(info.extra or info.comment) or info.create_system != _UNIX
-                                or info.compress_type != zipfile.ZIP_DEFLATED,
-                                elf=got.elf, elf_error=got.elf_error)
+                yield EntryInfo(
+                    name=info.filename,
+                    is_file=not info.is_dir() and kind in (0, stat.S_IFREG),
+                    size=got.size,
+                    sha256=got.sha256,
+                    data=got.data,
+                    mode=mode,
+                    mtime=_zip_epoch(info.date_time),
+                    owner=None,
+                    extra=bool(info.extra or info.comment)
+                    or info.create_system != _UNIX
+                    or info.compress_type != zipfile.ZIP_DEFLATED,
+                    elf=got.elf,
+                    elf_error=got.elf_error,
+                )
 
 
 def unsafe_member_name(name: str) -> str:
@@ -437,8 +468,10 @@ def check_archive(path: Path, entries: Sequence[EntryInfo], *, root: str, mtime:
         if e.mtime != want_mtime:
             problems.append(f"{e.name}: mtime {e.mtime}, the manifest declares {want_mtime}")
         if e.owner is not None and e.owner != (0, 0, "", ""):
-            problems.append(f"{e.name}: owner {e.owner[0]}:{e.owner[1]} "
-                            f"({e.owner[2]!r}:{e.owner[3]!r}), expected 0:0 with no names")
+            problems.append(
+                f"{e.name}: owner {e.owner[0]}:{e.owner[1]} "
+                f"({e.owner[2]!r}:{e.owner[3]!r}), expected 0:0 with no names"
+            )
         if e.extra:
             problems.append(f"{e.name}: zip entry is not deflated/Unix, or has extra fields")
     if kind == "tar.gz":

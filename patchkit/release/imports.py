@@ -56,24 +56,76 @@ LIBRARY_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]{0,127}$")  # `--allow-sy
 # Linux: glibc and GCC's runtime libraries, present on every glibc distribution
 # (libgomp: GCC's OpenMP runtime, Debian/Ubuntu package libgomp1, which a minimal
 # system may lack: the manifest lists it under `needs.system`).
-LINUX_SYSTEM = frozenset({
-    "libc.so.6", "libm.so.6", "libmvec.so.1", "libpthread.so.0", "libdl.so.2", "librt.so.1",
-    "libutil.so.1", "libresolv.so.2", "libstdc++.so.6", "libgcc_s.so.1", "libgomp.so.1",
-    "ld-linux-x86-64.so.2", "ld-linux-aarch64.so.1", "ld-linux.so.2", "ld-linux-armhf.so.3",
-    "ld64.so.2", "ld-linux-riscv64-lp64d.so.1",
-})
+LINUX_SYSTEM = frozenset(
+    {
+        "libc.so.6",
+        "libm.so.6",
+        "libmvec.so.1",
+        "libpthread.so.0",
+        "libdl.so.2",
+        "librt.so.1",
+        "libutil.so.1",
+        "libresolv.so.2",
+        "libstdc++.so.6",
+        "libgcc_s.so.1",
+        "libgomp.so.1",
+        "ld-linux-x86-64.so.2",
+        "ld-linux-aarch64.so.1",
+        "ld-linux.so.2",
+        "ld-linux-armhf.so.3",
+        "ld64.so.2",
+        "ld-linux-riscv64-lp64d.so.1",
+    }
+)
 # The NVIDIA driver's user-space libraries: installed with the driver, never shipped.
 LINUX_DRIVER = frozenset({"libcuda.so.1", "libnvidia-ml.so.1"})
 # Windows: DLLs of every supported Windows (10 and later; the universal CRT included).
-WINDOWS_SYSTEM = frozenset({
-    "kernel32.dll", "kernelbase.dll", "ntdll.dll", "user32.dll", "gdi32.dll", "advapi32.dll",
-    "shell32.dll", "shlwapi.dll", "ole32.dll", "oleaut32.dll", "comdlg32.dll", "comctl32.dll",
-    "ws2_32.dll", "wsock32.dll", "mswsock.dll", "iphlpapi.dll", "dnsapi.dll", "winhttp.dll",
-    "wininet.dll", "msvcrt.dll", "ucrtbase.dll", "bcrypt.dll", "ncrypt.dll", "crypt32.dll",
-    "secur32.dll", "rpcrt4.dll", "version.dll", "winmm.dll", "dbghelp.dll", "psapi.dll",
-    "userenv.dll", "setupapi.dll", "cfgmgr32.dll", "powrprof.dll", "imm32.dll", "dwmapi.dll",
-    "dxgi.dll", "d3d11.dll", "d3d12.dll", "netapi32.dll", "normaliz.dll", "synchronization.dll",
-})
+WINDOWS_SYSTEM = frozenset(
+    {
+        "kernel32.dll",
+        "kernelbase.dll",
+        "ntdll.dll",
+        "user32.dll",
+        "gdi32.dll",
+        "advapi32.dll",
+        "shell32.dll",
+        "shlwapi.dll",
+        "ole32.dll",
+        "oleaut32.dll",
+        "comdlg32.dll",
+        "comctl32.dll",
+        "ws2_32.dll",
+        "wsock32.dll",
+        "mswsock.dll",
+        "iphlpapi.dll",
+        "dnsapi.dll",
+        "winhttp.dll",
+        "wininet.dll",
+        "msvcrt.dll",
+        "ucrtbase.dll",
+        "bcrypt.dll",
+        "ncrypt.dll",
+        "crypt32.dll",
+        "secur32.dll",
+        "rpcrt4.dll",
+        "version.dll",
+        "winmm.dll",
+        "dbghelp.dll",
+        "psapi.dll",
+        "userenv.dll",
+        "setupapi.dll",
+        "cfgmgr32.dll",
+        "powrprof.dll",
+        "imm32.dll",
+        "dwmapi.dll",
+        "dxgi.dll",
+        "d3d11.dll",
+        "d3d12.dll",
+        "netapi32.dll",
+        "normaliz.dll",
+        "synchronization.dll",
+    }
+)
 WINDOWS_API_SETS = ("api-ms-win-", "ext-ms-win-", "ext-ms-onecore-")
 WINDOWS_DRIVER = frozenset({"nvcuda.dll", "nvml.dll"})
 
@@ -113,14 +165,18 @@ class ImportReport:
         """The libraries the target machine must provide: kind "system" or "driver"
         (for the importing files ``of`` only, if given)."""
         files = set(of) if of is not None else None
-        return sorted({r.library for r in self.resolutions if r.where == kind
-                       and (files is None or r.file in files)}, key=str.lower)
+        return sorted(
+            {r.library for r in self.resolutions if r.where == kind and (files is None or r.file in files)},
+            key=str.lower,
+        )
 
     def summary(self, of: Iterable[str] | None = None) -> dict[str, object]:
         """For the manifest: what the machine must provide (for the files ``of``)."""
         files = list(of) if of is not None else None
-        out: dict[str, object] = {"system": self.needs("system", files),
-                                  "driver": self.needs("driver", files)}
+        out: dict[str, object] = {
+            "system": self.needs("system", files),
+            "driver": self.needs("driver", files),
+        }
         if self.allowed:
             out["allowed_extra"] = list(self.allowed)
         return out
@@ -129,8 +185,7 @@ class ImportReport:
         """One line per importing file: ``bin/x: libA (bin), libc.so.6 (system), ...``."""
         by_file: dict[str, list[str]] = {}
         for r in self.resolutions:
-            label = r.where if r.where in ("system", "driver") else (
-                r.where if r.where else "NOT FOUND")
+            label = r.where if r.where in ("system", "driver") else (r.where if r.where else "NOT FOUND")
             by_file.setdefault(r.file, []).append(f"{r.library} ({label})")
         return [f"{f}: {', '.join(libs)}" for f, libs in sorted(by_file.items())]
 
@@ -179,8 +234,14 @@ def read_binary(path: Path, rel: str) -> Binary | None:
                 return None
             if len(dyn.needed) > MAX_IMPORTS:
                 raise _Unreadable(f"needs more than {MAX_IMPORTS} libraries")
-            return Binary(path=rel, format="elf", needed=dyn.needed, rpath=dyn.rpath,
-                          runpath=dyn.runpath, soname=dyn.soname)
+            return Binary(
+                path=rel,
+                format="elf",
+                needed=dyn.needed,
+                rpath=dyn.rpath,
+                runpath=dyn.runpath,
+                soname=dyn.soname,
+            )
         if head[:2] == b"MZ":
             return Binary(path=rel, format="pe", needed=_pe_imports(path))
         return None
@@ -201,15 +262,16 @@ def _origin_dirs(b: Binary) -> list[str]:
     for e in entries:
         for token in ("${ORIGIN}", "$ORIGIN"):
             if e == token or e.startswith(token + "/"):
-                d = posixpath.normpath(origin + e[len(token):])
+                d = posixpath.normpath(origin + e[len(token) :])
                 if not d.startswith("..") and d not in out:
                     out.append(d)
                 break
     return out
 
 
-def _linux_resolve(binaries: Sequence[Binary], files: Mapping[str, str],
-                   extra: frozenset[str]) -> list[Resolution]:
+def _linux_resolve(
+    binaries: Sequence[Binary], files: Mapping[str, str], extra: frozenset[str]
+) -> list[Resolution]:
     """ELF: each NEEDED through the object's own $ORIGIN search path; else a release file
     whose SONAME is that name and which an object loading this one reaches itself (the
     loader reuses a library already loaded by that name)."""
@@ -245,8 +307,7 @@ def _linux_resolve(binaries: Sequence[Binary], files: Mapping[str, str],
             if (b.path, lib) in direct:
                 out.append(Resolution(file=b.path, library=lib, where=direct[(b.path, lib)]))
             elif "/" in lib:
-                out.append(Resolution(file=b.path, library=lib, where="",
-                                      why="a path, not a library name"))
+                out.append(Resolution(file=b.path, library=lib, where="", why="a path, not a library name"))
             elif lib in LINUX_SYSTEM or lib in extra:
                 out.append(Resolution(file=b.path, library=lib, where="system"))
             elif lib in LINUX_DRIVER:
@@ -257,8 +318,7 @@ def _linux_resolve(binaries: Sequence[Binary], files: Mapping[str, str],
                 dirs = _origin_dirs(b)
                 in_bin = [p for p in files if posixpath.basename(p) == lib]
                 if in_bin and not dirs:
-                    why = (f"{in_bin[0]} is there, but {b.path} has no $ORIGIN RUNPATH "
-                           "to find it")
+                    why = f"{in_bin[0]} is there, but {b.path} has no $ORIGIN RUNPATH to find it"
                 elif in_bin:
                     why = f"{in_bin[0]} is not on its $ORIGIN search path ({', '.join(dirs)})"
                 else:
@@ -267,11 +327,15 @@ def _linux_resolve(binaries: Sequence[Binary], files: Mapping[str, str],
     return out
 
 
-def _windows_resolve(binaries: Sequence[Binary], files: Mapping[str, str],
-                     extra: frozenset[str]) -> list[Resolution]:
+def _windows_resolve(
+    binaries: Sequence[Binary], files: Mapping[str, str], extra: frozenset[str]
+) -> list[Resolution]:
     """PE: the application's folder (bin/, case-insensitive), then the system set."""
-    here = {posixpath.basename(p).lower(): p for p in files if p.startswith("bin/")
-            and "/" not in p[len("bin/"):]}
+    here = {
+        posixpath.basename(p).lower(): p
+        for p in files
+        if p.startswith("bin/") and "/" not in p[len("bin/") :]
+    }
     out: list[Resolution] = []
     for b in binaries:
         for lib in b.needed:
@@ -283,13 +347,22 @@ def _windows_resolve(binaries: Sequence[Binary], files: Mapping[str, str],
             elif low in WINDOWS_DRIVER:
                 out.append(Resolution(file=b.path, library=lib, where="driver"))
             else:
-                out.append(Resolution(file=b.path, library=lib, where="",
-                                      why="not in bin/ and not a Windows system DLL"))
+                out.append(
+                    Resolution(
+                        file=b.path, library=lib, where="", why="not in bin/ and not a Windows system DLL"
+                    )
+                )
     return out
 
 
-def check_imports(binaries: Iterable[Binary], *, os_name: str, files: Iterable[str],
-                  unreadable: Iterable[str] = (), allow: Iterable[str] = ()) -> ImportReport:
+def check_imports(
+    binaries: Iterable[Binary],
+    *,
+    os_name: str,
+    files: Iterable[str],
+    unreadable: Iterable[str] = (),
+    allow: Iterable[str] = (),
+) -> ImportReport:
     """Resolve every import of ``binaries`` against the release's ``files`` (every file
     path of the unpacked release, the runtime bundle's included) and the allowed sets
     of ``os_name`` ("linux" / "windows"), plus the system libraries in ``allow``
@@ -309,12 +382,14 @@ def check_imports(binaries: Iterable[Binary], *, os_name: str, files: Iterable[s
     for r in resolutions:
         if not r.where:
             problems.append(f"{r.file} needs {r.library}: {r.why}")
-    return ImportReport(binaries=bins, resolutions=tuple(resolutions), problems=tuple(problems),
-                        allowed=allowed)
+    return ImportReport(
+        binaries=bins, resolutions=tuple(resolutions), problems=tuple(problems), allowed=allowed
+    )
 
 
-def archive_binaries(path: Path, root: str, *, members: int = 10_000,
-                     seconds: float = 1800.0) -> tuple[list[Binary], list[str], list[str]]:
+def archive_binaries(
+    path: Path, root: str, *, members: int = 10_000, seconds: float = 1800.0
+) -> tuple[list[Binary], list[str], list[str]]:
     """(binaries, unreadable, every file path) of ``root/bin/`` in a release archive: each
     member is spooled to a temp file as it streams past (one at a time, at most
     :data:`MAX_BINARY`) and read there. Call it on an archive ``read_archive`` has already
@@ -331,7 +406,7 @@ def archive_binaries(path: Path, root: str, *, members: int = 10_000,
     prefix = f"{root}/"
 
     def take(name: str, size: int, src: IO[bytes], spool: Path) -> None:
-        rel = name[len(prefix):]
+        rel = name[len(prefix) :]
         files.append(rel)
         if not rel.startswith("bin/"):
             return

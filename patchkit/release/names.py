@@ -17,8 +17,14 @@ from typing import Any
 
 from patchkit.core.errors import ReleaseError
 
-__all__ = ["RUNTIME_KIND", "archive_name", "build_number", "parse_build_number", "runtime_name",
-           "variant_name"]
+__all__ = [
+    "RUNTIME_KIND",
+    "archive_name",
+    "build_number",
+    "parse_build_number",
+    "runtime_name",
+    "variant_name",
+]
 
 RUNTIME_KIND = "cuda-runtime"  # the manifest "kind" of a CUDA runtime archive (release.bundle)
 
@@ -53,8 +59,10 @@ def runtime_name(os_name: str, arch: str, cuda_version: str) -> tuple[str, str]:
     ``cudart-llama-bin-win-cuda-12.4-x64.zip``): ``cudart-llama-<os>-<arch>-cuda<X.Y>``."""
     if not re.fullmatch(r"\d{1,3}\.\d{1,3}", cuda_version):
         raise ReleaseError(f"{cuda_version!r} is not a CUDA version (X.Y)")
-    return (f"cudart-llama-{os_name}-{arch}-cuda{cuda_version}",
-            ".zip" if os_name == "windows" else ".tar.gz")
+    return (
+        f"cudart-llama-{os_name}-{arch}-cuda{cuda_version}",
+        ".zip" if os_name == "windows" else ".tar.gz",
+    )
 
 
 def variant_name(info: Mapping[str, Any]) -> str:
@@ -101,6 +109,8 @@ def archive_name(info: Mapping[str, Any]) -> tuple[str, str]:
         return runtime_name(plat["os"], plat["arch"], str(info["cuda"]["version"]))
     number = build_number(info)
     build = f"b{number}-" if number is not None else ""
-    stem = (f"llama-{build}{info['upstream']['commit'][:7]}-pk{info['series_hash'][:8]}"
-            f"-{plat['os']}-{plat['arch']}-{variant_name(info)}")
+    stem = (
+        f"llama-{build}{info['upstream']['commit'][:7]}-pk{info['series_hash'][:8]}"
+        f"-{plat['os']}-{plat['arch']}-{variant_name(info)}"
+    )
     return stem, ".zip" if plat["os"] == "windows" else ".tar.gz"

@@ -66,9 +66,11 @@ def _purl_version(v: str) -> str:
 
 
 def _tool(name: str, version: str) -> dict[str, Any]:
-    return {"name": name, "uri": f"pkg:generic/{urllib.parse.quote(name, safe='')}@"
-                                 f"{_purl_version(version)}",
-            "annotations": {"version": version}}
+    return {
+        "name": name,
+        "uri": f"pkg:generic/{urllib.parse.quote(name, safe='')}@{_purl_version(version)}",
+        "annotations": {"version": version},
+    }
 
 
 def _deps(manifest: Mapping[str, Any]) -> list[dict[str, Any]]:
@@ -78,13 +80,23 @@ def _deps(manifest: Mapping[str, Any]) -> list[dict[str, Any]]:
         {"name": "llama.cpp", "uri": f"git+{url}@{commit}", "digest": {"gitCommit": commit}},
     ]
     recipe = manifest.get("recipe") or {}
-    deps.append({"name": f"recipe:{recipe.get('name')}", "uri": f"file:{recipe.get('file')}",
-                 "digest": {"sha256": str(recipe.get("sha256"))}})
+    deps.append(
+        {
+            "name": f"recipe:{recipe.get('name')}",
+            "uri": f"file:{recipe.get('file')}",
+            "digest": {"sha256": str(recipe.get("sha256"))},
+        }
+    )
     for p in manifest.get("patches") or []:
         if isinstance(p, Mapping):
-            deps.append({"name": f"patch:{p.get('name')}", "uri": f"file:patches/{p.get('file')}",
-                         "digest": {"sha256": str(p.get("sha256"))},
-                         "annotations": {"result": p.get("result")}})
+            deps.append(
+                {
+                    "name": f"patch:{p.get('name')}",
+                    "uri": f"file:patches/{p.get('file')}",
+                    "digest": {"sha256": str(p.get("sha256"))},
+                    "annotations": {"result": p.get("result")},
+                }
+            )
     built_with = manifest.get("patchkit_version")
     if isinstance(built_with, str):
         deps.append(_tool("patchkit", built_with))
@@ -95,8 +107,9 @@ def _deps(manifest: Mapping[str, Any]) -> list[dict[str, Any]]:
     return deps
 
 
-def statement_for(archive: str, sha256: str, manifest: Mapping[str, Any],
-                  manifest_sha256: str) -> dict[str, Any]:
+def statement_for(
+    archive: str, sha256: str, manifest: Mapping[str, Any], manifest_sha256: str
+) -> dict[str, Any]:
     """The statement for ``archive`` (its sha256) built from its manifest."""
     up = manifest.get("upstream") or {}
     recipe = manifest.get("recipe") or {}
@@ -110,8 +123,9 @@ def statement_for(archive: str, sha256: str, manifest: Mapping[str, Any],
                 "externalParameters": {
                     "recipe": {k: recipe.get(k) for k in ("name", "file", "sha256")},
                     "upstream": {k: up.get(k) for k in ("url", "commit", "ref")},
-                    "patches": [p.get("name") for p in manifest.get("patches") or []
-                                if isinstance(p, Mapping)],
+                    "patches": [
+                        p.get("name") for p in manifest.get("patches") or [] if isinstance(p, Mapping)
+                    ],
                     "platform": manifest.get("platform"),
                     "targets": manifest.get("targets"),
                 },
@@ -125,11 +139,9 @@ def statement_for(archive: str, sha256: str, manifest: Mapping[str, Any],
                 "resolvedDependencies": _deps(manifest),
             },
             "runDetails": {
-                "builder": {"id": BUILDER_ID,
-                            "version": {"patchkit": str(manifest.get("released_by"))}},
+                "builder": {"id": BUILDER_ID, "version": {"patchkit": str(manifest.get("released_by"))}},
                 "metadata": {"invocationId": str(manifest.get("identity"))},
-                "byproducts": [{"name": "manifest.json",
-                                "digest": {"sha256": manifest_sha256}}],
+                "byproducts": [{"name": "manifest.json", "digest": {"sha256": manifest_sha256}}],
             },
         },
     }
@@ -140,9 +152,16 @@ def dump_statement(statement: Mapping[str, Any]) -> bytes:
     return (json.dumps(statement, indent=2, sort_keys=True, ensure_ascii=False) + "\n").encode()
 
 
-def write_beside(out_dir: Path, *, stem: str, archive: str, sha256: str,
-                 manifest: Mapping[str, Any], manifest_data: bytes,
-                 sign_key: Path | None) -> dict[str, Path]:
+def write_beside(
+    out_dir: Path,
+    *,
+    stem: str,
+    archive: str,
+    sha256: str,
+    manifest: Mapping[str, Any],
+    manifest_data: bytes,
+    sign_key: Path | None,
+) -> dict[str, Path]:
     """Write ``<stem>.intoto.json`` (and its ``.sig`` with ``sign_key``); {name: path}."""
     data = dump_statement(statement_for(archive, sha256, manifest, sha256_bytes(manifest_data)))
     sig = sign(data, sign_key) if sign_key is not None else None
@@ -159,9 +178,17 @@ def write_beside(out_dir: Path, *, stem: str, archive: str, sha256: str,
 STATEMENT_MAX = 4 << 20  # a statement is a few KiB
 
 
-def check_beside(dist: Path, *, archive: str, stem: str, manifest: Mapping[str, Any],
-                 manifest_data: bytes, allowed_signers: Path | None) -> list[str]:
+def check_beside(
+    dist: Path,
+    *,
+    archive: str,
+    stem: str,
+    manifest: Mapping[str, Any],
+    manifest_data: bytes,
+    allowed_signers: Path | None,
+) -> list[str]:
     """Each way ``<stem>.intoto.json`` (and its signature) beside ``archive`` is wrong."""
+
     def plain(p: Path) -> str:
         try:
             st = os.lstat(p)
@@ -181,8 +208,9 @@ def check_beside(dist: Path, *, archive: str, stem: str, manifest: Mapping[str, 
     if path.stat().st_size > STATEMENT_MAX:
         return [f"{name}: larger than {STATEMENT_MAX >> 20} MiB, so not one a release wrote"]
     data = path.read_bytes()
-    want = dump_statement(statement_for(archive, sha256_file(dist / archive), manifest,
-                                        sha256_bytes(manifest_data)))
+    want = dump_statement(
+        statement_for(archive, sha256_file(dist / archive), manifest, sha256_bytes(manifest_data))
+    )
     diffs: list[str] = []
     if data != want:
         try:
@@ -194,16 +222,14 @@ def check_beside(dist: Path, *, archive: str, stem: str, manifest: Mapping[str, 
         else:
             keys = diff_keys(json.loads(want), got)
             shown = ", ".join(keys[:6]) + (f" (+{len(keys) - 6} more)" if len(keys) > 6 else "")
-            diffs.append(f"{name}: does not match {archive} and its manifest: "
-                         f"{shown or 'formatting only'}")
+            diffs.append(f"{name}: does not match {archive} and its manifest: {shown or 'formatting only'}")
     if allowed_signers is not None:
         sig_path = dist / (name + SIG_SUFFIX)
         why = plain(sig_path)
         if why:
             diffs.append(f"{sig_path.name}: {why} (--allowed-signers asks for a signature)")
         elif sig_path.stat().st_size > SIGNATURE_MAX:
-            diffs.append(f"{sig_path.name}: larger than {SIGNATURE_MAX >> 10} KiB, not an SSH "
-                         "signature")
+            diffs.append(f"{sig_path.name}: larger than {SIGNATURE_MAX >> 10} KiB, not an SSH signature")
         else:
             res = check(data, sig_path.read_bytes(), allowed_signers)
             if not res.ok:

@@ -136,8 +136,10 @@ def _stale_reasons(info: Mapping[str, Any], recipe: Recipe) -> list[str]:
     if info["recipe"]["sha256"] != recipe.sha256:
         reasons.append(f"{recipe.path.name} changed since the build")
     if info["upstream"]["commit"] != recipe.upstream.commit:
-        reasons.append(f"the recipe now pins upstream {recipe.upstream.commit[:12]}, "
-                       f"the build used {info['upstream']['commit'][:12]}")
+        reasons.append(
+            f"the recipe now pins upstream {recipe.upstream.commit[:12]}, "
+            f"the build used {info['upstream']['commit'][:12]}"
+        )
     built = {p.get("name"): p for p in info["patches"] if isinstance(p, Mapping)}
     if set(built) != set(recipe.patch_names):
         reasons.append("the recipe's patch list changed since the build")
@@ -161,9 +163,13 @@ def _scrub(obj: Any, subs: list[tuple[str, str]]) -> Any:
 
 def _host_subs(info: Mapping[str, Any], build_dir: Path, out_dir: Path) -> list[tuple[str, str]]:
     subs: list[tuple[str, str]] = []
-    for raw, label in ((info.get("build_dir"), "<build>"), (str(build_dir.resolve()), "<out>"),
-                       (str(out_dir.resolve()), "<dist>"), (str(cache_dir()), "<cache>"),
-                       (str(Path.home()), "~")):
+    for raw, label in (
+        (info.get("build_dir"), "<build>"),
+        (str(build_dir.resolve()), "<out>"),
+        (str(out_dir.resolve()), "<dist>"),
+        (str(cache_dir()), "<cache>"),
+        (str(Path.home()), "~"),
+    ):
         if isinstance(raw, str) and len(raw) > 1:
             subs.append((raw, label))
     log = info.get("log")
@@ -184,37 +190,50 @@ def _artifact_members(info: Mapping[str, Any], build_dir: Path) -> list[tuple[Me
     seen: set[str] = set()
     for i, art in enumerate(info["artifacts"]):
         rel = art.get("path") if isinstance(art, Mapping) else None
-        if not isinstance(rel, str) or not rel.startswith("bin/") or ".." in rel.split("/") \
-                or "\\" in rel:
+        if not isinstance(rel, str) or not rel.startswith("bin/") or ".." in rel.split("/") or "\\" in rel:
             raise ReleaseError(f"build-info.json: artifacts[{i}].path {rel!r} is not a file in bin/")
         if rel in seen:
             raise ReleaseError(f"build-info.json: {rel} is listed twice in artifacts")
         seen.add(rel)
         path = build_dir / rel
         if not path.is_file():
-            raise ReleaseError(f"{rel} is missing from {build_dir}",
-                               hint="the build folder was changed after the build: rebuild")
+            raise ReleaseError(
+                f"{rel} is missing from {build_dir}",
+                hint="the build folder was changed after the build: rebuild",
+            )
         # packed from the build folder only: a link to a host file is refused, never read
         path = contained(path, build_dir, error=ReleaseError, what=rel)
         size, sha = path.stat().st_size, sha256_file(path)
         if sha != art.get("sha256") or size != art.get("size"):
-            raise ReleaseError(f"{rel} changed after the build (sha256 {sha[:12]}…, size {size}; "
-                               f"build-info.json says {str(art.get('sha256'))[:12]}…, "
-                               f"{art.get('size')})", hint="rebuild with `patchkit build <recipe>`")
+            raise ReleaseError(
+                f"{rel} changed after the build (sha256 {sha[:12]}…, size {size}; "
+                f"build-info.json says {str(art.get('sha256'))[:12]}…, "
+                f"{art.get('size')})",
+                hint="rebuild with `patchkit build <recipe>`",
+            )
         _refuse_bad_runpath(path, rel)
         kind = str(art.get("type") or "FILE")
         mode = 0o755 if kind in _EXEC_TYPES else 0o644
-        out.append((Member(name=rel, mode=mode, source=path),
-                    {"path": rel, "sha256": sha, "size": size, "mode": f"{mode:o}", "type": kind}))
+        out.append(
+            (
+                Member(name=rel, mode=mode, source=path),
+                {"path": rel, "sha256": sha, "size": size, "mode": f"{mode:o}", "type": kind},
+            )
+        )
     if not out:
         raise ReleaseError("build-info.json lists no artifacts: nothing to release")
     bin_dir = build_dir / "bin"
-    extra = sorted(p.relative_to(build_dir).as_posix() for p in bin_dir.rglob("*")
-                   if not p.is_dir() and p.relative_to(build_dir).as_posix() not in seen)
+    extra = sorted(
+        p.relative_to(build_dir).as_posix()
+        for p in bin_dir.rglob("*")
+        if not p.is_dir() and p.relative_to(build_dir).as_posix() not in seen
+    )
     if extra:
-        raise ReleaseError(f"{extra[0]} is in {bin_dir} but not in build-info.json's artifacts"
-                           + (f" (and {len(extra) - 1} more)" if len(extra) > 1 else ""),
-                           hint="the build folder was changed after the build: rebuild")
+        raise ReleaseError(
+            f"{extra[0]} is in {bin_dir} but not in build-info.json's artifacts"
+            + (f" (and {len(extra) - 1} more)" if len(extra) > 1 else ""),
+            hint="the build folder was changed after the build: rebuild",
+        )
     return out
 
 
@@ -224,13 +243,15 @@ def _refuse_bad_runpath(path: Path, rel: str) -> None:
     try:
         dyn = read_dynamic(path)
     except (ElfFormatError, OSError) as e:
-        raise ReleaseError(f"{rel}: cannot read its ELF dynamic section ({e})",
-                           hint="rebuild with `patchkit build <recipe>`") from None
+        raise ReleaseError(
+            f"{rel}: cannot read its ELF dynamic section ({e})", hint="rebuild with `patchkit build <recipe>`"
+        ) from None
     problems = rpath_problems(dyn) if dyn is not None else ()
     if problems:
-        raise ReleaseError(f"{rel}: {problems[0].describe()}; refusing to ship a binary that "
-                           "searches outside $ORIGIN",
-                           hint="rebuild with this patchkit (it links with RUNPATH $ORIGIN)")
+        raise ReleaseError(
+            f"{rel}: {problems[0].describe()}; refusing to ship a binary that searches outside $ORIGIN",
+            hint="rebuild with this patchkit (it links with RUNPATH $ORIGIN)",
+        )
 
 
 def _smoke_waiver(info: Mapping[str, Any], allow: bool) -> list[str]:
@@ -238,12 +259,17 @@ def _smoke_waiver(info: Mapping[str, Any], allow: bool) -> list[str]:
     status = smoke.get("status") if isinstance(smoke, Mapping) else None
     if status == "passed":
         return []
-    what = {None: "was not run", "failed": "failed", "skipped": "was skipped",
-            "partial": "ran only some checks (--only/--skip)"}.get(status, f"ended {status!r}")
+    what = {
+        None: "was not run",
+        "failed": "failed",
+        "skipped": "was skipped",
+        "partial": "ran only some checks (--only/--skip)",
+    }.get(status, f"ended {status!r}")
     if not allow:
-        raise ReleaseError(f"the build's smoke stage {what}: refusing to release an untested build",
-                           hint="fix the build and rebuild, or pass --allow-unsmoked "
-                                "(recorded in the manifest)")
+        raise ReleaseError(
+            f"the build's smoke stage {what}: refusing to release an untested build",
+            hint="fix the build and rebuild, or pass --allow-unsmoked (recorded in the manifest)",
+        )
     return ["unsmoked"]
 
 
@@ -252,8 +278,16 @@ def dump_manifest(manifest: Mapping[str, Any]) -> bytes:
     return (json.dumps(manifest, indent=2, sort_keys=True, ensure_ascii=False) + "\n").encode()
 
 
-def _manifest(info: Mapping[str, Any], *, stem: str, suffix: str, mtime: int, sde: bool,
-              waivers: list[str], files: list[dict[str, Any]]) -> dict[str, Any]:
+def _manifest(
+    info: Mapping[str, Any],
+    *,
+    stem: str,
+    suffix: str,
+    mtime: int,
+    sde: bool,
+    waivers: list[str],
+    files: list[dict[str, Any]],
+) -> dict[str, Any]:
     cmake = info["cmake"]
     cuda = info.get("cuda")
     return {
@@ -263,29 +297,50 @@ def _manifest(info: Mapping[str, Any], *, stem: str, suffix: str, mtime: int, sd
         "variant": variant_name(info),
         "released_by": f"patchkit {__version__}",
         "patchkit_version": info.get("patchkit_version"),
-        "recipe": {"name": info["recipe"]["name"], "file": _relative_file(info["recipe"].get("file")),
-                   "sha256": info["recipe"]["sha256"]},
+        "recipe": {
+            "name": info["recipe"]["name"],
+            "file": _relative_file(info["recipe"].get("file")),
+            "sha256": info["recipe"]["sha256"],
+        },
         "identity": info.get("identity"),
-        "upstream": {k: info["upstream"].get(k) for k in ("url", "commit", "commit_date", "ref",
-                                                          "build_number")
-                     if k != "build_number" or info["upstream"].get(k) is not None},
+        "upstream": {
+            k: info["upstream"].get(k)
+            for k in ("url", "commit", "commit_date", "ref", "build_number")
+            if k != "build_number" or info["upstream"].get(k) is not None
+        },
         # the ggml RPC protocol its clients and server speak (None: not recorded)
         "rpc_protocol": info.get("rpc_protocol"),
-        "patches": [{"name": p.get("name"), "file": p.get("file"), "sha256": p.get("sha256"),
-                     "status": p.get("upstream_status"), "when": p.get("when"),
-                     "experimental": p.get("experimental"), "result": p.get("result")}
-                    for p in info["patches"]],
+        "patches": [
+            {
+                "name": p.get("name"),
+                "file": p.get("file"),
+                "sha256": p.get("sha256"),
+                "status": p.get("upstream_status"),
+                "when": p.get("when"),
+                "experimental": p.get("experimental"),
+                "result": p.get("result"),
+            }
+            for p in info["patches"]
+        ],
         "series_hash": info["series_hash"],
         "experimental": bool(info.get("experimental")),
         "platform": {"os": info["platform"]["os"], "arch": info["platform"]["arch"]},
-        "cmake": {"generator": cmake.get("generator"), "build_type": cmake.get("build_type"),
-                  "defines": cmake.get("defines") or {},
-                  "toolchain": _relative_file(cmake.get("toolchain"))},
+        "cmake": {
+            "generator": cmake.get("generator"),
+            "build_type": cmake.get("build_type"),
+            "defines": cmake.get("defines") or {},
+            "toolchain": _relative_file(cmake.get("toolchain")),
+        },
         "targets": info.get("targets") or [],
         "tools": dict(info["tools"]),
-        "cuda": None if not cuda else {
-            "archs": cuda.get("archs"), "cmake_architectures": cuda.get("cmake_architectures"),
-            "nvcc": cuda.get("nvcc"), "proven": cuda.get("proven")},
+        "cuda": None
+        if not cuda
+        else {
+            "archs": cuda.get("archs"),
+            "cmake_architectures": cuda.get("cmake_architectures"),
+            "nvcc": cuda.get("nvcc"),
+            "proven": cuda.get("proven"),
+        },
         "pe_edits": info.get("pe_edits") or [],
         "smoke": _smoke_summary(info.get("smoke")),
         "waivers": sorted(waivers),
@@ -296,9 +351,11 @@ def _manifest(info: Mapping[str, Any], *, stem: str, suffix: str, mtime: int, sd
     }
 
 
-SCCACHE_PATHS = ("compiled through sccache, which keeps each object's absolute source paths "
-                 "(__FILE__ in ggml's assert messages): a build in another folder gives other "
-                 "bytes; build with --launcher ccache or none for a release any folder rebuilds")
+SCCACHE_PATHS = (
+    "compiled through sccache, which keeps each object's absolute source paths "
+    "(__FILE__ in ggml's assert messages): a build in another folder gives other "
+    "bytes; build with --launcher ccache or none for a release any folder rebuilds"
+)
 
 
 def reproducibility(info: Mapping[str, Any]) -> dict[str, Any]:
@@ -309,22 +366,31 @@ def reproducibility(info: Mapping[str, Any]) -> dict[str, Any]:
         return {"launcher": launcher, "any_folder": False, "why": SCCACHE_PATHS}
     nvcc = str((info.get("cuda") or {}).get("nvcc") or "")
     if nvcc and bundle.version_key(nvcc) < NVCC_OBJTEMP_SINCE:
-        return {"launcher": launcher, "any_folder": False,
-                "why": f"nvcc {nvcc} names its temporary host files after its process id, and "
-                       "each CUDA object keeps that name (nvcc 12.0 and newer do not: "
-                       "--objdir-as-tempdir): a rebuild gives other bytes in libggml-cuda"}
-    return {"launcher": launcher, "any_folder": True,
-            "why": "source paths relative to the build folder (ccache's base dir, or "
-                   "-ffile-prefix-map without a launcher), SOURCE_DATE_EPOCH = the upstream "
-                   "commit time, nvcc's temporary files named after the object"}
+        return {
+            "launcher": launcher,
+            "any_folder": False,
+            "why": f"nvcc {nvcc} names its temporary host files after its process id, and "
+            "each CUDA object keeps that name (nvcc 12.0 and newer do not: "
+            "--objdir-as-tempdir): a rebuild gives other bytes in libggml-cuda",
+        }
+    return {
+        "launcher": launcher,
+        "any_folder": True,
+        "why": "source paths relative to the build folder (ccache's base dir, or "
+        "-ffile-prefix-map without a launcher), SOURCE_DATE_EPOCH = the upstream "
+        "commit time, nvcc's temporary files named after the object",
+    }
 
 
 def _smoke_summary(smoke: Any) -> Any:
     """Smoke results without their timings, so equal builds give equal manifests."""
     if not isinstance(smoke, Mapping):
         return smoke
-    checks = [{k: c.get(k) for k in ("name", "status", "why")}
-              for c in smoke.get("checks") or [] if isinstance(c, Mapping)]
+    checks = [
+        {k: c.get(k) for k in ("name", "status", "why")}
+        for c in smoke.get("checks") or []
+        if isinstance(c, Mapping)
+    ]
     return {"status": smoke.get("status"), "checks": checks}
 
 
@@ -354,8 +420,7 @@ def read_sums(path: Path) -> tuple[dict[str, str], list[str]]:
 
 
 def write_sums(path: Path, sums: Mapping[str, str]) -> None:
-    atomic_write_bytes(path, "".join(f"{sums[n]}  {n}\n" for n in sorted(sums)).encode(),
-                       mode=0o644)
+    atomic_write_bytes(path, "".join(f"{sums[n]}  {n}\n" for n in sorted(sums)).encode(), mode=0o644)
 
 
 def _check_collision(out_dir: Path, stem: str, suffix: str, recipe_name: str) -> None:
@@ -374,9 +439,11 @@ def _check_collision(out_dir: Path, stem: str, suffix: str, recipe_name: str) ->
     except (ValueError, OSError, AttributeError):
         other = None
     if other is not None and other != recipe_name:
-        raise ReleaseError(f"{out_dir / (stem + suffix)} already holds a release of recipe "
-                           f"{other!r} with the same name as {recipe_name!r}",
-                           hint="give each recipe its own --out folder, or make the recipes differ")
+        raise ReleaseError(
+            f"{out_dir / (stem + suffix)} already holds a release of recipe "
+            f"{other!r} with the same name as {recipe_name!r}",
+            hint="give each recipe its own --out folder, or make the recipes differ",
+        )
 
 
 def release(opts: ReleaseOptions) -> ReleaseResult:
@@ -392,36 +459,59 @@ def _release(opts: ReleaseOptions, stack: contextlib.ExitStack[Any]) -> ReleaseR
     if opts.recipe is not None:
         reasons = _stale_reasons(info, opts.recipe)
         if reasons and not opts.allow_stale:
-            raise ReleaseError(f"the build in {build_dir} is stale: {reasons[0]}"
-                               + (f" (and {len(reasons) - 1} more)" if len(reasons) > 1 else ""),
-                               hint=f"rebuild with `patchkit build {opts.recipe.name}`, or pass "
-                                    "--allow-stale to release the old build (recorded)")
+            raise ReleaseError(
+                f"the build in {build_dir} is stale: {reasons[0]}"
+                + (f" (and {len(reasons) - 1} more)" if len(reasons) > 1 else ""),
+                hint=f"rebuild with `patchkit build {opts.recipe.name}`, or pass "
+                "--allow-stale to release the old build (recorded)",
+            )
         if reasons:
             waivers.append("stale")
     waivers += _smoke_waiver(info, opts.allow_unsmoked)
     arts = _artifact_members(info, build_dir)
     license_path = build_dir / "LICENSE"
     if not license_path.is_file():
-        raise ReleaseError(f"{build_dir} has no LICENSE (llama.cpp's licence must ship)",
-                           hint="rebuild with `patchkit build <recipe>`")
+        raise ReleaseError(
+            f"{build_dir} has no LICENSE (llama.cpp's licence must ship)",
+            hint="rebuild with `patchkit build <recipe>`",
+        )
     license_path = contained(license_path, build_dir, error=ReleaseError, what="LICENSE")
 
     stem, suffix = archive_name(info)
     mtime = _mtime(info, opts.source_date_epoch)
     stage = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="patchkit-release-")))
-    checked = bundle.check_release(info, build_dir, [m.name for m, _ in arts],
-                                   bundle=opts.bundle_runtime, wheels=opts.runtime_wheels,
-                                   stage=stage, sde=opts.source_date_epoch,
-                                   allow=_allowed_system(opts))
+    checked = bundle.check_release(
+        info,
+        build_dir,
+        [m.name for m, _ in arts],
+        bundle=opts.bundle_runtime,
+        wheels=opts.runtime_wheels,
+        stage=stage,
+        sde=opts.source_date_epoch,
+        allow=_allowed_system(opts),
+    )
     members = [m for m, _ in arts] + [Member(name="LICENSE", mode=0o644, source=license_path)]
-    files = [f for _, f in arts] + [{"path": "LICENSE", "sha256": sha256_file(license_path),
-                                     "size": license_path.stat().st_size, "mode": "644",
-                                     "type": "LICENSE"}]
+    files = [f for _, f in arts] + [
+        {
+            "path": "LICENSE",
+            "sha256": sha256_file(license_path),
+            "size": license_path.stat().st_size,
+            "mode": "644",
+            "type": "LICENSE",
+        }
+    ]
     src = sources.collect(info, opts.recipe, opts.project)
     members += src.members
     files += src.files
-    manifest = _manifest(info, stem=stem, suffix=suffix, mtime=mtime,
-                         sde=opts.source_date_epoch is not None, waivers=waivers, files=files)
+    manifest = _manifest(
+        info,
+        stem=stem,
+        suffix=suffix,
+        mtime=mtime,
+        sde=opts.source_date_epoch is not None,
+        waivers=waivers,
+        files=files,
+    )
     manifest["source"] = src.record
     manifest.update(checked.manifest_fields())
     manifest = _scrub(manifest, _host_subs(info, build_dir, opts.out_dir))
@@ -437,8 +527,7 @@ def _release(opts: ReleaseOptions, stack: contextlib.ExitStack[Any]) -> ReleaseR
     if sums_path.is_file():
         sums, problems = read_sums(sums_path)
         if problems:
-            raise ReleaseError(f"{out}: {problems[0]}",
-                               hint="fix or delete it, then release again")
+            raise ReleaseError(f"{out}: {problems[0]}", hint="fix or delete it, then release again")
     if opts.sign_key is not None:  # a key that cannot sign stops the release before writing
         from patchkit.release.signing import sign
 
@@ -448,16 +537,30 @@ def _release(opts: ReleaseOptions, stack: contextlib.ExitStack[Any]) -> ReleaseR
     digest = write_archive(archive, stem, members, mtime=mtime)
     side = out / f"{stem}.manifest.json"
     atomic_write_bytes(side, data, mode=0o644)
-    beside = provenance.write_beside(out, stem=stem, archive=archive.name, sha256=digest,
-                                     manifest=manifest, manifest_data=data,
-                                     sign_key=opts.sign_key)
+    beside = provenance.write_beside(
+        out,
+        stem=stem,
+        archive=archive.name,
+        sha256=digest,
+        manifest=manifest,
+        manifest_data=data,
+        sign_key=opts.sign_key,
+    )
     sums[archive.name] = digest
     sums[side.name] = sha256_file(side)
     sums.update({n: sha256_file(p) for n, p in beside.items()})
     write_sums(sums_path, sums)
-    return ReleaseResult(name=stem, archive=archive, sha256=digest, manifest=side, sums=sums_path,
-                         waivers=tuple(sorted(waivers)), files=len(members),
-                         provenance=tuple(beside.values()), no_sources=src.why_not,
-                         imports=tuple(checked.report.lines()),
-                         runtime=out / checked.runtime.archive if checked.runtime else None,
-                         note=checked.note)
+    return ReleaseResult(
+        name=stem,
+        archive=archive,
+        sha256=digest,
+        manifest=side,
+        sums=sums_path,
+        waivers=tuple(sorted(waivers)),
+        files=len(members),
+        provenance=tuple(beside.values()),
+        no_sources=src.why_not,
+        imports=tuple(checked.report.lines()),
+        runtime=out / checked.runtime.archive if checked.runtime else None,
+        note=checked.note,
+    )

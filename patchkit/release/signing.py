@@ -30,8 +30,9 @@ _BEGIN = b"-----BEGIN SSH SIGNATURE-----"
 def _ssh_keygen() -> str:
     found = shutil.which("ssh-keygen")
     if found is None:
-        raise ToolMissing("ssh-keygen not found (signing needs OpenSSH >= 8.1)",
-                          hint="install openssh-client")
+        raise ToolMissing(
+            "ssh-keygen not found (signing needs OpenSSH >= 8.1)", hint="install openssh-client"
+        )
     return found
 
 
@@ -42,19 +43,26 @@ def _first_line(text: str) -> str:
 def sign(data: bytes, key: Path) -> bytes:
     """The SSH signature of ``data`` with the private ``key`` (ReleaseError if refused)."""
     if not key.is_file():
-        raise ReleaseError(f"--sign-key {key}: no such file",
-                           hint="pass an SSH private key (e.g. ~/.ssh/id_ed25519)")
-    res = run([_ssh_keygen(), "-Y", "sign", "-f", str(key), "-n", NAMESPACE],
-              input=data, timeout=_DEADLINE, binary=True)
+        raise ReleaseError(
+            f"--sign-key {key}: no such file", hint="pass an SSH private key (e.g. ~/.ssh/id_ed25519)"
+        )
+    res = run(
+        [_ssh_keygen(), "-Y", "sign", "-f", str(key), "-n", NAMESPACE],
+        input=data,
+        timeout=_DEADLINE,
+        binary=True,
+    )
     if res.returncode is None:
-        raise ReleaseError(f"ssh-keygen -Y sign with {key} did not finish in {_DEADLINE:.0f}s "
-                           "(does the key want a passphrase?)",
-                           hint="add the key to ssh-agent (ssh-add KEY) first")
+        raise ReleaseError(
+            f"ssh-keygen -Y sign with {key} did not finish in {_DEADLINE:.0f}s "
+            "(does the key want a passphrase?)",
+            hint="add the key to ssh-agent (ssh-add KEY) first",
+        )
     if res.returncode != 0 or not res.data.startswith(_BEGIN):
-        raise ReleaseError(f"ssh-keygen -Y sign with {key} failed: "
-                           f"{_first_line(res.stderr) or f'exit {res.returncode}'}",
-                           hint="is it an SSH private key? (ssh-keygen -y -f KEY prints its "
-                                "public half)")
+        raise ReleaseError(
+            f"ssh-keygen -Y sign with {key} failed: {_first_line(res.stderr) or f'exit {res.returncode}'}",
+            hint="is it an SSH private key? (ssh-keygen -y -f KEY prints its public half)",
+        )
     return res.data
 
 
@@ -76,16 +84,33 @@ def check(data: bytes, signature: bytes, allowed_signers: Path) -> Checked:
     with tempfile.TemporaryDirectory(prefix="patchkit-sig-") as tmp:
         sig = Path(tmp) / "data.sig"
         sig.write_bytes(signature)
-        found = run([tool, "-Y", "find-principals", "-s", str(sig), "-f", str(allowed_signers)],
-                    timeout=_DEADLINE)
+        found = run(
+            [tool, "-Y", "find-principals", "-s", str(sig), "-f", str(allowed_signers)], timeout=_DEADLINE
+        )
         principals = [ln.strip() for ln in found.stdout.splitlines() if ln.strip()]
         if found.returncode != 0 or not principals:
-            return Checked(principal=None,
-                           problem="signed by a key that is not in the allowed signers file")
+            return Checked(principal=None, problem="signed by a key that is not in the allowed signers file")
         for principal in principals:
-            res = run([tool, "-Y", "verify", "-f", str(allowed_signers), "-I", principal,
-                       "-n", NAMESPACE, "-s", str(sig)], input=data, timeout=_DEADLINE)
+            res = run(
+                [
+                    tool,
+                    "-Y",
+                    "verify",
+                    "-f",
+                    str(allowed_signers),
+                    "-I",
+                    principal,
+                    "-n",
+                    NAMESPACE,
+                    "-s",
+                    str(sig),
+                ],
+                input=data,
+                timeout=_DEADLINE,
+            )
             if res.returncode == 0:
                 return Checked(principal=principal, problem="")
-        return Checked(principal=None, problem="the signature does not match the file "
-                                               f"(signer {principals[0]}, namespace {NAMESPACE})")
+        return Checked(
+            principal=None,
+            problem=f"the signature does not match the file (signer {principals[0]}, namespace {NAMESPACE})",
+        )

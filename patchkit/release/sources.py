@@ -98,13 +98,20 @@ def collect(info: Mapping[str, Any], recipe: Recipe | None, project: Path | None
                 return _none("the toolchain file is outside the project folder")
             what = "toolchain file"
             take(rel, recipe.build.toolchain, None)
-            beside = sorted(p for p in recipe.build.toolchain.parent.iterdir()
-                            if p.is_file() and not p.is_symlink() and not p.name.startswith(".")
-                            and p != recipe.build.toolchain)
+            beside = sorted(
+                p
+                for p in recipe.build.toolchain.parent.iterdir()
+                if p.is_file()
+                and not p.is_symlink()
+                and not p.name.startswith(".")
+                and p != recipe.build.toolchain
+            )
             if len(beside) > TOOLCHAIN_FILES_MAX:
-                return _none(f"the toolchain's folder holds {len(beside)} other files (at most "
-                             f"{TOOLCHAIN_FILES_MAX} are carried): keep the toolchain file and "
-                             "its helpers in a folder of their own")
+                return _none(
+                    f"the toolchain's folder holds {len(beside)} other files (at most "
+                    f"{TOOLCHAIN_FILES_MAX} are carried): keep the toolchain file and "
+                    "its helpers in a folder of their own"
+                )
             for p in beside:
                 helper = _rel(p, project)
                 if helper is None:
@@ -115,15 +122,25 @@ def collect(info: Mapping[str, Any], recipe: Recipe | None, project: Path | None
     except _Changed as e:
         return _none(f"{e} changed since the build")
     data["patches/series"] = series_text(series).encode()
-    members = tuple(Member(name=PREFIX + rel, mode=0o644, data=raw)
-                    for rel, raw in sorted(data.items()))
-    files = tuple({"path": m.name, "sha256": sha256_bytes(m.data or b""), "size": m.size,
-                   "mode": "644", "type": "SOURCE"} for m in members)
+    members = tuple(Member(name=PREFIX + rel, mode=0o644, data=raw) for rel, raw in sorted(data.items()))
+    files = tuple(
+        {
+            "path": m.name,
+            "sha256": sha256_bytes(m.data or b""),
+            "size": m.size,
+            "mode": "644",
+            "type": "SOURCE",
+        }
+        for m in members
+    )
     toolchain = _rel(recipe.build.toolchain, project) if recipe.build.toolchain else None
-    record = {"recipe": PREFIX + recipe_rel, "series": PREFIX + "patches/series",
-              "patches": [PREFIX + "patches/" + name for name, _ in series],
-              "toolchain": PREFIX + toolchain if toolchain else None,
-              "toolchain_files": [PREFIX + rel for rel in extra]}
+    record = {
+        "recipe": PREFIX + recipe_rel,
+        "series": PREFIX + "patches/series",
+        "patches": [PREFIX + "patches/" + name for name, _ in series],
+        "toolchain": PREFIX + toolchain if toolchain else None,
+        "toolchain_files": [PREFIX + rel for rel in extra],
+    }
     return Sources(members=members, files=files, record=record)
 
 

@@ -100,7 +100,7 @@ def _check_members(label: str, root: str, entries: list[Any], manifest: Mapping[
     for f in files:
         if isinstance(f, Mapping) and isinstance(f.get("path"), str):
             listed[f["path"]] = f
-    present = {e.name[len(root) + 1:]: e for e in entries if e.name.startswith(f"{root}/")}
+    present = {e.name[len(root) + 1 :]: e for e in entries if e.name.startswith(f"{root}/")}
     for rel in sorted(set(listed) - set(present)):
         diffs.append(f"{label}: {rel} is in the manifest but missing from the archive")
     for rel in sorted(set(present) - set(listed) - {"manifest.json"}):
@@ -108,8 +108,10 @@ def _check_members(label: str, root: str, entries: list[Any], manifest: Mapping[
     for rel in sorted(set(listed) & set(present)):
         want, got = listed[rel], present[rel]
         if got.sha256 != want.get("sha256"):
-            diffs.append(f"{label}: {rel}: sha256 is {_short(got.sha256)}, "
-                         f"the manifest says {_short(want.get('sha256'))}")
+            diffs.append(
+                f"{label}: {rel}: sha256 is {_short(got.sha256)}, "
+                f"the manifest says {_short(want.get('sha256'))}"
+            )
         if got.size != want.get("size"):
             diffs.append(f"{label}: {rel}: size is {got.size}, the manifest says {want.get('size')}")
         if f"{got.mode:o}" != want.get("mode"):
@@ -122,14 +124,15 @@ def _check_runpaths(label: str, root: str, entries: list[EntryInfo]) -> list[str
     whose dynamic section cannot be read."""
     diffs: list[str] = []
     for e in entries:
-        rel = e.name[len(root) + 1:] if e.name.startswith(f"{root}/") else e.name
+        rel = e.name[len(root) + 1 :] if e.name.startswith(f"{root}/") else e.name
         if e.elf_error is not None:
             diffs.append(f"{label}: {rel}: cannot read its ELF dynamic section ({e.elf_error})")
         elif e.elf is not None:
             problems = rpath_problems(e.elf)
             if problems:
-                diffs.append(f"{label}: {rel}: {problems[0].describe()}; a shipped binary may "
-                             "only search $ORIGIN")
+                diffs.append(
+                    f"{label}: {rel}: {problems[0].describe()}; a shipped binary may only search $ORIGIN"
+                )
     return diffs
 
 
@@ -166,14 +169,16 @@ def _check_archive_file(dist: Path, name: str, allowed_signers: Path | None = No
     try:
         stem, suffix = archive_name(manifest)
         if stem + suffix != name:
-            diffs.append(f"{name}: the manifest's upstream/series/platform/cuda fields give the "
-                         f"name {stem + suffix}")
+            diffs.append(
+                f"{name}: the manifest's upstream/series/platform/cuda fields give the name {stem + suffix}"
+            )
         if manifest.get("variant") != variant_name(manifest):
-            diffs.append(f"{name}: the manifest's variant {manifest.get('variant')!r} does not "
-                         f"follow from its fields ({variant_name(manifest)!r})")
+            diffs.append(
+                f"{name}: the manifest's variant {manifest.get('variant')!r} does not "
+                f"follow from its fields ({variant_name(manifest)!r})"
+            )
     except (KeyError, TypeError, ValueError, ReleaseError, AttributeError) as e:
-        diffs.append(f"{name}: cannot recompute the archive name from the manifest "
-                     f"({str(e)[:200]})")
+        diffs.append(f"{name}: cannot recompute the archive name from the manifest ({str(e)[:200]})")
     diffs += _check_members(name, root, entries, manifest)
     diffs += _check_runpaths(name, root, entries)
     diffs += bundle.verify_imports(dist, name, root, manifest)
@@ -185,10 +190,12 @@ def _check_archive_file(dist: Path, name: str, allowed_signers: Path | None = No
     smoke = manifest.get("smoke")
     status = smoke.get("status") if isinstance(smoke, dict) else None
     waivers = manifest.get("waivers")
-    if manifest.get("kind") != RUNTIME_KIND and status != "passed" \
-            and "unsmoked" not in (waivers if isinstance(waivers, list) else []):
-        diffs.append(f"{name}: smoke {status or 'not run'} but the manifest records no "
-                     "'unsmoked' waiver")
+    if (
+        manifest.get("kind") != RUNTIME_KIND
+        and status != "passed"
+        and "unsmoked" not in (waivers if isinstance(waivers, list) else [])
+    ):
+        diffs.append(f"{name}: smoke {status or 'not run'} but the manifest records no 'unsmoked' waiver")
 
     side = dist / f"{root}.manifest.json"
     side_why = _not_plain(side) if os.path.lexists(side) else ""
@@ -197,20 +204,28 @@ def _check_archive_file(dist: Path, name: str, allowed_signers: Path | None = No
     elif side_why:
         diffs.append(f"{side.name}: {side_why}")
     elif side.stat().st_size > DEFAULT_LIMITS.keep:
-        diffs.append(f"{side.name}: larger than {DEFAULT_LIMITS.keep >> 20} MiB, so not the "
-                     f"manifest inside {name}")
+        diffs.append(
+            f"{side.name}: larger than {DEFAULT_LIMITS.keep >> 20} MiB, so not the manifest inside {name}"
+        )
     elif side.read_bytes() != inner.data:
         try:
             keys = diff_keys(manifest, _json(side.read_bytes()))
-            what = ", ".join(keys[:_MAX_KEYS]) + (f" (+{len(keys) - _MAX_KEYS} more)"
-                                                  if len(keys) > _MAX_KEYS else "")
+            what = ", ".join(keys[:_MAX_KEYS]) + (
+                f" (+{len(keys) - _MAX_KEYS} more)" if len(keys) > _MAX_KEYS else ""
+            )
             what = what or "formatting only"
         except (ValueError, UnicodeDecodeError, RecursionError):
             what = "it is not valid JSON"
         diffs.append(f"{side.name}: differs from the manifest inside {name}: {what}")
     if manifest.get("kind") != RUNTIME_KIND:  # NVIDIA's files: no build to attest
-        diffs += provenance.check_beside(dist, archive=name, stem=root, manifest=manifest,
-                                         manifest_data=inner.data, allowed_signers=allowed_signers)
+        diffs += provenance.check_beside(
+            dist,
+            archive=name,
+            stem=root,
+            manifest=manifest,
+            manifest_data=inner.data,
+            allowed_signers=allowed_signers,
+        )
     return diffs
 
 
@@ -243,14 +258,27 @@ def verify_dir(dist: Path, *, allowed_signers: Path | None = None) -> VerifyRepo
         got = sha256_file(path)
         if got != want:
             diffs.append(f"{name}: sha256 is {_short(got)}, {SUMS} says {_short(want)}")
-    ours = sorted(p.name for p in dist.iterdir() if os.path.lexists(p) and not p.is_dir()
-                  and (p.name.endswith(ARCHIVE_SUFFIXES) or p.name.endswith(".manifest.json")
-                       or p.name.endswith(provenance.BESIDE_SUFFIXES)))
+    ours = sorted(
+        p.name
+        for p in dist.iterdir()
+        if os.path.lexists(p)
+        and not p.is_dir()
+        and (
+            p.name.endswith(ARCHIVE_SUFFIXES)
+            or p.name.endswith(".manifest.json")
+            or p.name.endswith(provenance.BESIDE_SUFFIXES)
+        )
+    )
     for name in ours:
         if name not in sums:
             diffs.append(f"{name}: not listed in {SUMS}")
-    archives = sorted({n for n in (*ours, *sums) if n.endswith(ARCHIVE_SUFFIXES)
-                       and os.path.lexists(dist / n) and not (dist / n).is_dir()})
+    archives = sorted(
+        {
+            n
+            for n in (*ours, *sums)
+            if n.endswith(ARCHIVE_SUFFIXES) and os.path.lexists(dist / n) and not (dist / n).is_dir()
+        }
+    )
     if not archives and not diffs:
         diffs.append(f"{dist}: no archives to verify")
     for name in archives:

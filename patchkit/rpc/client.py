@@ -99,8 +99,7 @@ class GgmlType(enum.IntEnum):
 # struct rpc_tensor: id, type, buffer, ne[4], nb[4], op, op_params[16], flags,
 # src[10], view_src, view_offs, data, name[64], use_count (5.1; padding[4] before) -> 296 bytes
 RPC_TENSOR = struct.Struct(
-    f"<QIQ{GGML_MAX_DIMS}I{GGML_MAX_DIMS}II{GGML_MAX_OP_PARAMS // 4}ii"
-    f"{GGML_MAX_SRC}QQQQ{GGML_MAX_NAME}si"
+    f"<QIQ{GGML_MAX_DIMS}I{GGML_MAX_DIMS}II{GGML_MAX_OP_PARAMS // 4}ii{GGML_MAX_SRC}QQQQ{GGML_MAX_NAME}si"
 )
 HELLO_RSP = struct.Struct(f"<BBBx{CONN_CAPS_SIZE}s")
 _U32 = struct.Struct("<I")
@@ -130,8 +129,9 @@ class RpcTensor:
     use_count: int = 0  # 5.1+: uses of the tensor in the graph; padding (sent as 0) before
 
     @classmethod
-    def f32(cls, *, id: int, buffer: int, data: int, ne: tuple[int, int, int, int],
-            name: str = "") -> RpcTensor:
+    def f32(
+        cls, *, id: int, buffer: int, data: int, ne: tuple[int, int, int, int], name: str = ""
+    ) -> RpcTensor:
         """A contiguous F32 tensor (strides as ggml computes them)."""
         nb0 = 4
         nb = (nb0, nb0 * ne[0], nb0 * ne[0] * ne[1], nb0 * ne[0] * ne[1] * ne[2])
@@ -149,8 +149,19 @@ class RpcTensor:
         """The 296 wire bytes; ``use_count=False``: the 5.0 layout (padding, zeros)."""
         name = self.name.encode("utf-8")[: GGML_MAX_NAME - 1]
         return RPC_TENSOR.pack(
-            self.id, self.type, self.buffer, *self.ne, *self.nb, self.op, *self.op_params,
-            self.flags, *self.src, self.view_src, self.view_offs, self.data, name,
+            self.id,
+            self.type,
+            self.buffer,
+            *self.ne,
+            *self.nb,
+            self.op,
+            *self.op_params,
+            self.flags,
+            *self.src,
+            self.view_src,
+            self.view_offs,
+            self.data,
+            name,
             self.use_count if use_count else 0,
         )
 
@@ -159,18 +170,29 @@ class RpcTensor:
         f = RPC_TENSOR.unpack(raw)
         d, s, p = GGML_MAX_DIMS, GGML_MAX_SRC, GGML_MAX_OP_PARAMS // 4
         i = 3
-        ne, i = tuple(f[i:i + d]), i + d
-        nb, i = tuple(f[i:i + d]), i + d
+        ne, i = tuple(f[i : i + d]), i + d
+        nb, i = tuple(f[i : i + d]), i + d
         op, i = f[i], i + 1
-        op_params, i = tuple(f[i:i + p]), i + p
+        op_params, i = tuple(f[i : i + p]), i + p
         flags, i = f[i], i + 1
-        src, i = tuple(f[i:i + s]), i + s
-        view_src, view_offs, data, name, use_count = f[i:i + 5]
-        return cls(id=f[0], type=f[1], buffer=f[2], ne=ne, nb=nb, op=op,
-                   op_params=op_params, flags=flags, src=src, view_src=view_src,
-                   view_offs=view_offs, data=data,
-                   name=name.split(b"\0", 1)[0].decode("utf-8", "replace"),
-                   use_count=use_count)
+        src, i = tuple(f[i : i + s]), i + s
+        view_src, view_offs, data, name, use_count = f[i : i + 5]
+        return cls(
+            id=f[0],
+            type=f[1],
+            buffer=f[2],
+            ne=ne,
+            nb=nb,
+            op=op,
+            op_params=op_params,
+            flags=flags,
+            src=src,
+            view_src=view_src,
+            view_offs=view_offs,
+            data=data,
+            name=name.split(b"\0", 1)[0].decode("utf-8", "replace"),
+            use_count=use_count,
+        )
 
 
 Version = ProtoVersion  # the server's version as HELLO answers it
@@ -180,15 +202,21 @@ def encode_request(cmd: int, payload: bytes = b"") -> bytes:
     return _REQ_HEAD.pack(cmd, len(payload)) + payload
 
 
-def encode_graph(device: int, nodes: Sequence[int], tensors: Sequence[RpcTensor], *,
-                 use_count: bool = True) -> bytes:
+def encode_graph(
+    device: int, nodes: Sequence[int], tensors: Sequence[RpcTensor], *, use_count: bool = True
+) -> bytes:
     """GRAPH_COMPUTE payload: u32 device | u32 n_nodes | u64 ids[n] | u32 n_tensors | rpc_tensor[].
 
     ``use_count=False`` for a server before 5.1 (the field is padding there)."""
-    return b"".join((
-        _U32.pack(device), _U32.pack(len(nodes)), struct.pack(f"<{len(nodes)}Q", *nodes),
-        _U32.pack(len(tensors)), *(t.pack(use_count=use_count) for t in tensors),
-    ))
+    return b"".join(
+        (
+            _U32.pack(device),
+            _U32.pack(len(nodes)),
+            struct.pack(f"<{len(nodes)}Q", *nodes),
+            _U32.pack(len(tensors)),
+            *(t.pack(use_count=use_count) for t in tensors),
+        )
+    )
 
 
 def speaks(version: Version) -> str:
@@ -235,8 +263,7 @@ class RpcClient:
     connection is gone (the server ends a client's session on any error).
     """
 
-    def __init__(self, host: str, port: int, *, timeout: float = 5.0,
-                 deadline: float | None = None) -> None:
+    def __init__(self, host: str, port: int, *, timeout: float = 5.0, deadline: float | None = None) -> None:
         """``timeout``: seconds for the whole session (connect, HELLO and every command),
         not per read, so a server that trickles bytes cannot hold the client; ``deadline``
         (a ``time.monotonic()`` value) ends it sooner, for a probe made of several sessions."""
@@ -278,18 +305,24 @@ class RpcClient:
             sock = socket.create_connection((self.host, self.port), timeout=self._left("connect"))
         except ConnectionRefusedError:
             raise RpcUnreachable(
-                f"{self.endpoint}: connection refused", refused=True,
-                hint="is ggml-rpc-server running there, and on that port?") from None
+                f"{self.endpoint}: connection refused",
+                refused=True,
+                hint="is ggml-rpc-server running there, and on that port?",
+            ) from None
         except socket.gaierror as e:
-            raise RpcUnreachable(f"{self.endpoint}: cannot resolve host ({e.strerror})",
-                                 hint="check the host name") from None
+            raise RpcUnreachable(
+                f"{self.endpoint}: cannot resolve host ({e.strerror})", hint="check the host name"
+            ) from None
         except TimeoutError:
             raise RpcUnreachable(
                 f"{self.endpoint}: no TCP connection within {self.timeout:g}s",
-                hint="check the address and any firewall, or raise --timeout") from None
+                hint="check the address and any firewall, or raise --timeout",
+            ) from None
         except OSError as e:
-            raise RpcUnreachable(f"{self.endpoint}: cannot connect ({e.strerror or e})",
-                                 hint="check the address and the network") from None
+            raise RpcUnreachable(
+                f"{self.endpoint}: cannot connect ({e.strerror or e})",
+                hint="check the address and the network",
+            ) from None
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         return sock
 
@@ -333,8 +366,8 @@ class RpcClient:
         return RpcTimeout(
             f"{self.endpoint}: no answer to {what} within {self.timeout:g}s "
             "(the limit for the whole exchange)",
-            hint="the server serves one client at a time: is another one connected? "
-                 "Else raise --timeout")
+            hint="the server serves one client at a time: is another one connected? Else raise --timeout",
+        )
 
     def call(self, cmd: Cmd, payload: bytes = b"", reply_size: int | None = 0) -> bytes:
         """Send one command; read a reply of exactly ``reply_size`` bytes (None: no reply)."""
@@ -348,7 +381,8 @@ class RpcClient:
         if size != expected:
             raise RpcProtocolError(
                 f"{self.endpoint}: {what} reply is {size} bytes, the protocol says {expected}",
-                hint="is that a ggml-rpc-server (protocol 4.x/5.x) port?")
+                hint="is that a ggml-rpc-server (protocol 4.x/5.x) port?",
+            )
         return self._recv(size, what, sock)
 
     # commands --------------------------------------------------------------------------
@@ -359,10 +393,9 @@ class RpcClient:
         if why:
             self.close()
             raise RpcVersionError(
-                f"{self.endpoint} speaks RPC protocol {version} ({why}); patchkit's client "
-                f"speaks {_SPOKEN}",
-                hint="use a server and client from the same llama.cpp release, or a newer "
-                     "patchkit")
+                f"{self.endpoint} speaks RPC protocol {version} ({why}); patchkit's client speaks {_SPOKEN}",
+                hint="use a server and client from the same llama.cpp release, or a newer patchkit",
+            )
         self.version = version
         return version
 
@@ -377,11 +410,12 @@ class RpcClient:
                 raise RpcVersionError(
                     f"{self.endpoint} speaks RPC protocol {legacy} (ggml before 2026-04); "
                     f"patchkit speaks {_SPOKEN}",
-                    hint="update the server's llama.cpp") from None
+                    hint="update the server's llama.cpp",
+                ) from None
             raise RpcProtocolError(
                 f"{self.endpoint}: the server closed the connection on HELLO",
-                hint="not a ggml-rpc-server, or one newer than protocol "
-                     f"{SUPPORTED_MAJORS[-1]}.x") from None
+                hint=f"not a ggml-rpc-server, or one newer than protocol {SUPPORTED_MAJORS[-1]}.x",
+            ) from None
         major, minor, patch, _caps = HELLO_RSP.unpack(raw)
         return Version(major=major, minor=minor, patch=patch)
 
@@ -406,13 +440,13 @@ class RpcClient:
             self.close()
             raise RpcProtocolError(
                 f"{self.endpoint} reports {n:,} devices; patchkit reads at most {MAX_DEVICES}",
-                hint="a real ggml-rpc-server has a handful: is that port a ggml-rpc-server?")
+                hint="a real ggml-rpc-server has a handful: is that port a ggml-rpc-server?",
+            )
         return n
 
     def get_device_memory(self, device: int) -> tuple[int, int]:
         """(free, total) bytes."""
-        free, total = _U64_U64.unpack(
-            self.call(Cmd.GET_DEVICE_MEMORY, _U32.pack(device), _U64_U64.size))
+        free, total = _U64_U64.unpack(self.call(Cmd.GET_DEVICE_MEMORY, _U32.pack(device), _U64_U64.size))
         return free, total
 
     def get_alignment(self, device: int) -> int:
@@ -423,8 +457,7 @@ class RpcClient:
 
     def alloc_buffer(self, device: int, size: int) -> tuple[int, int]:
         """(remote_ptr, remote_size); remote_ptr 0 means the server could not allocate."""
-        ptr, got = _U64_U64.unpack(
-            self.call(Cmd.ALLOC_BUFFER, _U32_U64.pack(device, size), _U64_U64.size))
+        ptr, got = _U64_U64.unpack(self.call(Cmd.ALLOC_BUFFER, _U32_U64.pack(device, size), _U64_U64.size))
         return ptr, got
 
     def buffer_get_base(self, remote_ptr: int) -> int:
@@ -433,9 +466,11 @@ class RpcClient:
     def free_buffer(self, remote_ptr: int) -> None:
         self.call(Cmd.FREE_BUFFER, _U64.pack(remote_ptr), 0)
 
-    def graph_compute(self, device: int, nodes: Sequence[int],
-                      tensors: Sequence[RpcTensor]) -> None:
+    def graph_compute(self, device: int, nodes: Sequence[int], tensors: Sequence[RpcTensor]) -> None:
         """Send a graph; the server does not reply (a rejected graph closes the connection)."""
         v = self.version
-        self.call(Cmd.GRAPH_COMPUTE, encode_graph(
-            device, nodes, tensors, use_count=v is not None and v >= _USE_COUNT_FROM), None)
+        self.call(
+            Cmd.GRAPH_COMPUTE,
+            encode_graph(device, nodes, tensors, use_count=v is not None and v >= _USE_COUNT_FROM),
+            None,
+        )

@@ -88,9 +88,14 @@ class GuardCase:
         return self.outcome is self.expected
 
     def to_json(self) -> dict[str, object]:
-        return {"name": self.name, "description": self.description,
-                "expected": self.expected.value, "outcome": self.outcome.value,
-                "ok": self.ok, "detail": self.detail}
+        return {
+            "name": self.name,
+            "description": self.description,
+            "expected": self.expected.value,
+            "outcome": self.outcome.value,
+            "ok": self.ok,
+            "detail": self.detail,
+        }
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -122,9 +127,13 @@ class GuardReport:
         return self.verdict is GuardVerdict.PATCHED
 
     def to_json(self) -> dict[str, object]:
-        return {"endpoint": self.endpoint, "version": str(self.version),
-                "verdict": self.verdict.value, "ok": self.ok,
-                "cases": [c.to_json() for c in self.cases]}
+        return {
+            "endpoint": self.endpoint,
+            "version": str(self.version),
+            "verdict": self.verdict.value,
+            "ok": self.ok,
+            "cases": [c.to_json() for c in self.cases],
+        }
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -153,9 +162,13 @@ class ServerInfo:
     rtt: RttStats  # DEVICE_COUNT round trips on one connection
 
     def to_json(self) -> dict[str, object]:
-        return {"endpoint": self.endpoint, "version": str(self.version),
-                "devices": [dataclasses.asdict(d) for d in self.devices],
-                "connect_s": self.connect_s, "rtt": dataclasses.asdict(self.rtt)}
+        return {
+            "endpoint": self.endpoint,
+            "version": str(self.version),
+            "devices": [dataclasses.asdict(d) for d in self.devices],
+            "connect_s": self.connect_s,
+            "rtt": dataclasses.asdict(self.rtt),
+        }
 
 
 _ENDPOINT = re.compile(r"^(?:\[(?P<v6>[0-9A-Fa-f:.%\w]+)\]|(?P<host>[^\s:\[\]/]+)):(?P<port>\d{1,5})$")
@@ -168,7 +181,8 @@ def parse_endpoint(text: str) -> tuple[str, int]:
     if not m or not 1 <= port <= 65535:
         raise ConfigError(
             f"{text!r} is not HOST:PORT (e.g. 192.168.1.20:50052, [fe80::1%eth0]:50052)",
-            hint="give the address and port the ggml-rpc-server listens on")
+            hint="give the address and port the ggml-rpc-server listens on",
+        )
     return m.group("v6") or m.group("host"), port
 
 
@@ -190,14 +204,27 @@ def server_info(host: str, port: int, *, timeout: float = 5.0, count: int = 10) 
         devices = []
         for dev in range(n):
             free, total = c.get_device_memory(dev)
-            devices.append(DeviceInfo(index=dev, free=free, total=total,
-                                      alignment=c.get_alignment(dev),
-                                      max_size=c.get_max_size(dev)))
+            devices.append(
+                DeviceInfo(
+                    index=dev,
+                    free=free,
+                    total=total,
+                    alignment=c.get_alignment(dev),
+                    max_size=c.get_max_size(dev),
+                )
+            )
         return ServerInfo(
-            endpoint=c.endpoint, version=c.version, devices=tuple(devices),
+            endpoint=c.endpoint,
+            version=c.version,
+            devices=tuple(devices),
             connect_s=round(connect_s, 6),
-            rtt=RttStats(count=len(rtts), median_s=round(statistics.median(rtts), 6),
-                         min_s=round(min(rtts), 6), max_s=round(max(rtts), 6)))
+            rtt=RttStats(
+                count=len(rtts),
+                median_s=round(statistics.median(rtts), 6),
+                min_s=round(min(rtts), 6),
+                max_s=round(max(rtts), 6),
+            ),
+        )
 
 
 # the cases -------------------------------------------------------------------------------
@@ -205,27 +232,26 @@ _Build = Callable[[int, int, int], RpcTensor]  # (remote_ptr, base, size) -> ten
 
 
 def _in_bounds(ptr: int, base: int, size: int) -> RpcTensor:
-    return RpcTensor.f32(id=_TENSOR_ID, buffer=ptr, data=base, ne=(4, 1, 1, 1),
-                         name="probe_in_bounds")
+    return RpcTensor.f32(id=_TENSOR_ID, buffer=ptr, data=base, ne=(4, 1, 1, 1), name="probe_in_bounds")
 
 
 def _zero_outside(ptr: int, base: int, size: int) -> RpcTensor:
     # like the recurrent-state view in tensor split: 0 rows, offset past the slice
-    return RpcTensor.f32(id=_TENSOR_ID, buffer=ptr, data=base + size + 4096, ne=(4, 0, 1, 1),
-                         name="probe_zero_outside")
+    return RpcTensor.f32(
+        id=_TENSOR_ID, buffer=ptr, data=base + size + 4096, ne=(4, 0, 1, 1), name="probe_zero_outside"
+    )
 
 
 def _straddling(ptr: int, base: int, size: int) -> RpcTensor:
-    return RpcTensor.f32(id=_TENSOR_ID, buffer=ptr, data=base + size - 8, ne=(4, 1, 1, 1),
-                         name="probe_straddling")
+    return RpcTensor.f32(
+        id=_TENSOR_ID, buffer=ptr, data=base + size - 8, ne=(4, 1, 1, 1), name="probe_straddling"
+    )
 
 
 CASES: dict[str, tuple[str, Outcome, _Build]] = {
     "in-bounds": ("16 bytes at the buffer start", Outcome.ACCEPTED, _in_bounds),
-    "zero-bytes-outside": ("0 elements, data 4 KiB past the buffer end",
-                           Outcome.ACCEPTED, _zero_outside),
-    "straddling-16-bytes": ("16 bytes from 8 bytes before the buffer end",
-                            Outcome.REFUSED, _straddling),
+    "zero-bytes-outside": ("0 elements, data 4 KiB past the buffer end", Outcome.ACCEPTED, _zero_outside),
+    "straddling-16-bytes": ("16 bytes from 8 bytes before the buffer end", Outcome.REFUSED, _straddling),
 }
 
 
@@ -251,17 +277,17 @@ def _alive(host: str, port: int, timeout: float, deadline: float) -> Outcome:
         time.sleep(0.2)
 
 
-def _run_case(host: str, port: int, timeout: float, deadline: float,
-              build: _Build) -> tuple[Outcome, str]:
+def _run_case(host: str, port: int, timeout: float, deadline: float, build: _Build) -> tuple[Outcome, str]:
     with RpcClient(host, port, timeout=timeout, deadline=deadline) as c:
         ptr, size = c.alloc_buffer(0, PROBE_BUFFER_SIZE)
         if ptr == 0 or size < 16:
-            raise RpcError(f"{c.endpoint}: could not allocate a {PROBE_BUFFER_SIZE}-byte buffer "
-                           "on device 0", hint="is the server out of memory?")
+            raise RpcError(
+                f"{c.endpoint}: could not allocate a {PROBE_BUFFER_SIZE}-byte buffer on device 0",
+                hint="is the server out of memory?",
+            )
         base = c.buffer_get_base(ptr)
         tensor = build(ptr, base, size)
-        detail = (f"buffer [{base:#x}, {base + size:#x}), data {tensor.data:#x}, "
-                  f"nbytes {tensor.nbytes}")
+        detail = f"buffer [{base:#x}, {base + size:#x}), data {tensor.data:#x}, nbytes {tensor.nbytes}"
         try:
             c.graph_compute(0, (tensor.id,), (tensor,))
             c.device_count()
@@ -292,6 +318,7 @@ def probe_zero_nbytes_guard(host: str, port: int, *, timeout: float = 5.0) -> Gu
         else:
             outcome, detail = _run_case(host, port, timeout, deadline, build)
             gone = outcome is Outcome.SERVER_DIED
-        cases.append(GuardCase(name=name, description=description, expected=expected,
-                               outcome=outcome, detail=detail))
+        cases.append(
+            GuardCase(name=name, description=description, expected=expected, outcome=outcome, detail=detail)
+        )
     return GuardReport(endpoint=endpoint, version=version, cases=tuple(cases))

@@ -45,20 +45,32 @@ class SkewReport:
         if v.ok:
             return f"{who} can talk to {self.endpoint} (RPC {v.server}): {v.reason}"
         if v.server > v.client:
-            todo = (f"rebuild {self.recipe} at an upstream commit with RPC "
-                    f"{v.server.major}.{v.server.minor} or later (`patchkit bump`, then "
-                    f"`patchkit build {self.recipe}`), or run a server built from upstream "
-                    f"{self.commit[:12]} there")
+            todo = (
+                f"rebuild {self.recipe} at an upstream commit with RPC "
+                f"{v.server.major}.{v.server.minor} or later (`patchkit bump`, then "
+                f"`patchkit build {self.recipe}`), or run a server built from upstream "
+                f"{self.commit[:12]} there"
+            )
         else:
-            todo = (f"rebuild the server at {self.endpoint} from upstream {self.commit[:12]} "
-                    f"(`patchkit build {self.recipe}`, then its bin/ggml-rpc-server there)")
-        return (f"{who} cannot talk to {self.endpoint} (RPC {v.server}): {v.reason}; {todo}")
+            todo = (
+                f"rebuild the server at {self.endpoint} from upstream {self.commit[:12]} "
+                f"(`patchkit build {self.recipe}`, then its bin/ggml-rpc-server there)"
+            )
+        return f"{who} cannot talk to {self.endpoint} (RPC {v.server}): {v.reason}; {todo}"
 
     def to_json(self) -> dict[str, object]:
         v = self.verdict
-        return {"endpoint": self.endpoint, "build": self.build, "recipe": self.recipe,
-                "commit": self.commit, "client": str(v.client), "server": str(v.server),
-                "ok": v.ok, "reason": v.reason, "message": self.line()}
+        return {
+            "endpoint": self.endpoint,
+            "build": self.build,
+            "recipe": self.recipe,
+            "commit": self.commit,
+            "client": str(v.client),
+            "server": str(v.server),
+            "ok": v.ok,
+            "reason": v.reason,
+            "message": self.line(),
+        }
 
 
 def build_protocol(info: BuildInfo, build: Path | str) -> ProtoVersion:
@@ -67,12 +79,14 @@ def build_protocol(info: BuildInfo, build: Path | str) -> ProtoVersion:
         raise ConfigError(
             f"{build}: build-info.json records no RPC protocol (not an RPC build, or built "
             "by a patchkit before it recorded one)",
-            hint=f"rebuild it: `patchkit build {info.recipe.name}`")
+            hint=f"rebuild it: `patchkit build {info.recipe.name}`",
+        )
     return info.rpc_protocol
 
 
-def check_server(host: str, port: int, info: BuildInfo, build: Path | str, *,
-                 timeout: float = 5.0) -> SkewReport:
+def check_server(
+    host: str, port: int, info: BuildInfo, build: Path | str, *, timeout: float = 5.0
+) -> SkewReport:
     """HELLO the server and judge it against the build (RpcError if it cannot be asked)."""
     client = build_protocol(info, build)
     c = RpcClient(host, port, timeout=timeout)
@@ -81,19 +95,27 @@ def check_server(host: str, port: int, info: BuildInfo, build: Path | str, *,
         server = c.read_version()
     finally:
         c.close()
-    return SkewReport(endpoint=c.endpoint, build=str(build), recipe=info.recipe.name,
-                      commit=info.upstream.commit, verdict=judge(client, server))
+    return SkewReport(
+        endpoint=c.endpoint,
+        build=str(build),
+        recipe=info.recipe.name,
+        commit=info.upstream.commit,
+        verdict=judge(client, server),
+    )
 
 
-def check_hosts(info: BuildInfo, build: Path | str, endpoints: Sequence[str], *,
-                timeout: float = 5.0) -> tuple[SkewReport, ...]:
+def check_hosts(
+    info: BuildInfo, build: Path | str, endpoints: Sequence[str], *, timeout: float = 5.0
+) -> tuple[SkewReport, ...]:
     """Every ``HOST:PORT`` against the build, before a bench sweep: RpcVersionError (one
     line, what to rebuild) at the first server its clients would refuse. A build that
     records no protocol (an older patchkit's) is not checked: a warning says so."""
     if info.rpc_protocol is None:
-        log.warning(f"{build}: build-info.json records no RPC protocol: the RPC servers' "
-                    f"versions are not checked (rebuild with `patchkit build "
-                    f"{info.recipe.name}` to have them checked)")
+        log.warning(
+            f"{build}: build-info.json records no RPC protocol: the RPC servers' "
+            f"versions are not checked (rebuild with `patchkit build "
+            f"{info.recipe.name}` to have them checked)"
+        )
         return ()
     reports = []
     for ep in endpoints:

@@ -50,8 +50,9 @@ def _result(name: str, start: float, status: CheckStatus, why: str) -> CheckResu
     return CheckResult(name=name, status=status, why=why, seconds=time.monotonic() - start)
 
 
-def _patch_verdict(name: str, start: float, env: SmokeEnv, patch: str, ok: bool,
-                   passed: str, failed: str) -> CheckResult:
+def _patch_verdict(
+    name: str, start: float, env: SmokeEnv, patch: str, ok: bool, passed: str, failed: str
+) -> CheckResult:
     """The rule for checks that prove a patch: pass if it worked; without the patch in the
     build, upstream's failure is expected (skip, saying what happened); else fail."""
     in_build = patch in env.patches
@@ -63,6 +64,7 @@ def _patch_verdict(name: str, start: float, env: SmokeEnv, patch: str, ok: bool,
 
 
 # ---- check 1: every binary answers ------------------------------------------------------
+
 
 def check_version(env: SmokeEnv) -> CheckResult:
     start = time.monotonic()
@@ -76,8 +78,9 @@ def check_version(env: SmokeEnv) -> CheckResult:
         if not r.ok or "unknown argument" in text or "invalid argument" in text:
             r = env.run(exe, "--help")
             if not r.ok:
-                return _result("version", start, FAIL,
-                               f"{exe.name} --version/--help: {r.brief()}: {r.last_line()}")
+                return _result(
+                    "version", start, FAIL, f"{exe.name} --version/--help: {r.brief()}: {r.last_line()}"
+                )
             answered.append(f"{exe.name} (--help)")
         else:
             answered.append(exe.name)
@@ -85,6 +88,7 @@ def check_version(env: SmokeEnv) -> CheckResult:
 
 
 # ---- models -----------------------------------------------------------------------------
+
 
 def tiny_llama(env: SmokeEnv) -> Path:
     path = env.workdir / "tiny-llama.gguf"
@@ -110,9 +114,27 @@ def hybrid_model(env: SmokeEnv) -> tuple[Path | None, str]:
 
 # ---- check 2: CPU vs RPC greedy tokens ---------------------------------------------------
 
+
 def _generate(env: SmokeEnv, cli: Path, model: Path, *extra: str) -> RunResult:
-    return env.run(cli, "-m", str(model), "-p", PROMPT, "-n", "16", "--temp", "0", "-c", "256",
-                   "--seed", "1", "-st", "--simple-io", "--no-warmup", *extra)
+    return env.run(
+        cli,
+        "-m",
+        str(model),
+        "-p",
+        PROMPT,
+        "-n",
+        "16",
+        "--temp",
+        "0",
+        "-c",
+        "256",
+        "--seed",
+        "1",
+        "-st",
+        "--simple-io",
+        "--no-warmup",
+        *extra,
+    )
 
 
 def generated_text(r: RunResult) -> str:
@@ -120,7 +142,7 @@ def generated_text(r: RunResult) -> str:
     text = r.stdout
     idx = text.rfind(PROMPT)
     if idx >= 0:
-        text = text[idx + len(PROMPT):]
+        text = text[idx + len(PROMPT) :]
     lines = [ln.rstrip() for ln in text.splitlines()]
     keep = [ln for ln in lines if ln and not ln.startswith(("[ Prompt:", "Exiting", ">"))]
     return "\n".join(keep).strip()
@@ -130,14 +152,17 @@ def _rpc_server(env: SmokeEnv, procs: Processes, name: str = "rpc") -> str:
     server = env.exe("ggml-rpc-server")
     assert server is not None
     port = free_port()
-    procs.start_server(env.cmd(server, "-d", "CPU", "-H", LOOPBACK, "-p", str(port)), port,
-                       name=name, timeout=min(env.timeout, 60 if env.launcher else 20),
-                       env={**os.environ, **env.env})
+    procs.start_server(
+        env.cmd(server, "-d", "CPU", "-H", LOOPBACK, "-p", str(port)),
+        port,
+        name=name,
+        timeout=min(env.timeout, 60 if env.launcher else 20),
+        env={**os.environ, **env.env},
+    )
     return f"{LOOPBACK}:{port}"
 
 
-def _rpc_generate(env: SmokeEnv, server_env: SmokeEnv, cli: Path, model: Path,
-                  name: str) -> RunResult | str:
+def _rpc_generate(env: SmokeEnv, server_env: SmokeEnv, cli: Path, model: Path, name: str) -> RunResult | str:
     """Generate with ``env``'s llama-cli through one ggml-rpc-server of ``server_env``."""
     with Processes(env.workdir / "logs") as procs:
         try:
@@ -170,21 +195,26 @@ def check_generate(env: SmokeEnv) -> CheckResult:
             said.append(f"{label}: no ggml-rpc-server, not compared")
             continue
         assert client is not None
-        r = (_generate(client_env, client, model) if server_env is None else
-             _rpc_generate(client_env, server_env, client, model, "rpc"))
+        r = (
+            _generate(client_env, client, model)
+            if server_env is None
+            else _rpc_generate(client_env, server_env, client, model, "rpc")
+        )
         if isinstance(r, str):
             return _result("generate", start, FAIL, f"{label}: {r}")
         if not r.ok:
             return _result("generate", start, FAIL, f"{label} run: {r.brief()}: {r.last_line()}")
         text = generated_text(r)
         if text != cpu_text:
-            return _result("generate", start, FAIL,
-                           f"tokens differ: CPU {cpu_text[:60]!r} vs {label} {text[:60]!r}")
+            return _result(
+                "generate", start, FAIL, f"tokens differ: CPU {cpu_text[:60]!r} vs {label} {text[:60]!r}"
+            )
         said.append(label)
     return _result("generate", start, PASS, f"CPU == {' == '.join(said)}: {cpu_text[:60]!r}")
 
 
 # ---- check 3: the seed's failure ---------------------------------------------------------
+
 
 def check_tensor_split(env: SmokeEnv) -> CheckResult:
     start = time.monotonic()
@@ -199,17 +229,35 @@ def check_tensor_split(env: SmokeEnv) -> CheckResult:
             a, b = _rpc_server(env, procs, "rpc-a"), _rpc_server(env, procs, "rpc-b")
         except RuntimeError as e:
             return _result("tensor-split", start, FAIL, str(e))
-        r = env.run(bench, "-m", str(model), "-rpc", f"{a},{b}", "-sm", "tensor",
-                    "-dev", "RPC0/RPC1", "-p", "16", "-n", "4", "-r", "1", "-o", "json")
+        r = env.run(
+            bench,
+            "-m",
+            str(model),
+            "-rpc",
+            f"{a},{b}",
+            "-sm",
+            "tensor",
+            "-dev",
+            "RPC0/RPC1",
+            "-p",
+            "16",
+            "-n",
+            "4",
+            "-r",
+            "1",
+            "-o",
+            "json",
+        )
         dead = [p for p in procs.procs if p.poll() is not None]
         tails = "; ".join(procs.log_tail(p, 1) for p in dead)
-    what = (f"llama-bench {r.brief()}; {len(dead)} of 2 RPC servers died"
-            + (f" ({tails})" if tails else ""))
-    return _patch_verdict("tensor-split", start, env, GUARD_PATCH, r.ok and not dead,
-                          "runs; both RPC servers alive", what)
+    what = f"llama-bench {r.brief()}; {len(dead)} of 2 RPC servers died" + (f" ({tails})" if tails else "")
+    return _patch_verdict(
+        "tensor-split", start, env, GUARD_PATCH, r.ok and not dead, "runs; both RPC servers alive", what
+    )
 
 
 # ---- check 4: the guard, at protocol level -----------------------------------------------
+
 
 def check_rpc_guard(env: SmokeEnv) -> CheckResult:
     start = time.monotonic()
@@ -222,16 +270,15 @@ def check_rpc_guard(env: SmokeEnv) -> CheckResult:
             return _result("rpc-guard", start, FAIL, str(e))
         host, port = addr.rsplit(":", 1)
         try:
-            report = probe_zero_nbytes_guard(host, int(port),
-                                                            timeout=min(env.timeout, 20))
+            report = probe_zero_nbytes_guard(host, int(port), timeout=min(env.timeout, 20))
         except FatalError as e:
             return _result("rpc-guard", start, FAIL, f"probe failed: {e.message}")
-    verdict = f"verdict {report.verdict}: " + ", ".join(
-        f"{c.name} {c.outcome.value}" for c in report.cases)
+    verdict = f"verdict {report.verdict}: " + ", ".join(f"{c.name} {c.outcome.value}" for c in report.cases)
     return _patch_verdict("rpc-guard", start, env, GUARD_PATCH, report.ok, verdict, verdict)
 
 
 # ---- check 5: patch 2, a whole layer -ot onto a third device in tensor mode -------------
+
 
 def check_meta_ot(env: SmokeEnv) -> CheckResult:
     start = time.monotonic()
@@ -248,14 +295,36 @@ def check_meta_ot(env: SmokeEnv) -> CheckResult:
         except RuntimeError as e:
             return _result("meta-ot", start, FAIL, str(e))
         # every RPC buffer type is named RPC0[host:port], whatever the device's index
-        r = _generate(env, cli, model, "--rpc", f"{a},{b},{c}", "-sm", "tensor",
-                      "-dev", "RPC0,RPC1", "-ot", rf"blk\.1\.=RPC0[{c}]", "-fit", "off")
+        r = _generate(
+            env,
+            cli,
+            model,
+            "--rpc",
+            f"{a},{b},{c}",
+            "-sm",
+            "tensor",
+            "-dev",
+            "RPC0,RPC1",
+            "-ot",
+            rf"blk\.1\.=RPC0[{c}]",
+            "-fit",
+            "off",
+        )
     cpu_text, ot_text = generated_text(cpu), generated_text(r)
-    what = (f"llama-cli {r.brief()}: {r.last_line()}" if not r.ok else
-            f"tokens differ: CPU {cpu_text[:40]!r} vs -ot {ot_text[:40]!r}")
+    what = (
+        f"llama-cli {r.brief()}: {r.last_line()}"
+        if not r.ok
+        else f"tokens differ: CPU {cpu_text[:40]!r} vs -ot {ot_text[:40]!r}"
+    )
     return _patch_verdict(
-        "meta-ot", start, env, META_OT_PATCH, r.ok and ot_text == cpu_text,
-        f"tensor split over 2 RPC servers + layer 1 on a third == CPU: {cpu_text[:40]!r}", what)
+        "meta-ot",
+        start,
+        env,
+        META_OT_PATCH,
+        r.ok and ot_text == cpu_text,
+        f"tensor split over 2 RPC servers + layer 1 on a third == CPU: {cpu_text[:40]!r}",
+        what,
+    )
 
 
 CHECKS: dict[str, Check] = {

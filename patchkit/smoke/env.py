@@ -35,8 +35,9 @@ class SmokeEnv:
         info = read_build_info(self.reference)
         # its smoke-only tools (llama-perplexity) stay in its build dir
         tools = (Path(info.build_dir) / "bin",) if info.build_dir else ()
-        return dataclasses.replace(self, out_dir=self.reference, info=info, launcher=(), env={},
-                                   tool_dirs=tools, reference=None)
+        return dataclasses.replace(
+            self, out_dir=self.reference, info=info, launcher=(), env={}, tool_dirs=tools, reference=None
+        )
 
     @property
     def windows(self) -> bool:
@@ -58,8 +59,12 @@ class SmokeEnv:
         return [*self.launcher, str(exe), *args]
 
     def run(self, exe: Path, *args: str, timeout: float | None = None) -> RunResult:
-        return run(self.cmd(exe, *args), timeout=timeout or self.timeout,
-                   env={**os.environ, **self.env}, start_error="result")
+        return run(
+            self.cmd(exe, *args),
+            timeout=timeout or self.timeout,
+            env={**os.environ, **self.env},
+            start_error="result",
+        )
 
     def rpc_server(self, procs: Processes, name: str = "rpc") -> str:
         """Start this build's ggml-rpc-server (CPU, 127.0.0.1, a free port); its address."""
@@ -67,9 +72,13 @@ class SmokeEnv:
         if server is None:
             raise RuntimeError("ggml-rpc-server is not in this build")
         port = free_port()
-        procs.start_server(self.cmd(server, "-d", "CPU", "-H", LOOPBACK, "-p", str(port)), port,
-                           name=name, timeout=min(self.timeout, 60 if self.launcher else 20),
-                           env={**os.environ, **self.env})
+        procs.start_server(
+            self.cmd(server, "-d", "CPU", "-H", LOOPBACK, "-p", str(port)),
+            port,
+            name=name,
+            timeout=min(self.timeout, 60 if self.launcher else 20),
+            env={**os.environ, **self.env},
+        )
         return f"{LOOPBACK}:{port}"
 
     def executables(self) -> list[Path]:

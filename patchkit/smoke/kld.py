@@ -26,8 +26,17 @@ from patchkit.core.proc import Processes, RunResult
 from patchkit.smoke.env import SmokeEnv
 from patchkit.spec.buildinfo import CheckResult, CheckStatus, KldRecord
 
-__all__ = ["CTX", "THRESHOLDS", "KldStats", "Threshold", "check_kld", "judge", "parse_kld",
-           "summary", "text_path"]
+__all__ = [
+    "CTX",
+    "THRESHOLDS",
+    "KldStats",
+    "Threshold",
+    "check_kld",
+    "judge",
+    "parse_kld",
+    "summary",
+    "text_path",
+]
 
 META_OT_PATCH = "experimental-meta-ot-scheduling"
 CTX = 128  # small context: a run over the text takes seconds
@@ -51,14 +60,24 @@ class Threshold:
 # build gives the same) 0.0039 / 95.8 %; a wrong rms_norm divisor (the negative control)
 # fails every kind by a wide margin. See README, "Real-model checks".
 THRESHOLDS: dict[str, Threshold] = {
-    "same-math": Threshold(max_mean_kld=0.001, min_top1_pct=99.0,
-                           what="the same kernels, moved (one RPC server, layer split)"),
-    "tensor-split": Threshold(max_mean_kld=0.015, min_top1_pct=93.0,
-                              what="rows split over devices, partial sums reduced in another order"),
-    "gpu": Threshold(max_mean_kld=0.015, min_top1_pct=93.0,
-                     what="the build's first GPU (CUDA0) vs its CPU; not yet measured on a GPU"),
-    "cross-build": Threshold(max_mean_kld=0.015, min_top1_pct=93.0,
-                             what="another build (compiler, platform, patches, pin) vs --reference"),
+    "same-math": Threshold(
+        max_mean_kld=0.001, min_top1_pct=99.0, what="the same kernels, moved (one RPC server, layer split)"
+    ),
+    "tensor-split": Threshold(
+        max_mean_kld=0.015,
+        min_top1_pct=93.0,
+        what="rows split over devices, partial sums reduced in another order",
+    ),
+    "gpu": Threshold(
+        max_mean_kld=0.015,
+        min_top1_pct=93.0,
+        what="the build's first GPU (CUDA0) vs its CPU; not yet measured on a GPU",
+    ),
+    "cross-build": Threshold(
+        max_mean_kld=0.015,
+        min_top1_pct=93.0,
+        what="another build (compiler, platform, patches, pin) vs --reference",
+    ),
 }
 
 
@@ -84,27 +103,43 @@ def parse_kld(text: str) -> KldStats | None:
     if mean is None or mx is None or top is None:
         return None
     rms = _RMS.search(text)
-    return KldStats(mean_kld=float(mean.group(1)), max_kld=float(mx.group(1)),
-                    top1_pct=float(top.group(1)),
-                    rms_dp_pct=float(rms.group(1)) if rms else None)
+    return KldStats(
+        mean_kld=float(mean.group(1)),
+        max_kld=float(mx.group(1)),
+        top1_pct=float(top.group(1)),
+        rms_dp_pct=float(rms.group(1)) if rms else None,
+    )
 
 
 def judge(setup: str, kind: str, stats: KldStats) -> KldRecord:
     """A comparison passes when mean KLD <= and top-1 agreement >= its kind's thresholds
     (a NaN fails both)."""
     t = THRESHOLDS[kind]
-    ok = (math.isfinite(stats.mean_kld) and stats.mean_kld <= t.max_mean_kld
-          and math.isfinite(stats.top1_pct) and stats.top1_pct >= t.min_top1_pct)
-    return KldRecord(setup=setup, kind=kind, mean_kld=stats.mean_kld, max_kld=stats.max_kld,
-                     top1_pct=stats.top1_pct, max_mean_kld=t.max_mean_kld,
-                     min_top1_pct=t.min_top1_pct, passed=ok)
+    ok = (
+        math.isfinite(stats.mean_kld)
+        and stats.mean_kld <= t.max_mean_kld
+        and math.isfinite(stats.top1_pct)
+        and stats.top1_pct >= t.min_top1_pct
+    )
+    return KldRecord(
+        setup=setup,
+        kind=kind,
+        mean_kld=stats.mean_kld,
+        max_kld=stats.max_kld,
+        top1_pct=stats.top1_pct,
+        max_mean_kld=t.max_mean_kld,
+        min_top1_pct=t.min_top1_pct,
+        passed=ok,
+    )
 
 
 def summary(r: KldRecord) -> str:
     """'tensor split over two: mean KLD 0.0039, max 0.075, top-1 95.8 %' (+ the limits if failed)."""
     # KLD >= 0; llama-perplexity's float sums can print -0.000000
-    s = (f"{r.setup}: mean KLD {max(r.mean_kld, 0.0) + 0.0:.4f}, max {max(r.max_kld, 0.0) + 0.0:.3f}, "
-         f"top-1 {r.top1_pct:.1f} %")
+    s = (
+        f"{r.setup}: mean KLD {max(r.mean_kld, 0.0) + 0.0:.4f}, max {max(r.max_kld, 0.0) + 0.0:.3f}, "
+        f"top-1 {r.top1_pct:.1f} %"
+    )
     if not r.passed:
         s += f" (FAIL: {r.kind} allows mean <= {r.max_mean_kld:g}, top-1 >= {r.min_top1_pct:g} %)"
     return s
@@ -116,6 +151,7 @@ def text_path() -> Path:
 
 
 # ---- running llama-perplexity -------------------------------------------------------------
+
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class _Setup:
@@ -131,25 +167,33 @@ SETUPS = (
     _Setup(name="first GPU (CUDA0)", kind="gpu", servers=0, args=("-dev", "CUDA0"), gpu=True),
     _Setup(name="one RPC server", kind="same-math", servers=1, args=("-dev", "RPC0")),
     _Setup(name="layer split over two", kind="same-math", servers=2, args=("-dev", "RPC0,RPC1")),
-    _Setup(name="tensor split over two", kind="tensor-split", servers=2,
-           args=("-dev", "RPC0,RPC1", "-sm", "tensor", "-fit", "off")),
+    _Setup(
+        name="tensor split over two",
+        kind="tensor-split",
+        servers=2,
+        args=("-dev", "RPC0,RPC1", "-sm", "tensor", "-fit", "off"),
+    ),
     # every RPC buffer type is named RPC0[host:port], whatever the device's index
-    _Setup(name="tensor split + layer 5 -ot on a third", kind="tensor-split", servers=3,
-           args=("-dev", "RPC0,RPC1", "-sm", "tensor", "-fit", "off", "-ot", r"blk\.5\.=RPC0[{c}]"),
-           needs=META_OT_PATCH),
+    _Setup(
+        name="tensor split + layer 5 -ot on a third",
+        kind="tensor-split",
+        servers=3,
+        args=("-dev", "RPC0,RPC1", "-sm", "tensor", "-fit", "off", "-ot", r"blk\.5\.=RPC0[{c}]"),
+        needs=META_OT_PATCH,
+    ),
 )
 
 
 _CPU = ("-dev", "none")  # the baseline is the CPU, also in a CUDA build
 
 
-def _ppl(env: SmokeEnv, exe: Path, model: Path, text: Path, base: Path, *extra: str,
-         compare: bool) -> RunResult:
+def _ppl(
+    env: SmokeEnv, exe: Path, model: Path, text: Path, base: Path, *extra: str, compare: bool
+) -> RunResult:
     # one thread: the distances do not depend on speed, and with as many threads as cores
     # ggml's spinning barriers collapse when anything else runs (a parallel build: 232 s per
     # pass instead of seconds), which would fail the check on a busy machine
-    args = ["-m", str(model), "-f", str(text), "-c", str(CTX), "-t", "1",
-            "--kl-divergence-base", str(base)]
+    args = ["-m", str(model), "-f", str(text), "-c", str(CTX), "-t", "1", "--kl-divergence-base", str(base)]
     if compare:
         args.append("--kl-divergence")
     return env.run(exe, *args, *extra, timeout=max(env.timeout, RUN_TIMEOUT))
@@ -164,16 +208,37 @@ def _real_text(env: SmokeEnv, model: Path) -> str:
     cli = env.exe("llama-cli")
     if cli is None:
         return ""
-    r = env.run(cli, "-m", str(model), "-p", GEN_PROMPT, "-n", "24", "--temp", "0", "-c", "256", "-t", "1",
-                "--seed", "1", "-st", "--simple-io", "--no-warmup")
+    r = env.run(
+        cli,
+        "-m",
+        str(model),
+        "-p",
+        GEN_PROMPT,
+        "-n",
+        "24",
+        "--temp",
+        "0",
+        "-c",
+        "256",
+        "-t",
+        "1",
+        "--seed",
+        "1",
+        "-st",
+        "--simple-io",
+        "--no-warmup",
+    )
     if not r.ok:
         return ""
     text = r.stdout
     idx = text.rfind(GEN_PROMPT)
     if idx >= 0:
-        text = text[idx + len(GEN_PROMPT):]
-    keep = [ln.strip() for ln in text.splitlines()
-            if ln.strip() and not ln.lstrip().startswith(("[ Prompt:", "Exiting", ">"))]
+        text = text[idx + len(GEN_PROMPT) :]
+    keep = [
+        ln.strip()
+        for ln in text.splitlines()
+        if ln.strip() and not ln.lstrip().startswith(("[ Prompt:", "Exiting", ">"))
+    ]
     return " ".join(keep)[:120]
 
 
@@ -182,9 +247,14 @@ def check_kld(env: SmokeEnv) -> CheckResult:
 
     def done(status: CheckStatus, why: str, records: tuple[KldRecord, ...] = ()) -> CheckResult:
         why = re.sub(r"127\.0\.0\.1:\d+", "127.0.0.1:<port>", why)
-        return CheckResult(name="kld", status=status, why=why,
-                           seconds=time.monotonic() - start,
-                           model=env.model_label if records else "", kld=records)
+        return CheckResult(
+            name="kld",
+            status=status,
+            why=why,
+            seconds=time.monotonic() - start,
+            model=env.model_label if records else "",
+            kld=records,
+        )
 
     ppl = env.exe("llama-perplexity")
     if ppl is None:
@@ -198,8 +268,11 @@ def check_kld(env: SmokeEnv) -> CheckResult:
         return done(CheckStatus.FAIL, _fail_line("CPU baseline", cpu))
     records: list[KldRecord] = []
     notes: list[str] = []
-    setups = [s for s in SETUPS if (not s.needs or s.needs in env.patches)
-              and (not s.gpu or env.info.cuda is not None)]
+    setups = [
+        s
+        for s in SETUPS
+        if (not s.needs or s.needs in env.patches) and (not s.gpu or env.info.cuda is not None)
+    ]
     if env.exe("ggml-rpc-server") is None:
         notes.append("no ggml-rpc-server: no RPC setup")
         setups = [s for s in setups if not s.servers]
@@ -212,7 +285,7 @@ def check_kld(env: SmokeEnv) -> CheckResult:
             except RuntimeError as e:
                 return done(CheckStatus.FAIL, f"{s.name}: {e}", tuple(records))
             extra = [a.replace("{c}", addrs[-1]) for a in s.args]
-            rpc = ("--rpc", ",".join(addrs[:s.servers])) if s.servers else ()
+            rpc = ("--rpc", ",".join(addrs[: s.servers])) if s.servers else ()
             r = _ppl(env, ppl, model, text, base, *rpc, *extra, compare=True)
             stats = parse_kld(r.output) if r.ok else None
             if stats is None:
@@ -227,13 +300,11 @@ def check_kld(env: SmokeEnv) -> CheckResult:
             ref_base = env.workdir / "kld-base-reference.bin"
             r = _ppl(ref, ref_ppl, model, text, ref_base, *_CPU, compare=False)
             if not r.ok:
-                return done(CheckStatus.FAIL, _fail_line("reference CPU baseline", r),
-                            tuple(records))
+                return done(CheckStatus.FAIL, _fail_line("reference CPU baseline", r), tuple(records))
             r = _ppl(env, ppl, model, text, ref_base, *_CPU, compare=True)
             stats = parse_kld(r.output) if r.ok else None
             if stats is None:
-                return done(CheckStatus.FAIL, _fail_line("CPU vs the reference's CPU", r),
-                            tuple(records))
+                return done(CheckStatus.FAIL, _fail_line("CPU vs the reference's CPU", r), tuple(records))
             records.append(judge("CPU vs the reference's CPU", "cross-build", stats))
     said = [summary(r) for r in records] + notes
     words = _real_text(env, model)

@@ -20,8 +20,7 @@ __all__ = ["ENV_VAR", "NO_MODEL", "RealModel", "find_model"]
 
 ENV_VAR = "PATCHKIT_MODEL"
 DEFAULT = "smollm2"
-NO_MODEL = (f"no real model: run `patchkit model get {DEFAULT}` (or give --model PATH / "
-            f"{ENV_VAR}=PATH)")
+NO_MODEL = f"no real model: run `patchkit model get {DEFAULT}` (or give --model PATH / {ENV_VAR}=PATH)"
 _MAX_MODEL = 64 << 30
 
 
@@ -41,16 +40,18 @@ def _given(value: str, where: str) -> RealModel:
     if value in KNOWN:
         found = _known(value)
         if found is None:
-            raise ConfigError(f"{where}: model {value} is not in the cache",
-                              hint=f"run `patchkit model get {value}`")
+            raise ConfigError(
+                f"{where}: model {value} is not in the cache", hint=f"run `patchkit model get {value}`"
+            )
         return found
     path = Path(value).expanduser()
     if not path.is_file():
-        raise ConfigError(f"{where}: {value} is not a file (a GGUF model, or one of: "
-                          f"{', '.join(KNOWN)})")
+        raise ConfigError(f"{where}: {value} is not a file (a GGUF model, or one of: {', '.join(KNOWN)})")
     if path.stat().st_size > _MAX_MODEL:
-        raise ConfigError(f"{where}: {value} is larger than {_MAX_MODEL >> 30} GiB: "
-                          "use a small model, the checks run it many times")
+        raise ConfigError(
+            f"{where}: {value} is larger than {_MAX_MODEL >> 30} GiB: "
+            "use a small model, the checks run it many times"
+        )
     with path.open("rb") as f:
         if f.read(4) != b"GGUF":
             raise ConfigError(f"{where}: {value} is not a GGUF file")

@@ -37,7 +37,7 @@ def _nvidia_driver_present() -> bool:
     """Whether the NVIDIA driver library (libcuda / nvcuda.dll) can be loaded here."""
     import ctypes
 
-    for name in (("nvcuda.dll",) if sys.platform == "win32" else ("libcuda.so.1", "libcuda.so")):
+    for name in ("nvcuda.dll",) if sys.platform == "win32" else ("libcuda.so.1", "libcuda.so"):
         try:
             ctypes.CDLL(name)
         except OSError:
@@ -54,8 +54,10 @@ def _needs_missing_driver(info: BuildInfo) -> str:
         return ""  # built without libcuda (GGML_CUDA_NO_VMM): runs on the CPU without a driver
     if _nvidia_driver_present():
         return ""
-    return ("this CUDA build links the NVIDIA driver (libcuda.so.1 / nvcuda.dll), which this "
-            "machine lacks: run `patchkit smoke OUTDIR` on the GPU machine")
+    return (
+        "this CUDA build links the NVIDIA driver (libcuda.so.1 / nvcuda.dll), which this "
+        "machine lacks: run `patchkit smoke OUTDIR` on the GPU machine"
+    )
 
 
 def _wine() -> tuple[tuple[str, ...], dict[str, str], str]:
@@ -69,20 +71,38 @@ def _stop_wineserver(env: dict[str, str]) -> None:
     """The prefix's wineserver outlives the last wine process by a few seconds and keeps
     writing into the prefix: stop it and wait for it, or removing the temp folder fails
     ("wineprefix: Directory not empty")."""
-    server = next((c for c in ("/usr/lib/wine/wineserver64", "/usr/lib/wine/wineserver",
-                               shutil.which("wineserver") or "") if c and Path(c).is_file()), "")
+    server = next(
+        (
+            c
+            for c in (
+                "/usr/lib/wine/wineserver64",
+                "/usr/lib/wine/wineserver",
+                shutil.which("wineserver") or "",
+            )
+            if c and Path(c).is_file()
+        ),
+        "",
+    )
     if not server or "WINEPREFIX" not in env:
         return
     for arg in ("-k", "-w"):
         run([server, arg], env={**os.environ, **env}, timeout=30, start_error="result")
 
 
-def run_smoke(out_dir: Path, *, skip: tuple[str, ...] = (), only: tuple[str, ...] = (),
-              timeout: float = 300.0, tool_dirs: tuple[Path, ...] = (),
-              record: bool = True, on_result: Callable[[CheckResult], None] | None = None,
-              extra_env: dict[str, str] | None = None,
-              reference: Path | None = None, partial: bool = False,
-              model: Path | None = None) -> SmokeReport:
+def run_smoke(
+    out_dir: Path,
+    *,
+    skip: tuple[str, ...] = (),
+    only: tuple[str, ...] = (),
+    timeout: float = 300.0,
+    tool_dirs: tuple[Path, ...] = (),
+    record: bool = True,
+    on_result: Callable[[CheckResult], None] | None = None,
+    extra_env: dict[str, str] | None = None,
+    reference: Path | None = None,
+    partial: bool = False,
+    model: Path | None = None,
+) -> SmokeReport:
     """Run the checks against a build output dir; record the report in its build-info.json.
 
     ``partial``: some checks are left out on request (``--only``/``--skip``); a run that
@@ -107,10 +127,19 @@ def run_smoke(out_dir: Path, *, skip: tuple[str, ...] = (), only: tuple[str, ...
                 results.append(CheckResult(name="all", status=CheckStatus.SKIP, why=missing))
             else:
                 extra_env["WINEPREFIX"] = str(Path(tmp) / "wineprefix")
-        env = SmokeEnv(out_dir=out_dir, info=info, workdir=Path(tmp), timeout=timeout,
-                       launcher=launcher, env=extra_env, tool_dirs=tool_dirs,
-                       reference=reference, model=real.path if real else None,
-                       model_label=real.label if real else "", model_why=NO_MODEL)
+        env = SmokeEnv(
+            out_dir=out_dir,
+            info=info,
+            workdir=Path(tmp),
+            timeout=timeout,
+            launcher=launcher,
+            env=extra_env,
+            tool_dirs=tool_dirs,
+            reference=reference,
+            model=real.path if real else None,
+            model_label=real.label if real else "",
+            model_why=NO_MODEL,
+        )
         if results:  # nothing can run here (no driver, no wine): say why
             for res in results:
                 if on_result is not None:
@@ -126,8 +155,13 @@ def run_smoke(out_dir: Path, *, skip: tuple[str, ...] = (), only: tuple[str, ...
                     on_result(res)
             _stop_wineserver(extra_env)
     statuses = {r.status for r in results}
-    status = (SmokeStatus.FAILED if CheckStatus.FAIL in statuses else
-              SmokeStatus.PASSED if CheckStatus.PASS in statuses else SmokeStatus.SKIPPED)
+    status = (
+        SmokeStatus.FAILED
+        if CheckStatus.FAIL in statuses
+        else SmokeStatus.PASSED
+        if CheckStatus.PASS in statuses
+        else SmokeStatus.SKIPPED
+    )
     if status is SmokeStatus.PASSED and partial:
         status = SmokeStatus.PARTIAL  # some checks were left out on request: release refuses it
     report = SmokeReport(status=status, checks=tuple(results))
@@ -139,5 +173,7 @@ def run_smoke(out_dir: Path, *, skip: tuple[str, ...] = (), only: tuple[str, ...
 def raise_if_failed(report: SmokeReport) -> None:
     """The rule: a smoke run with a failed check is a SmokeError (exit 7)."""
     if report.status is SmokeStatus.FAILED:
-        raise SmokeError(f"smoke failed: {', '.join(report.failed)}",
-                         hint="the build-info.json of the output records every check")
+        raise SmokeError(
+            f"smoke failed: {', '.join(report.failed)}",
+            hint="the build-info.json of the output records every check",
+        )

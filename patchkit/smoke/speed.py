@@ -23,8 +23,16 @@ from pathlib import Path
 from patchkit.smoke.env import SmokeEnv
 from patchkit.spec.buildinfo import CheckResult, CheckStatus, SpeedRecord
 
-__all__ = ["MAX_TOLERANCE", "MIN_TOLERANCE", "NOISE_FACTOR", "bench_args", "check_speed",
-           "compare", "parse_bench", "rel_mad"]
+__all__ = [
+    "MAX_TOLERANCE",
+    "MIN_TOLERANCE",
+    "NOISE_FACTOR",
+    "bench_args",
+    "check_speed",
+    "compare",
+    "parse_bench",
+    "rel_mad",
+]
 
 N_PROMPT, N_GEN, REPS = 64, 16, 3
 ROUNDS_REFERENCE = 3  # alternating rounds with a reference: 9 samples per build and test
@@ -36,8 +44,20 @@ _MAX_OUTPUT = 4 << 20
 
 
 def bench_args(model: Path, threads: int) -> list[str]:
-    return ["-m", str(model), "-p", str(N_PROMPT), "-n", str(N_GEN), "-r", str(REPS),
-            "-t", str(threads), "-o", "json"]
+    return [
+        "-m",
+        str(model),
+        "-p",
+        str(N_PROMPT),
+        "-n",
+        str(N_GEN),
+        "-r",
+        str(REPS),
+        "-t",
+        str(threads),
+        "-o",
+        "json",
+    ]
 
 
 def parse_bench(text: str) -> dict[str, list[float]]:
@@ -59,8 +79,7 @@ def parse_bench(text: str) -> dict[str, list[float]]:
         if not isinstance(samples, list) or not samples:
             avg = rec.get("avg_ts")
             samples = [avg] if isinstance(avg, (int, float)) else []
-        if not all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in samples) \
-                or not samples:
+        if not all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in samples) or not samples:
             raise ValueError("a llama-bench result has no tokens/s samples")
         if isinstance(n_prompt, int) and n_prompt > 0 and not n_gen:
             key = f"prompt pp{n_prompt}"
@@ -87,16 +106,21 @@ def compare(test: str, this: Sequence[float], ref: Sequence[float] | None) -> Sp
     more than the noise-aware tolerance."""
     tps = statistics.median(this)
     if not ref:
-        return SpeedRecord(test=test, tps=round(tps, 2), samples=len(this),
-                           noise=round(rel_mad(this), 4))
+        return SpeedRecord(test=test, tps=round(tps, 2), samples=len(this), noise=round(rel_mad(this), 4))
     ref_tps = statistics.median(ref)
     noise = max(rel_mad(this), rel_mad(ref))
     tol = min(MAX_TOLERANCE, max(MIN_TOLERANCE, NOISE_FACTOR * noise))
     ratio = tps / ref_tps if ref_tps > 0 else 0.0
-    return SpeedRecord(test=test, tps=round(tps, 2), samples=len(this),
-                       reference_tps=round(ref_tps, 2), ratio=round(ratio, 4),
-                       tolerance=round(tol, 4), noise=round(noise, 4),
-                       passed=ratio >= 1.0 - tol)
+    return SpeedRecord(
+        test=test,
+        tps=round(tps, 2),
+        samples=len(this),
+        reference_tps=round(ref_tps, 2),
+        ratio=round(ratio, 4),
+        tolerance=round(tol, 4),
+        noise=round(noise, 4),
+        passed=ratio >= 1.0 - tol,
+    )
 
 
 def summary(r: SpeedRecord) -> str:
@@ -124,9 +148,14 @@ def check_speed(env: SmokeEnv) -> CheckResult:
     start = time.monotonic()
 
     def done(status: CheckStatus, why: str, records: tuple[SpeedRecord, ...] = ()) -> CheckResult:
-        return CheckResult(name="speed", status=status, why=why,
-                           seconds=time.monotonic() - start,
-                           model=env.model_label if records else "", speed=records)
+        return CheckResult(
+            name="speed",
+            status=status,
+            why=why,
+            seconds=time.monotonic() - start,
+            model=env.model_label if records else "",
+            speed=records,
+        )
 
     if env.exe("llama-bench") is None:
         return done(CheckStatus.SKIP, "llama-bench is not in this build")
@@ -148,20 +177,22 @@ def check_speed(env: SmokeEnv) -> CheckResult:
                 return done(CheckStatus.FAIL, f"{label}: {got}")
             for k, v in got.items():
                 into.setdefault(k, []).extend(v)
-    records = tuple(compare(test, this[test], other.get(test) if ref is not None else None)
-                    for test in sorted(this))
+    records = tuple(
+        compare(test, this[test], other.get(test) if ref is not None else None) for test in sorted(this)
+    )
     said = ", ".join(summary(r) for r in records)
     said = re.sub(r"\s+", " ", said)
     where = f"same model, {threads} threads, median of {records[0].samples}"
     if ref is None:
-        return done(CheckStatus.SKIP, f"no --reference to compare with; measured {said} ({where})",
-                    records)
+        return done(CheckStatus.SKIP, f"no --reference to compare with; measured {said} ({where})", records)
     failed = [r for r in records if not r.passed]
     missing = [t for t in other if t not in this]
     if missing:
         return done(CheckStatus.FAIL, f"this build did not run {', '.join(missing)}", records)
     noisy = max((r.noise or 0.0) for r in records)
     if any(r.tolerance is not None and r.tolerance >= MAX_TOLERANCE for r in records):
-        where += (f"; a noisy machine (relative MAD up to {100 * noisy:.0f} %): only a drop "
-                  f"beyond {100 * MAX_TOLERANCE:.0f} % is judged")
+        where += (
+            f"; a noisy machine (relative MAD up to {100 * noisy:.0f} %): only a drop "
+            f"beyond {100 * MAX_TOLERANCE:.0f} % is judged"
+        )
     return done(CheckStatus.FAIL if failed else CheckStatus.PASS, f"{said} ({where})", records)

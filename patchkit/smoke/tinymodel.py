@@ -29,8 +29,18 @@ def write_tiny_llama(path: Path, *, seed: int = 42, n_layer: int = 2) -> Path:
     head_dim = n_embd // n_head
     chars = [chr(c) for c in range(0x21, 0x7F)] + [" ", "\n"]
     tokens = [_byte_unicode(c) for c in chars]
-    merge_pairs = [("\u0120", "t"), ("h", "e"), ("\u0120t", "he"), ("i", "n"), ("\u0120", "a"),
-                   ("e", "r"), ("o", "n"), ("\u0120", "s"), ("r", "e"), ("a", "t")]
+    merge_pairs = [
+        ("\u0120", "t"),
+        ("h", "e"),
+        ("\u0120t", "he"),
+        ("i", "n"),
+        ("\u0120", "a"),
+        ("e", "r"),
+        ("o", "n"),
+        ("\u0120", "s"),
+        ("r", "e"),
+        ("a", "t"),
+    ]
     merges = []
     for a, b in merge_pairs:
         merges.append(f"{a} {b}")

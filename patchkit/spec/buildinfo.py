@@ -92,8 +92,9 @@ class _Obj:
     def _key(self, key: str) -> str:
         return f"{self.where}.{key}" if self.where else key
 
-    def get(self, key: str, typ: type | tuple[type, ...], *, optional: bool = False,
-            default: Any = None) -> Any:
+    def get(
+        self, key: str, typ: type | tuple[type, ...], *, optional: bool = False, default: Any = None
+    ) -> Any:
         value = self.data.get(key)
         if value is None and optional:
             return default
@@ -120,13 +121,17 @@ class _Obj:
             raise _BadField(self._key(key))
         return tuple(items)
 
-    def str_map(self, key: str, *, optional: bool = False, values: type | tuple[type, ...] = str
-                ) -> dict[str, Any]:
+    def str_map(
+        self, key: str, *, optional: bool = False, values: type | tuple[type, ...] = str
+    ) -> dict[str, Any]:
         m = self.get(key, dict, optional=optional, default={})
         types = values if isinstance(values, tuple) else (values,)
         for k, v in m.items():
-            if not isinstance(k, str) or (v is not None and not isinstance(v, types)) \
-                    or (v is None and type(None) not in types):
+            if (
+                not isinstance(k, str)
+                or (v is not None and not isinstance(v, types))
+                or (v is None and type(None) not in types)
+            ):
                 raise _BadField(f"{self._key(key)}.{k}")
         return dict(m)
 
@@ -139,6 +144,7 @@ class _Obj:
 
 # -- the sections ------------------------------------------------------------------------------
 
+
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class RecipeRef:
     name: str
@@ -150,8 +156,9 @@ class RecipeRef:
 
     @classmethod
     def from_obj(cls, o: _Obj) -> RecipeRef:
-        return cls(name=o.text("name"), file=o.text("file", optional=True, default=""),
-                   sha256=o.text("sha256"))
+        return cls(
+            name=o.text("name"), file=o.text("file", optional=True, default=""), sha256=o.text("sha256")
+        )
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -166,8 +173,13 @@ class UpstreamRef:
     build_number: int | None = None
 
     def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"url": self.url, "commit": self.commit, "commit_date": self.commit_date,
-                               "subject": self.subject, "ref": self.ref}
+        out: dict[str, Any] = {
+            "url": self.url,
+            "commit": self.commit,
+            "commit_date": self.commit_date,
+            "subject": self.subject,
+            "ref": self.ref,
+        }
         if self.build_number is not None:
             out["build_number"] = self.build_number
         return out
@@ -177,9 +189,14 @@ class UpstreamRef:
         number = o.get("build_number", int, optional=True)
         if number is not None and number <= 0:
             raise _BadField(o._key("build_number"))
-        return cls(url=o.text("url"), commit=o.text("commit"), commit_date=o.text("commit_date"),
-                   subject=o.text("subject", optional=True, default=""),
-                   ref=o.text("ref", optional=True), build_number=number)
+        return cls(
+            url=o.text("url"),
+            commit=o.text("commit"),
+            commit_date=o.text("commit_date"),
+            subject=o.text("subject", optional=True, default=""),
+            ref=o.text("ref", optional=True),
+            build_number=number,
+        )
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -193,15 +210,27 @@ class PatchRecord:
     result: ApplyResult
 
     def to_json(self) -> dict[str, Any]:
-        return {"name": self.name, "file": self.file, "sha256": self.sha256,
-                "upstream_status": self.upstream_status, "when": self.when,
-                "experimental": self.experimental, "result": self.result.value}
+        return {
+            "name": self.name,
+            "file": self.file,
+            "sha256": self.sha256,
+            "upstream_status": self.upstream_status,
+            "when": self.when,
+            "experimental": self.experimental,
+            "result": self.result.value,
+        }
 
     @classmethod
     def from_obj(cls, o: _Obj) -> PatchRecord:
-        return cls(name=o.text("name"), file=o.text("file"), sha256=o.text("sha256"),
-                   upstream_status=o.text("upstream_status"), when=o.text("when"),
-                   experimental=o.get("experimental", bool), result=o.enum("result", ApplyResult))
+        return cls(
+            name=o.text("name"),
+            file=o.text("file"),
+            sha256=o.text("sha256"),
+            upstream_status=o.text("upstream_status"),
+            when=o.text("when"),
+            experimental=o.get("experimental", bool),
+            result=o.enum("result", ApplyResult),
+        )
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -225,13 +254,21 @@ class CMakeRecord:
     toolchain: str | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {"generator": self.generator, "build_type": self.build_type,
-                "defines": dict(self.defines), "toolchain": self.toolchain}
+        return {
+            "generator": self.generator,
+            "build_type": self.build_type,
+            "defines": dict(self.defines),
+            "toolchain": self.toolchain,
+        }
 
     @classmethod
     def from_obj(cls, o: _Obj) -> CMakeRecord:
-        return cls(generator=o.text("generator"), build_type=o.text("build_type"),
-                   defines=o.str_map("defines"), toolchain=o.text("toolchain", optional=True))
+        return cls(
+            generator=o.text("generator"),
+            build_type=o.text("build_type"),
+            defines=o.str_map("defines"),
+            toolchain=o.text("toolchain", optional=True),
+        )
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -243,13 +280,23 @@ class ArtifactRecord:
     size: int
 
     def to_json(self) -> dict[str, Any]:
-        return {"target": self.target, "type": self.type, "path": self.path,
-                "sha256": self.sha256, "size": self.size}
+        return {
+            "target": self.target,
+            "type": self.type,
+            "path": self.path,
+            "sha256": self.sha256,
+            "size": self.size,
+        }
 
     @classmethod
     def from_obj(cls, o: _Obj) -> ArtifactRecord:
-        return cls(target=o.text("target"), type=o.text("type"), path=o.text("path"),
-                   sha256=o.text("sha256"), size=o.get("size", int))
+        return cls(
+            target=o.text("target"),
+            type=o.text("type"),
+            path=o.text("path"),
+            sha256=o.text("sha256"),
+            size=o.get("size", int),
+        )
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -278,8 +325,7 @@ class PeEditRecord:
     def from_obj(cls, o: _Obj) -> PeEditRecord:
         before, after = o.obj("before"), o.obj("after")
         assert before is not None and after is not None
-        return cls(file=o.text("file"), before=StackSizes.from_obj(before),
-                   after=StackSizes.from_obj(after))
+        return cls(file=o.text("file"), before=StackSizes.from_obj(before), after=StackSizes.from_obj(after))
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -297,20 +343,32 @@ class KldRecord:
     passed: bool
 
     def to_json(self) -> dict[str, Any]:
-        return {"setup": self.setup, "kind": self.kind, "mean_kld": self.mean_kld,
-                "max_kld": self.max_kld, "top1_pct": self.top1_pct,
-                "max_mean_kld": self.max_mean_kld, "min_top1_pct": self.min_top1_pct,
-                "passed": self.passed}
+        return {
+            "setup": self.setup,
+            "kind": self.kind,
+            "mean_kld": self.mean_kld,
+            "max_kld": self.max_kld,
+            "top1_pct": self.top1_pct,
+            "max_mean_kld": self.max_mean_kld,
+            "min_top1_pct": self.min_top1_pct,
+            "passed": self.passed,
+        }
 
     @classmethod
     def from_obj(cls, o: _Obj) -> KldRecord:
         def num(key: str) -> float:
             return float(o.get(key, (int, float)))
 
-        return cls(setup=o.text("setup"), kind=o.text("kind"), mean_kld=num("mean_kld"),
-                   max_kld=num("max_kld"), top1_pct=num("top1_pct"),
-                   max_mean_kld=num("max_mean_kld"), min_top1_pct=num("min_top1_pct"),
-                   passed=o.get("passed", bool))
+        return cls(
+            setup=o.text("setup"),
+            kind=o.text("kind"),
+            mean_kld=num("mean_kld"),
+            max_kld=num("max_kld"),
+            top1_pct=num("top1_pct"),
+            max_mean_kld=num("max_mean_kld"),
+            min_top1_pct=num("min_top1_pct"),
+            passed=o.get("passed", bool),
+        )
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -328,9 +386,16 @@ class SpeedRecord:
     passed: bool | None = None  # None: nothing to compare with
 
     def to_json(self) -> dict[str, Any]:
-        return {"test": self.test, "tps": self.tps, "samples": self.samples,
-                "reference_tps": self.reference_tps, "ratio": self.ratio,
-                "tolerance": self.tolerance, "noise": self.noise, "passed": self.passed}
+        return {
+            "test": self.test,
+            "tps": self.tps,
+            "samples": self.samples,
+            "reference_tps": self.reference_tps,
+            "ratio": self.ratio,
+            "tolerance": self.tolerance,
+            "noise": self.noise,
+            "passed": self.passed,
+        }
 
     @classmethod
     def from_obj(cls, o: _Obj) -> SpeedRecord:
@@ -338,10 +403,16 @@ class SpeedRecord:
             v = o.get(key, (int, float), optional=True)
             return None if v is None else float(v)
 
-        return cls(test=o.text("test"), tps=float(o.get("tps", (int, float))),
-                   samples=o.get("samples", int), reference_tps=opt("reference_tps"),
-                   ratio=opt("ratio"), tolerance=opt("tolerance"), noise=opt("noise"),
-                   passed=o.get("passed", bool, optional=True))
+        return cls(
+            test=o.text("test"),
+            tps=float(o.get("tps", (int, float))),
+            samples=o.get("samples", int),
+            reference_tps=opt("reference_tps"),
+            ratio=opt("ratio"),
+            tolerance=opt("tolerance"),
+            noise=opt("noise"),
+            passed=o.get("passed", bool, optional=True),
+        )
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -358,21 +429,29 @@ class CheckResult:
 
     def to_json(self) -> dict[str, Any]:
         # the measurement keys only when there are measurements: older files stay as they were
-        return {"name": self.name, "status": self.status.value, "why": self.why,
-                "seconds": round(self.seconds, 2),
-                **({"model": self.model} if self.model else {}),
-                **({"kld": [k.to_json() for k in self.kld]} if self.kld else {}),
-                **({"speed": [s.to_json() for s in self.speed]} if self.speed else {})}
+        return {
+            "name": self.name,
+            "status": self.status.value,
+            "why": self.why,
+            "seconds": round(self.seconds, 2),
+            **({"model": self.model} if self.model else {}),
+            **({"kld": [k.to_json() for k in self.kld]} if self.kld else {}),
+            **({"speed": [s.to_json() for s in self.speed]} if self.speed else {}),
+        }
 
     @classmethod
     def from_obj(cls, o: _Obj) -> CheckResult:
-        return cls(name=o.text("name"), status=o.enum("status", CheckStatus), why=o.text("why"),
-                   seconds=float(o.get("seconds", (int, float), optional=True, default=0.0)),
-                   model=o.text("model", optional=True, default=""),
-                   kld=tuple(KldRecord.from_obj(k) for k in o.objs("kld"))
-                   if o.data.get("kld") is not None else (),
-                   speed=tuple(SpeedRecord.from_obj(s) for s in o.objs("speed"))
-                   if o.data.get("speed") is not None else ())
+        return cls(
+            name=o.text("name"),
+            status=o.enum("status", CheckStatus),
+            why=o.text("why"),
+            seconds=float(o.get("seconds", (int, float), optional=True, default=0.0)),
+            model=o.text("model", optional=True, default=""),
+            kld=tuple(KldRecord.from_obj(k) for k in o.objs("kld")) if o.data.get("kld") is not None else (),
+            speed=tuple(SpeedRecord.from_obj(s) for s in o.objs("speed"))
+            if o.data.get("speed") is not None
+            else (),
+        )
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -389,8 +468,10 @@ class SmokeReport:
 
     @classmethod
     def from_obj(cls, o: _Obj) -> SmokeReport:
-        return cls(status=o.enum("status", SmokeStatus),
-                   checks=tuple(CheckResult.from_obj(c) for c in o.objs("checks")))
+        return cls(
+            status=o.enum("status", SmokeStatus),
+            checks=tuple(CheckResult.from_obj(c) for c in o.objs("checks")),
+        )
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -411,10 +492,16 @@ class CudaRecord:
         return bool(self.toolkit.get("no_vmm"))
 
     def to_json(self) -> dict[str, Any]:
-        return {"archs": list(self.archs), "ptx": self.ptx, "requested": list(self.requested),
-                "cmake_architectures": self.cmake_architectures, "nvcc": self.nvcc,
-                "proven": {k: list(v) for k, v in self.proven.items()},
-                "toolkit": dict(self.toolkit), "notes": list(self.notes)}
+        return {
+            "archs": list(self.archs),
+            "ptx": self.ptx,
+            "requested": list(self.requested),
+            "cmake_architectures": self.cmake_architectures,
+            "nvcc": self.nvcc,
+            "proven": {k: list(v) for k, v in self.proven.items()},
+            "toolkit": dict(self.toolkit),
+            "notes": list(self.notes),
+        }
 
     @classmethod
     def from_obj(cls, o: _Obj) -> CudaRecord:
@@ -422,11 +509,16 @@ class CudaRecord:
         if not all(isinstance(a, int) and not isinstance(a, bool) for a in archs):
             raise _BadField(o._key("archs"))
         proven = {k: tuple(v) for k, v in o.str_map("proven", optional=True, values=list).items()}
-        return cls(archs=tuple(archs), cmake_architectures=o.text("cmake_architectures"),
-                   nvcc=o.text("nvcc"), proven=proven, ptx=o.get("ptx", int, optional=True),
-                   requested=o.strs("requested", optional=True),
-                   toolkit=o.get("toolkit", dict, optional=True, default={}),
-                   notes=o.strs("notes", optional=True))
+        return cls(
+            archs=tuple(archs),
+            cmake_architectures=o.text("cmake_architectures"),
+            nvcc=o.text("nvcc"),
+            proven=proven,
+            ptx=o.get("ptx", int, optional=True),
+            requested=o.strs("requested", optional=True),
+            toolkit=o.get("toolkit", dict, optional=True, default={}),
+            notes=o.strs("notes", optional=True),
+        )
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -448,12 +540,21 @@ class CompileCacheRecord:
     dist_scheduler: str | None = None  # redacted URL of the sccache-dist scheduler used
 
     def to_json(self) -> dict[str, Any]:
-        return {"launcher": self.launcher, "version": self.version, "remote": self.remote,
-                "compiles": self.compiles, "local_hits": self.local_hits,
-                "remote_hits": self.remote_hits, "misses": self.misses,
-                "remote_errors": self.remote_errors, "miss_seconds": self.miss_seconds,
-                "seconds_saved": self.seconds_saved, "fallback": self.fallback,
-                "distributed": self.distributed, "dist_scheduler": self.dist_scheduler}
+        return {
+            "launcher": self.launcher,
+            "version": self.version,
+            "remote": self.remote,
+            "compiles": self.compiles,
+            "local_hits": self.local_hits,
+            "remote_hits": self.remote_hits,
+            "misses": self.misses,
+            "remote_errors": self.remote_errors,
+            "miss_seconds": self.miss_seconds,
+            "seconds_saved": self.seconds_saved,
+            "fallback": self.fallback,
+            "distributed": self.distributed,
+            "dist_scheduler": self.dist_scheduler,
+        }
 
     @classmethod
     def from_obj(cls, o: _Obj) -> CompileCacheRecord:
@@ -464,14 +565,21 @@ class CompileCacheRecord:
             v = o.get(key, (int, float), optional=True)
             return None if v is None else float(v)
 
-        return cls(launcher=o.text("launcher"), version=o.text("version", optional=True),
-                   remote=o.text("remote", optional=True), compiles=count("compiles"),
-                   local_hits=count("local_hits"), remote_hits=count("remote_hits"),
-                   misses=count("misses"), remote_errors=count("remote_errors"),
-                   miss_seconds=secs("miss_seconds"), seconds_saved=secs("seconds_saved"),
-                   fallback=o.text("fallback", optional=True, default=""),
-                   distributed=count("distributed"),
-                   dist_scheduler=o.text("dist_scheduler", optional=True))
+        return cls(
+            launcher=o.text("launcher"),
+            version=o.text("version", optional=True),
+            remote=o.text("remote", optional=True),
+            compiles=count("compiles"),
+            local_hits=count("local_hits"),
+            remote_hits=count("remote_hits"),
+            misses=count("misses"),
+            remote_errors=count("remote_errors"),
+            miss_seconds=secs("miss_seconds"),
+            seconds_saved=secs("seconds_saved"),
+            fallback=o.text("fallback", optional=True, default=""),
+            distributed=count("distributed"),
+            dist_scheduler=o.text("dist_scheduler", optional=True),
+        )
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -538,21 +646,27 @@ class BuildInfo:
         }
 
     @classmethod
-    def from_json(cls, data: Any, *, where: str = BUILD_INFO,
-                  error: type[FatalError] = ConfigError) -> BuildInfo:
+    def from_json(
+        cls, data: Any, *, where: str = BUILD_INFO, error: type[FatalError] = ConfigError
+    ) -> BuildInfo:
         """Check and read the JSON form; ``error`` (one line naming the key) if it is wrong."""
         if not isinstance(data, Mapping):
             raise error(f"{where} is not a JSON object", hint=_REBUILD)
         if data.get("schema") != SCHEMA:
-            raise error(f"{where}: unknown build-info schema {data.get('schema')!r} "
-                        f"(this patchkit reads schema {SCHEMA})", hint=_REBUILD)
+            raise error(
+                f"{where}: unknown build-info schema {data.get('schema')!r} "
+                f"(this patchkit reads schema {SCHEMA})",
+                hint=_REBUILD,
+            )
         try:
             info = cls._parse(_Obj(data, ""))
         except _BadField as e:
-            raise error(f"{where}: {e.dotted} is missing or not the expected type",
-                        hint=_REBUILD) from None
-        for key, value in (("platform.os", info.platform.os), ("platform.arch", info.platform.arch),
-                           ("recipe.name", info.recipe.name)):
+            raise error(f"{where}: {e.dotted} is missing or not the expected type", hint=_REBUILD) from None
+        for key, value in (
+            ("platform.os", info.platform.os),
+            ("platform.arch", info.platform.arch),
+            ("recipe.name", info.recipe.name),
+        ):
             if not _SAFE.match(value):
                 raise error(f"{where}: {key} {value!r} cannot be part of a file name")
         if not _SHA.match(info.upstream.commit):
@@ -584,7 +698,8 @@ class BuildInfo:
             tools=o.str_map("tools", values=(str, type(None))),
             cuda=CudaRecord.from_obj(cuda) if cuda is not None else None,
             pe_edits=tuple(PeEditRecord.from_obj(e) for e in o.objs("pe_edits"))
-            if o.data.get("pe_edits") is not None else (),
+            if o.data.get("pe_edits") is not None
+            else (),
             smoke=SmokeReport.from_obj(smoke) if smoke is not None else None,
             runtime_env=o.str_map("runtime_env", optional=True),
             timings=o.str_map("timings", optional=True, values=(int, float)),
@@ -616,8 +731,7 @@ def read_build_info(out_dir: Path, *, error: type[FatalError] = ConfigError) -> 
     path = out_dir / BUILD_INFO
     if not path.is_file():
         what = "does not exist" if not out_dir.exists() else f"holds no {BUILD_INFO}"
-        raise error(f"no finished build: {out_dir} {what}",
-                    hint="run `patchkit build RECIPE` first")
+        raise error(f"no finished build: {out_dir} {what}", hint="run `patchkit build RECIPE` first")
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (ValueError, UnicodeDecodeError) as e:
@@ -628,4 +742,3 @@ def read_build_info(out_dir: Path, *, error: type[FatalError] = ConfigError) -> 
 def write_build_info(out_dir: Path, info: BuildInfo) -> None:
     """Write ``out_dir/build-info.json`` atomically."""
     atomic_write_json(out_dir / BUILD_INFO, info.to_json())
-

@@ -42,8 +42,9 @@ FAMILIES: Mapping[str, tuple[int, ...]] = {
 }
 
 # Every SM some CUDA release compiles (explicit numbers must be one of these).
-KNOWN_SMS = frozenset({30, 32, 35, 37, 50, 52, 53, 60, 61, 62, 70, 72, 75, 80, 86, 87, 88, 89,
-                       90, 100, 101, 103, 110, 120, 121})
+KNOWN_SMS = frozenset(
+    {30, 32, 35, 37, 50, 52, 53, 60, 61, 62, 70, 72, 75, 80, 86, 87, 88, 89, 90, 100, 101, 103, 110, 120, 121}
+)
 _SM = re.compile(r"^(?:sm_|compute_)?(\d{2,3})$")
 
 
@@ -71,8 +72,12 @@ class CudaArchs:
         return ", ".join(sm_label(s) for s in (self.sms if sms is None else sms))
 
     def to_json(self) -> dict[str, object]:
-        return {"sms": list(self.sms), "ptx": self.ptx, "cmake": self.cmake,
-                "requested": list(self.requested)}
+        return {
+            "sms": list(self.sms),
+            "ptx": self.ptx,
+            "cmake": self.cmake,
+            "requested": list(self.requested),
+        }
 
 
 def resolve_archs(archs: Sequence[str | int], *, source: str = "recipe") -> CudaArchs:
@@ -88,12 +93,15 @@ def resolve_archs(archs: Sequence[str | int], *, source: str = "recipe") -> Cuda
         if not m:
             raise RecipeError(
                 f"{where}: {raw!r} is not a GPU family or SM number" + did_you_mean(word, FAMILIES),
-                hint=f"families: {', '.join(FAMILIES)}; or a number such as 86 or \"sm_86\"")
+                hint=f'families: {", ".join(FAMILIES)}; or a number such as 86 or "sm_86"',
+            )
         sm = int(m.group(1))
         if sm not in KNOWN_SMS:
             near = did_you_mean(str(sm), [str(s) for s in sorted(KNOWN_SMS)])
-            raise RecipeError(f"{where}: sm_{sm} is not a CUDA architecture{near}",
-                              hint=f"known: {', '.join(str(s) for s in sorted(KNOWN_SMS))}")
+            raise RecipeError(
+                f"{where}: sm_{sm} is not a CUDA architecture{near}",
+                hint=f"known: {', '.join(str(s) for s in sorted(KNOWN_SMS))}",
+            )
         sms.add(sm)
     if not sms:
         raise RecipeError(f"{source}: cuda.archs must name at least one GPU family")
@@ -112,28 +120,42 @@ _OWNED = {
 }
 
 
-def check_cuda_build(label: str, *, defines: Mapping[str, str], has_cuda: bool, os_name: str,
-                     cross_toolchain: bool, generator: str) -> None:
+def check_cuda_build(
+    label: str,
+    *,
+    defines: Mapping[str, str],
+    has_cuda: bool,
+    os_name: str,
+    cross_toolchain: bool,
+    generator: str,
+) -> None:
     """The recipe's build settings against its [cuda] section (or its absence)."""
     if not has_cuda:
         if defines.get("GGML_CUDA", "OFF").upper() in ("ON", "1", "TRUE", "YES"):
-            raise RecipeError(f"{label}: build.defines.GGML_CUDA is ON but there is no [cuda] "
-                              "section", hint="add [cuda] with archs = [...] (e.g. [\"ampere\"])")
+            raise RecipeError(
+                f"{label}: build.defines.GGML_CUDA is ON but there is no [cuda] section",
+                hint='add [cuda] with archs = [...] (e.g. ["ampere"])',
+            )
         return
     for key, why in _OWNED.items():
         if key in defines:
             raise RecipeError(f"{label}: build.defines.{key}: {why}")
     if defines.get("GGML_NATIVE", "OFF").upper() in ("ON", "1", "TRUE", "YES"):
-        raise RecipeError(f"{label}: build.defines.GGML_NATIVE = ON builds for this machine's "
-                          "GPU only (or none)", hint="remove it: CUDA recipes always build "
-                          "with GGML_NATIVE=OFF and name their archs")
+        raise RecipeError(
+            f"{label}: build.defines.GGML_NATIVE = ON builds for this machine's GPU only (or none)",
+            hint="remove it: CUDA recipes always build with GGML_NATIVE=OFF and name their archs",
+        )
     if defines.get("GGML_CUDA", "ON").upper() in ("OFF", "0", "FALSE", "NO"):
         raise RecipeError(f"{label}: build.defines.GGML_CUDA = OFF contradicts the [cuda] section")
     if os_name == "windows":
         if cross_toolchain:
-            raise RecipeError(f"{label}: build.toolchain: CUDA on Windows needs MSVC as nvcc's "
-                              "host compiler; a cross toolchain (mingw) cannot build it",
-                              hint="drop build.toolchain; build this recipe on Windows")
+            raise RecipeError(
+                f"{label}: build.toolchain: CUDA on Windows needs MSVC as nvcc's "
+                "host compiler; a cross toolchain (mingw) cannot build it",
+                hint="drop build.toolchain; build this recipe on Windows",
+            )
         if generator != "Ninja" and not generator.startswith("Visual Studio"):
-            raise RecipeError(f"{label}: build.generator {generator!r} cannot drive "
-                              "MSVC + nvcc", hint='use "Ninja" from a VS developer prompt')
+            raise RecipeError(
+                f"{label}: build.generator {generator!r} cannot drive MSVC + nvcc",
+                hint='use "Ninja" from a VS developer prompt',
+            )

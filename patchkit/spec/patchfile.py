@@ -41,8 +41,7 @@ _HUNK = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
 _MODE = re.compile(r"^(new file mode|deleted file mode|new mode|old mode) +([0-7]+)\s*$")
 _INDEX = re.compile(r"^index [^.\s]*\.\.\S*?(?: +([0-7]+))?\s*$")
 _NAME_LINE = re.compile(r"^(rename from|rename to|copy from|copy to|rename old|rename new) (.*)$")
-_ESCAPES = {"a": "\a", "b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t", "v": "\v",
-            "\\": "\\", '"': '"'}
+_ESCAPES = {"a": "\a", "b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t", "v": "\v", "\\": "\\", '"': '"'}
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -69,8 +68,7 @@ class FileDiff:
     @property
     def makes_symlink(self) -> bool:
         """The file is a symlink after the patch (git: any mode whose type bits are S_IFLNK)."""
-        return not self.deleted and self.new_mode is not None \
-            and int(self.new_mode, 8) & _S_IFMT == _S_IFLNK
+        return not self.deleted and self.new_mode is not None and int(self.new_mode, 8) & _S_IFMT == _S_IFLNK
 
     @property
     def symlink_target(self) -> str | None:
@@ -117,11 +115,11 @@ def _unquote(text: str) -> tuple[str, str] | None:
         c = text[i]
         if c == '"':
             out.append(raw.decode("utf-8", "replace"))
-            return "".join(out), text[i + 1:]
+            return "".join(out), text[i + 1 :]
         if c == "\\" and i + 1 < len(text):
             n = text[i + 1]
-            if n in "01234567" and re.match(r"[0-7]{3}", text[i + 1:i + 4]):
-                raw.append(int(text[i + 1:i + 4], 8))
+            if n in "01234567" and re.match(r"[0-7]{3}", text[i + 1 : i + 4]):
+                raw.append(int(text[i + 1 : i + 4], 8))
                 i += 4
                 continue
             if n in _ESCAPES:
@@ -166,15 +164,18 @@ def _git_names(rest: str) -> tuple[str, str] | None:
         # unquoted: the same name twice (a rename names itself in `rename from/to`), split
         # where both halves agree after their prefix; one space only: split there
         splits = [i for i, c in enumerate(rest) if c == " "]
-        same = [i for i in splits if _strip_prefix(rest[:i]) is not None
-                and _strip_prefix(rest[:i]) == _strip_prefix(rest[i + 1:])]
+        same = [
+            i
+            for i in splits
+            if _strip_prefix(rest[:i]) is not None and _strip_prefix(rest[:i]) == _strip_prefix(rest[i + 1 :])
+        ]
         if len(same) == 1:
             i = same[0]
         elif len(splits) == 1:
             i = splits[0]
         else:
             return None
-        names += [rest[:i], rest[i + 1:]]
+        names += [rest[:i], rest[i + 1 :]]
     old, new = (_strip_prefix(n) for n in names)
     if old is None or new is None:
         return None
@@ -207,8 +208,7 @@ def parse_diff(text: str) -> ParsedDiff:
 
     def close() -> None:
         if cur is not None:
-            files.append(FileDiff(hunks=tuple(hunks), body=tuple(body), names=tuple(names),
-                                  **cur))  # type: ignore[arg-type]
+            files.append(FileDiff(hunks=tuple(hunks), body=tuple(body), names=tuple(names), **cur))  # type: ignore[arg-type]
 
     # git splits lines at "\n" only; str.splitlines() would also split at \r, \x1c, \x85...
     # and could read a symlink target shorter than the one git writes
@@ -221,7 +221,7 @@ def parse_diff(text: str) -> ParsedDiff:
         if line.startswith(_DIFF_GIT) and state != "hunk":
             close()
             cur, hunks, body, names = None, [], [], []
-            parsed = _git_names(line[len(_DIFF_GIT):])
+            parsed = _git_names(line[len(_DIFF_GIT) :])
             if parsed is None:
                 problems.append(f"line {n}: cannot read the file names of {line[:120]!r}")
                 state = "prose"
@@ -251,9 +251,15 @@ def parse_diff(text: str) -> ParsedDiff:
             continue
         if state in ("headers", "after") and (h := _HUNK.match(line)):
             assert cur is not None
-            hunks.append(Hunk(file=str(cur["new_path"]), number=len(hunks) + 1,
-                              old_start=int(h.group(1)), new_start=int(h.group(3)),
-                              header=line.rstrip()))
+            hunks.append(
+                Hunk(
+                    file=str(cur["new_path"]),
+                    number=len(hunks) + 1,
+                    old_start=int(h.group(1)),
+                    new_start=int(h.group(3)),
+                    header=line.rstrip(),
+                )
+            )
             body.append(line)
             old_left = 1 if h.group(2) is None else int(h.group(2))
             new_left = 1 if h.group(4) is None else int(h.group(4))
@@ -296,10 +302,16 @@ def parse_diff(text: str) -> ParsedDiff:
             continue
         # prose (before the first section, or after a section's hunks): git would still
         # apply a traditional diff found here
-        if line.startswith("--- ") and n < len(lines) and lines[n].startswith("+++ ") \
-                and n + 1 < len(lines) and lines[n + 1].startswith("@@ -"):
-            problems.append(f"line {n}: a diff without a `diff --git` header "
-                            "(patchkit takes git-format patches only)")
+        if (
+            line.startswith("--- ")
+            and n < len(lines)
+            and lines[n].startswith("+++ ")
+            and n + 1 < len(lines)
+            and lines[n + 1].startswith("@@ -")
+        ):
+            problems.append(
+                f"line {n}: a diff without a `diff --git` header (patchkit takes git-format patches only)"
+            )
     close()
     return ParsedDiff(files=tuple(files), problems=tuple(problems))
 
@@ -358,13 +370,14 @@ def refusals(parsed: ParsedDiff) -> list[str]:
         if f.makes_symlink:
             target = f.symlink_target
             if target is None:
-                out.append(f"{f.new_path}: makes a symlink without stating its target "
-                           "(a mode change alone, binary data or a partial hunk)")
+                out.append(
+                    f"{f.new_path}: makes a symlink without stating its target "
+                    "(a mode change alone, binary data or a partial hunk)"
+                )
                 continue
             why = _link_escapes(f.new_path, target)
             if why is not None:
-                out.append(f"{f.new_path}: makes a symlink to {target!r}, {why}: it would "
-                           "leave the worktree")
+                out.append(f"{f.new_path}: makes a symlink to {target!r}, {why}: it would leave the worktree")
     return out
 
 
@@ -379,14 +392,13 @@ def parse_header(text: str, where: str) -> dict[str, str]:
         if not sep or " " in key:
             break
         if key not in HEADER_KEYS:
-            raise PatchError(
-                f"{where}: unknown header key {key!r}{did_you_mean(key, HEADER_KEYS)}"
-            )
+            raise PatchError(f"{where}: unknown header key {key!r}{did_you_mean(key, HEADER_KEYS)}")
         header[key] = value.strip()
     return header
 
 
 # -- git apply -v output ------------------------------------------------------------------
+
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class Offset:
@@ -413,9 +425,11 @@ class Conflict:
 _CHECKING = re.compile(r"^Checking patch (.+)\.\.\.$")
 _SUCCEEDED = re.compile(r"^Hunk #(\d+) succeeded at (\d+)(?: \(offset (-?\d+) lines?\))?")
 _FAILED = re.compile(r"^error: patch failed: (.+):(\d+)$")
-_FILE_ERR = re.compile(r"^error: (.+?): (No such file or directory|already exists in working "
-                       r"directory|does not exist in index|does not match index|"
-                       r"patch does not apply|.+)$")
+_FILE_ERR = re.compile(
+    r"^error: (.+?): (No such file or directory|already exists in working "
+    r"directory|does not exist in index|does not match index|"
+    r"patch does not apply|.+)$"
+)
 
 
 def parse_apply_output(out: str, hunks: Sequence[Hunk]) -> tuple[list[Offset], list[Conflict]]:
@@ -442,15 +456,19 @@ def parse_apply_output(out: str, hunks: Sequence[Hunk]) -> tuple[list[Offset], l
             continue
         if m := _FAILED.match(line):
             file, pos = m.group(1), int(m.group(2))
-            hunk = next((h for h in hunks if h.file == file and h.old_start == pos
-                         and (file, h.number) not in used), None)
+            hunk = next(
+                (h for h in hunks if h.file == file and h.old_start == pos and (file, h.number) not in used),
+                None,
+            )
             if hunk is not None:
                 used.add((file, hunk.number))
-                conflicts.append(Conflict(file=file, hunk=hunk.number, header=hunk.header,
-                                          reason="context does not match"))
+                conflicts.append(
+                    Conflict(file=file, hunk=hunk.number, header=hunk.header, reason="context does not match")
+                )
             else:
-                conflicts.append(Conflict(file=file, hunk=None, header=f"line {pos}",
-                                          reason="context does not match"))
+                conflicts.append(
+                    Conflict(file=file, hunk=None, header=f"line {pos}", reason="context does not match")
+                )
             continue
         if line.startswith("error: ") and (m := _FILE_ERR.match(line)):
             file, reason = m.group(1), m.group(2)

@@ -48,11 +48,30 @@ LAUNCHERS = ("ccache", "sccache", "none")  # build.launcher (patchkit.builder.co
 
 # section -> allowed keys (None = top level)
 _SCHEMA: dict[str | None, tuple[str, ...]] = {
-    None: ("name", "description", "patches", "allow_experimental",
-           "upstream", "build", "platform", "cuda", "windows", "smoke", "release"),
+    None: (
+        "name",
+        "description",
+        "patches",
+        "allow_experimental",
+        "upstream",
+        "build",
+        "platform",
+        "cuda",
+        "windows",
+        "smoke",
+        "release",
+    ),
     "upstream": ("url", "commit", "ref"),
-    "build": ("targets", "defines", "build_type", "generator", "toolchain", "sparse_exclude",
-              "cache_remote", "launcher"),
+    "build": (
+        "targets",
+        "defines",
+        "build_type",
+        "generator",
+        "toolchain",
+        "sparse_exclude",
+        "cache_remote",
+        "launcher",
+    ),
     "platform": ("os", "arch"),
     "cuda": ("archs", "toolkit_root", "host_compiler", "fa_all_quants"),
     "windows": ("stack_reserve", "stack_commit", "rpc_clients"),
@@ -154,8 +173,16 @@ class _Ctx:
                 where = f"{section}.{key}" if section else key
                 raise self.fail(where, "unknown key" + did_you_mean(key, allowed))
 
-    def get(self, table: dict[str, Any], key: str, typ: type | tuple[type, ...],
-            section: str | None, *, required: bool = False, default: Any = None) -> Any:
+    def get(
+        self,
+        table: dict[str, Any],
+        key: str,
+        typ: type | tuple[type, ...],
+        section: str | None,
+        *,
+        required: bool = False,
+        default: Any = None,
+    ) -> Any:
         where = f"{section}.{key}" if section else key
         if key not in table:
             if required:
@@ -168,9 +195,16 @@ class _Ctx:
             raise self.fail(where, f"must be {want}, not {type(value).__name__} {value!r}")
         return value
 
-    def str_list(self, table: dict[str, Any], key: str, section: str | None, *,
-                 required: bool = False, pattern: re.Pattern[str] | None = None,
-                 allow_int: bool = False) -> tuple[str, ...]:
+    def str_list(
+        self,
+        table: dict[str, Any],
+        key: str,
+        section: str | None,
+        *,
+        required: bool = False,
+        pattern: re.Pattern[str] | None = None,
+        allow_int: bool = False,
+    ) -> tuple[str, ...]:
         where = f"{section}.{key}" if section else key
         value = self.get(table, key, list, section, required=required, default=[])
         out: list[str] = []
@@ -224,12 +258,14 @@ def _check_stack_sizes(ctx: _Ctx, w: WindowsSpec) -> None:
         except PEError as e:
             raise ctx.fail(f"windows.{key}", e.message) from None
         if n <= 0 or n % PAGE_SIZE:
-            raise ctx.fail(f"windows.{key}", f"{text!r} must be a positive multiple of the "
-                           f"page size ({PAGE_SIZE} bytes)")
+            raise ctx.fail(
+                f"windows.{key}", f"{text!r} must be a positive multiple of the page size ({PAGE_SIZE} bytes)"
+            )
         sizes[key] = n
     if "stack_commit" in sizes and sizes["stack_commit"] > sizes["stack_reserve"]:
-        raise ctx.fail("windows.stack_commit",
-                       f"{w.stack_commit!r} is larger than stack_reserve {w.stack_reserve!r}")
+        raise ctx.fail(
+            "windows.stack_commit", f"{w.stack_commit!r} is larger than stack_reserve {w.stack_reserve!r}"
+        )
 
 
 def _parse(ctx: _Ctx, data: dict[str, Any], series: Series) -> Recipe:
@@ -245,8 +281,7 @@ def _parse(ctx: _Ctx, data: dict[str, Any], series: Series) -> Recipe:
         raise ctx.fail("upstream.url", "must not be empty")
     commit = ctx.get(up, "commit", str, "upstream", required=True).strip()
     if not _COMMIT.match(commit):
-        raise ctx.fail("upstream.commit",
-                       f"{commit!r} must be a full 40-hex-digit commit sha (lowercase)")
+        raise ctx.fail("upstream.commit", f"{commit!r} must be a full 40-hex-digit commit sha (lowercase)")
     ref = ctx.get(up, "ref", str, "upstream")
 
     allow_exp = ctx.get(data, "allow_experimental", bool, None, default=False)
@@ -256,11 +291,13 @@ def _parse(ctx: _Ctx, data: dict[str, Any], series: Series) -> Recipe:
             try:
                 patch = series.get(pname)
             except KeyError:
-                raise ctx.fail(f"patches[{i}]", f"{pname!r} is not in patches/series"
-                               + series.suggest(pname)) from None
+                raise ctx.fail(
+                    f"patches[{i}]", f"{pname!r} is not in patches/series" + series.suggest(pname)
+                ) from None
             if patch.experimental and not allow_exp:
-                raise ctx.fail(f"patches[{i}]", f"{pname!r} is experimental: "
-                               "set allow_experimental = true to opt in")
+                raise ctx.fail(
+                    f"patches[{i}]", f"{pname!r} is experimental: set allow_experimental = true to opt in"
+                )
         patches = series.select(tuple(series.get(n).name for n in names))
     else:
         patches = tuple(p for p in series.patches if p.default)
@@ -276,27 +313,37 @@ def _parse(ctx: _Ctx, data: dict[str, Any], series: Series) -> Recipe:
         defines.append((key, _define_value(ctx, key, value)))
     build_type = ctx.get(b, "build_type", str, "build", default="Release")
     if build_type not in BUILD_TYPES:
-        raise ctx.fail("build.build_type", f"{build_type!r} is not one of {', '.join(BUILD_TYPES)}"
-                       + did_you_mean(build_type, BUILD_TYPES))
+        raise ctx.fail(
+            "build.build_type",
+            f"{build_type!r} is not one of {', '.join(BUILD_TYPES)}" + did_you_mean(build_type, BUILD_TYPES),
+        )
     generator = ctx.get(b, "generator", str, "build", default="Ninja")
     toolchain = ctx.get(b, "toolchain", str, "build")
     sparse = ctx.str_list(b, "sparse_exclude", "build")
     launcher = ctx.get(b, "launcher", str, "build")
     if launcher is not None and launcher not in LAUNCHERS:
-        raise ctx.fail("build.launcher", f"{launcher!r} is not one of {', '.join(LAUNCHERS)}"
-                       + did_you_mean(launcher, LAUNCHERS))
+        raise ctx.fail(
+            "build.launcher",
+            f"{launcher!r} is not one of {', '.join(LAUNCHERS)}" + did_you_mean(launcher, LAUNCHERS),
+        )
     build = BuildSpec(
-        targets=targets, defines=tuple(defines), build_type=build_type, generator=generator,
+        targets=targets,
+        defines=tuple(defines),
+        build_type=build_type,
+        generator=generator,
         toolchain=ctx.project_path(toolchain, "build.toolchain") if toolchain else None,
         sparse_exclude=sparse,
-        cache_remote=ctx.get(b, "cache_remote", str, "build"), launcher=launcher,
+        cache_remote=ctx.get(b, "cache_remote", str, "build"),
+        launcher=launcher,
     )
 
     plat = ctx.section(data, "platform") or {}
     os_name = ctx.get(plat, "os", str, "platform", default="linux")
     if os_name not in OS_NAMES:
-        raise ctx.fail("platform.os", f"{os_name!r} is not one of {', '.join(OS_NAMES)}"
-                       + did_you_mean(os_name, OS_NAMES))
+        raise ctx.fail(
+            "platform.os",
+            f"{os_name!r} is not one of {', '.join(OS_NAMES)}" + did_you_mean(os_name, OS_NAMES),
+        )
     arch = ctx.get(plat, "arch", str, "platform", default="x86_64")
 
     cuda = None
@@ -316,8 +363,9 @@ def _parse(ctx: _Ctx, data: dict[str, Any], series: Series) -> Recipe:
         clients = ctx.str_list(w, "rpc_clients", "windows", pattern=_TARGET)
         for i, t in enumerate(clients):
             if t not in targets:
-                raise ctx.fail(f"windows.rpc_clients[{i}]", f"{t!r} is not in build.targets"
-                               + did_you_mean(t, targets))
+                raise ctx.fail(
+                    f"windows.rpc_clients[{i}]", f"{t!r} is not in build.targets" + did_you_mean(t, targets)
+                )
         windows = WindowsSpec(
             stack_reserve=ctx.get(w, "stack_reserve", str, "windows", default="256MiB"),
             stack_commit=ctx.get(w, "stack_commit", str, "windows"),
@@ -325,9 +373,14 @@ def _parse(ctx: _Ctx, data: dict[str, Any], series: Series) -> Recipe:
         )
         _check_stack_sizes(ctx, windows)
 
-    check_cuda_build(ctx.label, defines=build.defines_dict, has_cuda=cuda is not None,
-                     os_name=os_name, cross_toolchain=build.toolchain is not None,
-                     generator=build.generator)
+    check_cuda_build(
+        ctx.label,
+        defines=build.defines_dict,
+        has_cuda=cuda is not None,
+        os_name=os_name,
+        cross_toolchain=build.toolchain is not None,
+        generator=build.generator,
+    )
 
     s = ctx.section(data, "smoke") or {}
     return Recipe(
@@ -346,8 +399,9 @@ def _parse(ctx: _Ctx, data: dict[str, Any], series: Series) -> Recipe:
         smoke_enabled=ctx.get(s, "enabled", bool, "smoke", default=True),
         smoke_skip=ctx.str_list(s, "skip", "smoke"),
         smoke_tools=ctx.str_list(s, "tools", "smoke", pattern=_TARGET),
-        release_allow_system=ctx.str_list(ctx.section(data, "release") or {}, "allow_system",
-                                          "release", pattern=_LIBRARY),
+        release_allow_system=ctx.str_list(
+            ctx.section(data, "release") or {}, "allow_system", "release", pattern=_LIBRARY
+        ),
     )
 
 
@@ -359,8 +413,9 @@ def list_recipes(project: Path) -> list[Path]:
 def is_recipe_name(arg: str) -> bool:
     """A bare name (no folder separator, no ``.toml`` suffix, no drive): looked up in
     recipes/ only. Anything else is a path."""
-    return not ("/" in arg or "\\" in arg or arg.endswith(".toml")
-                or re.match(r"^[A-Za-z]:", arg) is not None)
+    return not (
+        "/" in arg or "\\" in arg or arg.endswith(".toml") or re.match(r"^[A-Za-z]:", arg) is not None
+    )
 
 
 def resolve_recipe_path(arg: str, project: Path) -> Path:
@@ -374,19 +429,27 @@ def resolve_recipe_path(arg: str, project: Path) -> Path:
             return candidate  # load_recipe says what is wrong with it, if anything
         hint = "`patchkit list` shows the recipes"
         if os.path.lexists(arg):
-            hint = (f"a bare name is looked up in {project / 'recipes'} only; for the file "
-                    f"{arg!r} here, write ./{arg}")
-        raise RecipeError(f"no recipe named {arg!r} in {project / 'recipes'}"
-                          + did_you_mean(arg, names), hint=hint)
+            hint = (
+                f"a bare name is looked up in {project / 'recipes'} only; for the file "
+                f"{arg!r} here, write ./{arg}"
+            )
+        raise RecipeError(
+            f"no recipe named {arg!r} in {project / 'recipes'}" + did_you_mean(arg, names), hint=hint
+        )
     p = Path(arg)
     if not os.path.lexists(p):
         stem = p.name.removesuffix(".toml")
-        hint = (f"the recipe {stem!r} in recipes/ is `patchkit build {stem}`"
-                if stem in names and p.name == f"{stem}.toml" else "")
+        hint = (
+            f"the recipe {stem!r} in recipes/ is `patchkit build {stem}`"
+            if stem in names and p.name == f"{stem}.toml"
+            else ""
+        )
         raise RecipeError(f"recipe file {arg} does not exist", hint=hint)
     if p.is_dir():
-        raise RecipeError(f"recipe {arg} is a folder, not a recipe file",
-                          hint="a recipe is a .toml file; a bare NAME means recipes/NAME.toml")
+        raise RecipeError(
+            f"recipe {arg} is a folder, not a recipe file",
+            hint="a recipe is a .toml file; a bare NAME means recipes/NAME.toml",
+        )
     return p.resolve()
 
 
@@ -402,9 +465,10 @@ def load_recipe(path: Path, project: Path, series: Series) -> Recipe:
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as e:
-        line = data[:e.start].count(b"\n") + 1
-        raise RecipeError(f"{ctx.label}:{line}: not UTF-8 text (byte 0x{data[e.start]:02x})",
-                          hint="recipes are UTF-8 TOML") from None
+        line = data[: e.start].count(b"\n") + 1
+        raise RecipeError(
+            f"{ctx.label}:{line}: not UTF-8 text (byte 0x{data[e.start]:02x})", hint="recipes are UTF-8 TOML"
+        ) from None
     try:
         parsed = tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:

@@ -29,8 +29,11 @@ __all__ = [
 ]
 
 RPC_HEADER = "ggml/include/ggml-rpc.h"
-_DEFINE = re.compile(r"^[ \t]*#[ \t]*define[ \t]+RPC_PROTO_(MAJOR|MINOR|PATCH)_VERSION[ \t]+"
-                     r"\(?[ \t]*(\d{1,3})[ \t]*\)?[ \t]*(?://.*|/\*.*)?$", re.MULTILINE)
+_DEFINE = re.compile(
+    r"^[ \t]*#[ \t]*define[ \t]+RPC_PROTO_(MAJOR|MINOR|PATCH)_VERSION[ \t]+"
+    r"\(?[ \t]*(\d{1,3})[ \t]*\)?[ \t]*(?://.*|/\*.*)?$",
+    re.MULTILINE,
+)
 _MAX_HEADER = 1 << 20
 
 
@@ -87,13 +90,14 @@ class SkewVerdict:
     def reason(self) -> str:
         c, s = self.client, self.server
         if self.ok:
-            older = " (an older minor: the client only uses what it has)" \
-                if s.minor < c.minor else ""
+            older = " (an older minor: the client only uses what it has)" if s.minor < c.minor else ""
             return f"client {c} can use server {s}{older}"
         if s.major != c.major:
             return f"major versions differ (client {c}, server {s}): they refuse each other"
-        return (f"the server's minor is newer (client {c}, server {s}): upstream's client "
-                "refuses a server with a higher minor")
+        return (
+            f"the server's minor is newer (client {c}, server {s}): upstream's client "
+            "refuses a server with a higher minor"
+        )
 
     @property
     def rebuild(self) -> str:

@@ -44,8 +44,10 @@ _HEX = re.compile(r"^[0-9a-f]{7,40}$")
 _SERIES_LINE = re.compile(r"^(?P<file>\S+)\s+sha256=(?P<sha>[0-9a-fA-F]{64})\s*$")
 SERIES_MAX = 1 << 20  # patches/series: a line per patch
 PATCH_MAX = 64 << 20  # one patch file (llama.cpp's are a few KiB)
-_DATA_HINT = ("patches are data: a patch may only change files inside the worktree "
-              "(no absolute or '..' paths, no symlink leading out of it)")
+_DATA_HINT = (
+    "patches are data: a patch may only change files inside the worktree "
+    "(no absolute or '..' paths, no symlink leading out of it)"
+)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -135,8 +137,10 @@ def _parse_when(value: str, where: str) -> tuple[str | None, str | None]:
 def _read_patch(path: Path) -> bytes:
     where = f"{path.parent.name}/{path.name}"
     if not path.is_file():
-        raise PatchError(f"{where}: listed in the series but the file does not exist"
-                         + ("" if not path.exists() else " as a regular file"))
+        raise PatchError(
+            f"{where}: listed in the series but the file does not exist"
+            + ("" if not path.exists() else " as a regular file")
+        )
     # a patch file is read from patches/ only: a link to a host file is never read
     contained(path, path.parent, error=PatchError, what=where)
     return read_capped(path, limit=PATCH_MAX, error=PatchError, what=where)
@@ -188,16 +192,18 @@ def _series_lines(series_file: Path) -> list[str]:
     try:
         return data.decode("utf-8").splitlines()
     except UnicodeDecodeError as e:
-        line = data[:e.start].count(b"\n") + 1
-        raise PatchError(f"{series_file}:{line}: not UTF-8 text (byte 0x{data[e.start]:02x})",
-                         hint="the series is text: `FILE sha256=HEX` lines") from None
+        line = data[: e.start].count(b"\n") + 1
+        raise PatchError(
+            f"{series_file}:{line}: not UTF-8 text (byte 0x{data[e.start]:02x})",
+            hint="the series is text: `FILE sha256=HEX` lines",
+        ) from None
 
 
 def _series_file_name(fname: str, n: int) -> str:
-    if "/" in fname or "\\" in fname or fname.startswith(".") or ":" in fname \
-            or "\0" in fname:
-        raise PatchError(f"patches/series:{n}: {fname!r} must be a file in patches/",
-                         hint="name the file only, no folder")
+    if "/" in fname or "\\" in fname or fname.startswith(".") or ":" in fname or "\0" in fname:
+        raise PatchError(
+            f"patches/series:{n}: {fname!r} must be a file in patches/", hint="name the file only, no folder"
+        )
     return fname
 
 

@@ -98,8 +98,7 @@ class BumpPlan:
     @property
     def needs_refresh(self) -> bool:
         """Any patch that does not apply exactly (offsets, conflicts): rewrite it."""
-        return any(v.status in (Status.OFFSET, Status.CONFLICTS, Status.UPSTREAM)
-                   for v in self.verdicts)
+        return any(v.status in (Status.OFFSET, Status.CONFLICTS, Status.UPSTREAM) for v in self.verdicts)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -129,8 +128,10 @@ def default_target(git: Git) -> tuple[str, str]:
                 return label, git.resolve(ref)
             except SourceError:
                 continue
-    raise SourceError(f"{git.repo}: cannot tell the default branch (no origin/HEAD, no HEAD "
-                      "branch)", hint="name the target with --to REF (e.g. --to origin/master)")
+    raise SourceError(
+        f"{git.repo}: cannot tell the default branch (no origin/HEAD, no HEAD branch)",
+        hint="name the target with --to REF (e.g. --to origin/master)",
+    )
 
 
 def _symref(git: Git, ref: str) -> str:
@@ -149,14 +150,16 @@ def _one_pin(recipes: Sequence[Recipe]) -> str:
         pins.setdefault(r.upstream.commit, []).append(r.name)
         if r.upstream.ref:
             raise RecipeError(
-                f"{r.path}: upstream.ref {r.upstream.ref!r} pins it by name: bump moves "
-                "commits only", hint="drop upstream.ref from the recipe, then bump")
+                f"{r.path}: upstream.ref {r.upstream.ref!r} pins it by name: bump moves commits only",
+                hint="drop upstream.ref from the recipe, then bump",
+            )
     if len(pins) > 1:
         parts = "; ".join(f"{c[:12]}: {', '.join(sorted(n))}" for c, n in pins.items())
-        raise RecipeError(f"the recipes on this upstream pin different commits ({parts}): "
-                          "bump moves them together from one pin",
-                          hint="bring them to one pin first: `patchkit refresh RECIPE "
-                               "--onto COMMIT --move-pin`")
+        raise RecipeError(
+            f"the recipes on this upstream pin different commits ({parts}): "
+            "bump moves them together from one pin",
+            hint="bring them to one pin first: `patchkit refresh RECIPE --onto COMMIT --move-pin`",
+        )
     return next(iter(pins))
 
 
@@ -167,16 +170,27 @@ def _count(git: Git, *args: str) -> int:
 def _touching(git: Git, old: str, new: str, files: Sequence[str]) -> tuple[list[Touching], int]:
     if not files:
         return [], 0
-    out = git.run("log", "--no-show-signature", "--format=%x1e%H%x1f%cI%x1f%s", "--name-only",
-                  f"{old}..{new}", "--", *files)
+    out = git.run(
+        "log",
+        "--no-show-signature",
+        "--format=%x1e%H%x1f%cI%x1f%s",
+        "--name-only",
+        f"{old}..{new}",
+        "--",
+        *files,
+    )
     found: list[Touching] = []
     for block in out.split("\x1e"):
         lines = [ln for ln in block.splitlines() if ln.strip()]
         if not lines:
             continue
         sha, date, subject = ([*lines[0].split("\x1f"), "", ""])[:3]
-        found.append(Touching(commit=CommitInfo(sha=sha, date=date, subject=subject),
-                              files=tuple(f for f in lines[1:] if f in files)))
+        found.append(
+            Touching(
+                commit=CommitInfo(sha=sha, date=date, subject=subject),
+                files=tuple(f for f in lines[1:] if f in files),
+            )
+        )
     return found[:_MAX_TOUCHING], len(found)
 
 
@@ -199,15 +213,18 @@ def plan_bump(opts: BumpOptions) -> BumpPlan:
     try:
         old_sha = git.resolve(old_sha)
     except SourceError:
-        raise SourceError(f"the recipes' pin {old_sha[:12]} is not in {opts.upstream}",
-                          hint="fetch it, or pass --upstream with a repository that has it") from None
+        raise SourceError(
+            f"the recipes' pin {old_sha[:12]} is not in {opts.upstream}",
+            hint="fetch it, or pass --upstream with a repository that has it",
+        ) from None
     infos = git.commit_infos([old_sha, new_sha])
     if not git.is_ancestor(old_sha, new_sha):
         raise SourceError(
             f"{target} ({new_sha[:12]}, {infos[new_sha].date[:10]}) does not descend from the "
             f"pin {old_sha[:12]}: bump only moves forward",
             hint="name the branch to follow with --to REF (e.g. --to master); to move "
-                 "anywhere else: `patchkit refresh RECIPE --onto COMMIT --move-pin`")
+            "anywhere else: `patchkit refresh RECIPE --onto COMMIT --move-pin`",
+        )
     files: list[str] = []
     for p in opts.patches:
         for f in parse_diff(p.read_verified().decode("utf-8", "replace")).paths:
@@ -218,16 +235,24 @@ def plan_bump(opts: BumpOptions) -> BumpPlan:
     if opts.patches:
         verdicts = check_series(opts.repo, opts.patches, [new_sha]).refs[0].results
     return BumpPlan(
-        upstream=opts.upstream, target=target, old=infos[old_sha], new=infos[new_sha],
-        old_build=_count(git, old_sha), new_build=_count(git, new_sha),
+        upstream=opts.upstream,
+        target=target,
+        old=infos[old_sha],
+        new=infos[new_sha],
+        old_build=_count(git, old_sha),
+        new_build=_count(git, new_sha),
         first_parent=_count(git, "--first-parent", f"{old_sha}..{new_sha}"),
         commits=_count(git, f"{old_sha}..{new_sha}"),
         touching=tuple(touching),
-        touching_total=total, files=tuple(files), verdicts=verdicts,
-        rpc_old=_rpc_at(git, old_sha), rpc_new=_rpc_at(git, new_sha),
+        touching_total=total,
+        files=tuple(files),
+        verdicts=verdicts,
+        rpc_old=_rpc_at(git, old_sha),
+        rpc_new=_rpc_at(git, new_sha),
         recipes=tuple(r.name for r in opts.recipes),
         recipe_paths=tuple(r.path for r in opts.recipes),
-        patch_files=tuple((p.name, p.filename) for p in opts.patches))
+        patch_files=tuple((p.name, p.filename) for p in opts.patches),
+    )
 
 
 # -- applying ---------------------------------------------------------------------------
@@ -246,17 +271,26 @@ def run_bump(opts: BumpOptions) -> BumpResult:
         _move_pins(plan)
         return BumpResult(plan=plan, dry_run=False, moved=plan.recipes)
     result = refresh_start(_refresh_options(opts, plan, opts.patches_dir, opts.workdir))
-    return BumpResult(plan=plan, dry_run=False, refresh=result,
-                      moved=plan.recipes if result.pin_moved else ())
+    return BumpResult(
+        plan=plan, dry_run=False, refresh=result, moved=plan.recipes if result.pin_moved else ()
+    )
 
 
-def _refresh_options(opts: BumpOptions, plan: BumpPlan, patches_dir: Path, workdir: Path,
-                     *, move: bool = True) -> RefreshOptions:
+def _refresh_options(
+    opts: BumpOptions, plan: BumpPlan, patches_dir: Path, workdir: Path, *, move: bool = True
+) -> RefreshOptions:
     paths = plan.recipe_paths if move else ()
     return RefreshOptions(
-        repo=opts.repo, patches=opts.patches, patches_dir=patches_dir, onto=plan.new.sha,
-        workdir=workdir, base=plan.old.sha, recipe_path=paths[0] if paths else None,
-        move_pin=bool(paths), more_recipes=tuple(paths[1:]))
+        repo=opts.repo,
+        patches=opts.patches,
+        patches_dir=patches_dir,
+        onto=plan.new.sha,
+        workdir=workdir,
+        base=plan.old.sha,
+        recipe_path=paths[0] if paths else None,
+        move_pin=bool(paths),
+        more_recipes=tuple(paths[1:]),
+    )
 
 
 def _move_pins(plan: BumpPlan) -> None:
@@ -302,39 +336,54 @@ def _verdict_cell(v: PatchVerdict) -> tuple[str, str]:
 
 def _md(text: str) -> str:
     """Text from outside (commit subjects) safe in a markdown table cell."""
-    return text.replace("\\", "\\\\").replace("|", "\\|").replace("<", "&lt;").replace(
-        "`", "'").replace("\n", " ")
+    return (
+        text.replace("\\", "\\\\")
+        .replace("|", "\\|")
+        .replace("<", "&lt;")
+        .replace("`", "'")
+        .replace("\n", " ")
+    )
 
 
 def render_summary(result: BumpResult, *, build_lines: Sequence[str] = ()) -> str:
     """Markdown for a pull-request body: what moved, what changed upstream, the verdicts."""
     p = result.plan
     old, new = p.old, p.new
-    lines = [f"## Bump llama.cpp {old.short} (build {p.old_build}) → {new.short} "
-             f"(build {p.new_build})", ""]
+    lines = [f"## Bump llama.cpp {old.short} (build {p.old_build}) → {new.short} (build {p.new_build})", ""]
     if p.up_to_date:
-        return "\n".join([*lines, f"Already at the newest commit of {_md(p.target)}: "
-                          "nothing to do.", ""])
-    state = ("dry run: nothing was written" if result.dry_run else
-             "stopped at a conflict: nothing was written yet" if result.stopped else
-             "patches refreshed and every pin moved")
+        return "\n".join([*lines, f"Already at the newest commit of {_md(p.target)}: nothing to do.", ""])
+    state = (
+        "dry run: nothing was written"
+        if result.dry_run
+        else "stopped at a conflict: nothing was written yet"
+        if result.stopped
+        else "patches refreshed and every pin moved"
+    )
     lines += [
         "| | commit | date | build | RPC protocol |",
         "|---|---|---|---|---|",
         f"| old | `{old.sha}` | {old.date[:10]} | {p.old_build} | {p.rpc_old or '-'} |",
         f"| new | `{new.sha}` | {new.date[:10]} | {p.new_build} | {p.rpc_new or '-'} |",
         "",
-        f"Target: `{_md(p.target)}` of {_md(p.upstream)}: \"{_md(new.subject)}\". "
+        f'Target: `{_md(p.target)}` of {_md(p.upstream)}: "{_md(new.subject)}". '
         f"{p.commits} commits in between ({p.first_parent} first-parent). Status: {state}.",
     ]
     if p.rpc_old and p.rpc_new and p.rpc_old != p.rpc_new:
         fwd, back = judge(p.rpc_new, p.rpc_old), judge(p.rpc_old, p.rpc_new)
-        lines += ["", f"**RPC protocol {p.rpc_old} → {p.rpc_new}.** New clients with old "
-                      f"servers: {'ok' if fwd.ok else 'refused'}; old clients with new servers: "
-                      f"{'ok' if back.ok else 'refused'}. Rebuild every RPC node of a rig "
-                      "from the same pin."]
-    lines += ["", "### Patches at the new commit", "",
-              "| patch | verdict | offsets / conflicts | refresh |", "|---|---|---|---|"]
+        lines += [
+            "",
+            f"**RPC protocol {p.rpc_old} → {p.rpc_new}.** New clients with old "
+            f"servers: {'ok' if fwd.ok else 'refused'}; old clients with new servers: "
+            f"{'ok' if back.ok else 'refused'}. Rebuild every RPC node of a rig "
+            "from the same pin.",
+        ]
+    lines += [
+        "",
+        "### Patches at the new commit",
+        "",
+        "| patch | verdict | offsets / conflicts | refresh |",
+        "|---|---|---|---|",
+    ]
     refreshed: dict[str, str] = {}
     if result.refresh is not None:
         for f in result.refresh.updated:
@@ -355,18 +404,23 @@ def render_summary(result: BumpResult, *, build_lines: Sequence[str] = ()) -> st
     if result.stopped:
         lines += ["", f"Refresh: {_md(result.stopped)}"]
     files = ", ".join(f"`{f}`" for f in p.files) or "-"
-    lines += ["", f"### Upstream commits that touched the patched files ({p.touching_total})",
-              "", f"Files: {files}", ""]
+    lines += [
+        "",
+        f"### Upstream commits that touched the patched files ({p.touching_total})",
+        "",
+        f"Files: {files}",
+        "",
+    ]
     if not p.touching:
         lines.append("None.")
     for t in p.touching:
-        lines.append(f"- `{t.commit.short}` {t.commit.date[:10]} {_md(t.commit.subject)} "
-                     f"({', '.join(t.files)})")
+        lines.append(
+            f"- `{t.commit.short}` {t.commit.date[:10]} {_md(t.commit.subject)} ({', '.join(t.files)})"
+        )
     if p.touching_total > len(p.touching):
         lines.append(f"- … and {p.touching_total - len(p.touching)} more")
     verb = "would move" if result.dry_run else "moved" if result.moved else "to move"
-    lines += ["", f"### Recipes ({verb} together)", "",
-              *(f"- {n}" for n in sorted(p.recipes))]
+    lines += ["", f"### Recipes ({verb} together)", "", *(f"- {n}" for n in sorted(p.recipes))]
     if build_lines:
         lines += ["", "### Build", "", *build_lines]
     return "\n".join(lines) + "\n"

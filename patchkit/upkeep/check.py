@@ -83,8 +83,10 @@ class CheckReport:
             "ok": self.ok,
             "states": self.states,
             "patches": list(self.patches),
-            "refs": [{"ref": r.name, "commit": _commit_json(r.commit),
-                      "results": [p.to_json() for p in r.results]} for r in self.refs],
+            "refs": [
+                {"ref": r.name, "commit": _commit_json(r.commit), "results": [p.to_json() for p in r.results]}
+                for r in self.refs
+            ],
         }
 
 
@@ -110,7 +112,8 @@ class BisectResult:
     @property
     def failed(self) -> bool:
         return self.verdict in (Verdict.BROKEN, Verdict.FAILS_AT_START) and (
-            self.result is not None and self.result.status is Status.CONFLICTS)
+            self.result is not None and self.result.status is Status.CONFLICTS
+        )
 
     def to_json(self) -> dict[str, object]:
         return {
@@ -167,7 +170,7 @@ class _Engine:
         self.hunks: dict[str, tuple[Hunk, ...]] = {}
         self.files: dict[str, set[str]] = {}
         paths: list[str] = []
-        for (name, data) in self.data:
+        for name, data in self.data:
             parsed = parse_diff(data.decode("utf-8", "replace"))
             files = parsed.paths
             self.hunks[name] = parsed.hunks
@@ -183,9 +186,11 @@ class _Engine:
 
     # -- when ranges -------------------------------------------------------------
     def in_range(self, commit: str) -> tuple[bool, ...]:
-        return tuple((lo is None or self.git.is_ancestor(lo, commit))
-                     and (hi is None or self.git.is_ancestor(commit, hi))
-                     for lo, hi in self.bounds)
+        return tuple(
+            (lo is None or self.git.is_ancestor(lo, commit))
+            and (hi is None or self.git.is_ancestor(commit, hi))
+            for lo, hi in self.bounds
+        )
 
     def chain_masks(self, chain: Sequence[str]) -> list[tuple[bool, ...]]:
         """Masks for a first-parent chain (oldest first): each end is found by bisection,
@@ -200,23 +205,27 @@ class _Engine:
         return [tuple(col[i] for col in cols) for i in range(n)]
 
     # -- verdicts --------------------------------------------------------------------
-    def results(self, commits: Sequence[str],
-                masks: Sequence[tuple[bool, ...]] | None = None) -> list[tuple[PatchVerdict, ...]]:
+    def results(
+        self, commits: Sequence[str], masks: Sequence[tuple[bool, ...]] | None = None
+    ) -> list[tuple[PatchVerdict, ...]]:
         entries = self.git.tree_entries(commits, self.paths)
         if masks is None:
             masks = [self.in_range(c) for c in commits]
-        keys: list[_Key] = [(tuple(sorted((p, e.mode, e.oid) for p, e in ent.items())), m)
-                            for ent, m in zip(entries, masks)]
+        keys: list[_Key] = [
+            (tuple(sorted((p, e.mode, e.oid) for p, e in ent.items())), m) for ent, m in zip(entries, masks)
+        ]
         todo = {k: ent for k, ent in zip(keys, entries) if k not in self.memo}
         if todo:
-            blobs = self.git.read_blobs(e.oid for ent in todo.values() for e in ent.values()
-                                        if e.mode != "160000")
+            blobs = self.git.read_blobs(
+                e.oid for ent in todo.values() for e in ent.values() if e.mode != "160000"
+            )
             for key, ent in todo.items():
                 self.memo[key] = self._evaluate(ent, blobs, key[1])
         return [self.memo[k] for k in keys]
 
-    def _evaluate(self, entries: dict[str, TreeEntry], blobs: dict[str, bytes],
-                  mask: tuple[bool, ...]) -> tuple[PatchVerdict, ...]:
+    def _evaluate(
+        self, entries: dict[str, TreeEntry], blobs: dict[str, bytes], mask: tuple[bool, ...]
+    ) -> tuple[PatchVerdict, ...]:
         self.scratch.load(entries, blobs)
         out: list[PatchVerdict] = []
         left_out: list[str] = []
@@ -229,8 +238,14 @@ class _Engine:
             ok, text = self.scratch.apply(name)
             if ok:
                 offsets, _ = parse_apply_output(text, self.hunks[name])
-                out.append(PatchVerdict(patch=name, status=Status.OFFSET if offsets else Status.APPLIES,
-                                       offsets=tuple(offsets), note=note))
+                out.append(
+                    PatchVerdict(
+                        patch=name,
+                        status=Status.OFFSET if offsets else Status.APPLIES,
+                        offsets=tuple(offsets),
+                        note=note,
+                    )
+                )
                 continue
             rev_ok, _ = self.scratch.apply(name, check=True, reverse=True)
             if rev_ok:
@@ -239,10 +254,13 @@ class _Engine:
             _, text = self.scratch.apply(name, check=True, reject=True)
             _, conflicts = parse_apply_output(text, self.hunks[name])
             if not conflicts:
-                raise PatchError(f"{name}: git apply cannot use the patch: "
-                                 + _first_error(text), hint="regenerate it with `git diff`")
-            out.append(PatchVerdict(patch=name, status=Status.CONFLICTS,
-                                   conflicts=tuple(conflicts), note=note))
+                raise PatchError(
+                    f"{name}: git apply cannot use the patch: " + _first_error(text),
+                    hint="regenerate it with `git diff`",
+                )
+            out.append(
+                PatchVerdict(patch=name, status=Status.CONFLICTS, conflicts=tuple(conflicts), note=note)
+            )
             left_out.append(name)
         return tuple(out)
 
@@ -257,8 +275,10 @@ def when_bounds(git: Git, p: Patch) -> tuple[str | None, str | None]:
         try:
             ends.append(git.resolve(end))
         except SourceError:
-            raise PatchError(f"{p.filename}: When {label} {end} is not a commit in {git.repo}",
-                             hint="fetch newer history, or fix the patch's When header") from None
+            raise PatchError(
+                f"{p.filename}: When {label} {end} is not a commit in {git.repo}",
+                hint="fetch newer history, or fix the patch's When header",
+            ) from None
     return ends[0], ends[1]
 
 
@@ -298,10 +318,12 @@ def check_series(repo_path: Path, patches: Sequence[Patch], refs: Sequence[str])
         verdicts = engine.results(shas)
     finally:
         engine.close()
-    return CheckReport(repo=str(repo_path), patches=tuple(p.name for p in patches),
-                       refs=tuple(RefResult(name=r, commit=infos[s], results=v)
-                                  for r, s, v in zip(refs, shas, verdicts)),
-                       states=len(engine.memo))
+    return CheckReport(
+        repo=str(repo_path),
+        patches=tuple(p.name for p in patches),
+        refs=tuple(RefResult(name=r, commit=infos[s], results=v) for r, s, v in zip(refs, shas, verdicts)),
+        states=len(engine.memo),
+    )
 
 
 def _range(git: Git, old: str, new: str) -> tuple[CommitInfo, CommitInfo, list[CommitInfo]]:
@@ -309,8 +331,10 @@ def _range(git: Git, old: str, new: str) -> tuple[CommitInfo, CommitInfo, list[C
     if old_sha == new_sha:
         raise ConfigError(f"range {old}..{new} is empty: both name {old_sha[:12]}")
     if not git.is_ancestor(old_sha, new_sha):
-        raise ConfigError(f"range {old}..{new}: {old} is not an ancestor of {new}",
-                          hint="give the older commit first: --range OLD..NEW")
+        raise ConfigError(
+            f"range {old}..{new}: {old} is not an ancestor of {new}",
+            hint="give the older commit first: --range OLD..NEW",
+        )
     commits = git.first_parent_range(old_sha, new_sha)
     if not commits:
         raise ConfigError(f"range {old}..{new} holds no first-parent commits")
@@ -328,10 +352,12 @@ def check_range(repo_path: Path, patches: Sequence[Patch], old: str, new: str) -
         verdicts = engine.results(chain, engine.chain_masks(chain))
     finally:
         engine.close()
-    return CheckReport(repo=str(repo_path), patches=tuple(p.name for p in patches),
-                       refs=tuple(RefResult(name=c.short, commit=c, results=v)
-                                  for c, v in zip(commits, verdicts)),
-                       states=len(engine.memo))
+    return CheckReport(
+        repo=str(repo_path),
+        patches=tuple(p.name for p in patches),
+        refs=tuple(RefResult(name=c.short, commit=c, results=v) for c, v in zip(commits, verdicts)),
+        states=len(engine.memo),
+    )
 
 
 def bisect(repo_path: Path, patches: Sequence[Patch], old: str, new: str) -> BisectReport:
@@ -362,12 +388,24 @@ def bisect(repo_path: Path, patches: Sequence[Patch], old: str, new: str) -> Bis
                 continue
             lo, hi = inside[0], inside[-1]
             if not at(lo)[k].status.applies:
-                out.append(BisectResult(patch=patch.name, verdict=Verdict.FAILS_AT_START,
-                                        first_bad=infos[lo], result=at(lo)[k]))
+                out.append(
+                    BisectResult(
+                        patch=patch.name,
+                        verdict=Verdict.FAILS_AT_START,
+                        first_bad=infos[lo],
+                        result=at(lo)[k],
+                    )
+                )
                 continue
             if at(hi)[k].status.applies:
-                out.append(BisectResult(patch=patch.name, verdict=Verdict.APPLIES_THROUGHOUT,
-                                        last_good=infos[hi], result=at(hi)[k]))
+                out.append(
+                    BisectResult(
+                        patch=patch.name,
+                        verdict=Verdict.APPLIES_THROUGHOUT,
+                        last_good=infos[hi],
+                        result=at(hi)[k],
+                    )
+                )
                 continue
             good, bad = lo, hi
             while bad - good > 1:
@@ -382,9 +420,24 @@ def bisect(repo_path: Path, patches: Sequence[Patch], old: str, new: str) -> Bis
             except SourceError:  # a root commit has no parent
                 files = ()
             verdict = Verdict.MERGED_UPSTREAM if res.status is Status.UPSTREAM else Verdict.BROKEN
-            out.append(BisectResult(patch=patch.name, verdict=verdict, last_good=infos[good],
-                                    first_bad=infos[bad], result=res, files=files))
+            out.append(
+                BisectResult(
+                    patch=patch.name,
+                    verdict=verdict,
+                    last_good=infos[good],
+                    first_bad=infos[bad],
+                    result=res,
+                    files=files,
+                )
+            )
     finally:
         engine.close()
-    return BisectReport(repo=str(repo_path), old=old_info, new=new_info, range_size=len(commits),
-                        probes=len(probed), states=len(engine.memo), results=tuple(out))
+    return BisectReport(
+        repo=str(repo_path),
+        old=old_info,
+        new=new_info,
+        range_size=len(commits),
+        probes=len(probed),
+        states=len(engine.memo),
+        results=tuple(out),
+    )

@@ -77,10 +77,20 @@ class RefreshResult:
     pin_moved: bool
 
 
-def _scratch_git(tree: Path, *args: str, check: bool = True, input: bytes | None = None,
-                 binary: bool = False) -> RunResult:
-    return run_git(tree, *args, check=check, input=input, binary=binary, env=scratch_env(tree.parent),
-                   error=PatchError, identity=True, what=f"git {args[0]} in {tree}")
+def _scratch_git(
+    tree: Path, *args: str, check: bool = True, input: bytes | None = None, binary: bool = False
+) -> RunResult:
+    return run_git(
+        tree,
+        *args,
+        check=check,
+        input=input,
+        binary=binary,
+        env=scratch_env(tree.parent),
+        error=PatchError,
+        identity=True,
+        what=f"git {args[0]} in {tree}",
+    )
 
 
 def _out(tree: Path, *args: str) -> str:
@@ -117,12 +127,20 @@ class RefreshState:
         return ([self.recipe] if self.recipe else []) + self.more_recipes
 
     def to_json(self) -> dict[str, object]:
-        return {"version": _STATE_VERSION, "repo": self.repo, "onto": self.onto,
-                "base": self.base, "patches_dir": self.patches_dir, "recipe": self.recipe,
-                "move_pin": self.move_pin, "patches": [dataclasses.asdict(p) for p in self.patches],
-                "next": self.next, "commits": list(self.commits),
-                "old_commits": list(self.old_commits),
-                **({"more_recipes": list(self.more_recipes)} if self.more_recipes else {})}
+        return {
+            "version": _STATE_VERSION,
+            "repo": self.repo,
+            "onto": self.onto,
+            "base": self.base,
+            "patches_dir": self.patches_dir,
+            "recipe": self.recipe,
+            "move_pin": self.move_pin,
+            "patches": [dataclasses.asdict(p) for p in self.patches],
+            "next": self.next,
+            "commits": list(self.commits),
+            "old_commits": list(self.old_commits),
+            **({"more_recipes": list(self.more_recipes)} if self.more_recipes else {}),
+        }
 
     def save(self, workdir: Path) -> None:
         atomic_write_json(workdir / STATE_FILE, self.to_json())
@@ -131,46 +149,73 @@ class RefreshState:
     def load(cls, workdir: Path) -> RefreshState:
         path = workdir / STATE_FILE
         if not path.is_file():
-            raise PatchError(f"no refresh in progress in {workdir}",
-                             hint="start one with `patchkit refresh --onto COMMIT`")
+            raise PatchError(
+                f"no refresh in progress in {workdir}", hint="start one with `patchkit refresh --onto COMMIT`"
+            )
         try:
             if path.stat().st_size > _MAX_STATE:
                 raise ValueError(f"larger than {_MAX_STATE >> 20} MiB")
             data = json.loads(path.read_text(encoding="utf-8"))
         except (OSError, ValueError, UnicodeDecodeError, RecursionError) as e:
-            raise PatchError(f"{path} is unreadable ({str(e)[:200] or type(e).__name__})",
-                             hint=_ABORT) from None
+            raise PatchError(
+                f"{path} is unreadable ({str(e)[:200] or type(e).__name__})", hint=_ABORT
+            ) from None
         if not isinstance(data, dict) or data.get("version") != _STATE_VERSION:
             raise PatchError(f"{path} was written by another patchkit version", hint=_ABORT)
         try:
             state = cls(
-                repo=_typed(data["repo"], str), onto=_typed(data["onto"], str),
-                base=_typed(data["base"], str), patches_dir=_typed(data["patches_dir"], str),
+                repo=_typed(data["repo"], str),
+                onto=_typed(data["onto"], str),
+                base=_typed(data["base"], str),
+                patches_dir=_typed(data["patches_dir"], str),
                 recipe=_typed(data.get("recipe"), (str, type(None))),
                 move_pin=_typed(data["move_pin"], bool),
-                patches=[PatchState(name=_typed(p["name"], str), file=_typed(p["file"], str),
-                                    sha256=_typed(p["sha256"], str), skip=_typed(p["skip"], bool))
-                         for p in _typed(data["patches"], list)],
+                patches=[
+                    PatchState(
+                        name=_typed(p["name"], str),
+                        file=_typed(p["file"], str),
+                        sha256=_typed(p["sha256"], str),
+                        skip=_typed(p["skip"], bool),
+                    )
+                    for p in _typed(data["patches"], list)
+                ],
                 next=_typed(data["next"], int),
                 commits=[_typed(c, (str, type(None))) for c in _typed(data["commits"], list)],
-                old_commits=[_typed(c, (str, type(None)))
-                             for c in _typed(data["old_commits"], list)],
-                more_recipes=[_typed(r, str) for r in _typed(data.get("more_recipes", []), list)])
+                old_commits=[_typed(c, (str, type(None))) for c in _typed(data["old_commits"], list)],
+                more_recipes=[_typed(r, str) for r in _typed(data.get("more_recipes", []), list)],
+            )
         except (KeyError, TypeError, ValueError):
-            raise PatchError(f"{path} is damaged (a field is missing or of the wrong type)",
-                             hint=_ABORT) from None
-        if not (0 <= state.next <= len(state.patches)) or len(state.commits) != state.next \
-                or len(state.old_commits) != len(state.patches):
+            raise PatchError(
+                f"{path} is damaged (a field is missing or of the wrong type)", hint=_ABORT
+            ) from None
+        if (
+            not (0 <= state.next <= len(state.patches))
+            or len(state.commits) != state.next
+            or len(state.old_commits) != len(state.patches)
+        ):
             raise PatchError(f"{path} is damaged (its counters disagree)", hint=_ABORT)
         # what --continue will read and rewrite: patch files in patches/, the recipe file
         pdir = Path(state.patches_dir)
-        bad = next((p.file for p in state.patches if Path(p.file).name != p.file
-                    or p.file in ("", ".", "..") or "\\" in p.file), None)
-        if bad is not None or not (pdir.is_absolute() and (pdir / "series").is_file()) or any(
+        bad = next(
+            (
+                p.file
+                for p in state.patches
+                if Path(p.file).name != p.file or p.file in ("", ".", "..") or "\\" in p.file
+            ),
+            None,
+        )
+        if (
+            bad is not None
+            or not (pdir.is_absolute() and (pdir / "series").is_file())
+            or any(
                 not (Path(r).is_absolute() and r.endswith(".toml") and Path(r).is_file())
-                for r in state.recipes):
-            raise PatchError(f"{path} is damaged (it names files outside a patches/ folder "
-                             "or a recipe that is not there)", hint=_ABORT)
+                for r in state.recipes
+            )
+        ):
+            raise PatchError(
+                f"{path} is damaged (it names files outside a patches/ folder or a recipe that is not there)",
+                hint=_ABORT,
+            )
         return state
 
 
@@ -197,9 +242,10 @@ def _check_sources_unchanged(state: RefreshState) -> None:
 def refresh_start(opts: RefreshOptions) -> RefreshResult:
     """Apply the series onto ``opts.onto``; PatchError (state kept) at the first conflict."""
     if (opts.workdir / STATE_FILE).exists():
-        raise PatchError(f"a refresh is already in progress in {opts.workdir}",
-                         hint="finish it with `patchkit refresh --continue` or drop it with "
-                              "`patchkit refresh --abort`")
+        raise PatchError(
+            f"a refresh is already in progress in {opts.workdir}",
+            hint="finish it with `patchkit refresh --continue` or drop it with `patchkit refresh --abort`",
+        )
     if not opts.patches:
         raise PatchError("no patches to refresh")
     git = Git(opts.repo)
@@ -213,8 +259,10 @@ def refresh_start(opts: RefreshOptions) -> RefreshResult:
             paths.extend(f for f in files if f not in paths)
 
     if opts.workdir.exists() and any(opts.workdir.iterdir()):
-        raise PatchError(f"work folder {opts.workdir} is not empty",
-                         hint="remove it, or pass --workdir with an empty or new folder")
+        raise PatchError(
+            f"work folder {opts.workdir} is not empty",
+            hint="remove it, or pass --workdir with an empty or new folder",
+        )
     tree = opts.workdir / "tree"
     tree.mkdir(parents=True)
     try:
@@ -225,19 +273,26 @@ def refresh_start(opts: RefreshOptions) -> RefreshResult:
             pfiles.append(pdir / f"{i:04d}.patch")
             pfiles[-1].write_bytes(data)
         base_sha = git.resolve(opts.base) if opts.base else None
-        old_commits = _make_scratch(git, tree, onto, paths, base_sha,
-                                    [None if s else f for f, s in zip(pfiles, skip)])
+        old_commits = _make_scratch(
+            git, tree, onto, paths, base_sha, [None if s else f for f, s in zip(pfiles, skip)]
+        )
     except BaseException:
         _rmtree(opts.workdir)
         raise
     state = RefreshState(
-        repo=str(opts.repo), onto=onto, base=_out(tree, "rev-parse", "HEAD").strip(),
+        repo=str(opts.repo),
+        onto=onto,
+        base=_out(tree, "rev-parse", "HEAD").strip(),
         patches_dir=str(opts.patches_dir),
-        recipe=str(opts.recipe_path) if opts.recipe_path else None, move_pin=opts.move_pin,
+        recipe=str(opts.recipe_path) if opts.recipe_path else None,
+        move_pin=opts.move_pin,
         more_recipes=[str(r) for r in opts.more_recipes],
-        patches=[PatchState(name=p.name, file=p.filename, sha256=sha256_bytes(d), skip=s)
-                 for p, d, s in zip(opts.patches, datas, skip)],
-        old_commits=old_commits)
+        patches=[
+            PatchState(name=p.name, file=p.filename, sha256=sha256_bytes(d), skip=s)
+            for p, d, s in zip(opts.patches, datas, skip)
+        ],
+        old_commits=old_commits,
+    )
     state.save(opts.workdir)
     return _run(opts.workdir, state)
 
@@ -250,20 +305,30 @@ def refresh_continue(workdir: Path) -> RefreshResult:
     if state.next >= len(state.patches):
         raise PatchError(f"{workdir}: every patch is done; nothing to continue", hint=_ABORT)
     patch = state.patches[state.next]
-    unmerged = sorted({ln.split("\t", 1)[1] for ln in _out(tree, "ls-files", "-u").splitlines()
-                       if "\t" in ln})
+    unmerged = sorted(
+        {ln.split("\t", 1)[1] for ln in _out(tree, "ls-files", "-u").splitlines() if "\t" in ln}
+    )
     if unmerged:
-        raise PatchError(f"{patch.file}: still unmerged: {', '.join(unmerged)}",
-                         hint=f"fix them in {tree}, `git -C {tree} add` them, then --continue")
+        raise PatchError(
+            f"{patch.file}: still unmerged: {', '.join(unmerged)}",
+            hint=f"fix them in {tree}, `git -C {tree} add` them, then --continue",
+        )
     unstaged = _out(tree, "diff", "--name-only").split()
     if unstaged:
-        raise PatchError(f"{patch.file}: changes not staged: {', '.join(unstaged)}",
-                         hint=f"`git -C {tree} add` them (or `git -C {tree} checkout` them away)")
-    markers = [ln for ln in _scratch_git(tree, "diff", "--cached", "--check", check=False)
-               .stdout.splitlines() if "conflict marker" in ln]
+        raise PatchError(
+            f"{patch.file}: changes not staged: {', '.join(unstaged)}",
+            hint=f"`git -C {tree} add` them (or `git -C {tree} checkout` them away)",
+        )
+    markers = [
+        ln
+        for ln in _scratch_git(tree, "diff", "--cached", "--check", check=False).stdout.splitlines()
+        if "conflict marker" in ln
+    ]
     if markers:
-        raise PatchError(f"{patch.file}: conflict markers left: {markers[0].split(':')[0]}",
-                         hint=f"edit the file in {tree}, `git add` it, then --continue")
+        raise PatchError(
+            f"{patch.file}: conflict markers left: {markers[0].split(':')[0]}",
+            hint=f"edit the file in {tree}, `git add` it, then --continue",
+        )
     _commit(tree, patch.name)
     state.commits.append(_out(tree, "rev-parse", "HEAD").strip())
     state.next += 1
@@ -281,33 +346,40 @@ def refresh_abort(workdir: Path) -> None:
     writes there is never removed.
     """
     if not (workdir / STATE_FILE).is_file():
-        raise PatchError(f"no refresh in progress in {workdir}",
-                         hint="start one with `patchkit refresh --onto COMMIT`")
+        raise PatchError(
+            f"no refresh in progress in {workdir}", hint="start one with `patchkit refresh --onto COMMIT`"
+        )
     foreign = sorted(p.name for p in workdir.iterdir() if p.name not in _OURS)
     if foreign:
-        raise PatchError(f"{workdir} holds {foreign[0]}, which a refresh did not write: "
-                         "not removing it", hint="remove the folder by hand")
+        raise PatchError(
+            f"{workdir} holds {foreign[0]}, which a refresh did not write: not removing it",
+            hint="remove the folder by hand",
+        )
     _rmtree(workdir)
 
 
 # -- the work --------------------------------------------------------------------------
-def _make_scratch(git: Git, tree: Path, onto: str, paths: Sequence[str], base: str | None,
-                  pfiles: Sequence[Path | None]) -> list[str | None]:
+def _make_scratch(
+    git: Git, tree: Path, onto: str, paths: Sequence[str], base: str | None, pfiles: Sequence[Path | None]
+) -> list[str | None]:
     """Set up the scratch repo; returns the patch commits made on ``base`` (None: not made)."""
     commits = [base, onto] if base else [onto]
     all_entries = git.tree_entries(commits, paths)
-    git.read_blobs(e.oid for ents in all_entries for e in ents.values()
-                   if e.mode != "160000")  # fetches them once if the source is partial
+    git.read_blobs(
+        e.oid for ents in all_entries for e in ents.values() if e.mode != "160000"
+    )  # fetches them once if the source is partial
     _scratch_git(tree, "init", "-q")
     alt = tree / ".git" / "objects" / "info" / "alternates"
     alt.write_text(str(git.objects_dir()) + "\n", encoding="utf-8")
     promisor = _promisor_url(git)
     if promisor:  # let the scratch repo fetch blobs lazily, like its source
-        for key, value in (("core.repositoryformatversion", "1"),
-                           ("extensions.partialClone", "origin"),
-                           ("remote.origin.url", promisor),
-                           ("remote.origin.promisor", "true"),
-                           ("remote.origin.partialclonefilter", "blob:none")):
+        for key, value in (
+            ("core.repositoryformatversion", "1"),
+            ("extensions.partialClone", "origin"),
+            ("remote.origin.url", promisor),
+            ("remote.origin.promisor", "true"),
+            ("remote.origin.partialclonefilter", "blob:none"),
+        ):
             _scratch_git(tree, "config", key, value)
     old_commits: list[str | None] = [None] * len(pfiles)
     if base:
@@ -315,8 +387,7 @@ def _make_scratch(git: Git, tree: Path, onto: str, paths: Sequence[str], base: s
         for i, pfile in enumerate(pfiles):
             if pfile is None:
                 continue
-            proc = _scratch_git(tree, "apply", "--index", "--whitespace=nowarn", str(pfile),
-                                check=False)
+            proc = _scratch_git(tree, "apply", "--index", "--whitespace=nowarn", str(pfile), check=False)
             if proc.ok:
                 _commit(tree, f"patch {i}")
                 old_commits[i] = _out(tree, "rev-parse", "HEAD").strip()
@@ -365,8 +436,7 @@ def _run(workdir: Path, state: RefreshState) -> RefreshResult:
                 proc = _scratch_git(tree, "cherry-pick", "--no-commit", old, check=False)
             else:
                 pfile = workdir / "patches" / f"{i:04d}.patch"
-                proc = _scratch_git(tree, "apply", "--3way", "--whitespace=nowarn", str(pfile),
-                                    check=False)
+                proc = _scratch_git(tree, "apply", "--3way", "--whitespace=nowarn", str(pfile), check=False)
             if not proc.ok:
                 state.save(workdir)
                 _stop(tree, p, proc)
@@ -379,21 +449,24 @@ def _run(workdir: Path, state: RefreshState) -> RefreshResult:
 
 def _stop(tree: Path, p: PatchState, proc: RunResult) -> None:
     text = proc.stdout + proc.stderr
-    unmerged = sorted({ln.split("\t", 1)[1] for ln in _out(tree, "ls-files", "-u").splitlines()
-                       if "\t" in ln})
+    unmerged = sorted(
+        {ln.split("\t", 1)[1] for ln in _out(tree, "ls-files", "-u").splitlines() if "\t" in ln}
+    )
     if unmerged:
         raise PatchError(
             f"refresh stopped at {p.file}: conflicts in {', '.join(unmerged)}",
             detail=f"the files with conflict markers are in {tree}",
             hint=f"fix them, `git -C {tree} add` them, then `patchkit refresh --continue` "
-                 "(or `patchkit refresh --abort`)")
+            "(or `patchkit refresh --abort`)",
+        )
     errors = [ln.removeprefix("error: ") for ln in text.splitlines() if ln.startswith("error: ")]
     raise PatchError(
         f"refresh stopped at {p.file}: it does not apply and cannot be 3-way merged"
         + (f" ({errors[0]})" if errors else ""),
         detail="\n".join(errors[1:]),
         hint=f"apply it by hand in {tree}, `git -C {tree} add` the files, then "
-             "`patchkit refresh --continue` (or `patchkit refresh --abort`)")
+        "`patchkit refresh --continue` (or `patchkit refresh --abort`)",
+    )
 
 
 def _finish(workdir: Path, state: RefreshState) -> RefreshResult:
@@ -411,9 +484,21 @@ def _finish(workdir: Path, state: RefreshState) -> RefreshResult:
         if commit is None:
             skipped.append(p.file)
             continue
-        diff = _scratch_git(tree, "diff", "--no-color", "--no-ext-diff", "--no-textconv",
-                            "--no-renames", "--binary", "-U3", "--src-prefix=a/",
-                            "--dst-prefix=b/", prev, commit, binary=True).data
+        diff = _scratch_git(
+            tree,
+            "diff",
+            "--no-color",
+            "--no-ext-diff",
+            "--no-textconv",
+            "--no-renames",
+            "--binary",
+            "-U3",
+            "--src-prefix=a/",
+            "--dst-prefix=b/",
+            prev,
+            commit,
+            binary=True,
+        ).data
         prev = commit
         if not diff.strip():
             empty.append(p.file)
@@ -430,13 +515,13 @@ def _finish(workdir: Path, state: RefreshState) -> RefreshResult:
             new_hashes[p.file] = sha256_bytes(new)
     if empty:
         raise PatchError(
-            f"{', '.join(empty)}: empty on top of {state.onto[:12]}: upstream already "
-            "has the change", hint="drop it from patches/series (nothing was written), then "
-                                   "`patchkit refresh --abort` and start again")
+            f"{', '.join(empty)}: empty on top of {state.onto[:12]}: upstream already has the change",
+            hint="drop it from patches/series (nothing was written), then "
+            "`patchkit refresh --abort` and start again",
+        )
     if new_hashes:
         series = pdir / "series"
-        writes[series] = _rewrite_series(series.read_text(encoding="utf-8"),
-                                         new_hashes).encode("utf-8")
+        writes[series] = _rewrite_series(series.read_text(encoding="utf-8"), new_hashes).encode("utf-8")
     pin_moved = False
     if state.move_pin:
         for recipe in state.recipes:  # every recipe's pin or none: one atomic_write_many
@@ -448,8 +533,13 @@ def _finish(workdir: Path, state: RefreshState) -> RefreshResult:
                 pin_moved = True
     atomic_write_many(writes)
     _rmtree(workdir)
-    return RefreshResult(onto=state.onto, updated=tuple(updated),
-                         unchanged=tuple(unchanged), skipped=tuple(skipped), pin_moved=pin_moved)
+    return RefreshResult(
+        onto=state.onto,
+        updated=tuple(updated),
+        unchanged=tuple(unchanged),
+        skipped=tuple(skipped),
+        pin_moved=pin_moved,
+    )
 
 
 # -- file rewriting ------------------------------------------------------------------------
@@ -482,7 +572,7 @@ def move_recipe_pin(text: str, commit: str, *, where: str = "recipe") -> str:
             if c:
                 lines[n] = c.group(1) + commit + c.group(3)
                 return "".join(lines)
-    raise RecipeError(f"{where}: no `commit = \"<40 hex>\"` line in [upstream] to move")
+    raise RecipeError(f'{where}: no `commit = "<40 hex>"` line in [upstream] to move')
 
 
 def _rmtree(path: Path) -> None:

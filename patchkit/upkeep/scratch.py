@@ -53,8 +53,11 @@ class PatchVerdict:
         if self.status is Status.CONFLICTS and self.conflicts:
             return f"conflicts ({', '.join(c.where for c in self.conflicts)})"
         if self.status is Status.OFFSET:
-            return "applies-with-offset (" + ", ".join(
-                f"{o.file}:{o.hunk} {o.lines:+d}" for o in self.offsets) + ")"
+            return (
+                "applies-with-offset ("
+                + ", ".join(f"{o.file}:{o.hunk} {o.lines:+d}" for o in self.offsets)
+                + ")"
+            )
         return str(self.status.value)
 
     def to_json(self) -> dict[str, object]:
@@ -106,8 +109,9 @@ class Scratch:
             if entry.mode == "100755" and os.name != "nt":
                 target.chmod(target.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
 
-    def apply(self, name: str, *, check: bool = False, reverse: bool = False,
-              reject: bool = False) -> tuple[bool, str]:
+    def apply(
+        self, name: str, *, check: bool = False, reverse: bool = False, reject: bool = False
+    ) -> tuple[bool, str]:
         args = ["apply", "-v", "--whitespace=nowarn"]
         if check:
             args.append("--check")

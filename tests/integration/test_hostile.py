@@ -38,26 +38,32 @@ def _set_series(project: Path, body: str) -> None:
 
     patches = project / "patches"
     (patches / "0001-evil.patch").write_text(GUARD_HEADER.format(when="..") + body)
-    (patches / "series").write_text(
-        f"0001-evil.patch sha256={sha256_file(patches / '0001-evil.patch')}\n")
+    (patches / "series").write_text(f"0001-evil.patch sha256={sha256_file(patches / '0001-evil.patch')}\n")
 
 
-def _license_to_link(target: str, *, header: str = "diff --git a/LICENSE b/LICENSE",
-                     mode: str = "new file mode 120000") -> str:
+def _license_to_link(
+    target: str, *, header: str = "diff --git a/LICENSE b/LICENSE", mode: str = "new file mode 120000"
+) -> str:
     """LICENSE (which the output stage copies and release ships) turned into a symlink."""
-    return ("diff --git a/LICENSE b/LICENSE\ndeleted file mode 100644\n"
-            "index 0e61ba5..0000000\n--- a/LICENSE\n+++ /dev/null\n@@ -1,3 +0,0 @@\n"
-            "-MIT License\n-\n-Copyright (c) fixture\n"
-            f"{header}\n{mode}\nindex 0000000..1234567\n--- /dev/null\n+++ b/LICENSE\n"
-            f"@@ -0,0 +1 @@\n+{target}\n\\ No newline at end of file\n")
+    return (
+        "diff --git a/LICENSE b/LICENSE\ndeleted file mode 100644\n"
+        "index 0e61ba5..0000000\n--- a/LICENSE\n+++ /dev/null\n@@ -1,3 +0,0 @@\n"
+        "-MIT License\n-\n-Copyright (c) fixture\n"
+        f"{header}\n{mode}\nindex 0000000..1234567\n--- /dev/null\n+++ b/LICENSE\n"
+        f"@@ -0,0 +1 @@\n+{target}\n\\ No newline at end of file\n"
+    )
 
 
 def _git_would_apply(upstream: FixtureUpstream, tmp_path: Path, patch: Path) -> bool:
     clone = tmp_path / "probe"
     if not clone.exists():
         git(tmp_path, "clone", "-q", str(upstream.path), str(clone))
-    r = subprocess.run(["git", "-C", str(clone), "apply", "--check", str(patch)],
-                       capture_output=True, text=True, env={**os.environ, **GIT_ENV})
+    r = subprocess.run(
+        ["git", "-C", str(clone), "apply", "--check", str(patch)],
+        capture_output=True,
+        text=True,
+        env={**os.environ, **GIT_ENV},
+    )
     return r.returncode == 0
 
 
@@ -68,15 +74,18 @@ def _no_secret_anywhere(*folders: Path) -> None:
                 assert SECRET.encode() not in p.read_bytes(), p
 
 
-@pytest.mark.parametrize(("header", "mode"), [
-    ("diff --git a/LICENSE b/LICENSE", "new file mode 120000"),
-    ("diff --git a/LICENSE b/LICENSE", "new file mode 0120000"),  # git reads it as 120000
-    ("diff --git x/LICENSE y/LICENSE", "new file mode 120000"),  # any -p1 prefix
-    ('diff --git "a/LICENSE" "b/LICENSE"', "new file mode 120000"),  # quoted names
-])
+@pytest.mark.parametrize(
+    ("header", "mode"),
+    [
+        ("diff --git a/LICENSE b/LICENSE", "new file mode 120000"),
+        ("diff --git a/LICENSE b/LICENSE", "new file mode 0120000"),  # git reads it as 120000
+        ("diff --git x/LICENSE y/LICENSE", "new file mode 120000"),  # any -p1 prefix
+        ('diff --git "a/LICENSE" "b/LICENSE"', "new file mode 120000"),  # quoted names
+    ],
+)
 def test_a_patch_turning_license_into_a_host_link_is_refused_before_applying(
-        project: Path, upstream: FixtureUpstream, tmp_path: Path, secret: Path,
-        header: str, mode: str) -> None:
+    project: Path, upstream: FixtureUpstream, tmp_path: Path, secret: Path, header: str, mode: str
+) -> None:
     _set_series(project, _license_to_link(str(secret), header=header, mode=mode))
     assert _git_would_apply(upstream, tmp_path, project / "patches" / "0001-evil.patch")
     out = tmp_path / "out"
@@ -88,8 +97,9 @@ def test_a_patch_turning_license_into_a_host_link_is_refused_before_applying(
     assert r.exit_code != 0 and not (tmp_path / "dist").exists()
 
 
-def test_a_relative_link_climbing_out_is_refused_too(project: Path, upstream: FixtureUpstream,
-                                                     tmp_path: Path, secret: Path) -> None:
+def test_a_relative_link_climbing_out_is_refused_too(
+    project: Path, upstream: FixtureUpstream, tmp_path: Path, secret: Path
+) -> None:
     depth = len(cache_dir().parts) + 6
     target = "../" * depth + str(secret).lstrip("/")
     _set_series(project, _license_to_link(target))
@@ -116,16 +126,21 @@ def linked_upstream(tmp_path: Path) -> Path:
 
 
 def test_a_patch_repointing_an_upstream_link_without_a_mode_is_caught_after_apply(
-        project: Path, linked_upstream: Path, tmp_path: Path, secret: Path) -> None:
+    project: Path, linked_upstream: Path, tmp_path: Path, secret: Path
+) -> None:
     head = git(linked_upstream, "rev-parse", "HEAD")
     write_recipe(project, "fixture", url=str(linked_upstream), commit=head)
     # no mode line at all: only the worktree knows docs/LICENSE.md is a link
-    _set_series(project, "diff --git a/docs/LICENSE.md b/docs/LICENSE.md\n--- a/docs/LICENSE.md\n"
-                         f"+++ b/docs/LICENSE.md\n@@ -1 +1 @@\n-../LICENSE\n\\ No newline at end of file\n"
-                         f"+{secret}\n\\ No newline at end of file\n")
+    _set_series(
+        project,
+        "diff --git a/docs/LICENSE.md b/docs/LICENSE.md\n--- a/docs/LICENSE.md\n"
+        f"+++ b/docs/LICENSE.md\n@@ -1 +1 @@\n-../LICENSE\n\\ No newline at end of file\n"
+        f"+{secret}\n\\ No newline at end of file\n",
+    )
     r = build(project, tmp_path / "out")
-    assert_error(r, 5, "makes docs/LICENSE.md a symlink to", "resolves outside the worktree",
-                 "the worktree is reset")
+    assert_error(
+        r, 5, "makes docs/LICENSE.md a symlink to", "resolves outside the worktree", "the worktree is reset"
+    )
     wt = next((cache_dir() / "work").glob("fixture-*/src"))
     assert os.readlink(wt / "docs" / "LICENSE.md") == "../LICENSE"  # reset to the pin
     assert git(wt, "status", "--porcelain") == ""
@@ -146,15 +161,15 @@ def test_a_real_output_with_a_user_file_added_is_left_alone(project: Path, tmp_p
 
 @pytest.mark.parametrize("value", ["-h", "--upload-pack=touch PWNED", "--template=/tmp", "-"])
 def test_upstream_values_that_look_like_options_never_reach_git_as_options(
-        project: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, value: str) -> None:
+    project: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, value: str
+) -> None:
     monkeypatch.chdir(tmp_path)
     r = build(project, tmp_path / "out", f"--upstream={value}")
     assert_error(r, 4, "does not exist")
     assert not (tmp_path / "PWNED").exists() and not list(tmp_path.glob("*PWNED*"))
 
 
-def test_check_refs_that_look_like_options(project: Path, upstream: FixtureUpstream,
-                                           tmp_path: Path) -> None:
+def test_check_refs_that_look_like_options(project: Path, upstream: FixtureUpstream, tmp_path: Path) -> None:
     for ref in ("--output=/tmp/pwned-by-patchkit", "-x"):
         r = invoke(project, "check", "fixture", "--repo", str(upstream.path), f"--ref={ref}")
         assert r.exit_code in (2, 4) and r.output.count("error: ") == 1, r.output
@@ -163,31 +178,44 @@ def test_check_refs_that_look_like_options(project: Path, upstream: FixtureUpstr
 
 # -- a full disk, for real: a file size limit on the patchkit process -----------------------
 
+
 def _limit_file_size(limit: int):  # type: ignore[no-untyped-def]
     def preexec() -> None:
         import resource  # POSIX only
 
         resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+
     return preexec
 
 
-def _patchkit(project: Path, *args: str, env: dict[str, str] | None = None,
-              **kw: object) -> subprocess.Popen[str]:
-    full_env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "PYTHONDONTWRITEBYTECODE": "1",
-                "COLUMNS": "200", **(env or {})}
-    return subprocess.Popen([sys.executable, "-m", "patchkit", "--project", str(project), *args],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=full_env,
-                            **kw)  # type: ignore[call-overload]
+def _patchkit(
+    project: Path, *args: str, env: dict[str, str] | None = None, **kw: object
+) -> subprocess.Popen[str]:
+    full_env = {
+        **os.environ,
+        "PYTHONPATH": str(REPO_ROOT),
+        "PYTHONDONTWRITEBYTECODE": "1",
+        "COLUMNS": "200",
+        **(env or {}),
+    }
+    return subprocess.Popen(
+        [sys.executable, "-m", "patchkit", "--project", str(project), *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=full_env,
+        **kw,
+    )  # type: ignore[call-overload]
 
 
 @linux_only
-def test_a_file_size_limit_while_writing_the_output_names_the_out_dir(project: Path,
-                                                                      tmp_path: Path) -> None:
+def test_a_file_size_limit_while_writing_the_output_names_the_out_dir(project: Path, tmp_path: Path) -> None:
     assert build(project, tmp_path / "first").exit_code == 0  # the cache is warm: no compiling
     out = tmp_path / "second" / "out"
     out.parent.mkdir()
-    proc = _patchkit(project, "build", "fixture", "--out", str(out), "--no-smoke",
-                     preexec_fn=_limit_file_size(4096))
+    proc = _patchkit(
+        project, "build", "fixture", "--out", str(out), "--no-smoke", preexec_fn=_limit_file_size(4096)
+    )
     stdout, stderr = proc.communicate(timeout=300)
     text = " ".join((stdout + stderr).split())
     assert proc.returncode == 6, text
@@ -233,8 +261,9 @@ def slow_upstream(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
     os.environ.update(GIT_ENV)
     try:
         git(repo, "init", "-q", "-b", "master")
-        head = commit_files(repo, {"CMakeLists.txt": SLOW_CMAKE, "slow.py": SLOW_PY,
-                                   "LICENSE": "MIT\n"}, "slow build")
+        head = commit_files(
+            repo, {"CMakeLists.txt": SLOW_CMAKE, "slow.py": SLOW_PY, "LICENSE": "MIT\n"}, "slow build"
+        )
     finally:
         os.environ.clear()
         os.environ.update(old)
@@ -263,19 +292,38 @@ def _group_members(pgid: int) -> list[int]:
 
 
 @linux_only
-@pytest.mark.parametrize("sig", [getattr(signal, n, None) for n in ("SIGTERM", "SIGINT", "SIGHUP")],
-                         ids=["SIGTERM", "SIGINT", "SIGHUP"])
+@pytest.mark.parametrize(
+    "sig",
+    [getattr(signal, n, None) for n in ("SIGTERM", "SIGINT", "SIGHUP")],
+    ids=["SIGTERM", "SIGINT", "SIGHUP"],
+)
 def test_a_signal_to_patchkit_alone_stops_every_build_job_before_the_lock_is_freed(
-        project: Path, tmp_path: Path, slow_upstream: tuple[Path, str], sig: int) -> None:
+    project: Path, tmp_path: Path, slow_upstream: tuple[Path, str], sig: int
+) -> None:
     repo, head = slow_upstream
-    write_recipe(project, "slow", url=str(repo), commit=head, targets='["slow-cli"]',
-                 extra=f'SLOW_PYTHON = "{sys.executable}"\n')
+    write_recipe(
+        project,
+        "slow",
+        url=str(repo),
+        commit=head,
+        targets='["slow-cli"]',
+        extra=f'SLOW_PYTHON = "{sys.executable}"\n',
+    )
     (project / "patches" / "series").write_text("")
     flag = tmp_path / "slow.pids"
     out = tmp_path / "out"
-    proc = _patchkit(project, "build", "slow", "--out", str(out), "--no-smoke", "-j", "2",
-                     env={"PATCHKIT_CACHE": str(cache_dir()), "PATCHKIT_TEST_SLOW": str(flag)},
-                     start_new_session=True)
+    proc = _patchkit(
+        project,
+        "build",
+        "slow",
+        "--out",
+        str(out),
+        "--no-smoke",
+        "-j",
+        "2",
+        env={"PATCHKIT_CACHE": str(cache_dir()), "PATCHKIT_TEST_SLOW": str(flag)},
+        start_new_session=True,
+    )
     try:
         deadline = time.monotonic() + 240
         while not flag.exists():
@@ -324,7 +372,12 @@ runpy.run_module("patchkit", run_name="__main__", alter_sys=True)
 
 @pytest.mark.parametrize("module", ["click", "rich", "patchkit.cli", "patchkit.core.proc"])
 def test_ctrl_c_while_importing_is_exit_130_without_a_traceback(module: str) -> None:
-    r = subprocess.run([sys.executable, "-c", INTERRUPT_IMPORT, module], capture_output=True,
-                       text=True, env={**os.environ, "PYTHONPATH": str(REPO_ROOT)}, timeout=120)
+    r = subprocess.run(
+        [sys.executable, "-c", INTERRUPT_IMPORT, module],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
+        timeout=120,
+    )
     assert r.returncode == 130, r.stderr
     assert r.stderr.strip() == "error: interrupted" and "Traceback" not in r.stdout

@@ -19,8 +19,9 @@ def test_git_apply_accepts_each_patch(tmp_path: Path) -> None:
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_text("\n".join(preimage(hunks)) + "\n", encoding="utf-8")
         subprocess.run(["git", "-C", str(repo), "add", "-A"], check=True)
-        r = subprocess.run(["git", "-C", str(repo), "apply", "--index", str(p.path)],
-                           capture_output=True, text=True)
+        r = subprocess.run(
+            ["git", "-C", str(repo), "apply", "--index", str(p.path)], capture_output=True, text=True
+        )
         assert r.returncode == 0, f"{p.filename}: {r.stderr}"
         for path, hunks in sections.items():
             text = (repo / path).read_text(encoding="utf-8")

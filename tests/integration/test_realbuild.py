@@ -32,8 +32,11 @@ def test_real_build_smoke_matches_its_patches() -> None:
     assert st["version"].status == "pass", st["version"].why
     assert st["generate"].status == "pass", st["generate"].why
     # a check whose patch is in the build must pass; without it, upstream's failure shows
-    for check, patch in (("rpc-guard", GUARD_PATCH), ("tensor-split", GUARD_PATCH),
-                         ("meta-ot", META_OT_PATCH)):
+    for check, patch in (
+        ("rpc-guard", GUARD_PATCH),
+        ("tensor-split", GUARD_PATCH),
+        ("meta-ot", META_OT_PATCH),
+    ):
         if patch in patches:
             assert st[check].status in ("pass",) or "was not built" in st[check].why, st[check].why
         else:

@@ -73,8 +73,9 @@ def test_kld_of_every_setup_is_within_its_limits(model: Path) -> None:
 @pytest.mark.skipif(not REFERENCE, reason="set PATCHKIT_REALBUILD_REFERENCE=out/<other build>")
 def test_against_the_reference_build(model: Path) -> None:
     out, ref = Path(REAL or "."), Path(REFERENCE or ".")
-    report = run_smoke(out, only=("kld", "speed"), tool_dirs=_tools(out), record=False,
-                       model=model, reference=ref)
+    report = run_smoke(
+        out, only=("kld", "speed"), tool_dirs=_tools(out), record=False, model=model, reference=ref
+    )
     c, s = _check(report, "kld"), _check(report, "speed")
     assert c.status == "pass", c.why
     assert c.kld[-1].kind == "cross-build" and c.kld[-1].passed
@@ -84,8 +85,7 @@ def test_against_the_reference_build(model: Path) -> None:
 @pytest.mark.skipif(not PERTURBED, reason="set PATCHKIT_REALBUILD_PERTURBED=out/<negative control>")
 def test_negative_control_fails_against_a_correct_build(model: Path) -> None:
     bad, good = Path(PERTURBED or "."), Path(REAL or ".")
-    report = run_smoke(bad, only=("kld",), tool_dirs=_tools(bad), record=False, model=model,
-                       reference=good)
+    report = run_smoke(bad, only=("kld",), tool_dirs=_tools(bad), record=False, model=model, reference=good)
     c = _check(report, "kld")
     assert c.status == "fail" and report.status == "failed", c.why
     cross = c.kld[-1]

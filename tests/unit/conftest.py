@@ -19,16 +19,36 @@ try:
 except ImportError:  # Windows
     _posixsubprocess = None
 
-_MESSAGE = ("unit tests must not spawn processes (got {what!r} via {name}); "
-            "put the test under tests/integration/")
+_MESSAGE = (
+    "unit tests must not spawn processes (got {what!r} via {name}); put the test under tests/integration/"
+)
 
 # (module, attribute) of everything that starts a process
-SPAWNERS: list[tuple[object, str]] = [(subprocess, "Popen")] + [
-    (os, name) for name in ("system", "popen", "fork", "forkpty", "posix_spawn", "posix_spawnp",
-                            "spawnl", "spawnle", "spawnlp", "spawnlpe", "spawnv", "spawnve",
-                            "spawnvp", "spawnvpe", "startfile")
-    if hasattr(os, name)
-] + ([(_posixsubprocess, "fork_exec")] if _posixsubprocess is not None else [])
+SPAWNERS: list[tuple[object, str]] = (
+    [(subprocess, "Popen")]
+    + [
+        (os, name)
+        for name in (
+            "system",
+            "popen",
+            "fork",
+            "forkpty",
+            "posix_spawn",
+            "posix_spawnp",
+            "spawnl",
+            "spawnle",
+            "spawnlp",
+            "spawnlpe",
+            "spawnv",
+            "spawnve",
+            "spawnvp",
+            "spawnvpe",
+            "startfile",
+        )
+        if hasattr(os, name)
+    ]
+    + ([(_posixsubprocess, "fork_exec")] if _posixsubprocess is not None else [])
+)
 
 
 class _Forbidden:
@@ -59,12 +79,13 @@ def _no_processes(monkeypatch: pytest.MonkeyPatch) -> None:
 def upstream(tmp_path_factory: pytest.TempPathFactory) -> FixtureUpstream:
     """No git repository for unit tests: an upstream that only names a path and commits, so
     a recipe can point at it (``project``). Anything that would clone it is integration."""
-    return FixtureUpstream(path=tmp_path_factory.mktemp("no-upstream") / "upstream",
-                           commits={"c1": "1" * 40, "c2": "2" * 40, "c3": "3" * 40}, tag="v2")
+    return FixtureUpstream(
+        path=tmp_path_factory.mktemp("no-upstream") / "upstream",
+        commits={"c1": "1" * 40, "c2": "2" * 40, "c3": "3" * 40},
+        tag="v2",
+    )
 
 
 @pytest.fixture(scope="session")
 def drift() -> None:
-    pytest.fail("the drift upstream is a git repository: tests that use it belong under "
-                "tests/integration/")
-
+    pytest.fail("the drift upstream is a git repository: tests that use it belong under tests/integration/")

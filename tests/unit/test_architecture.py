@@ -70,8 +70,10 @@ def violations(root: Path = PKG) -> list[str]:
             if target is None or target == room or room == "cli":
                 continue
             if target not in ALLOWED.get(room, set()):
-                bad.append(f"{rel}:{line} imports patchkit.{target} ({room} may import "
-                           f"{', '.join(sorted(ALLOWED.get(room, set()))) or 'nothing of patchkit'})")
+                bad.append(
+                    f"{rel}:{line} imports patchkit.{target} ({room} may import "
+                    f"{', '.join(sorted(ALLOWED.get(room, set()))) or 'nothing of patchkit'})"
+                )
     return bad
 
 
@@ -86,8 +88,10 @@ def test_the_import_rules_hold() -> None:
 
 def test_the_rule_check_fails_on_a_forbidden_import(tmp_path: Path) -> None:
     fake = tmp_path / "patchkit"
-    for room, body in (("core", "from patchkit.cli import main\n"),
-                       ("spec", "import subprocess\nfrom patchkit.builder import pipeline\n")):
+    for room, body in (
+        ("core", "from patchkit.cli import main\n"),
+        ("spec", "import subprocess\nfrom patchkit.builder import pipeline\n"),
+    ):
         (fake / room).mkdir(parents=True)
         (fake / room / "__init__.py").write_text("")
         (fake / room / "x.py").write_text(body)
@@ -104,6 +108,7 @@ def test_modules_declare_all(path: Path) -> None:
     if path.name in ("__init__.py", "__main__.py"):
         return
     tree = ast.parse(path.read_text(encoding="utf-8"))
-    names = {t.id for n in tree.body if isinstance(n, ast.Assign) for t in n.targets
-             if isinstance(t, ast.Name)}
+    names = {
+        t.id for n in tree.body if isinstance(n, ast.Assign) for t in n.targets if isinstance(t, ast.Name)
+    }
     assert "__all__" in names, f"{path.relative_to(PKG)} has no __all__"

@@ -80,8 +80,14 @@ def _host_hint(sms: Sequence[int]) -> str:
     return "; ".join(parts)
 
 
-def preflight(archs: CudaArchs, toolkit: CudaToolkit, host_compiler: HostCompiler | None = None, *,
-              need_cublas: bool = True, need_cuobjdump: bool = True) -> list[str]:
+def preflight(
+    archs: CudaArchs,
+    toolkit: CudaToolkit,
+    host_compiler: HostCompiler | None = None,
+    *,
+    need_cublas: bool = True,
+    need_cuobjdump: bool = True,
+) -> list[str]:
     """Refuse, before configuring, what this toolkit cannot build; return notes to show.
 
     ``host_compiler`` defaults to the one find_toolkit picked.
@@ -93,17 +99,23 @@ def preflight(archs: CudaArchs, toolkit: CudaToolkit, host_compiler: HostCompile
     lim = toolkit.limits
     tk = toolkit.describe()
     if lim is None:
-        raise CudaError(f"{tk} is older than any toolkit patchkit knows (10.0+)",
-                        hint=f"use {toolkits_for(archs.sms)}")
+        raise CudaError(
+            f"{tk} is older than any toolkit patchkit knows (10.0+)", hint=f"use {toolkits_for(archs.sms)}"
+        )
     if toolkit.version[:2] > TOOLKIT_LIMITS[-1].version:
-        notes.append(f"CUDA {toolkit.version_str} is newer than patchkit's table "
-                     f"({TOOLKIT_LIMITS[-1].version[0]}.{TOOLKIT_LIMITS[-1].version[1]}); "
-                     "trusting nvcc's own arch list")
+        notes.append(
+            f"CUDA {toolkit.version_str} is newer than patchkit's table "
+            f"({TOOLKIT_LIMITS[-1].version[0]}.{TOOLKIT_LIMITS[-1].version[1]}); "
+            "trusting nvcc's own arch list"
+        )
     missing = [s for s in archs.sms if s not in toolkit.sms]
     if missing:
         fams = sorted({f for s in missing if (f := family_of(s))})
-        drop = f"or drop {', '.join(fams)} from cuda.archs" if fams else \
-            f"or drop {', '.join(f'sm_{s}' for s in missing)} from cuda.archs"
+        drop = (
+            f"or drop {', '.join(fams)} from cuda.archs"
+            if fams
+            else f"or drop {', '.join(f'sm_{s}' for s in missing)} from cuda.archs"
+        )
         why = ""
         if toolkit.version[0] >= 13 and any(s < 75 for s in missing):
             why = " (CUDA 13 dropped every sm below 75)"
@@ -111,45 +123,61 @@ def preflight(archs: CudaArchs, toolkit: CudaToolkit, host_compiler: HostCompile
             why = " (they are newer than this toolkit)"
         raise CudaError(
             f"{tk} cannot compile {archs.describe(missing)}{why}",
-            hint=(f"use a {toolkits_for(archs.sms)} toolkit for {archs.describe()}: "
-                  f"--cuda-root DIR or cuda.toolkit_root; {_host_hint(archs.sms)}: set "
-                  f"cuda.host_compiler (e.g. \"g++-11\", passed as CMAKE_CUDA_HOST_COMPILER); {drop}"),
+            hint=(
+                f"use a {toolkits_for(archs.sms)} toolkit for {archs.describe()}: "
+                f"--cuda-root DIR or cuda.toolkit_root; {_host_hint(archs.sms)}: set "
+                f'cuda.host_compiler (e.g. "g++-11", passed as CMAKE_CUDA_HOST_COMPILER); {drop}'
+            ),
         )
     if host.path is None:
-        raise ToolMissing(f"host compiler {host.command!r} ({host.source}) is not on PATH",
-                          hint="install it or set cuda.host_compiler to one that is")
+        raise ToolMissing(
+            f"host compiler {host.command!r} ({host.source}) is not on PATH",
+            hint="install it or set cuda.host_compiler to one that is",
+        )
     if host.kind == "gcc" and host.version and host.version[0] > lim.gcc_max:
         raise CudaError(
             f"{tk} accepts gcc <= {lim.gcc_max} as host compiler, but {host.describe()} is "
             f"{host.version_str}",
-            hint=f"install g++-{lim.gcc_max} and set cuda.host_compiler = \"g++-{lim.gcc_max}\" "
-                 "(passed as CMAKE_CUDA_HOST_COMPILER)")
+            hint=f'install g++-{lim.gcc_max} and set cuda.host_compiler = "g++-{lim.gcc_max}" '
+            "(passed as CMAKE_CUDA_HOST_COMPILER)",
+        )
     if host.kind == "clang" and host.version and host.version[0] > lim.clang_max:
-        notes.append(f"clang {host.version_str} may be newer than {tk} supports "
-                     f"(clang <= {lim.clang_max})")
+        notes.append(f"clang {host.version_str} may be newer than {tk} supports (clang <= {lim.clang_max})")
     if host.source == "auto":
-        notes.append(f"host compiler: {host.describe()} (the default g++ is too new for "
-                     f"CUDA {toolkit.version_str})")
+        notes.append(
+            f"host compiler: {host.describe()} (the default g++ is too new for CUDA {toolkit.version_str})"
+        )
     if toolkit.windows and host.kind not in ("msvc", "unknown"):
-        raise CudaError(f"CUDA on Windows needs MSVC (cl.exe) as host compiler, not {host.kind}",
-                        hint="run from a Visual Studio developer prompt")
+        raise CudaError(
+            f"CUDA on Windows needs MSVC (cl.exe) as host compiler, not {host.kind}",
+            hint="run from a Visual Studio developer prompt",
+        )
     if toolkit.cublas is None:
         wheel = {13: "nvidia-cublas", 12: "nvidia-cublas-cu12"}.get(toolkit.version[0])
-        how = f"`pip install {wheel}` (patchkit finds it in site-packages)" if wheel and not \
-            toolkit.windows else "install the toolkit's cuBLAS (libcublas-dev)"
+        how = (
+            f"`pip install {wheel}` (patchkit finds it in site-packages)"
+            if wheel and not toolkit.windows
+            else "install the toolkit's cuBLAS (libcublas-dev)"
+        )
         if need_cublas:
             raise CudaError(f"{tk} has no cuBLAS, which ggml-cuda links", hint=how)
         notes.append(f"no cuBLAS: {how}")
     elif toolkit.cublas.source == "wheel":
-        notes.append(f"cuBLAS from the pip wheel ({toolkit.cublas.library.parent}); the "
-                     "binaries need that libcublas at run time")
+        notes.append(
+            f"cuBLAS from the pip wheel ({toolkit.cublas.library.parent}); the "
+            "binaries need that libcublas at run time"
+        )
     if toolkit.libcuda is None:
-        notes.append("no libcuda stub in the toolkit and no driver library: building with "
-                     "GGML_CUDA_NO_VMM=ON (no virtual-memory pools)")
+        notes.append(
+            "no libcuda stub in the toolkit and no driver library: building with "
+            "GGML_CUDA_NO_VMM=ON (no virtual-memory pools)"
+        )
     if toolkit.cuobjdump is None:
         if need_cuobjdump:
-            raise ToolMissing(f"no cuobjdump for {tk}: patchkit needs it to prove the archs "
-                              "are in the binaries", hint="pip install nvidia-cuda-cuobjdump")
+            raise ToolMissing(
+                f"no cuobjdump for {tk}: patchkit needs it to prove the archs are in the binaries",
+                hint="pip install nvidia-cuda-cuobjdump",
+            )
         notes.append("no cuobjdump: `pip install nvidia-cuda-cuobjdump`")
     return notes
 
@@ -158,8 +186,9 @@ def _on(flag: bool) -> str:
     return "ON" if flag else "OFF"
 
 
-def cmake_defines(recipe: Recipe, archs: CudaArchs, toolkit: CudaToolkit, *,
-                  ccache: str | bool | None = True) -> dict[str, str]:
+def cmake_defines(
+    recipe: Recipe, archs: CudaArchs, toolkit: CudaToolkit, *, ccache: str | bool | None = True
+) -> dict[str, str]:
     """The CMake cache entries a CUDA build needs (they win over the recipe's defines).
 
     ``ccache``: True = use ccache when it is on PATH, False/None = never, a str = that
@@ -212,8 +241,14 @@ def _has(entries: Sequence[str], prefix: str, sm: int) -> bool:
     return any(re.fullmatch(rf"{prefix}_{sm}[a-z]?", e) for e in entries)
 
 
-def prove_archs(files: Sequence[Path], archs: CudaArchs, cuobjdump: Path | None, *,
-                base: Path | None = None, run: Runner = default_runner) -> dict[str, list[str]]:
+def prove_archs(
+    files: Sequence[Path],
+    archs: CudaArchs,
+    cuobjdump: Path | None,
+    *,
+    base: Path | None = None,
+    run: Runner = default_runner,
+) -> dict[str, list[str]]:
     """List the cubins (and PTX) in each file; raise CudaError when a requested SM is missing.
 
     Every file holding device code must hold SASS for every requested SM, and the PTX of
@@ -221,8 +256,9 @@ def prove_archs(files: Sequence[Path], archs: CudaArchs, cuobjdump: Path | None,
     paths relative to ``base`` (else file names), in the order given.
     """
     if cuobjdump is None:
-        raise ToolMissing("cuobjdump is needed to prove the CUDA archs",
-                          hint="pip install nvidia-cuda-cuobjdump")
+        raise ToolMissing(
+            "cuobjdump is needed to prove the CUDA archs", hint="pip install nvidia-cuda-cuobjdump"
+        )
     result: dict[str, list[str]] = {}
     for f in files:
         key = f.relative_to(base).as_posix() if base is not None else f.name
@@ -235,14 +271,15 @@ def prove_archs(files: Sequence[Path], archs: CudaArchs, cuobjdump: Path | None,
             if rc != 0:
                 if "does not contain device code" in out:
                     break
-                raise CudaError(f"cuobjdump {flag} {key} failed (exit {rc})",
-                                detail=out.strip()[-2000:])
+                raise CudaError(f"cuobjdump {flag} {key} failed (exit {rc})", detail=out.strip()[-2000:])
             entries += parse_cuobjdump_list(out)
         result[key] = sorted(set(entries), key=_entry_key)
     with_code = {k: v for k, v in result.items() if v}
     if not with_code:
-        raise CudaError(f"no CUDA device code in {', '.join(result) or 'any built file'}",
-                        hint="the build did not compile ggml-cuda; check GGML_CUDA=ON and the targets")
+        raise CudaError(
+            f"no CUDA device code in {', '.join(result) or 'any built file'}",
+            hint="the build did not compile ggml-cuda; check GGML_CUDA=ON and the targets",
+        )
     problems = []
     for key, entries in with_code.items():
         lost = [s for s in archs.sms if not _has(entries, "sm", s)]
@@ -251,14 +288,16 @@ def prove_archs(files: Sequence[Path], archs: CudaArchs, cuobjdump: Path | None,
     if not any(_has(v, "compute", archs.ptx) for v in with_code.values()):
         problems.append(f"no file holds the PTX of sm_{archs.ptx} (compute_{archs.ptx})")
     if problems:
-        raise CudaError("built binaries lack requested CUDA archs: " + "; ".join(problems),
-                        hint=f"CMAKE_CUDA_ARCHITECTURES was {archs.cmake}; look for an override "
-                             "in the configure log")
+        raise CudaError(
+            "built binaries lack requested CUDA archs: " + "; ".join(problems),
+            hint=f"CMAKE_CUDA_ARCHITECTURES was {archs.cmake}; look for an override in the configure log",
+        )
     return result
 
 
-def build_info(archs: CudaArchs, toolkit: CudaToolkit, cubins: Mapping[str, list[str]],
-               notes: Sequence[str] = ()) -> CudaRecord:
+def build_info(
+    archs: CudaArchs, toolkit: CudaToolkit, cubins: Mapping[str, list[str]], notes: Sequence[str] = ()
+) -> CudaRecord:
     """The ``cuda`` section of build-info.json: what was asked, what built it, what is in it."""
     version = ".".join(map(str, toolkit.version))
     return CudaRecord(
@@ -272,8 +311,11 @@ def build_info(archs: CudaArchs, toolkit: CudaToolkit, cubins: Mapping[str, list
             "version": version,
             "root": toolkit.root.as_posix(),
             "nvcc": toolkit.nvcc.as_posix(),
-            "host_compiler": {"kind": toolkit.host.kind, "version": toolkit.host.version_str,
-                              "path": toolkit.host.path.as_posix() if toolkit.host.path else None},
+            "host_compiler": {
+                "kind": toolkit.host.kind,
+                "version": toolkit.host.version_str,
+                "path": toolkit.host.path.as_posix() if toolkit.host.path else None,
+            },
             "cublas": toolkit.cublas.source if toolkit.cublas else None,
             "libcuda": toolkit.libcuda_kind,
             "no_vmm": toolkit.libcuda is None,
@@ -290,30 +332,36 @@ class CudaPlan:
     defines: dict[str, str]
 
 
-def prepare(recipe: Recipe, *, cuda_root: Path | None = None,
-            env: Mapping[str, str] | None = None, ccache: str | bool | None = True,
-            run: Runner = default_runner, sites: Sequence[Path] | None = None) -> CudaPlan:
+def prepare(
+    recipe: Recipe,
+    *,
+    cuda_root: Path | None = None,
+    env: Mapping[str, str] | None = None,
+    ccache: str | bool | None = True,
+    run: Runner = default_runner,
+    sites: Sequence[Path] | None = None,
+) -> CudaPlan:
     """Everything before configuring: validate, find the toolkit, refuse early, the defines."""
     if recipe.cuda is None:
         raise RecipeError(f"{recipe.path.name}: has no [cuda] section")
     archs = recipe.cuda.archs
-    tk = find_toolkit(recipe.cuda, cuda_root, os.environ if env is None else env, run=run,
-                      sites=sites)
+    tk = find_toolkit(recipe.cuda, cuda_root, os.environ if env is None else env, run=run, sites=sites)
     notes = preflight(archs, tk)
-    return CudaPlan(archs=archs, toolkit=tk, notes=tuple(notes),
-                    defines=cmake_defines(recipe, archs, tk, ccache=ccache))
+    return CudaPlan(
+        archs=archs, toolkit=tk, notes=tuple(notes), defines=cmake_defines(recipe, archs, tk, ccache=ccache)
+    )
 
 
-def cuda_files(build_dir: Path, targets: Sequence[str], *,
-               patterns: Sequence[str] = ("*ggml-cuda*",)) -> list[Path]:
+def cuda_files(
+    build_dir: Path, targets: Sequence[str], *, patterns: Sequence[str] = ("*ggml-cuda*",)
+) -> list[Path]:
     """The files whose cubins prove_archs checks: the CUDA backend library (shared builds)
     and the targets' executables (static builds), each real file once, symlinks skipped."""
     found: dict[Path, Path] = {}
     for pat in patterns:
         for f in sorted(build_dir.rglob(pat)):
             name = f.name.lower()
-            if f.is_file() and not f.is_symlink() and (
-                    name.endswith((".so", ".dll")) or ".so." in name):
+            if f.is_file() and not f.is_symlink() and (name.endswith((".so", ".dll")) or ".so." in name):
                 found.setdefault(f.resolve(), f)
     for t in targets:
         for f in sorted(build_dir.rglob(t)) + sorted(build_dir.rglob(f"{t}.exe")):

@@ -234,8 +234,7 @@ def find_cublas(root: Path, major: int, sites: Sequence[Path], *, windows: bool)
             wlib = _first([base / "lib" / f"libcublas.so.{major}", base / "lib" / "libcublas.so"])
             wlt = _first([base / "lib" / f"libcublasLt.so.{major}", base / "lib" / "libcublasLt.so"])
             if wlib and wlt and (base / "include" / "cublas_v2.h").is_file():
-                return Cublas(library=wlib, lt_library=wlt, include_dir=base / "include",
-                              source="wheel")
+                return Cublas(library=wlib, lt_library=wlt, include_dir=base / "include", source="wheel")
     return None
 
 
@@ -258,8 +257,13 @@ def _exe(name: str, windows: bool) -> str:
     return f"{name}.exe" if windows else name
 
 
-def find_cuobjdump(root: Path | None, env: Mapping[str, str], sites: Sequence[Path], *,
-                   windows: bool = sys.platform == "win32") -> Path | None:
+def find_cuobjdump(
+    root: Path | None,
+    env: Mapping[str, str],
+    sites: Sequence[Path],
+    *,
+    windows: bool = sys.platform == "win32",
+) -> Path | None:
     """cuobjdump: the toolkit's bin, PATH, then the nvidia-cuda-cuobjdump wheel."""
     name = _exe("cuobjdump", windows)
     if root is not None and (root / "bin" / name).is_file():
@@ -321,8 +325,9 @@ class CudaToolkit:
         return f"CUDA {self.version_str} ({self.root})"
 
 
-def _candidates(spec_root: str | None, cuda_root: Path | None, env: Mapping[str, str]
-                ) -> list[tuple[str, Path]]:
+def _candidates(
+    spec_root: str | None, cuda_root: Path | None, env: Mapping[str, str]
+) -> list[tuple[str, Path]]:
     out: list[tuple[str, Path]] = []
     if cuda_root is not None:
         out.append(("--cuda-root", Path(cuda_root)))
@@ -342,16 +347,24 @@ def _default_roots(windows: bool) -> list[Path]:
     return [Path("/usr/local/cuda"), *sorted(Path("/usr/local").glob("cuda-*"), reverse=True)]
 
 
-def find_nvcc(spec_root: str | None, cuda_root: Path | None, env: Mapping[str, str], *,
-              windows: bool, default_roots: Sequence[Path] | None = None) -> tuple[Path, str]:
+def find_nvcc(
+    spec_root: str | None,
+    cuda_root: Path | None,
+    env: Mapping[str, str],
+    *,
+    windows: bool,
+    default_roots: Sequence[Path] | None = None,
+) -> tuple[Path, str]:
     """(nvcc path, where it came from), or ToolMissing naming what was searched."""
     name = _exe("nvcc", windows)
     for source, root in _candidates(spec_root, cuda_root, env):
         root = root.expanduser()
         nvcc = root / "bin" / name
         if not nvcc.is_file():
-            raise ToolMissing(f"{source} points at {root}, which has no bin/{name}",
-                              hint="point it at a CUDA toolkit folder (the one holding bin/nvcc)")
+            raise ToolMissing(
+                f"{source} points at {root}, which has no bin/{name}",
+                hint="point it at a CUDA toolkit folder (the one holding bin/nvcc)",
+            )
         return nvcc, source
     hit = shutil.which("nvcc", path=env.get("PATH", ""))
     if hit:
@@ -366,8 +379,9 @@ def find_nvcc(spec_root: str | None, cuda_root: Path | None, env: Mapping[str, s
     )
 
 
-def _probe_host(command: str, source: str, explicit: bool, env: Mapping[str, str],
-                run: Runner) -> HostCompiler:
+def _probe_host(
+    command: str, source: str, explicit: bool, env: Mapping[str, str], run: Runner
+) -> HostCompiler:
     hit = shutil.which(command, path=env.get("PATH", ""))
     if not hit:
         return HostCompiler(command=command, path=None, source=source, explicit=explicit)
@@ -376,12 +390,18 @@ def _probe_host(command: str, source: str, explicit: bool, env: Mapping[str, str
     except OSError:
         out = ""
     kind, version = parse_host_compiler(out)
-    return HostCompiler(command=command, path=Path(hit), kind=kind, version=version,
-                        source=source, explicit=explicit)
+    return HostCompiler(
+        command=command, path=Path(hit), kind=kind, version=version, source=source, explicit=explicit
+    )
 
 
-def _pick_host(host_compiler: str | None, version: tuple[int, int, int], env: Mapping[str, str],
-               run: Runner, windows: bool) -> HostCompiler:
+def _pick_host(
+    host_compiler: str | None,
+    version: tuple[int, int, int],
+    env: Mapping[str, str],
+    run: Runner,
+    windows: bool,
+) -> HostCompiler:
     if host_compiler:
         return _probe_host(host_compiler, "recipe", True, env, run)
     if env.get("CUDAHOSTCXX"):
@@ -399,10 +419,16 @@ def _pick_host(host_compiler: str | None, version: tuple[int, int, int], env: Ma
     return host
 
 
-def find_toolkit(spec: object | None, cuda_root: Path | None, env: Mapping[str, str], *,
-                 run: Runner = default_runner, sites: Sequence[Path] | None = None,
-                 windows: bool = sys.platform == "win32",
-                 default_roots: Sequence[Path] | None = None) -> CudaToolkit:
+def find_toolkit(
+    spec: object | None,
+    cuda_root: Path | None,
+    env: Mapping[str, str],
+    *,
+    run: Runner = default_runner,
+    sites: Sequence[Path] | None = None,
+    windows: bool = sys.platform == "win32",
+    default_roots: Sequence[Path] | None = None,
+) -> CudaToolkit:
     """Locate and probe the toolkit a recipe's [cuda] section (a CudaSpec, or None) asks for.
 
     ``default_roots``: install folders tried last (default: /usr/local/cuda*, or
@@ -410,8 +436,7 @@ def find_toolkit(spec: object | None, cuda_root: Path | None, env: Mapping[str, 
     """
     spec_root = getattr(spec, "toolkit_root", None)
     host_cmd = getattr(spec, "host_compiler", None)
-    nvcc, source = find_nvcc(spec_root, cuda_root, env, windows=windows,
-                             default_roots=default_roots)
+    nvcc, source = find_nvcc(spec_root, cuda_root, env, windows=windows, default_roots=default_roots)
     try:
         rc, out = run([str(nvcc), "--version"])
     except OSError as e:
@@ -419,8 +444,9 @@ def find_toolkit(spec: object | None, cuda_root: Path | None, env: Mapping[str, 
     try:
         version = parse_nvcc_version(out)
     except ValueError:
-        raise ToolMissing(f"{nvcc} --version printed no CUDA release (exit {rc})",
-                          detail=out.strip()[-2000:]) from None
+        raise ToolMissing(
+            f"{nvcc} --version printed no CUDA release (exit {rc})", detail=out.strip()[-2000:]
+        ) from None
     root = nvcc.resolve().parent.parent
     try:
         _, dry = run([str(nvcc), "--dryrun", "-x", "cu", "-E", os.devnull])
@@ -437,9 +463,14 @@ def find_toolkit(spec: object | None, cuda_root: Path | None, env: Mapping[str, 
     sites = site_dirs() if sites is None else list(sites)
     libcuda, libcuda_kind = find_libcuda(root, windows=windows)
     return CudaToolkit(
-        root=root, nvcc=nvcc, version=version, source=source, gpu_codes=gpu_codes,
+        root=root,
+        nvcc=nvcc,
+        version=version,
+        source=source,
+        gpu_codes=gpu_codes,
         cublas=find_cublas(root, version[0], sites, windows=windows),
-        libcuda=libcuda, libcuda_kind=libcuda_kind,
+        libcuda=libcuda,
+        libcuda_kind=libcuda_kind,
         cuobjdump=find_cuobjdump(root, env, sites, windows=windows),
         host=_pick_host(host_cmd, version, env, run, windows),
         windows=windows,

@@ -24,8 +24,13 @@ DATA = BENCH_DATA
 FAKE = FAKE_BENCH
 
 
-def _fake_build(tmp_path: Path, *, help_text: str = HELP, fail: dict[str, str] | None = None,
-                rates: dict[str, list[float]] | None = None) -> Path:
+def _fake_build(
+    tmp_path: Path,
+    *,
+    help_text: str = HELP,
+    fail: dict[str, str] | None = None,
+    rates: dict[str, list[float]] | None = None,
+) -> Path:
     out = tmp_path / "build"
     (out / "bin").mkdir(parents=True)
     shutil.copy(FAKE, out / "bin" / "llama-bench")
@@ -33,12 +38,26 @@ def _fake_build(tmp_path: Path, *, help_text: str = HELP, fail: dict[str, str] |
     shutil.copy(FAKE_LLAMA, out / "bin" / "ggml-rpc-server")
     os.chmod(out / "bin" / "ggml-rpc-server", 0o755)
     (tmp_path / "help.txt").write_text(help_text)
-    (out / "bin" / "bench.json").write_text(json.dumps({
-        "help": str(tmp_path / "help.txt"), "record": str(DATA / "layer-2rpc-82bb485.json"),
-        "calls": str(tmp_path / "calls.jsonl"), "fail": fail or {}, "rates": rates or {}}))
-    (out / "bin" / "fake.json").write_text(json.dumps({  # for fake_llama's ggml-rpc-server
-        "mode": "proto-patched", "piddir": str(tmp_path / "pids"),
-        "rpc_server": str(RPC_SERVER)}))
+    (out / "bin" / "bench.json").write_text(
+        json.dumps(
+            {
+                "help": str(tmp_path / "help.txt"),
+                "record": str(DATA / "layer-2rpc-82bb485.json"),
+                "calls": str(tmp_path / "calls.jsonl"),
+                "fail": fail or {},
+                "rates": rates or {},
+            }
+        )
+    )
+    (out / "bin" / "fake.json").write_text(
+        json.dumps(
+            {  # for fake_llama's ggml-rpc-server
+                "mode": "proto-patched",
+                "piddir": str(tmp_path / "pids"),
+                "rpc_server": str(RPC_SERVER),
+            }
+        )
+    )
     (out / "build-info.json").write_text(json.dumps(build_info_json()))
     return out
 
@@ -74,20 +93,45 @@ posix_only = pytest.mark.skipif(sys.platform == "win32", reason="fake binaries a
 def test_sweep_records_failures_and_goes_on(tmp_path: Path) -> None:
     from tests.fixtures.rpc_server import FakeRpcServer
 
-    build = _fake_build(tmp_path, fail={"-sm tensor -dev RPC0/RPC1": "abort", "-dev RPC1": "oom"},
-                        rates={"-sm tensor": [400.0, 9.9], "-sm layer": [300.0, 7.8]})
+    build = _fake_build(
+        tmp_path,
+        fail={"-sm tensor -dev RPC0/RPC1": "abort", "-dev RPC1": "oom"},
+        rates={"-sm tensor": [400.0, 9.9], "-sm layer": [300.0, 7.8]},
+    )
     model = tmp_path / "m.gguf"
     model.write_bytes(b"GGUF")
     with FakeRpcServer("patched", devices=1) as a, FakeRpcServer("patched", devices=1) as b:
         rpc = f"127.0.0.1:{a.port},127.0.0.1:{b.port}"
-        r = _cli("bench", str(tmp_path / "res"), "-m", str(model), "--build", str(build),
-                 "--rpc", rpc, "--sweep", "sm=layer,tensor", "--sweep", "dev=RPC0/RPC1,RPC1",
-                 "-p", "64", "-n", "16", "-r", "3", "--json")
+        r = _cli(
+            "bench",
+            str(tmp_path / "res"),
+            "-m",
+            str(model),
+            "--build",
+            str(build),
+            "--rpc",
+            rpc,
+            "--sweep",
+            "sm=layer,tensor",
+            "--sweep",
+            "dev=RPC0/RPC1,RPC1",
+            "-p",
+            "64",
+            "-n",
+            "16",
+            "-r",
+            "3",
+            "--json",
+        )
     assert r.exit_code == 0, r.output
-    res = json.loads(r.stdout[r.stdout.index("{"):])
+    res = json.loads(r.stdout[r.stdout.index("{") :])
     got = [(p["label"], p["status"], p["error_kind"]) for p in res["points"]]
-    assert got == [("sm=layer dev=RPC0/RPC1", "ok", ""), ("sm=layer dev=RPC1", "failed", "oom"),
-                   ("sm=tensor dev=RPC0/RPC1", "failed", "abort"), ("sm=tensor dev=RPC1", "failed", "oom")]
+    assert got == [
+        ("sm=layer dev=RPC0/RPC1", "ok", ""),
+        ("sm=layer dev=RPC1", "failed", "oom"),
+        ("sm=tensor dev=RPC0/RPC1", "failed", "abort"),
+        ("sm=tensor dev=RPC1", "failed", "oom"),
+    ]
     aborted = res["points"][2]
     assert [m["test"] for m in aborted["measurements"]] == ["pp64"]  # what it printed before dying
     assert "GGML_ASSERT" in aborted["error"]
@@ -102,7 +146,8 @@ def test_sweep_records_failures_and_goes_on(tmp_path: Path) -> None:
         ["-m", str(model), "-rpc", relayed, "-p", "64", "-n", "0", "-r", "3", *tail],
         ["-m", str(model), "-rpc", relayed, "-p", "64", "-n", "0", "-r", "1", *tail],
         ["-m", str(model), "-rpc", relayed, "-p", "0", "-n", "16", "-r", "3", *tail],
-        ["-m", str(model), "-rpc", relayed, "-p", "0", "-n", "16", "-r", "1", *tail]]
+        ["-m", str(model), "-rpc", relayed, "-p", "0", "-n", "16", "-r", "1", *tail],
+    ]
     assert len(calls) == 9  # the failing points stop at their first run
     first = res["points"][0]["traffic"]
     # fake_bench: per token and device 30 bytes up, 12 down, 1 round trip; 2 x 16 tokens counted
@@ -127,17 +172,20 @@ def test_unsupported_sweep_refused_before_anything_runs(tmp_path: Path) -> None:
     build = _fake_build(tmp_path, help_text=older_help(HELP, tensor=False))
     model = tmp_path / "m.gguf"
     model.write_bytes(b"GGUF")
-    r = _cli("bench", str(tmp_path / "res"), "-m", str(model), "--build", str(build),
-             "--sweep", "sm=layer,tensor")
+    r = _cli(
+        "bench", str(tmp_path / "res"), "-m", str(model), "--build", str(build), "--sweep", "sm=layer,tensor"
+    )
     assert r.exit_code == 2
     assert "--sweep sm=tensor: this llama-bench takes -sm none|layer|row" in r.output
     assert _calls(tmp_path) == [["--help"]] and not (tmp_path / "res").exists()
-    r = _cli("bench", str(tmp_path / "res"), "-m", str(model), "--build", str(build),
-             "--sweep", "dev=CUDA0")  # no such device: refused after --list-devices, before a run
+    r = _cli(
+        "bench", str(tmp_path / "res"), "-m", str(model), "--build", str(build), "--sweep", "dev=CUDA0"
+    )  # no such device: refused after --list-devices, before a run
     assert r.exit_code == 2 and "no device 'CUDA0'" in r.output
     assert not (tmp_path / "res").exists()
-    r = _cli("bench", str(tmp_path / "res"), "-m", str(model), "--build", str(build),
-             "--rpc", "127.0.0.1:1")  # nobody listens: fails before any llama-bench run
+    r = _cli(
+        "bench", str(tmp_path / "res"), "-m", str(model), "--build", str(build), "--rpc", "127.0.0.1:1"
+    )  # nobody listens: fails before any llama-bench run
     assert r.exit_code == 14 and "connection refused" in r.output
     assert all(c in (["--help"],) or "--list-devices" in c for c in _calls(tmp_path))
 
@@ -187,9 +235,11 @@ def test_demo_with_fake_binaries_stops_its_servers(tmp_path: Path) -> None:
 
 
 @posix_only
-def test_ctrl_c_keeps_the_points_done_and_stops_servers(tmp_path: Path,
-                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+def test_ctrl_c_keeps_the_points_done_and_stops_servers(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from patchkit.bench import run as bench
+
     build = _fake_build(tmp_path)
     real = bench._run_relayed
     calls = {"n": 0}
@@ -210,14 +260,21 @@ def test_ctrl_c_keeps_the_points_done_and_stops_servers(tmp_path: Path,
 
 # ---- the real thing --------------------------------------------------------------------------
 
+
 @pytest.mark.realbuild
 @pytest.mark.skipif(not os.environ.get("PATCHKIT_REALBUILD"), reason="PATCHKIT_REALBUILD is not set")
 def test_real_demo(tmp_path: Path) -> None:
     from patchkit.bench.run import run_demo
 
     build = Path(os.environ["PATCHKIT_REALBUILD"])
-    report = run_demo(tmp_path / "demo", build, n_prompt=16, n_gen=4, reps=2,
-                      sweep=("sm=layer,tensor", "dev=none,RPC0/RPC1"))
+    report = run_demo(
+        tmp_path / "demo",
+        build,
+        n_prompt=16,
+        n_gen=4,
+        reps=2,
+        sweep=("sm=layer,tensor", "dev=none,RPC0/RPC1"),
+    )
     write_reports(report, tmp_path / "demo")
     assert len(report.points) == 4
     assert report.points[2].status == "skipped"  # sm=tensor dev=none: said, not run
@@ -238,22 +295,51 @@ def test_silent_and_hanging_points_are_failures(tmp_path: Path) -> None:
     build = _fake_build(tmp_path, fail={"-sm tensor": "silent", "-sm none": "hang"})
     model = tmp_path / "m.gguf"
     model.write_bytes(b"GGUF")
-    r = _cli("bench", str(tmp_path / "res"), "-m", str(model), "--build", str(build),
-             "--sweep", "sm=layer,tensor,none", "--timeout", "2", "-r", "2")
+    r = _cli(
+        "bench",
+        str(tmp_path / "res"),
+        "-m",
+        str(model),
+        "--build",
+        str(build),
+        "--sweep",
+        "sm=layer,tensor,none",
+        "--timeout",
+        "2",
+        "-r",
+        "2",
+    )
     assert r.exit_code == 0, r.output
     res = json.loads((tmp_path / "res" / "bench.json").read_text())
     got = [(p["status"], p["error_kind"], p["error"]) for p in res["points"]]
-    assert got == [("ok", "", ""), ("failed", "error", "llama-bench exited 0 but printed no results"),
-                   ("failed", "timeout", "timed out after 2s")]
+    assert got == [
+        ("ok", "", ""),
+        ("failed", "error", "llama-bench exited 0 but printed no results"),
+        ("failed", "timeout", "timed out after 2s"),
+    ]
     assert "3 setups, 2 failed; fastest decode: sm=layer" in r.output
 
 
 @posix_only
 def test_links_are_measured_first_and_swept(tmp_path: Path) -> None:
     build = _fake_build(tmp_path)
-    r = _cli("bench", str(tmp_path / "demo"), "--demo", "--build", str(build),
-             "--sweep", "dev=none,RPC0/RPC1", "--link", "none", "--link", "rate=100mbit,rtt=2ms",
-             "-r", "2", "-n", "4")
+    r = _cli(
+        "bench",
+        str(tmp_path / "demo"),
+        "--demo",
+        "--build",
+        str(build),
+        "--sweep",
+        "dev=none,RPC0/RPC1",
+        "--link",
+        "none",
+        "--link",
+        "rate=100mbit,rtt=2ms",
+        "-r",
+        "2",
+        "-n",
+        "4",
+    )
     assert r.exit_code == 0, r.output
     assert "--link rate=100mbit+rtt=2ms (100 Mbit/s, rtt 2 ms): measured round trip" in r.output
     res = json.loads((tmp_path / "demo" / "bench.json").read_text())
@@ -262,15 +348,25 @@ def test_links_are_measured_first_and_swept(tmp_path: Path) -> None:
     shaped = links["rate=100mbit+rtt=2ms"]["measured"]
     assert abs(shaped["rtt_ms"] - 2) <= 0.2 and abs(shaped["up_mbit_s"] - 100) <= 10
     got = [(p["label"], p["status"], p["link"]) for p in res["points"]]
-    assert got == [("dev=none link=none", "ok", "none"),
-                   ("dev=none link=rate=100mbit+rtt=2ms", "duplicate", ""),
-                   ("dev=RPC0/RPC1 link=none", "ok", "none"),
-                   ("dev=RPC0/RPC1 link=rate=100mbit+rtt=2ms", "ok", "rate=100mbit+rtt=2ms")]
+    assert got == [
+        ("dev=none link=none", "ok", "none"),
+        ("dev=none link=rate=100mbit+rtt=2ms", "duplicate", ""),
+        ("dev=RPC0/RPC1 link=none", "ok", "none"),
+        ("dev=RPC0/RPC1 link=rate=100mbit+rtt=2ms", "ok", "rate=100mbit+rtt=2ms"),
+    ]
     assert "the link does not matter" in res["points"][1]["error"]
     assert res["points"][3]["path"]["rtt_ms"] == pytest.approx(shaped["rtt_ms"], abs=1e-3)
     md = (tmp_path / "demo" / "bench.md").read_text()
     assert "emulated link rate=100mbit+rtt=2ms (100 Mbit/s, rtt 2 ms): measured on loopback" in md
     assert "### Projection vs emulated link" in md
-    r = _cli("bench", str(tmp_path / "r2"), "-m", str(build / "bin" / "fake.json"),
-             "--build", str(build), "--link", "1gbe")
+    r = _cli(
+        "bench",
+        str(tmp_path / "r2"),
+        "-m",
+        str(build / "bin" / "fake.json"),
+        "--build",
+        str(build),
+        "--link",
+        "1gbe",
+    )
     assert r.exit_code == 2 and "--link shapes the connections to the RPC hosts" in r.output

@@ -21,8 +21,7 @@ def test_mingw_runtime_dlls_are_reported_unless_static(tmp_path: Path) -> None:
     src.write_text('#include <iostream>\nint main() { std::cout << "hi" << std::endl; }\n')
     dyn, static = tmp_path / "dyn.exe", tmp_path / "static.exe"
     for exe, flags in ((dyn, []), (static, ["-static"])):
-        res = subprocess.run([CXX, "-O1", "-o", str(exe), str(src), *flags], capture_output=True,
-                             text=True)
+        res = subprocess.run([CXX, "-O1", "-o", str(exe), str(src), *flags], capture_output=True, text=True)
         assert res.returncode == 0, res.stderr
     imports = read_imports(dyn)
     assert imports is not None

@@ -55,16 +55,16 @@ def mingw(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
         "lib.dll": ["-O2", "-shared", str(PROGS / "lib.c")],
     }
     for name, args in builds.items():
-        subprocess.run([MINGW_CC, *args, "-o", str(out / name)], check=True,
-                       capture_output=True, timeout=120)
+        subprocess.run([MINGW_CC, *args, "-o", str(out / name)], check=True, capture_output=True, timeout=120)
     return {name: out / name for name in builds}
 
 
 def objdump_fields(path: Path) -> dict[str, str]:
     if not shutil.which(OBJDUMP):
         pytest.skip(f"{OBJDUMP} not installed (apt install binutils-mingw-w64-x86-64)")
-    text = subprocess.run([OBJDUMP, "-p", str(path)], check=True, capture_output=True,
-                          text=True, timeout=60).stdout
+    text = subprocess.run(
+        [OBJDUMP, "-p", str(path)], check=True, capture_output=True, text=True, timeout=60
+    ).stdout
     fields = {}
     for line in text.splitlines():
         m = re.match(r"^(SizeOfStackReserve|SizeOfStackCommit|CheckSum|Magic)\s+(\S+)", line)
@@ -88,8 +88,7 @@ def test_real_exe_edit_checked_by_objdump(mingw: dict[str, Path], tmp_path: Path
     assert before["Magic"] == "020b"
     assert before["SizeOfStackReserve"] == "0000000000200000"  # mingw's 2 MiB default
     info = pe_info(exe)
-    assert (info.format, info.machine, info.subsystem, info.is_dll) == (
-        "PE32+", "x86_64", "console", False)
+    assert (info.format, info.machine, info.subsystem, info.is_dll) == ("PE32+", "x86_64", "console", False)
     edit = set_stack_reserve(exe, "256MiB")
     assert edit.changed and edit.reserve_before == 2 * MIB
     after = objdump_fields(exe)
@@ -144,11 +143,11 @@ def test_real_signed_exe(mingw: dict[str, Path], tmp_path: Path) -> None:
     assert int(fields["CheckSum"], 16) == ref_checksum(exe.read_bytes())
 
 
-@settings(max_examples=150, deadline=None,
-          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data=st.data(), allow_dll=st.booleans(), allow_unsign=st.booleans())
-def test_property_mutated_real_headers(mingw: dict[str, Path], data: st.DataObject,
-                                       allow_dll: bool, allow_unsign: bool) -> None:
+def test_property_mutated_real_headers(
+    mingw: dict[str, Path], data: st.DataObject, allow_dll: bool, allow_unsign: bool
+) -> None:
     exe = mingw["hello.exe"].read_bytes()
     mutations = data.draw(mutation_lists(0x400), label="mutations")
     cut = data.draw(st.none() | st.integers(0, len(exe)), label="cut")
@@ -157,8 +156,7 @@ def test_property_mutated_real_headers(mingw: dict[str, Path], data: st.DataObje
 
 
 def _wine(exe: Path, prefix: Path) -> subprocess.CompletedProcess[str]:
-    env = dict(os.environ, WINEPREFIX=str(prefix), WINEDEBUG="-all",
-               WINEDLLOVERRIDES="mscoree,mshtml=")
+    env = dict(os.environ, WINEPREFIX=str(prefix), WINEDEBUG="-all", WINEDLLOVERRIDES="mscoree,mshtml=")
     return subprocess.run([WINE, str(exe)], capture_output=True, text=True, timeout=300, env=env)
 
 

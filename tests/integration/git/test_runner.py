@@ -23,8 +23,15 @@ def test_a_failure_is_one_line_with_gits_reason(tmp_path: Path) -> None:
 
 def test_error_class_label_and_unchecked_calls(tmp_path: Path) -> None:
     with pytest.raises(PatchError, match=r"^applying x failed: "):
-        run_git(tmp_path, "apply", "--check", "nope.patch", error=PatchError, what="applying x",
-                env=scratch_env(tmp_path))
+        run_git(
+            tmp_path,
+            "apply",
+            "--check",
+            "nope.patch",
+            error=PatchError,
+            what="applying x",
+            env=scratch_env(tmp_path),
+        )
     r = run_git(tmp_path, "rev-parse", "HEAD", check=False, env=scratch_env(tmp_path))
     assert r.returncode == 128 and not r.ok
     assert run_git(None, "--version").stdout.startswith("git version ")
@@ -47,21 +54,25 @@ def test_git_out_and_the_scratch_identity(tmp_path: Path, monkeypatch: pytest.Mo
         monkeypatch.delenv(var, raising=False)
     env = scratch_env(tmp_path)
     repo = _commit_one(tmp_path, env)
-    assert git_out(repo, "log", "-1", "--format=%an <%ae>|%s", env=env) == \
-        "patchkit <patchkit@localhost>|first"  # no trailing newline
+    assert (
+        git_out(repo, "log", "-1", "--format=%an <%ae>|%s", env=env) == "patchkit <patchkit@localhost>|first"
+    )  # no trailing newline
     assert git_out(repo, "show", "HEAD:f", env=env, binary=False) == "x"
     raw = run_git(repo, "show", "HEAD:f", env=env, binary=True)
     assert raw.data == b"x\n"
     assert git_out(repo, "hash-object", "--stdin", input=b"x\n", env=env) == git_out(
-        repo, "rev-parse", "HEAD:f", env=env)
+        repo, "rev-parse", "HEAD:f", env=env
+    )
 
 
 def test_the_scratch_identity_wins_over_the_users_environment(tmp_path: Path) -> None:
     env = scratch_env(tmp_path)  # the conftest's GIT_AUTHOR_NAME=Fixture Author & co. are set
     assert env["GIT_AUTHOR_NAME"] == "Fixture Author"
     repo = _commit_one(tmp_path, env)
-    assert git_out(repo, "log", "-1", "--format=%an <%ae> %cn", env=env) == \
-        "patchkit <patchkit@localhost> patchkit"
+    assert (
+        git_out(repo, "log", "-1", "--format=%an <%ae> %cn", env=env)
+        == "patchkit <patchkit@localhost> patchkit"
+    )
 
 
 def test_git_that_cannot_start_is_tool_missing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -45,8 +45,7 @@ from patchkit.smoke.tinymodel import write_tiny_llama
 REALBUILD = os.environ.get("PATCHKIT_REALBUILD")
 CUDA_WHEELS = os.environ.get("PATCHKIT_CUDA_WHEELS")
 # system libraries of the allowed set that minbase lacks -> their Debian package
-DEBIAN_PACKAGES = {"libgomp.so.1": "libgomp1", "libssl.so.3": "libssl3",
-                   "libcrypto.so.3": "libssl3"}
+DEBIAN_PACKAGES = {"libgomp.so.1": "libgomp1", "libssl.so.3": "libssl3", "libcrypto.so.3": "libssl3"}
 # `release --allow-system` for each (comma separated), e.g. libssl.so.3,libcrypto.so.3
 ALLOW_SYSTEM = [a for a in os.environ.get("PATCHKIT_ALLOW_SYSTEM", "").split(",") if a]
 OPT = "opt/patchkit-clean"
@@ -54,13 +53,15 @@ CHROOT = shutil.which("chroot") or "/usr/sbin/chroot"
 
 pytestmark = pytest.mark.skipif(
     not hasattr(os, "geteuid") or os.geteuid() != 0 or not shutil.which("chroot"),
-    reason="needs root (chroot)")
+    reason="needs root (chroot)",
+)
 
 
 def _pk(*args: str, timeout: float = 1800) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[3])}
-    return subprocess.run([sys.executable, "-m", "patchkit", *args], capture_output=True,
-                          text=True, timeout=timeout, env=env)
+    return subprocess.run(
+        [sys.executable, "-m", "patchkit", *args], capture_output=True, text=True, timeout=timeout, env=env
+    )
 
 
 @pytest.fixture(scope="module")
@@ -73,11 +74,15 @@ def root(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
         if not shutil.which("debootstrap"):
             pytest.skip("debootstrap not installed")
         r = tmp_path_factory.mktemp("root") / "bookworm"
-        subprocess.run(["debootstrap", "--variant=minbase", "bookworm", str(r),
-                        "http://deb.debian.org/debian"], check=True, capture_output=True,
-                       timeout=1800)
-    assert not (r / "usr" / "bin" / "gcc").exists() and not list((r / "usr" / "bin").glob(
-        "python3*")), "not a minimal root"
+        subprocess.run(
+            ["debootstrap", "--variant=minbase", "bookworm", str(r), "http://deb.debian.org/debian"],
+            check=True,
+            capture_output=True,
+            timeout=1800,
+        )
+    assert not (r / "usr" / "bin" / "gcc").exists() and not list((r / "usr" / "bin").glob("python3*")), (
+        "not a minimal root"
+    )
     (r / "proc").mkdir(exist_ok=True)
     subprocess.run(["mount", "-t", "proc", "proc", str(r / "proc")], check=True)
     try:
@@ -89,8 +94,14 @@ def root(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
 
 def chroot(root: Path, *args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
     env = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "HOME": "/root", "LANG": "C.UTF-8"}
-    return subprocess.run([CHROOT, str(root), *args], capture_output=True, text=True,
-                          timeout=timeout, env=env, stdin=subprocess.DEVNULL)
+    return subprocess.run(
+        [CHROOT, str(root), *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=env,
+        stdin=subprocess.DEVNULL,
+    )
 
 
 def unpack(archive: Path, root: Path) -> Path:
@@ -144,8 +155,7 @@ def test_cpu_release_runs_on_a_minimal_debian(root: Path, tmp_path: Path) -> Non
         pkgs = sorted({DEBIAN_PACKAGES[lib] for lib in lacking})
         shutil.copyfile("/etc/resolv.conf", root / "etc" / "resolv.conf")
         assert chroot(root, "apt-get", "update", timeout=600).returncode == 0
-        r2 = chroot(root, "apt-get", "install", "-y", "--no-install-recommends", *pkgs,
-                    timeout=600)
+        r2 = chroot(root, "apt-get", "install", "-y", "--no-install-recommends", *pkgs, timeout=600)
         assert r2.returncode == 0, r2.stdout + r2.stderr
         assert not set().union(*(ldd_not_found(root, f"{inner}/{e}") for e in exes))
 
@@ -161,20 +171,41 @@ def test_cpu_release_runs_on_a_minimal_debian(root: Path, tmp_path: Path) -> Non
 
     model = root / OPT / "tiny.gguf"
     write_tiny_llama(model)
-    g = chroot(root, f"{inner}/bin/llama-cli", "-m", f"/{OPT}/tiny.gguf", "-p", "Hello",
-               "-n", "16", "--temp", "0", "-c", "256", "--seed", "1", "-st", "--simple-io",
-               "--no-warmup", "-t", "2")
+    g = chroot(
+        root,
+        f"{inner}/bin/llama-cli",
+        "-m",
+        f"/{OPT}/tiny.gguf",
+        "-p",
+        "Hello",
+        "-n",
+        "16",
+        "--temp",
+        "0",
+        "-c",
+        "256",
+        "--seed",
+        "1",
+        "-st",
+        "--simple-io",
+        "--no-warmup",
+        "-t",
+        "2",
+    )
     assert g.returncode == 0, g.stdout[-2000:] + g.stderr[-2000:]
-    text = g.stdout[g.stdout.rfind("Hello") + 5:].split("[ Prompt:")[0].strip()
+    text = g.stdout[g.stdout.rfind("Hello") + 5 :].split("[ Prompt:")[0].strip()
     print(f"generated: {text[:80]!r}")
     assert text
 
     port = free_port()
     env = {"PATH": "/usr/bin:/bin", "HOME": "/root"}
-    server = subprocess.Popen([CHROOT, str(root), f"{inner}/bin/ggml-rpc-server", "-d", "CPU",
-                               "-H", "127.0.0.1", "-p", str(port)], env=env,
-                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                              start_new_session=True)
+    server = subprocess.Popen(
+        [CHROOT, str(root), f"{inner}/bin/ggml-rpc-server", "-d", "CPU", "-H", "127.0.0.1", "-p", str(port)],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
     try:
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
@@ -225,7 +256,8 @@ def test_cuda_fixture_release_resolves_all_but_the_driver(root: Path, tmp_path: 
     up.mkdir()
     git(up, "init", "-q", "-b", "master")
     files: dict[str, str | bytes | None] = {
-        p.name: p.read_bytes() for p in CUDA_PROJECT.iterdir() if p.is_file()}
+        p.name: p.read_bytes() for p in CUDA_PROJECT.iterdir() if p.is_file()
+    }
     files["LICENSE"] = "MIT License (fixture)\n"
     commit = commit_files(up, files, "cuda fixture")
     project = tmp_path / "project"
@@ -233,14 +265,36 @@ def test_cuda_fixture_release_resolves_all_but_the_driver(root: Path, tmp_path: 
     (project / "patches").mkdir()
     (project / "patches" / "series").write_text("# series\n")
     (project / "recipes" / "cuda-fixture.toml").write_text(
-        CUDA_RECIPE.format(url=up.as_posix(), commit=commit))
+        CUDA_RECIPE.format(url=up.as_posix(), commit=commit)
+    )
     out = tmp_path / "out"
-    r = _pk("--project", str(project), "build", "cuda-fixture", "--out", str(out), "-j", "2",
-            "--no-smoke", timeout=3600)
+    r = _pk(
+        "--project",
+        str(project),
+        "build",
+        "cuda-fixture",
+        "--out",
+        str(out),
+        "-j",
+        "2",
+        "--no-smoke",
+        timeout=3600,
+    )
     assert r.returncode == 0, (r.stdout + r.stderr)[-3000:]
     dist = tmp_path / "dist"
-    r = _pk("--project", str(project), "release", "cuda-fixture", "--build-dir", str(out),
-            "--out", str(dist), "--allow-unsmoked", "--runtime-wheels", str(CUDA_WHEELS))
+    r = _pk(
+        "--project",
+        str(project),
+        "release",
+        "cuda-fixture",
+        "--build-dir",
+        str(out),
+        "--out",
+        str(dist),
+        "--allow-unsmoked",
+        "--runtime-wheels",
+        str(CUDA_WHEELS),
+    )
     assert r.returncode == 0, (r.stdout + r.stderr)[-3000:]
     print(r.stderr)
     assert _pk("verify", str(dist)).returncode == 0
@@ -259,8 +313,10 @@ def test_cuda_fixture_release_resolves_all_but_the_driver(root: Path, tmp_path: 
     for f in json.loads(next(dist.glob("cudart-llama-*.manifest.json")).read_text())["files"]:
         if f["path"].startswith("bin/"):
             missing |= ldd_not_found(root, f"{inner}/{f['path']}")
-    print(f"ldd in the clean root: not found {sorted(missing)}; the manifest's driver needs "
-          f"{manifest['imports']['driver']}")
+    print(
+        f"ldd in the clean root: not found {sorted(missing)}; the manifest's driver needs "
+        f"{manifest['imports']['driver']}"
+    )
     assert missing <= set(manifest["imports"]["driver"]), missing
     # run it: the loader finds everything; cudart then looks for the driver, which is not
     # there (cudaErrorInsufficientDriver 35 / cudaErrorNoDevice 100), not a loader error

@@ -57,13 +57,15 @@ def test_gcc_binaries(elf_bins: Path) -> None:
     # the library is there, but nothing tells the loader to look beside the program
     assert _check(elf_bins, ["no-runpath", "libanswer.so"]) == [
         "bin/no-runpath needs libanswer.so: bin/libanswer.so is there, but bin/no-runpath has "
-        "no $ORIGIN RUNPATH to find it"]
+        "no $ORIGIN RUNPATH to find it"
+    ]
     # the builder's folder is no place on a user's machine
     problems = _check(elf_bins, ["host-runpath", "libanswer.so"])
     assert len(problems) == 1 and problems[0].startswith("bin/host-runpath needs libanswer.so")
     # and without the library in bin/, it is named
     assert _check(elf_bins, ["with-origin"]) == [
-        "bin/with-origin needs libanswer.so: not in the release and not an allowed system library"]
+        "bin/with-origin needs libanswer.so: not in the release and not an allowed system library"
+    ]
 
 
 def test_a_system_library_outside_the_allowed_set_is_refused(tmp_path: Path) -> None:
@@ -72,7 +74,8 @@ def test_a_system_library_outside_the_allowed_set_is_refused(tmp_path: Path) -> 
     (tmp_path / "z.c").write_text(ZLIB_C)
     gcc(tmp_path, "z.c", "-lz", "-o", "uses-zlib")
     assert _check(tmp_path, ["uses-zlib"]) == [
-        "bin/uses-zlib needs libz.so.1: not in the release and not an allowed system library"]
+        "bin/uses-zlib needs libz.so.1: not in the release and not an allowed system library"
+    ]
 
 
 @pytest.fixture(scope="module")
@@ -81,13 +84,31 @@ def pe_bins(tmp_path_factory: pytest.TempPathFactory) -> Path:
         pytest.skip(f"{MINGW_CC} not installed (apt install gcc-mingw-w64-x86-64-posix)")
     d = tmp_path_factory.mktemp("pe")
     run = [MINGW_CC, "-O2"]
-    subprocess.run([*run, "-shared", str(PE_PROGS / "lib.c"), "-o", str(d / "lib.dll"),
-                    f"-Wl,--out-implib,{d / 'liblib.a'}"], check=True, capture_output=True,
-                   timeout=120)
-    subprocess.run([*run, str(PE_PROGS / "uses_lib.c"), "-o", str(d / "uses_lib.exe"),
-                    f"-L{d}", "-llib", "-lws2_32"], check=True, capture_output=True, timeout=120)
-    subprocess.run([*run, str(PE_PROGS / "hello.c"), "-o", str(d / "hello.exe")], check=True,
-                   capture_output=True, timeout=120)
+    subprocess.run(
+        [
+            *run,
+            "-shared",
+            str(PE_PROGS / "lib.c"),
+            "-o",
+            str(d / "lib.dll"),
+            f"-Wl,--out-implib,{d / 'liblib.a'}",
+        ],
+        check=True,
+        capture_output=True,
+        timeout=120,
+    )
+    subprocess.run(
+        [*run, str(PE_PROGS / "uses_lib.c"), "-o", str(d / "uses_lib.exe"), f"-L{d}", "-llib", "-lws2_32"],
+        check=True,
+        capture_output=True,
+        timeout=120,
+    )
+    subprocess.run(
+        [*run, str(PE_PROGS / "hello.c"), "-o", str(d / "hello.exe")],
+        check=True,
+        capture_output=True,
+        timeout=120,
+    )
     return d
 
 
@@ -98,7 +119,8 @@ def test_mingw_binaries(pe_bins: Path) -> None:
     assert {"lib.dll", "kernel32.dll", "ws2_32.dll"} <= low, b.needed
     assert _check(pe_bins, ["uses_lib.exe", "lib.dll", "hello.exe"], "windows") == []
     assert _check(pe_bins, ["uses_lib.exe"], "windows") == [
-        "bin/uses_lib.exe needs lib.dll: not in bin/ and not a Windows system DLL"]
+        "bin/uses_lib.exe needs lib.dll: not in bin/ and not a Windows system DLL"
+    ]
 
 
 def test_release_and_verify_refuse_through_the_cli(elf_bins: Path, tmp_path: Path) -> None:
@@ -115,10 +137,17 @@ def test_release_and_verify_refuse_through_the_cli(elf_bins: Path, tmp_path: Pat
     import json
 
     from patchkit.core.fs import sha256_bytes
+
     info = json.loads((build / "build-info.json").read_text())
-    info["artifacts"].append({"target": "answer", "type": "SHARED_LIBRARY",
-                              "path": "bin/libanswer.so", "sha256": sha256_bytes(lib),
-                              "size": len(lib)})
+    info["artifacts"].append(
+        {
+            "target": "answer",
+            "type": "SHARED_LIBRARY",
+            "path": "bin/libanswer.so",
+            "sha256": sha256_bytes(lib),
+            "size": len(lib),
+        }
+    )
     (build / "build-info.json").write_text(json.dumps(info))
     r = CliRunner().invoke(main, ["release", "--build-dir", str(build), "--out", str(dist)])
     assert r.exit_code == 0, r.output

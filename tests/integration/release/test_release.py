@@ -24,8 +24,7 @@ def test_sha256sum_checks_the_output(tmp_path: Path) -> None:
     dist = tmp_path / "dist"
     do_release(make_build(tmp_path / "a"), dist)
     do_release(make_build(tmp_path / "b", name="win", os_name="windows"), dist)
-    res = subprocess.run(["sha256sum", "-c", "SHA256SUMS"], cwd=dist, capture_output=True,
-                         text=True)
+    res = subprocess.run(["sha256sum", "-c", "SHA256SUMS"], cwd=dist, capture_output=True, text=True)
     assert res.returncode == 0, res.stdout + res.stderr
     assert res.stdout.count(": OK") == 6  # archive, manifest copy, provenance statement x 2
     # and it notices a flipped byte
@@ -33,8 +32,7 @@ def test_sha256sum_checks_the_output(tmp_path: Path) -> None:
     data = bytearray(arc.read_bytes())
     data[len(data) // 2] ^= 1
     arc.write_bytes(bytes(data))
-    res = subprocess.run(["sha256sum", "-c", "SHA256SUMS"], cwd=dist, capture_output=True,
-                         text=True)
+    res = subprocess.run(["sha256sum", "-c", "SHA256SUMS"], cwd=dist, capture_output=True, text=True)
     assert res.returncode != 0 and f"{arc.name}: FAILED" in res.stdout
 
 
@@ -64,12 +62,9 @@ def test_ci_template_passes_actionlint(project: Path, tmp_path: Path) -> None:
     wf = tmp_path / "repo" / ".github" / "workflows" / "release.yml"
     wf.parent.mkdir(parents=True)
     wf.write_text(workflow(project))
-    res = subprocess.run([exe, str(wf)], capture_output=True,
-                         text=True, cwd=tmp_path / "repo")
+    res = subprocess.run([exe, str(wf)], capture_output=True, text=True, cwd=tmp_path / "repo")
     assert res.returncode == 0, res.stdout + res.stderr
     # and it would have caught a broken one
-    wf.write_text(wf.read_text().replace("runs-on: ${{ matrix.runner }}",
-                                         "runs-on: ${{ matrix.runnr }}"))
-    res = subprocess.run([exe, str(wf)], capture_output=True,
-                         text=True, cwd=tmp_path / "repo")
+    wf.write_text(wf.read_text().replace("runs-on: ${{ matrix.runner }}", "runs-on: ${{ matrix.runnr }}"))
+    res = subprocess.run([exe, str(wf)], capture_output=True, text=True, cwd=tmp_path / "repo")
     assert res.returncode != 0

@@ -16,13 +16,16 @@ from patchkit.release import release as release_mod
 from tests.fixtures.elf import put_artifact
 from tests.fixtures.release import do_release, make_build
 
-pytestmark = pytest.mark.skipif(sys.platform != "linux" or shutil.which("cc") is None,
-                                reason="ELF binaries and a C compiler (Linux)")
+pytestmark = pytest.mark.skipif(
+    sys.platform != "linux" or shutil.which("cc") is None, reason="ELF binaries and a C compiler (Linux)"
+)
 
 CASES = [
     ("$ORIGIN:", "RUNPATH entry '': empty entry (the loader reads it as the current directory)"),
-    ("$ORIGIN:/opt/build-host/venv/nvidia/cu13/lib",
-     "RUNPATH entry '/opt/build-host/venv/nvidia/cu13/lib': absolute path"),
+    (
+        "$ORIGIN:/opt/build-host/venv/nvidia/cu13/lib",
+        "RUNPATH entry '/opt/build-host/venv/nvidia/cu13/lib': absolute path",
+    ),
 ]
 
 
@@ -30,15 +33,19 @@ def linked_lib(tmp_path: Path, runpath: str) -> bytes:
     src = tmp_path / "ggml.c"
     src.write_text("int ggml_answer(void) { return 42; }\n")
     lib = tmp_path / "libggml.so"
-    res = subprocess.run(["cc", "-shared", "-fPIC", "-o", str(lib), str(src),
-                          f"-Wl,--enable-new-dtags,-rpath,{runpath}"], capture_output=True, text=True)
+    res = subprocess.run(
+        ["cc", "-shared", "-fPIC", "-o", str(lib), str(src), f"-Wl,--enable-new-dtags,-rpath,{runpath}"],
+        capture_output=True,
+        text=True,
+    )
     assert res.returncode == 0, res.stderr
     return lib.read_bytes()
 
 
 @pytest.mark.parametrize(("runpath", "message"), CASES)
-def test_release_refuses_and_verify_flags(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                          runpath: str, message: str) -> None:
+def test_release_refuses_and_verify_flags(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, runpath: str, message: str
+) -> None:
     build = make_build(tmp_path)
     put_artifact(build, "bin/libggml.so", linked_lib(tmp_path, runpath))
     dist = tmp_path / "dist"

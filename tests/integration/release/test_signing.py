@@ -20,8 +20,7 @@ pytestmark = pytest.mark.skipif(shutil.which("ssh-keygen") is None, reason="no s
 
 def _key(tmp_path: Path, name: str) -> tuple[Path, str]:
     key = tmp_path / name
-    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", name, "-f", str(key)],
-                   check=True)
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", name, "-f", str(key)], check=True)
     kind, blob = key.with_suffix(".pub").read_text().split(" ")[:2]
     return key, f"{kind} {blob}"
 
@@ -52,7 +51,8 @@ def test_sign_and_verify_round_trip(tmp_path: Path) -> None:
     _, other_pub = _key(tmp_path, "other-key")
     stranger = _allowed(tmp_path, [("other@example.invalid", other_pub)], "stranger")
     assert verify_dir(dist, allowed_signers=stranger).differences == (
-        f"{sig.name}: signed by a key that is not in the allowed signers file",)
+        f"{sig.name}: signed by a key that is not in the allowed signers file",
+    )
     res = CliRunner().invoke(main, ["verify", str(dist), "--allowed-signers", str(stranger)])
     assert res.exit_code == 12 and "not in the allowed signers file" in res.output, res.output
 
@@ -61,8 +61,12 @@ def test_sign_and_verify_round_trip(tmp_path: Path) -> None:
     bad = check(stmt.read_bytes() + b" ", sig.read_bytes(), allowed)
     assert not bad.ok and "does not match" in bad.problem
     # another namespace (a git commit signature, say) is not a patchkit signature
-    git_sig = subprocess.run(["ssh-keygen", "-Y", "sign", "-f", str(key), "-n", "git"],
-                             input=stmt.read_bytes(), capture_output=True, check=True).stdout
+    git_sig = subprocess.run(
+        ["ssh-keygen", "-Y", "sign", "-f", str(key), "-n", "git"],
+        input=stmt.read_bytes(),
+        capture_output=True,
+        check=True,
+    ).stdout
     assert not check(stmt.read_bytes(), git_sig, allowed).ok
     # no signature while --allowed-signers asks for one
     sig.unlink()

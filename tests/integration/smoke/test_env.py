@@ -22,8 +22,13 @@ def make_env(tmp_path: Path, **kw: object) -> SmokeEnv:
     (out / "bin").mkdir(parents=True)
     data = build_info_json()
     (out / "build-info.json").write_text(json.dumps(data))
-    return SmokeEnv(out_dir=out, info=BuildInfo.from_json(data), workdir=tmp_path / "work",
-                    timeout=kw.pop("timeout", 10), **kw)  # type: ignore[arg-type]
+    return SmokeEnv(
+        out_dir=out,
+        info=BuildInfo.from_json(data),
+        workdir=tmp_path / "work",
+        timeout=kw.pop("timeout", 10),
+        **kw,
+    )  # type: ignore[arg-type]
 
 
 def script(env: SmokeEnv, name: str, body: str, mode: int = 0o755) -> Path:
@@ -33,12 +38,16 @@ def script(env: SmokeEnv, name: str, body: str, mode: int = 0o755) -> Path:
     return path
 
 
-def test_runs_with_the_builds_environment_and_arguments(tmp_path: Path,
-                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+def test_runs_with_the_builds_environment_and_arguments(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("FROM_OUTSIDE", "kept")
     env = make_env(tmp_path, env={"LD_LIBRARY_PATH": "/opt/cuda/lib64"})
-    tool = script(env, "llama-cli", "import os, sys\nprint(os.environ['LD_LIBRARY_PATH'], "
-                                    "os.environ['FROM_OUTSIDE'], *sys.argv[1:])")
+    tool = script(
+        env,
+        "llama-cli",
+        "import os, sys\nprint(os.environ['LD_LIBRARY_PATH'], os.environ['FROM_OUTSIDE'], *sys.argv[1:])",
+    )
     assert env.exe("llama-cli") == tool
     r = env.run(tool, "--version")
     assert r.ok and r.stdout == "/opt/cuda/lib64 kept --version\n"

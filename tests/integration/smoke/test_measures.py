@@ -20,14 +20,19 @@ pytestmark = [
     pytest.mark.skipif(sys.platform == "win32", reason="fake binaries are POSIX scripts"),
 ]
 KLD_DATA = FIXTURES / "data" / "kld"
-ZERO, TENSOR, WRONG = (KLD_DATA / f for f in ("rpc-82bb485.txt", "tensor-82bb485.txt",
-                                                "rms-norm-divisor-82bb485.txt"))
+ZERO, TENSOR, WRONG = (
+    KLD_DATA / f for f in ("rpc-82bb485.txt", "tensor-82bb485.txt", "rms-norm-divisor-82bb485.txt")
+)
 TOOLS = ("llama-cli", "ggml-rpc-server", "llama-perplexity")
 
 
-def make_out(root: Path, *, kld: list[tuple[str, Path]] | None = None,
-             rates: tuple[float, float] = (300.0, 100.0),
-             patches: tuple[str, ...] = (checks.GUARD_PATCH,)) -> Path:
+def make_out(
+    root: Path,
+    *,
+    kld: list[tuple[str, Path]] | None = None,
+    rates: tuple[float, float] = (300.0, 100.0),
+    patches: tuple[str, ...] = (checks.GUARD_PATCH,),
+) -> Path:
     out = root / "out"
     (out / "bin").mkdir(parents=True)
     for t in TOOLS:
@@ -36,16 +41,26 @@ def make_out(root: Path, *, kld: list[tuple[str, Path]] | None = None,
     shutil.copy(FAKE_BENCH, out / "bin" / "llama-bench")
     os.chmod(out / "bin" / "llama-bench", 0o755)
     table = kld if kld is not None else [("tensor", TENSOR), ("", ZERO)]
-    (out / "bin" / "fake.json").write_text(json.dumps({
-        "mode": "ok", "piddir": str(root / "pids"), "kld": [[k, str(f)] for k, f in table]}))
-    (out / "bin" / "bench.json").write_text(json.dumps({
-        "help": str(BENCH_DATA / "help-82bb485.txt"),
-        "record": str(BENCH_DATA / "layer-2rpc-82bb485.json"),
-        "rates": {"": list(rates)}, "calls": str(root / "calls.jsonl")}))
+    (out / "bin" / "fake.json").write_text(
+        json.dumps({"mode": "ok", "piddir": str(root / "pids"), "kld": [[k, str(f)] for k, f in table]})
+    )
+    (out / "bin" / "bench.json").write_text(
+        json.dumps(
+            {
+                "help": str(BENCH_DATA / "help-82bb485.txt"),
+                "record": str(BENCH_DATA / "layer-2rpc-82bb485.json"),
+                "rates": {"": list(rates)},
+                "calls": str(root / "calls.jsonl"),
+            }
+        )
+    )
     info = build_info_json(
         patches=[patch_json(p) for p in patches],
-        artifacts=[{"target": t, "type": "EXECUTABLE", "path": f"bin/{t}", "sha256": "00" * 32,
-                    "size": 1} for t in ("llama-cli", "ggml-rpc-server", "llama-bench")])
+        artifacts=[
+            {"target": t, "type": "EXECUTABLE", "path": f"bin/{t}", "sha256": "00" * 32, "size": 1}
+            for t in ("llama-cli", "ggml-rpc-server", "llama-bench")
+        ],
+    )
     (out / "build-info.json").write_text(json.dumps(info))
     return out
 
@@ -67,8 +82,10 @@ def test_kld_setups_pass_and_are_recorded(tmp_path: Path, model: Path) -> None:
     kld = _check(report, "kld")
     assert kld.status == "pass", kld.why
     assert [(r.setup, r.kind, r.passed) for r in kld.kld] == [
-        ("one RPC server", "same-math", True), ("layer split over two", "same-math", True),
-        ("tensor split over two", "tensor-split", True)]  # no -ot setup: patch 2 is not in it
+        ("one RPC server", "same-math", True),
+        ("layer split over two", "same-math", True),
+        ("tensor split over two", "tensor-split", True),
+    ]  # no -ot setup: patch 2 is not in it
     assert kld.kld[0].mean_kld == 0.0 and kld.kld[0].top1_pct == 100.0
     assert "tensor split over two: mean KLD 0.0032, max 0.036, top-1 96.1 %" in kld.why
     assert "one RPC server: mean KLD 0.0000, max 0.000, top-1 100.0 %" in kld.why
@@ -76,7 +93,8 @@ def test_kld_setups_pass_and_are_recorded(tmp_path: Path, model: Path) -> None:
     assert kld.model.startswith("real.gguf sha256=")
     saved = json.loads((out / "build-info.json").read_text())["smoke"]["checks"]
     assert next(c for c in saved if c["name"] == "kld")["kld"][2]["mean_kld"] == pytest.approx(
-        0.003196, abs=1e-6)
+        0.003196, abs=1e-6
+    )
     pids = [int(p.name) for p in (tmp_path / "a" / "pids").iterdir()]
     assert len(pids) == 2  # two servers, reused by every setup, and all stopped
     for pid in pids:

@@ -30,12 +30,16 @@ def make_out(tmp_path: Path, mode: str = "ok", patches: tuple[str, ...] = (check
     for t in TOOLS:
         shutil.copy(FAKE, out / "bin" / t)
         os.chmod(out / "bin" / t, 0o755)
-    (out / "bin" / "fake.json").write_text(json.dumps({"mode": mode, "piddir": str(tmp_path / "pids"),
-                                                       "rpc_server": str(RPC_SERVER)}))
+    (out / "bin" / "fake.json").write_text(
+        json.dumps({"mode": mode, "piddir": str(tmp_path / "pids"), "rpc_server": str(RPC_SERVER)})
+    )
     info = build_info_json(
         patches=[patch_json(p) for p in patches],
-        artifacts=[{"target": t, "type": "EXECUTABLE", "path": f"bin/{t}", "sha256": "00" * 32,
-                    "size": 1} for t in TOOLS[:3]])
+        artifacts=[
+            {"target": t, "type": "EXECUTABLE", "path": f"bin/{t}", "sha256": "00" * 32, "size": 1}
+            for t in TOOLS[:3]
+        ],
+    )
     (out / "build-info.json").write_text(json.dumps(info))
     return out
 
@@ -60,8 +64,15 @@ def test_all_checks_pass_and_servers_are_stopped(tmp_path: Path) -> None:
     out = make_out(tmp_path)
     report = run_smoke(out, skip=("rpc-guard",), tool_dirs=(out / "bin",))
     st = statuses(report)
-    assert st == {"version": "pass", "generate": "pass", "tensor-split": "pass", "rpc-guard": "skip",
-                  "meta-ot": "pass", "kld": "skip", "speed": "skip"}  # no real model here
+    assert st == {
+        "version": "pass",
+        "generate": "pass",
+        "tensor-split": "pass",
+        "rpc-guard": "skip",
+        "meta-ot": "pass",
+        "kld": "skip",
+        "speed": "skip",
+    }  # no real model here
     gen = next(c for c in report.checks if c.name == "generate")
     assert "the mat and slept" in gen.why
     ver = next(c for c in report.checks if c.name == "version")
@@ -143,13 +154,15 @@ def test_smoke_cli_exit_code(tmp_path: Path) -> None:
     assert r.exit_code == 2 and "no finished build" in r.output
 
 
-@pytest.mark.parametrize(("mode", "patches", "status", "text"), [
-    ("proto-patched", (checks.GUARD_PATCH,), "pass", "verdict patched"),
-    ("proto-unpatched", (checks.GUARD_PATCH,), "fail", "verdict unpatched"),
-    ("proto-unpatched", (), "skip", "is not in this build; as expected: verdict unpatched"),
-])
-def test_rpc_guard_check(tmp_path: Path, mode: str, patches: tuple[str, ...], status: str,
-                         text: str) -> None:
+@pytest.mark.parametrize(
+    ("mode", "patches", "status", "text"),
+    [
+        ("proto-patched", (checks.GUARD_PATCH,), "pass", "verdict patched"),
+        ("proto-unpatched", (checks.GUARD_PATCH,), "fail", "verdict unpatched"),
+        ("proto-unpatched", (), "skip", "is not in this build; as expected: verdict unpatched"),
+    ],
+)
+def test_rpc_guard_check(tmp_path: Path, mode: str, patches: tuple[str, ...], status: str, text: str) -> None:
     out = make_out(tmp_path, mode=mode, patches=patches)
     report = run_smoke(out, only=("rpc-guard",))
     guard = next(c for c in report.checks if c.name == "rpc-guard")
@@ -191,12 +204,18 @@ def test_a_binary_that_cannot_run_fails_its_check(tmp_path: Path) -> None:
     assert v.status == "fail" and "cannot run" in v.why
 
 
-def test_cuda_build_linking_the_driver_skips_without_one(tmp_path: Path,
-                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+def test_cuda_build_linking_the_driver_skips_without_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     out = make_out(tmp_path)
     info = json.loads((out / "build-info.json").read_text())
-    info["cuda"] = {"archs": [60, 86], "cmake_architectures": "60-real;86-real", "nvcc": "12.4",
-                    "proven": {}, "toolkit": {"no_vmm": False}}
+    info["cuda"] = {
+        "archs": [60, 86],
+        "cmake_architectures": "60-real;86-real",
+        "nvcc": "12.4",
+        "proven": {},
+        "toolkit": {"no_vmm": False},
+    }
     (out / "build-info.json").write_text(json.dumps(info))
     monkeypatch.setattr(smoke, "_nvidia_driver_present", lambda: False)
     report = run_smoke(out)

@@ -29,8 +29,7 @@ def bup(tmp_path_factory: pytest.TempPathFactory) -> BumpUpstream:
 
 
 def snapshot(proj: Path) -> dict[str, bytes]:
-    return {str(p.relative_to(proj)): p.read_bytes()
-            for p in sorted(proj.rglob("*")) if p.is_file()}
+    return {str(p.relative_to(proj)): p.read_bytes() for p in sorted(proj.rglob("*")) if p.is_file()}
 
 
 def pins(proj: Path) -> dict[str, str]:
@@ -53,14 +52,12 @@ def test_clean_bump_moves_every_pin_on_that_upstream(bup: BumpUpstream, tmp_path
     other = (proj / "recipes" / "other.toml").read_bytes()
     res = invoke(proj, "bump", "fixture", "--upstream", str(bup.path), "--to", bup.c["b3"])
     assert res.exit_code == 0, res.output
-    assert pins(proj) == {"fixture": bup.c["b3"], "fixture-b": bup.c["b3"],
-                          "other": bup.c["b1"]}
+    assert pins(proj) == {"fixture": bup.c["b3"], "fixture-b": bup.c["b3"], "other": bup.c["b1"]}
     assert (proj / "recipes" / "other.toml").read_bytes() == other  # another upstream
     assert check_statuses(proj, bup.c["b3"]) == ["applies", "applies", "applies"]
     assert all(p.read_verified() for p in load_series(proj / "patches").patches)
     md = res.stdout
-    assert md.startswith(f"## Bump llama.cpp {bup.c['b1'][:12]} (build 1) → "
-                         f"{bup.c['b3'][:12]} (build 3)\n")
+    assert md.startswith(f"## Bump llama.cpp {bup.c['b1'][:12]} (build 1) → {bup.c['b3'][:12]} (build 3)\n")
     assert "| guard | applies-with-offset | src/rpc.c: #1 +3 | rewritten |" in md
     assert "| cli | applies | - |" in md
     assert "patches refreshed and every pin moved" in md
@@ -74,8 +71,7 @@ def test_bump_that_needs_a_3way_refresh(bup: BumpUpstream, tmp_path: Path) -> No
     # no --to: the newest commit of the default branch (master = b4)
     res = invoke(proj, "bump", "fixture", "--upstream", str(bup.path), "--summary", str(summary))
     assert res.exit_code == 0, res.output
-    assert pins(proj) == {"fixture": bup.c["b4"], "fixture-b": bup.c["b4"],
-                          "other": bup.c["b1"]}
+    assert pins(proj) == {"fixture": bup.c["b4"], "fixture-b": bup.c["b4"], "other": bup.c["b1"]}
     assert check_statuses(proj, bup.c["b4"]) == ["applies", "applies", "applies"]
     guard = (proj / "patches" / "0001-guard.patch").read_text()
     assert "         return 0; /* outside */" in guard  # the merged context
@@ -91,48 +87,59 @@ def test_bump_that_needs_a_3way_refresh(bup: BumpUpstream, tmp_path: Path) -> No
     assert "### Upstream commits that touched the patched files (2)" in md
     assert f"| old | `{bup.c['b1']}` | 2026-03-01 | 1 | 5.0.0 |" in md
     assert f"| new | `{bup.c['b4']}` | 2026-03-04 | 4 | 5.1.0 |" in md
-    assert "**RPC protocol 5.0.0 → 5.1.0.** New clients with old servers: ok; old clients " \
-           "with new servers: refused." in md
+    assert (
+        "**RPC protocol 5.0.0 → 5.1.0.** New clients with old servers: ok; old clients "
+        "with new servers: refused." in md
+    )
     assert "Target: `master` of" in md and "3 commits in between (3 first-parent)" in md
 
 
-def test_conflict_keeps_state_and_abort_restores_everything(bup: BumpUpstream,
-                                                            tmp_path: Path) -> None:
+def test_conflict_keeps_state_and_abort_restores_everything(bup: BumpUpstream, tmp_path: Path) -> None:
     proj = bump_project(tmp_path, bup, pin=bup.c["b1"])
     before = snapshot(proj)
     workdir = tmp_path / "work"
-    res = invoke(proj, "bump", "fixture", "--upstream", str(bup.path), "--to", "next",
-                 "--workdir", str(workdir))
-    assert_error(res, 5, "refresh stopped at 0001-guard.patch: conflicts in src/rpc.c",
-                 "patchkit refresh fixture --continue", "--abort")
+    res = invoke(
+        proj, "bump", "fixture", "--upstream", str(bup.path), "--to", "next", "--workdir", str(workdir)
+    )
+    assert_error(
+        res,
+        5,
+        "refresh stopped at 0001-guard.patch: conflicts in src/rpc.c",
+        "patchkit refresh fixture --continue",
+        "--abort",
+    )
     assert "Status: stopped at a conflict: nothing was written yet" in res.stdout
     assert snapshot(proj) == before  # recipes and patches untouched
     assert (workdir / "refresh-state.json").is_file()
     # a second bump does not trample the refresh in progress
-    res = invoke(proj, "bump", "fixture", "--upstream", str(bup.path), "--to", "next",
-                 "--workdir", str(workdir))
+    res = invoke(
+        proj, "bump", "fixture", "--upstream", str(bup.path), "--to", "next", "--workdir", str(workdir)
+    )
     assert_error(res, 5, "already in progress")
     res = invoke(proj, "refresh", "fixture", "--abort", "--workdir", str(workdir))
     assert res.exit_code == 0, res.output
     assert snapshot(proj) == before and not workdir.exists()
 
 
-def test_conflict_resolved_then_continue_moves_every_pin(bup: BumpUpstream,
-                                                         tmp_path: Path) -> None:
+def test_conflict_resolved_then_continue_moves_every_pin(bup: BumpUpstream, tmp_path: Path) -> None:
     proj = bump_project(tmp_path, bup, pin=bup.c["b1"])
     workdir = tmp_path / "work"
-    res = invoke(proj, "bump", "fixture", "--upstream", str(bup.path), "--to", "next",
-                 "--workdir", str(workdir))
+    res = invoke(
+        proj, "bump", "fixture", "--upstream", str(bup.path), "--to", "next", "--workdir", str(workdir)
+    )
     assert res.exit_code == 5
-    resolved = RPC_B5.replace("size_t size) {\n", "size_t size) {\n    if (nbytes == 0) {\n"
-                              "        return 1; /* zero-byte views carry no data */\n    }\n", 1)
+    resolved = RPC_B5.replace(
+        "size_t size) {\n",
+        "size_t size) {\n    if (nbytes == 0) {\n"
+        "        return 1; /* zero-byte views carry no data */\n    }\n",
+        1,
+    )
     tree = workdir / "tree"
     (tree / "src" / "rpc.c").write_text(resolved)
     git(tree, "add", "src/rpc.c")
     res = invoke(proj, "refresh", "fixture", "--continue", "--workdir", str(workdir))
     assert res.exit_code == 0, res.output
-    assert pins(proj) == {"fixture": bup.c["b5"], "fixture-b": bup.c["b5"],
-                          "other": bup.c["b1"]}
+    assert pins(proj) == {"fixture": bup.c["b5"], "fixture-b": bup.c["b5"], "other": bup.c["b1"]}
     assert check_statuses(proj, bup.c["b5"]) == ["applies", "applies", "applies"]
 
 
@@ -147,8 +154,7 @@ def test_dry_run_changes_nothing(bup: BumpUpstream, tmp_path: Path) -> None:
     assert "| guard | conflicts | src/rpc.c:1 | would be rewritten (3-way merge) |" in md
     assert "### Recipes (would move together)" in md
     # a dry run that would stop at a conflict says so, and still writes nothing
-    res = invoke(proj, "bump", "fixture", "--upstream", str(bup.path), "--dry-run",
-                 "--to", "next")
+    res = invoke(proj, "bump", "fixture", "--upstream", str(bup.path), "--dry-run", "--to", "next")
     assert res.exit_code == 0, res.output
     assert "Refresh: refresh stopped at 0001-guard.patch: conflicts in src/rpc.c" in res.stdout
     assert snapshot(proj) == before
@@ -193,8 +199,19 @@ def test_bump_then_build_and_smoke_one_recipe(tmp_path: Path) -> None:
     write_recipe(proj, "fixture", url=str(up.path), commit=up.commits["c1"])
     write_recipe(proj, "fixture-2", url=str(up.path), commit=up.commits["c1"])
     out = tmp_path / "out"
-    res = invoke(proj, "bump", "fixture", "--upstream", str(up.path), "--build", "fixture-2",
-                 "--out", str(out), "-j", "2")
+    res = invoke(
+        proj,
+        "bump",
+        "fixture",
+        "--upstream",
+        str(up.path),
+        "--build",
+        "fixture-2",
+        "--out",
+        str(out),
+        "-j",
+        "2",
+    )
     assert res.exit_code == 0, res.output
     assert pins(proj) == {"fixture": up.commits["c3"], "fixture-2": up.commits["c3"]}
     info = json.loads((out / "build-info.json").read_text())

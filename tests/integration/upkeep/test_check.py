@@ -40,17 +40,16 @@ def test_range_statuses_through_history(drift: DriftUpstream, tmp_path: Path) ->
     assert [r.commit.sha for r in report.refs] == drift.order[1:]
     got = [[p.status.value for p in r.results] for r in report.refs]
     assert got == [
-        ["applies", "applies", "applies"],                            # d2
-        ["applies-with-offset", "applies-with-offset", "applies"],    # d3
-        ["applies-with-offset", "applies-with-offset", "applies"],    # d4
-        ["conflicts", "conflicts", "applies"],                        # d5
-        ["conflicts", "conflicts", "applies"],                        # d6
-        ["already-upstream", "applies-with-offset", "n/a"],           # d7
-        ["already-upstream", "applies-with-offset", "n/a"],           # d8
+        ["applies", "applies", "applies"],  # d2
+        ["applies-with-offset", "applies-with-offset", "applies"],  # d3
+        ["applies-with-offset", "applies-with-offset", "applies"],  # d4
+        ["conflicts", "conflicts", "applies"],  # d5
+        ["conflicts", "conflicts", "applies"],  # d6
+        ["already-upstream", "applies-with-offset", "n/a"],  # d7
+        ["already-upstream", "applies-with-offset", "n/a"],  # d8
     ]
     d5 = report.refs[3].results
-    assert [(c.file, c.hunk, c.header) for c in d5[0].conflicts] == [
-        ("src/rpc.c", 1, "@@ -3,6 +3,9 @@")]
+    assert [(c.file, c.hunk, c.header) for c in d5[0].conflicts] == [("src/rpc.c", 1, "@@ -3,6 +3,9 @@")]
     # patch 2 needs patch 1: without it, it is checked (and fails) on its own, and says so
     assert d5[1].note == "checked without guard"
     assert d5[2].note == ""  # the cli patch shares no file with the guard
@@ -80,8 +79,12 @@ def test_bisect_names_the_breaking_commit(drift: DriftUpstream, tmp_path: Path) 
 
 
 def test_bisect_reports_merged_upstream(drift: DriftUpstream, tmp_path: Path) -> None:
-    proj = make_project(tmp_path, drift, pin=drift.c["d4"], patches=[
-        ("0001-readme.patch", patch_header("docs"), README_PATCH_BODY)])
+    proj = make_project(
+        tmp_path,
+        drift,
+        pin=drift.c["d4"],
+        patches=[("0001-readme.patch", patch_header("docs"), README_PATCH_BODY)],
+    )
     series = load_series(proj / "patches")
     report = bisect(drift.path, series.patches, drift.c["d4"], drift.c["d8"])
     (res,) = report.results
@@ -107,8 +110,13 @@ def _long_history(root: Path, n: int, break_at: int) -> tuple[Path, list[str]]:
         if i > 1:
             chunks.append(b"from :%d\n" % (i - 1))
         chunks.append(b"M 100644 inline src/rpc.c\ndata %d\n%s\n" % (len(content), content))
-    subprocess.run(["git", "fast-import", "--quiet"], cwd=repo, input=b"".join(chunks),
-                   check=True, env={**os.environ, **GIT_ENV})
+    subprocess.run(
+        ["git", "fast-import", "--quiet"],
+        cwd=repo,
+        input=b"".join(chunks),
+        check=True,
+        env={**os.environ, **GIT_ENV},
+    )
     shas = git(repo, "rev-list", "--reverse", "master").split()
     return repo, shas
 
@@ -119,6 +127,7 @@ def test_bisect_takes_log2_probes(tmp_path: Path) -> None:
     pdir.mkdir()
     (pdir / "0001-guard.patch").write_text(patch_header("guard") + GUARD_PATCH_BODY)
     from patchkit.core.fs import sha256_file
+
     (pdir / "series").write_text(f"0001-guard.patch sha256={sha256_file(pdir / '0001-guard.patch')}\n")
     series = load_series(pdir)
     report = bisect(repo, series.patches, shas[0], shas[-1])
@@ -157,11 +166,17 @@ def test_cli_check_conflict_exit_11_and_json(drift: DriftUpstream, tmp_path: Pat
     assert res.exit_code == 11
     doc = json.loads(res.stdout)
     assert doc["ok"] is False
-    assert statuses(doc) == [["conflicts", "conflicts", "applies"],
-                             ["already-upstream", "applies-with-offset", "n/a"]]
+    assert statuses(doc) == [
+        ["conflicts", "conflicts", "applies"],
+        ["already-upstream", "applies-with-offset", "n/a"],
+    ]
     conflict = doc["refs"][0]["results"][0]["conflicts"][0]
-    assert conflict == {"file": "src/rpc.c", "hunk": 1, "header": "@@ -3,6 +3,9 @@",
-                        "reason": "context does not match"}
+    assert conflict == {
+        "file": "src/rpc.c",
+        "hunk": 1,
+        "header": "@@ -3,6 +3,9 @@",
+        "reason": "context does not match",
+    }
     assert doc["refs"][1]["results"][1]["offsets"] == [{"file": "src/rpc.c", "hunk": 1, "lines": 3}]
     assert "guard does not apply to" in res.stderr and "src/rpc.c:1" in res.stderr
     assert "Traceback" not in res.output
@@ -175,8 +190,9 @@ def test_cli_already_upstream_and_na_do_not_fail(drift: DriftUpstream, tmp_path:
 
 
 def test_cli_when_range_ends_are_inclusive(drift: DriftUpstream, tmp_path: Path) -> None:
-    proj = make_project(tmp_path, drift, pin=drift.c["d2"], patches=standard_patches(drift),
-                        recipe_patches='["cli"]')
+    proj = make_project(
+        tmp_path, drift, pin=drift.c["d2"], patches=standard_patches(drift), recipe_patches='["cli"]'
+    )
     refs = [drift.c[k] for k in ("d1", "d2", "d6", "d7")]
     res = run_cli(proj, "check", "fixture", *[a for r in refs for a in ("--ref", r)], "--json")
     assert res.exit_code == 0, res.output
@@ -192,8 +208,7 @@ def test_cli_range_and_bisect(drift: DriftUpstream, tmp_path: Path) -> None:
     # the table groups runs of identical verdicts
     assert "2 commits" in res.stderr
 
-    res = run_cli(proj, "check", "fixture", "--range", f"{drift.c['d1']}..master", "--bisect",
-                  "--json")
+    res = run_cli(proj, "check", "fixture", "--range", f"{drift.c['d1']}..master", "--bisect", "--json")
     assert res.exit_code == 11
     doc = json.loads(res.stdout)
     assert doc["kind"] == "bisect" and doc["range_size"] == 7
@@ -216,18 +231,22 @@ def test_cli_all_checks_non_default_patches(drift: DriftUpstream, tmp_path: Path
     assert statuses(doc)[0][-1] == "already-upstream"
 
 
-@pytest.mark.parametrize(("args", "code", "message"), [
-    (["--ref", "nope"], 4, "unknown ref 'nope' in "),
-    (["--range", "nope..master"], 4, "unknown ref 'nope' in "),
-    (["--range", "master"], 2, "must be OLD..NEW"),
-    (["--range", "master..HEAD~2"], 2, "is not an ancestor of"),
-    (["--range", "master..master"], 2, "is empty"),
-    (["--bisect"], 2, "--bisect needs --range"),
-    (["--ref", "master", "--range", "HEAD~1..master"], 2, "not both"),
-    (["--repo", "/nonexistent/repo"], 2, "does not exist"),
-])
-def test_cli_bad_refs_and_ranges(drift: DriftUpstream, tmp_path: Path, args: list[str],
-                                 code: int, message: str) -> None:
+@pytest.mark.parametrize(
+    ("args", "code", "message"),
+    [
+        (["--ref", "nope"], 4, "unknown ref 'nope' in "),
+        (["--range", "nope..master"], 4, "unknown ref 'nope' in "),
+        (["--range", "master"], 2, "must be OLD..NEW"),
+        (["--range", "master..HEAD~2"], 2, "is not an ancestor of"),
+        (["--range", "master..master"], 2, "is empty"),
+        (["--bisect"], 2, "--bisect needs --range"),
+        (["--ref", "master", "--range", "HEAD~1..master"], 2, "not both"),
+        (["--repo", "/nonexistent/repo"], 2, "does not exist"),
+    ],
+)
+def test_cli_bad_refs_and_ranges(
+    drift: DriftUpstream, tmp_path: Path, args: list[str], code: int, message: str
+) -> None:
     proj = make_project(tmp_path, drift, pin=drift.c["d2"], patches=standard_patches(drift))
     res = run_cli(proj, "check", "fixture", *args)
     assert res.exit_code == code, res.output
@@ -245,6 +264,7 @@ def test_cli_unreachable_remote_url_says_what_to_do(drift: DriftUpstream, tmp_pa
     assert "cloning https://127.0.0.1:9/x.git failed" in res.stderr
     assert "pass --upstream PATH" in res.stderr
     from patchkit.core.paths import cache_dir
+
     assert not list((cache_dir() / "repos").glob("*"))  # nothing half-cloned left
     res = run_cli(proj, "check", "fixture", "--repo", str(drift.path), "--json")
     assert res.exit_code == 0, res.output
@@ -252,18 +272,18 @@ def test_cli_unreachable_remote_url_says_what_to_do(drift: DriftUpstream, tmp_pa
 
 def test_check_works_on_a_blobless_partial_clone(drift: DriftUpstream, tmp_path: Path) -> None:
     clone = tmp_path / "partial"
-    git(tmp_path, "clone", "-q", "--bare", "--filter=blob:none",
-        f"file://{drift.path.as_posix()}", str(clone))
+    git(
+        tmp_path, "clone", "-q", "--bare", "--filter=blob:none", f"file://{drift.path.as_posix()}", str(clone)
+    )
     missing = git(clone, "rev-list", "--objects", "--all", "--missing=print")
     assert any(ln.startswith("?") for ln in missing.splitlines())  # really partial
     proj = make_project(tmp_path, drift, pin=drift.c["d2"], patches=standard_patches(drift))
-    res = run_cli(proj, "check", "fixture", "--repo", str(clone),
-                  "--range", f"{drift.c['d1']}..master", "--json")
+    res = run_cli(
+        proj, "check", "fixture", "--repo", str(clone), "--range", f"{drift.c['d1']}..master", "--json"
+    )
     assert res.exit_code == 11
-    direct = check_range(drift.path, load_series(proj / "patches").patches,
-                         drift.c["d1"], drift.c["d8"])
-    assert statuses(json.loads(res.stdout)) == [[p.status.value for p in r.results]
-                                                for r in direct.refs]
+    direct = check_range(drift.path, load_series(proj / "patches").patches, drift.c["d1"], drift.c["d8"])
+    assert statuses(json.loads(res.stdout)) == [[p.status.value for p in r.results] for r in direct.refs]
     # the mirror path works the same through --upstream
     res = run_cli(proj, "check", "fixture", "--upstream", str(clone), "--ref", "master")
     assert res.exit_code == 0, res.output

@@ -29,8 +29,7 @@ def check_json(proj: Path, ref: str) -> tuple[int, list[str]]:
 # -- integration ----------------------------------------------------------------------------
 def test_refresh_clean_rewrites_patch_and_hash(drift: DriftUpstream, tmp_path: Path) -> None:
     proj = make_project(tmp_path, drift, pin=drift.c["d2"], patches=standard_patches(drift))
-    assert check_json(proj, drift.c["d3"]) == (0, ["applies-with-offset", "applies-with-offset",
-                                                   "applies"])
+    assert check_json(proj, drift.c["d3"]) == (0, ["applies-with-offset", "applies-with-offset", "applies"])
     recipe_before = (proj / "recipes" / "fixture.toml").read_bytes()
     old_guard = (proj / "patches" / "0001-guard.patch").read_text()
     res = run_cli(proj, "refresh", "fixture", "--onto", drift.c["d3"])
@@ -78,8 +77,12 @@ def test_refresh_conflict_then_continue(drift: DriftUpstream, tmp_path: Path) ->
     assert res.exit_code == 5 and "still unmerged: src/rpc.c" in res.stderr
 
     # the user resolves: d5's wording plus the guard, and stages it
-    resolved = RPC_D5.replace("size_t size) {\n", "size_t size) {\n    if (nbytes == 0) {\n"
-                              "        return 1; /* zero-byte views carry no data */\n    }\n", 1)
+    resolved = RPC_D5.replace(
+        "size_t size) {\n",
+        "size_t size) {\n    if (nbytes == 0) {\n"
+        "        return 1; /* zero-byte views carry no data */\n    }\n",
+        1,
+    )
     (tree / "src" / "rpc.c").write_text(resolved)
     git(tree, "add", "src/rpc.c")
     res = run_cli(proj, "refresh", "fixture", "--continue", "--workdir", str(workdir))
@@ -116,8 +119,7 @@ def test_refresh_onto_upstreamed_patch_writes_nothing(drift: DriftUpstream, tmp_
     assert snapshot(proj / "patches") == before
 
 
-def test_refresh_skips_patches_outside_their_when_range(drift: DriftUpstream,
-                                                        tmp_path: Path) -> None:
+def test_refresh_skips_patches_outside_their_when_range(drift: DriftUpstream, tmp_path: Path) -> None:
     patches = standard_patches(drift)
     proj = make_project(tmp_path, drift, pin=drift.c["d2"], patches=[patches[2]])
     before = snapshot(proj / "patches")
@@ -137,16 +139,16 @@ def test_refresh_bad_input(drift: DriftUpstream, tmp_path: Path) -> None:
 
 def test_refresh_from_a_partial_clone(drift: DriftUpstream, tmp_path: Path) -> None:
     clone = tmp_path / "partial"
-    git(tmp_path, "clone", "-q", "--bare", "--filter=blob:none",
-        f"file://{drift.path.as_posix()}", str(clone))
+    git(
+        tmp_path, "clone", "-q", "--bare", "--filter=blob:none", f"file://{drift.path.as_posix()}", str(clone)
+    )
     proj = make_project(tmp_path, drift, pin=drift.c["d2"], patches=standard_patches(drift))
     res = run_cli(proj, "refresh", "fixture", "--onto", drift.c["d4"], "--repo", str(clone))
     assert res.exit_code == 0, res.output
     assert check_json(proj, drift.c["d4"]) == (0, ["applies", "applies", "applies"])
 
 
-def test_refresh_without_a_base_falls_back_to_git_apply_3way(drift: DriftUpstream,
-                                                            tmp_path: Path) -> None:
+def test_refresh_without_a_base_falls_back_to_git_apply_3way(drift: DriftUpstream, tmp_path: Path) -> None:
     proj = make_project(tmp_path, drift, pin=drift.c["d2"], patches=standard_patches(drift))
     (proj / "recipes" / "fixture.toml").unlink()  # no recipe: no pin to replay the series on
     res = run_cli(proj, "refresh", "--all", "--repo", str(drift.path), "--onto", drift.c["d3"])

@@ -18,9 +18,14 @@ def test_parse_link() -> None:
     assert parse_link("rate=100mbit+rtt=50us").rtt_s == pytest.approx(50e-6)
     assert parse_link("rtt=2ms").rate_bit_s == 0  # unlimited bandwidth
     assert parse_link("rate=2.5gbit").describe() == "2.5 Gbit/s"
-    for bad, msg in (("1gbx", 'did you mean "1gbe"'), ("rate=fast", "not like 1gbit"),
-                     ("rtt=3", "not like 0.3ms"), ("speed=1gbit", "unknown key 'speed'"),
-                     ("rate=1gbit,rate=2gbit", "given twice"), ("rate=0gbit", "above 0")):
+    for bad, msg in (
+        ("1gbx", 'did you mean "1gbe"'),
+        ("rate=fast", "not like 1gbit"),
+        ("rtt=3", "not like 0.3ms"),
+        ("speed=1gbit", "unknown key 'speed'"),
+        ("rate=1gbit,rate=2gbit", "given twice"),
+        ("rate=0gbit", "above 0"),
+    ):
         with pytest.raises(ConfigError, match=msg):
             parse_link(bad)
 

@@ -95,7 +95,7 @@ def _session(port: int) -> bytes:
         get = _req(8, struct.pack("<Q", 70_000))
         blob = big + graph + again + get
         for i in range(0, len(blob), 4093):
-            s.sendall(blob[i:i + 4093])
+            s.sendall(blob[i : i + 4093])
         got += _recv_exact(s, 8 + 70_000)
     return got
 
@@ -110,10 +110,22 @@ def test_counts_are_exact_and_caps_cleared(peer: Peer) -> None:
         assert relay.quiesce(timeout=10)
         t = relay.traffic()
     assert (t.bytes_up, t.bytes_down) == (UP, DOWN)
-    assert dict(t.commands) == {"GET_ALIGNMENT": 3, "SET_TENSOR": 1, "GET_TENSOR": 1,
-                                "GRAPH_COMPUTE": 1, "HELLO": 1, "GRAPH_RECOMPUTE": 1}
-    assert [n for n, _ in t.commands] == ["GET_ALIGNMENT", "SET_TENSOR", "GET_TENSOR",
-                                          "GRAPH_COMPUTE", "HELLO", "GRAPH_RECOMPUTE"]  # id order
+    assert dict(t.commands) == {
+        "GET_ALIGNMENT": 3,
+        "SET_TENSOR": 1,
+        "GET_TENSOR": 1,
+        "GRAPH_COMPUTE": 1,
+        "HELLO": 1,
+        "GRAPH_RECOMPUTE": 1,
+    }
+    assert [n for n, _ in t.commands] == [
+        "GET_ALIGNMENT",
+        "SET_TENSOR",
+        "GET_TENSOR",
+        "GRAPH_COMPUTE",
+        "HELLO",
+        "GRAPH_RECOMPUTE",
+    ]  # id order
     assert t.round_trips == 5 and t.replies == 5  # HELLO, 3 x GET_ALIGNMENT, GET_TENSOR
     assert t.connections == 1 and t.framing_lost == 0 and t.version == "5.0.0"
     # the relay keeps the connection on plain TCP: the caps are cleared both ways
@@ -172,8 +184,7 @@ def test_relays_on_a_shared_link_share_its_bandwidth() -> None:
 
     shaping = Shaping(rate_bytes_s=5e6)
     shared = SharedLink(shaping)
-    with Sink() as a, Sink() as b, Relay(("127.0.0.1", a.port)) as ra, \
-            Relay(("127.0.0.1", b.port)) as rb:
+    with Sink() as a, Sink() as b, Relay(("127.0.0.1", a.port)) as ra, Relay(("127.0.0.1", b.port)) as rb:
         for r in (ra, rb):
             r.set_shaping(shaping, shared)
         socks = [socket.create_connection(("127.0.0.1", r.port)) for r in (ra, rb)]

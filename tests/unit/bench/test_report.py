@@ -27,48 +27,92 @@ DATA = BENCH_DATA
 
 # ---- table and plot -------------------------------------------------------------------------
 
-def _point(i: int, label: str, pp: float | None, tg: float | None, *, status: str = "ok",
-           error: str = "", kind: str = "", devices: str = "RPC0/RPC1") -> PointResult:
+
+def _point(
+    i: int,
+    label: str,
+    pp: float | None,
+    tg: float | None,
+    *,
+    status: str = "ok",
+    error: str = "",
+    kind: str = "",
+    devices: str = "RPC0/RPC1",
+) -> PointResult:
     base = measurements(parse_bench_output((DATA / "layer-2rpc-82bb485.json").read_text()))
     ms = []
     for m, v in zip(base, (pp, tg), strict=True):
         if v is not None:
-            ms.append(dataclasses.replace(m, samples_ts=(v * 0.95, v, v * 1.1), median=v,
-                                          min=v * 0.95, max=v * 1.1, devices=devices))
-    return PointResult(index=i, label=label, settings=(("sm", label),), args=(), status=status,
-                       error=error, error_kind=kind, measurements=tuple(ms))
+            ms.append(
+                dataclasses.replace(
+                    m, samples_ts=(v * 0.95, v, v * 1.1), median=v, min=v * 0.95, max=v * 1.1, devices=devices
+                )
+            )
+    return PointResult(
+        index=i,
+        label=label,
+        settings=(("sm", label),),
+        args=(),
+        status=status,
+        error=error,
+        error_kind=kind,
+        measurements=tuple(ms),
+    )
 
 
 def _report(points: list[PointResult], latency: tuple[RpcLatency, ...] = ()) -> BenchReport:
-    return BenchReport(build={"dir": "out/cpu-rpc", "recipe": "cpu-rpc",
-                              "upstream_commit": "82bb48500a9a6b3374da2cf5811695369278e4d3",
-                              "patches": ["rpc-deserialize-tensor-zero-nbytes"]},
-                       model="/m/Qwen3.6-27B-Q4_K_M.gguf",
-                       settings={"reps": 3, "base_args": ["-p", "64", "-n", "16", "-r", "3"]},
-                       latency=latency, devices=(), points=tuple(points))
+    return BenchReport(
+        build={
+            "dir": "out/cpu-rpc",
+            "recipe": "cpu-rpc",
+            "upstream_commit": "82bb48500a9a6b3374da2cf5811695369278e4d3",
+            "patches": ["rpc-deserialize-tensor-zero-nbytes"],
+        },
+        model="/m/Qwen3.6-27B-Q4_K_M.gguf",
+        settings={"reps": 3, "base_args": ["-p", "64", "-n", "16", "-r", "3"]},
+        latency=latency,
+        devices=(),
+        points=tuple(points),
+    )
 
 
 PUBLISHED = [  # the issue's numbers: decode tok/s (prompt numbers made up)
     _point(1, "sm=layer", 300.0, 7.79),
     _point(2, "sm=tensor", 410.0, 9.9),
     _point(3, "sm=tensor dev=+RPC1", 200.0, 4.32),
-    _point(4, "sm=tensor dev=RPC0/RPC1", None, None, status="failed", kind="oom",
-           error="exit 1: cudaMalloc failed: out of memory"),
+    _point(
+        4,
+        "sm=tensor dev=RPC0/RPC1",
+        None,
+        None,
+        status="failed",
+        kind="oom",
+        error="exit 1: cudaMalloc failed: out of memory",
+    ),
     _point(5, "sm=layer dev-order=remote-first", 450.0, 7.33),
 ]
 
 
 def test_markdown_table() -> None:
-    lat = (RpcLatency(endpoint="192.168.1.20:50052", ok=True, version="5.0.0", devices=1, count=20,
-                      median_ms=0.412, min_ms=0.35, max_ms=1.2),
-           RpcLatency(endpoint="192.168.1.21:50052", ok=False, error="protocol 6.0.0 is not supported"))
+    lat = (
+        RpcLatency(
+            endpoint="192.168.1.20:50052",
+            ok=True,
+            version="5.0.0",
+            devices=1,
+            count=20,
+            median_ms=0.412,
+            min_ms=0.35,
+            max_ms=1.2,
+        ),
+        RpcLatency(endpoint="192.168.1.21:50052", ok=False, error="protocol 6.0.0 is not supported"),
+    )
     md = render_markdown(_report(PUBLISHED, lat))
-    results = md[md.index("## Results"):]
+    results = md[md.index("## Results") :]
     rows = [ln for ln in results.splitlines() if ln.startswith("| ") and ln[2].isdigit()]
     assert len(rows) == 5
     assert "| decode tok/s (tg16) | prompt tok/s (pp64) |" in md
-    assert rows[1] == ("| 2 | sm=tensor | RPC0/RPC1 | **9.90** (9.40–10.9) | 410 (390–451) "
-                       "| best decode |")
+    assert rows[1] == ("| 2 | sm=tensor | RPC0/RPC1 | **9.90** (9.40–10.9) | 410 (390–451) | best decode |")
     assert rows[4].endswith("| 7.33 (6.96–8.06) | **450** (428–495) | best prompt |")
     assert "failed (oom): exit 1: cudaMalloc failed: out of memory" in rows[3]
     assert "| 192.168.1.20:50052 | 5.0.0 | 1 | 0.412 ms | 0.350–1.200 ms |" in md
@@ -79,14 +123,14 @@ def test_markdown_table() -> None:
 
 
 def _hex(c: str) -> np.ndarray:
-    return np.array([int(c[i:i + 2], 16) / 255 for i in (1, 3, 5)])
+    return np.array([int(c[i : i + 2], 16) / 255 for i in (1, 3, 5)])
 
 
 def _bars(img: np.ndarray, color: str, x0: int, x1: int) -> list[tuple[int, int]]:
     """(top row, width in px) of each bar of that colour between columns x0 and x1.
 
     Runs under 10 rows (the legend's swatches) are not bars."""
-    mask = (np.abs(img[:, x0:x1, :3] - _hex(color)).max(axis=2) < 0.02)
+    mask = np.abs(img[:, x0:x1, :3] - _hex(color)).max(axis=2) < 0.02
     rows = np.flatnonzero(mask.sum(axis=1) > 3)
     bars: list[tuple[int, int]] = []
     start = prev = None
@@ -95,7 +139,7 @@ def _bars(img: np.ndarray, color: str, x0: int, x1: int) -> list[tuple[int, int]
             prev = r
             continue
         if start is not None:
-            cols = np.flatnonzero(mask[start:prev + 1].any(axis=0))
+            cols = np.flatnonzero(mask[start : prev + 1].any(axis=0))
             if prev - start + 1 >= 10:
                 bars.append((int(start), int(cols.max() - cols.min() + 1)))
         start = prev = r
@@ -132,22 +176,46 @@ def test_png_with_every_point_failed_still_renders(tmp_path: Path) -> None:
 
 # ---- the network: per-token traffic, projections, the second figure --------------------------
 
+
 def _traffic(mb: float, rt: float, tokens: int = 100, host_s: float = 0.0) -> PhaseTraffic:
-    hosts = (("10.0.0.2:50052", Traffic(bytes_up=int(mb * 1e6 * tokens * 0.7), host_s=host_s * tokens,
-                                         bytes_down=int(mb * 1e6 * tokens * 0.3),
-                                         round_trips=int(rt * tokens),
-                                         commands=(("SET_TENSOR", tokens), ("GET_TENSOR", int(rt * tokens))))),)
+    hosts = (
+        (
+            "10.0.0.2:50052",
+            Traffic(
+                bytes_up=int(mb * 1e6 * tokens * 0.7),
+                host_s=host_s * tokens,
+                bytes_down=int(mb * 1e6 * tokens * 0.3),
+                round_trips=int(rt * tokens),
+                commands=(("SET_TENSOR", tokens), ("GET_TENSOR", int(rt * tokens))),
+            ),
+        ),
+    )
     return PhaseTraffic(tokens=tokens, hosts=hosts if mb or rt else (("10.0.0.2:50052", Traffic()),))
 
 
-def _net_point(i: int, label: str, tg: float, mb: float, rt: float, *, link: str = "none",
-               rtt: float = 0.1e-3, rate: float = 1.25e9, pp: float = 1300.0,
-               host_s: float = 0.0) -> PointResult:
+def _net_point(
+    i: int,
+    label: str,
+    tg: float,
+    mb: float,
+    rt: float,
+    *,
+    link: str = "none",
+    rtt: float = 0.1e-3,
+    rate: float = 1.25e9,
+    pp: float = 1300.0,
+    host_s: float = 0.0,
+) -> PointResult:
     p = _point(i, label, pp, tg)
     settings = (("sm", label),) + ((("link", link),) if link != "none" else ())
-    return dataclasses.replace(p, settings=settings,
-                               traffic=(("decode", _traffic(mb, rt, host_s=host_s)),),
-                               link=link, path_rtt_s=rtt, path_bytes_s=rate)
+    return dataclasses.replace(
+        p,
+        settings=settings,
+        traffic=(("decode", _traffic(mb, rt, host_s=host_s)),),
+        link=link,
+        path_rtt_s=rtt,
+        path_bytes_s=rate,
+    )
 
 
 NET = [
@@ -155,8 +223,16 @@ NET = [
     _net_point(2, "layer+remote", 5.91, 0.4, 4),
     _net_point(3, "tensor+remote", 0.60, 150, 300, rtt=0.3e-3, rate=125e6),  # run over 1GbE
     # the same setup as #2 through an emulated 1GbE: 1/5.91 - 0.4 ms - 3.2 ms + 1.2 ms + 3.2 ms
-    _net_point(4, "layer+remote", 1 / (1 / 5.91 - 4 * 0.1e-3 + 4 * 0.3e-3 + 0.4e6 / 125e6 - 0.4e6 / 1.25e9),
-               0.4, 4, link="1gbe", rtt=0.3e-3, rate=125e6),
+    _net_point(
+        4,
+        "layer+remote",
+        1 / (1 / 5.91 - 4 * 0.1e-3 + 4 * 0.3e-3 + 0.4e6 / 125e6 - 0.4e6 / 1.25e9),
+        0.4,
+        4,
+        link="1gbe",
+        rtt=0.3e-3,
+        rate=125e6,
+    ),
 ]
 
 
@@ -192,8 +268,7 @@ def test_projection_with_this_runs_host_time_separates_host_drift_from_the_link(
 
     twin = _net_point(2, "layer+remote", 5.91, 0.4, 4, host_s=0.020)
     t4 = 1 / 5.91 - 4 * 0.1e-3 - 0.4e6 / 1.25e9 + 0.010 + 4 * 0.3e-3 + 0.4e6 / 125e6
-    run = _net_point(4, "layer+remote", 1 / t4, 0.4, 4, link="1gbe", rtt=0.3e-3, rate=125e6,
-                     host_s=0.030)
+    run = _net_point(4, "layer+remote", 1 / t4, 0.4, 4, link="1gbe", rtt=0.3e-3, rate=125e6, host_s=0.030)
     net = network(_report([_net_point(1, "local", 9.9, 0, 0), twin, run]))
     (check,) = net.checks
     assert check.timed and check.host_s == pytest.approx(0.030)

@@ -16,6 +16,7 @@ DATA = BENCH_DATA
 
 # ---- llama-bench output --------------------------------------------------------------------
 
+
 def test_real_json_output() -> None:
     text = (DATA / "layer-2rpc-82bb485.json").read_text()
     recs = parse_bench_output(text)
@@ -34,7 +35,7 @@ def test_real_jsonl_and_a_crash_halfway() -> None:
     ms = measurements(parse_bench_output(text))
     assert [m.test for m in ms] == ["pp64", "tg16"] and ms[0].split_mode == "tensor"
     json_text = (DATA / "layer-2rpc-82bb485.json").read_text()
-    cut = json_text[: json_text.index('"samples_ns"', json_text.index("\"n_gen\": 16"))]
+    cut = json_text[: json_text.index('"samples_ns"', json_text.index('"n_gen": 16'))]
     assert [m.test for m in measurements(parse_bench_output(cut))] == ["pp64"]
     assert parse_bench_output("main: error: failed to load model\n") == []
     # log lines mixed into stdout are skipped
@@ -52,12 +53,21 @@ def test_failures_are_classified() -> None:
     # -sm tensor with no device but the CPU, at 82bb485
     real_err = (DATA / "failed-tensor-cpu-82bb485.txt").read_text()
     assert classify_failure(_run(1, real_err)) == (
-        "load", "exit 1: llama_bench: error: failed to load model 'tiny-llama.gguf'")
-    kind, msg = classify_failure(_run(1, "llama_model_load: ...\nggml_backend_cuda_buffer_type_alloc_buffer: "
-                                         "allocating 9216.00 MiB on device 1: cudaMalloc failed: out of memory\n"
-                                         "main: error: failed to load model 'm.gguf'\n"))
+        "load",
+        "exit 1: llama_bench: error: failed to load model 'tiny-llama.gguf'",
+    )
+    kind, msg = classify_failure(
+        _run(
+            1,
+            "llama_model_load: ...\nggml_backend_cuda_buffer_type_alloc_buffer: "
+            "allocating 9216.00 MiB on device 1: cudaMalloc failed: out of memory\n"
+            "main: error: failed to load model 'm.gguf'\n",
+        )
+    )
     assert kind == "oom" and "cudaMalloc failed: out of memory" in msg
-    kind, msg = classify_failure(_run(-6, "ggml-rpc.cpp:1094: GGML_ASSERT(data + nbytes <= base + size) failed\n"))
+    kind, msg = classify_failure(
+        _run(-6, "ggml-rpc.cpp:1094: GGML_ASSERT(data + nbytes <= base + size) failed\n")
+    )
     assert kind == "abort" and msg.startswith("killed by signal 6: ") and "GGML_ASSERT" in msg
     assert classify_failure(_run(None, secs=900)) == ("timeout", "timed out after 900s")
     assert classify_failure(_run(-11)) == ("signal", "killed by signal 11")

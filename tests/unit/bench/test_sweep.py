@@ -23,13 +23,16 @@ from tests.fixtures.paths import BENCH_DATA
 DATA = BENCH_DATA
 
 
-RIG = [Device(name="CUDA0", description="NVIDIA GeForce RTX 3070"),
-       Device(name="CUDA1", description="Tesla P100-PCIE-16GB"),
-       Device(name="RPC0", description="192.168.1.20:50052"),
-       Device(name="RPC1", description="192.168.1.21:50052")]
+RIG = [
+    Device(name="CUDA0", description="NVIDIA GeForce RTX 3070"),
+    Device(name="CUDA1", description="Tesla P100-PCIE-16GB"),
+    Device(name="RPC0", description="192.168.1.20:50052"),
+    Device(name="RPC1", description="192.168.1.21:50052"),
+]
 
 
 # ---- sweep ------------------------------------------------------------------------------
+
 
 def test_sweep_is_the_product_first_dimension_outermost() -> None:
     dims = parse_sweep(["sm=layer,tensor", "dev-order=auto,remote-first", "p=512"])
@@ -41,28 +44,38 @@ def test_sweep_is_the_product_first_dimension_outermost() -> None:
         (("sm", "tensor"), ("dev-order", "remote-first"), ("p", "512")),
     ]
     # labels name only what varies; a one-value dimension is a fixed setting
-    assert [p.label for p in points] == ["sm=layer dev-order=auto", "sm=layer dev-order=remote-first",
-                                         "sm=tensor dev-order=auto", "sm=tensor dev-order=remote-first"]
+    assert [p.label for p in points] == [
+        "sm=layer dev-order=auto",
+        "sm=layer dev-order=remote-first",
+        "sm=tensor dev-order=auto",
+        "sm=tensor dev-order=remote-first",
+    ]
 
 
 def test_sweep_aliases_repeats_and_no_sweep() -> None:
     dims = parse_sweep(["split-mode=layer", "sm=tensor,layer", "d=0,4096", "ts=3/1,0.6/0.4"])
-    assert [(d.key, d.values) for d in dims] == [("sm", ("layer", "tensor")), ("depth", ("0", "4096")),
-                                                ("ts", ("3/1", "0.6/0.4"))]
+    assert [(d.key, d.values) for d in dims] == [
+        ("sm", ("layer", "tensor")),
+        ("depth", ("0", "4096")),
+        ("ts", ("3/1", "0.6/0.4")),
+    ]
     assert len(expand_sweep(dims)) == 8
     only = expand_sweep(parse_sweep([]))
     assert len(only) == 1 and only[0].label == "default" and only[0].settings == ()
 
 
-@pytest.mark.parametrize(("spec", "text"), [
-    ("sm", "is not KEY=VALUE"),
-    ("smm=layer", 'unknown key (did you mean "sm"?)'),
-    ("ts=3:1", "is not a split like 3/1"),
-    ("b=big", "is not a whole number"),
-    ("dev-order=remote_first", 'did you mean "remote-first"'),
-    ("sm=layer,,tensor", "empty value"),
-    ("dev=RPC0;rm -rf", "characters llama-bench does not take"),
-])
+@pytest.mark.parametrize(
+    ("spec", "text"),
+    [
+        ("sm", "is not KEY=VALUE"),
+        ("smm=layer", 'unknown key (did you mean "sm"?)'),
+        ("ts=3:1", "is not a split like 3/1"),
+        ("b=big", "is not a whole number"),
+        ("dev-order=remote_first", 'did you mean "remote-first"'),
+        ("sm=layer,,tensor", "empty value"),
+        ("dev=RPC0;rm -rf", "characters llama-bench does not take"),
+    ],
+)
 def test_sweep_errors_are_one_line(spec: str, text: str) -> None:
     with pytest.raises(ConfigError) as e:
         parse_sweep([spec])
@@ -71,18 +84,39 @@ def test_sweep_errors_are_one_line(spec: str, text: str) -> None:
 
 # ---- which options this llama-bench takes ------------------------------------------------
 
+
 def test_caps_of_the_real_help() -> None:
     caps = parse_caps(HELP)
-    for flag in ("-m", "-p", "-n", "-r", "-o", "-sm", "-dev", "-ts", "-ot", "-rpc", "-fitt",
-                 "--list-devices", "-d", "-b", "-ub", "-fa"):
+    for flag in (
+        "-m",
+        "-p",
+        "-n",
+        "-r",
+        "-o",
+        "-sm",
+        "-dev",
+        "-ts",
+        "-ot",
+        "-rpc",
+        "-fitt",
+        "--list-devices",
+        "-d",
+        "-b",
+        "-ub",
+        "-fa",
+    ):
         assert caps.has(flag), flag
     assert not caps.has("-fit")  # llama-bench has only -fitt/-fitc, off by default
     assert caps.allowed("-sm") == ("none", "layer", "row", "tensor")
     assert caps.allowed("--split-mode") == caps.allowed("-sm")
     assert caps.allowed("-fa") == ("on", "off", "auto")
     assert caps.output_format == "jsonl"
-    check_supported(parse_sweep(["sm=layer,tensor", "dev=local", "dev-order=remote-first",
-                                 "ts=3/1", "depth=0,512", "fa=on,off"]), caps)
+    check_supported(
+        parse_sweep(
+            ["sm=layer,tensor", "dev=local", "dev-order=remote-first", "ts=3/1", "depth=0,512", "fa=on,off"]
+        ),
+        caps,
+    )
 
 
 def test_older_versions_refuse_what_they_cannot_do() -> None:
@@ -104,6 +138,7 @@ def test_older_versions_refuse_what_they_cannot_do() -> None:
 
 # ---- devices -----------------------------------------------------------------------------
 
+
 def test_list_devices_of_the_real_binary() -> None:
     devs = parse_devices((DATA / "list-devices-2rpc-82bb485.txt").read_text())
     assert [d.name for d in devs] == ["RPC0", "RPC1"]
@@ -113,19 +148,22 @@ def test_list_devices_of_the_real_binary() -> None:
         parse_devices("error: failed to connect\n")
 
 
-@pytest.mark.parametrize(("dev", "order", "want"), [
-    ("auto", "auto", "auto"),  # llama's own choice (RPC first, at this version)
-    ("auto", "remote-first", "RPC0/RPC1/CUDA0/CUDA1"),
-    ("auto", "local-first", "CUDA0/CUDA1/RPC0/RPC1"),
-    ("all", "auto", "CUDA0/CUDA1/RPC0/RPC1"),
-    ("local", "auto", "CUDA0/CUDA1"),
-    ("remote", "auto", "RPC0/RPC1"),
-    ("none", "remote-first", "none"),
-    ("CUDA1/RPC0", "remote-first", "RPC0/CUDA1"),
-    ("local/RPC1", "remote-first", "RPC1/CUDA0/CUDA1"),
-    ("RPC1/RPC0", "auto", "RPC1/RPC0"),
-    ("RPC0/local/RPC0", "auto", "RPC0/CUDA0/CUDA1"),
-])
+@pytest.mark.parametrize(
+    ("dev", "order", "want"),
+    [
+        ("auto", "auto", "auto"),  # llama's own choice (RPC first, at this version)
+        ("auto", "remote-first", "RPC0/RPC1/CUDA0/CUDA1"),
+        ("auto", "local-first", "CUDA0/CUDA1/RPC0/RPC1"),
+        ("all", "auto", "CUDA0/CUDA1/RPC0/RPC1"),
+        ("local", "auto", "CUDA0/CUDA1"),
+        ("remote", "auto", "RPC0/RPC1"),
+        ("none", "remote-first", "none"),
+        ("CUDA1/RPC0", "remote-first", "RPC0/CUDA1"),
+        ("local/RPC1", "remote-first", "RPC1/CUDA0/CUDA1"),
+        ("RPC1/RPC0", "auto", "RPC1/RPC0"),
+        ("RPC0/local/RPC0", "auto", "RPC0/CUDA0/CUDA1"),
+    ],
+)
 def test_device_sets_and_order(dev: str, order: str, want: str) -> None:
     assert resolve_devices(dev, order, RIG) == want
 
@@ -134,17 +172,43 @@ def test_device_sets_on_a_cpu_only_machine_and_unknown_names() -> None:
     assert resolve_devices("local", "auto", []) == "none"
     with pytest.raises(ConfigError) as e:
         resolve_devices("CUDO0", "auto", RIG)
-    assert 'no device \'CUDO0\' (did you mean "CUDA0"?)' in e.value.message
+    assert "no device 'CUDO0' (did you mean \"CUDA0\"?)" in e.value.message
     assert "CUDA0, CUDA1, RPC0, RPC1" in e.value.hint
 
 
 def test_point_args_map_every_dimension() -> None:
     caps = parse_caps(HELP)
-    p = Point(settings=(("sm", "tensor"), ("dev", "local/RPC0"), ("dev-order", "remote-first"),
-                        ("ts", "1/3/1"), ("depth", "4096"), ("b", "512"), ("ub", "128"), ("fa", "on")))
-    assert point_args(p, caps, RIG) == ("-sm", "tensor", "-dev", "RPC0/CUDA0/CUDA1", "-ts", "1/3/1",
-                                        "-d", "4096", "-b", "512", "-ub", "128", "-fa", "on")
+    p = Point(
+        settings=(
+            ("sm", "tensor"),
+            ("dev", "local/RPC0"),
+            ("dev-order", "remote-first"),
+            ("ts", "1/3/1"),
+            ("depth", "4096"),
+            ("b", "512"),
+            ("ub", "128"),
+            ("fa", "on"),
+        )
+    )
+    assert point_args(p, caps, RIG) == (
+        "-sm",
+        "tensor",
+        "-dev",
+        "RPC0/CUDA0/CUDA1",
+        "-ts",
+        "1/3/1",
+        "-d",
+        "4096",
+        "-b",
+        "512",
+        "-ub",
+        "128",
+        "-fa",
+        "on",
+    )
     # dev-order without dev reorders every device; dev=auto with auto order passes no -dev
     assert point_args(Point(settings=(("dev-order", "remote-first"),)), caps, RIG) == (
-        "-dev", "RPC0/RPC1/CUDA0/CUDA1")
+        "-dev",
+        "RPC0/RPC1/CUDA0/CUDA1",
+    )
     assert point_args(Point(settings=(("dev", "auto"), ("sm", "layer"))), caps, RIG) == ("-sm", "layer")

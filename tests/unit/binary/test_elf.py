@@ -31,12 +31,25 @@ def parse(data: bytes) -> ElfDynamic | None:
 @pytest.mark.parametrize("is64", [True, False])
 @pytest.mark.parametrize("little", [True, False])
 def test_reads_needed_runpath_rpath_soname(is64: bool, little: bool) -> None:
-    data = make_elf(needed=("libggml.so", "libc.so.6"), runpath="$ORIGIN:", rpath="/opt/x",
-                    soname="libllama.so", is64=is64, little=little, machine=183)
+    data = make_elf(
+        needed=("libggml.so", "libc.so.6"),
+        runpath="$ORIGIN:",
+        rpath="/opt/x",
+        soname="libllama.so",
+        is64=is64,
+        little=little,
+        machine=183,
+    )
     dyn = parse(data)
-    assert dyn == ElfDynamic(elf_class=64 if is64 else 32, machine="aarch64", dynamic=True,
-                             needed=("libggml.so", "libc.so.6"), runpath=("$ORIGIN", ""),
-                             rpath=("/opt/x",), soname="libllama.so")
+    assert dyn == ElfDynamic(
+        elf_class=64 if is64 else 32,
+        machine="aarch64",
+        dynamic=True,
+        needed=("libggml.so", "libc.so.6"),
+        runpath=("$ORIGIN", ""),
+        rpath=("/opt/x",),
+        soname="libllama.so",
+    )
 
 
 def test_no_paths_is_empty() -> None:
@@ -55,8 +68,9 @@ def test_unknown_machine_is_named_by_number() -> None:
     assert dyn is not None and dyn.machine == "machine-999"
 
 
-@pytest.mark.parametrize("data", [b"", b"MZ\x90\x00" + bytes(200), b"#!/bin/sh\necho hi\n" * 4,
-                                  b"\x7fEL", b"\x7fEL" + bytes(100)])
+@pytest.mark.parametrize(
+    "data", [b"", b"MZ\x90\x00" + bytes(200), b"#!/bin/sh\necho hi\n" * 4, b"\x7fEL", b"\x7fEL" + bytes(100)]
+)
 def test_not_elf_is_none(data: bytes) -> None:
     assert parse(data) is None
 
@@ -201,19 +215,25 @@ def test_a_real_system_binary() -> None:
     assert any(n.startswith("libc.so") for n in dyn.needed)
 
 
-@pytest.mark.parametrize(("runpath", "bad"), [
-    ("$ORIGIN", []),
-    ("${ORIGIN}", []),
-    ("$ORIGIN/../lib:$ORIGIN", []),
-    ("$ORIGIN:", [""]),
-    (":$ORIGIN", [""]),
-    ("$ORIGIN::$ORIGIN", [""]),
-    ("$ORIGIN:/home/me/venv/site-packages/nvidia/cu13/lib:", ["/home/me/venv/site-packages/nvidia/cu13/lib", ""]),
-    ("lib", ["lib"]),
-    ("./lib", ["./lib"]),
-    ("$ORIGINAL", ["$ORIGINAL"]),
-    ("$LIB", ["$LIB"]),
-])
+@pytest.mark.parametrize(
+    ("runpath", "bad"),
+    [
+        ("$ORIGIN", []),
+        ("${ORIGIN}", []),
+        ("$ORIGIN/../lib:$ORIGIN", []),
+        ("$ORIGIN:", [""]),
+        (":$ORIGIN", [""]),
+        ("$ORIGIN::$ORIGIN", [""]),
+        (
+            "$ORIGIN:/home/me/venv/site-packages/nvidia/cu13/lib:",
+            ["/home/me/venv/site-packages/nvidia/cu13/lib", ""],
+        ),
+        ("lib", ["lib"]),
+        ("./lib", ["./lib"]),
+        ("$ORIGINAL", ["$ORIGINAL"]),
+        ("$LIB", ["$LIB"]),
+    ],
+)
 def test_rpath_policy(runpath: str, bad: list[str]) -> None:
     dyn = parse(make_elf(runpath=runpath))
     assert dyn is not None

@@ -12,11 +12,24 @@ from patchkit.binary.pe_imports import PeFormatError, PeImports, read_imports, u
 
 
 def test_system_and_shipped_dlls_are_not_reported() -> None:
-    imports = PeImports(dlls=("KERNEL32.dll", "msvcrt.dll", "api-ms-win-crt-runtime-l1-1-0.dll",
-                              "WS2_32.dll", "ggml.dll", "LLAMA.DLL", "libstdc++-6.dll",
-                              "cublas64_12.dll", "libgomp-1.dll"))
+    imports = PeImports(
+        dlls=(
+            "KERNEL32.dll",
+            "msvcrt.dll",
+            "api-ms-win-crt-runtime-l1-1-0.dll",
+            "WS2_32.dll",
+            "ggml.dll",
+            "LLAMA.DLL",
+            "libstdc++-6.dll",
+            "cublas64_12.dll",
+            "libgomp-1.dll",
+        )
+    )
     assert unshipped_imports(imports, ["ggml.dll", "llama.dll", "llama-cli.exe"]) == (
-        "libstdc++-6.dll", "cublas64_12.dll", "libgomp-1.dll")
+        "libstdc++-6.dll",
+        "cublas64_12.dll",
+        "libgomp-1.dll",
+    )
     assert unshipped_imports(PeImports(dlls=()), []) == ()
 
 

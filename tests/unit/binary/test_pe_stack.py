@@ -38,6 +38,7 @@ from tests.fixtures.pe import (
 
 # ---------------------------------------------------------------- reading
 
+
 @pytest.mark.parametrize("length_delta", [0, 1, 2, 3])
 def test_checksum_matches_reference_and_pefile(length_delta: int) -> None:
     data = synth_pe() + b"\x5a\xa5\xff"[:length_delta]
@@ -64,6 +65,7 @@ def test_pe_info_sees_dll_and_signature(tmp_path: Path) -> None:
 
 
 # ---------------------------------------------------------------- editing
+
 
 @pytest.mark.parametrize("plus", [True, False])
 def test_set_stack_reserve_edits_and_checksums(tmp_path: Path, plus: bool) -> None:
@@ -151,8 +153,7 @@ def test_refuses_not_pe(tmp_path: Path) -> None:
     dos = bytearray(0x100)
     dos[:2] = b"MZ"
     struct.pack_into("<I", dos, 0x3C, 0x40)
-    assert_refused(write(tmp_path, "dos.exe", bytes(dos)), "no PE signature|without a PE",
-                   "256MiB")
+    assert_refused(write(tmp_path, "dos.exe", bytes(dos)), "no PE signature|without a PE", "256MiB")
     assert_refused(write(tmp_path, "empty.exe", b""), "not a PE", "256MiB")
 
 
@@ -181,12 +182,15 @@ def test_refuses_dll_unless_allowed(tmp_path: Path) -> None:
     assert pe_info(dll).stack_reserve == 256 * MIB
 
 
-@pytest.mark.parametrize(("reserve", "commit", "needle"), [
-    ("1000000", None, "not a multiple of the page size"),
-    ("256MiB", "1000", "commit 1000 .* not a multiple"),
-    ("0", None, "must be positive"),
-    ("256MiB", "512MiB", "commit 512 MiB is larger than the reserve 256 MiB"),
-])
+@pytest.mark.parametrize(
+    ("reserve", "commit", "needle"),
+    [
+        ("1000000", None, "not a multiple of the page size"),
+        ("256MiB", "1000", "commit 1000 .* not a multiple"),
+        ("0", None, "must be positive"),
+        ("256MiB", "512MiB", "commit 512 MiB is larger than the reserve 256 MiB"),
+    ],
+)
 def test_refuses_bad_sizes(tmp_path: Path, reserve: str, commit: str | None, needle: str) -> None:
     assert_refused(write(tmp_path, "a.exe", synth_pe()), needle, reserve, commit)
 
@@ -204,8 +208,7 @@ def test_refuses_too_large_for_pe32_plus(tmp_path: Path) -> None:
 def test_refuses_signed_unless_allowed_then_drops_the_certificate(tmp_path: Path) -> None:
     plain = synth_pe()
     signed = write(tmp_path, "s.exe", add_fake_signature(plain))
-    assert_refused(signed, "Authenticode-signed.*invalidates the signature.*--allow-unsign",
-                   "256MiB")
+    assert_refused(signed, "Authenticode-signed.*invalidates the signature.*--allow-unsign", "256MiB")
     edit = set_stack_reserve(signed, "256MiB", allow_unsign=True)
     assert edit.changed and edit.signature_removed
     assert "signature removed" in edit.describe()
@@ -237,8 +240,8 @@ def test_refuses_certificate_past_the_end(tmp_path: Path) -> None:
 
 # ---------------------------------------------------------------- atomicity
 
-def test_failed_rename_leaves_original_and_no_temp(tmp_path: Path,
-                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+
+def test_failed_rename_leaves_original_and_no_temp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     exe = write(tmp_path, "a.exe", synth_pe())
     original = exe.read_bytes()
 
@@ -252,8 +255,7 @@ def test_failed_rename_leaves_original_and_no_temp(tmp_path: Path,
     assert leftovers(tmp_path) == []
 
 
-def test_crash_mid_write_leaves_original_and_no_temp(tmp_path: Path,
-                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+def test_crash_mid_write_leaves_original_and_no_temp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A short write (disk full, crash) is caught by the verification before the rename."""
     exe = write(tmp_path, "a.exe", synth_pe())
     original = exe.read_bytes()
@@ -270,8 +272,7 @@ def test_crash_mid_write_leaves_original_and_no_temp(tmp_path: Path,
     assert leftovers(tmp_path) == []
 
 
-def test_interrupt_mid_write_leaves_original(tmp_path: Path,
-                                             monkeypatch: pytest.MonkeyPatch) -> None:
+def test_interrupt_mid_write_leaves_original(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     exe = write(tmp_path, "a.exe", synth_pe())
     original = exe.read_bytes()
 
@@ -289,9 +290,14 @@ _SYNTH = synth_pe()
 
 
 @settings(max_examples=300, deadline=None)
-@given(mutations=mutation_lists(0x200), cut=st.none() | st.integers(0, len(_SYNTH)),
-       allow_dll=st.booleans(), allow_unsign=st.booleans())
-def test_property_mutated_synthetic_headers(mutations: list[tuple[int, int]], cut: int | None,
-                                            allow_dll: bool, allow_unsign: bool) -> None:
+@given(
+    mutations=mutation_lists(0x200),
+    cut=st.none() | st.integers(0, len(_SYNTH)),
+    allow_dll=st.booleans(),
+    allow_unsign=st.booleans(),
+)
+def test_property_mutated_synthetic_headers(
+    mutations: list[tuple[int, int]], cut: int | None, allow_dll: bool, allow_unsign: bool
+) -> None:
     with tempfile.TemporaryDirectory() as d:
         check_mutated_edit(apply_mutations(_SYNTH, mutations, cut), Path(d), allow_dll, allow_unsign)

@@ -41,19 +41,30 @@ def test_999_tib_is_refused_with_the_limit(tmp_path: Path) -> None:
     code, out = run("pe-stack", str(exe), "--reserve", "999TiB")
     assert code == 10
     (line,) = [ln for ln in out.splitlines() if ln.startswith("error: ")]
-    assert "stack reserve 999 TiB is more than the Windows loader can honour for a PE32+ exe: " \
-           "at most 128 TiB (the x64 user address space)" in line
+    assert (
+        "stack reserve 999 TiB is more than the Windows loader can honour for a PE32+ exe: "
+        "at most 128 TiB (the x64 user address space)" in line
+    )
     assert exe.read_bytes() == before
 
 
-@pytest.mark.parametrize(("plus", "laa", "ok", "too_big", "needle"), [
-    (True, True, 128 * TIB, 128 * TIB + 4096, "at most 128 TiB"),
-    (False, False, 2 * GIB, 2 * GIB + 4096, "at most 2 GiB (the user address space of a 32-bit exe "
-                                             "without IMAGE_FILE_LARGE_ADDRESS_AWARE)"),
-    (False, True, 3 * GIB, 4 * GIB, "does not fit the PE32 32-bit field"),
-])
-def test_loader_limits_per_format(tmp_path: Path, plus: bool, laa: bool, ok: int, too_big: int,
-                                  needle: str) -> None:
+@pytest.mark.parametrize(
+    ("plus", "laa", "ok", "too_big", "needle"),
+    [
+        (True, True, 128 * TIB, 128 * TIB + 4096, "at most 128 TiB"),
+        (
+            False,
+            False,
+            2 * GIB,
+            2 * GIB + 4096,
+            "at most 2 GiB (the user address space of a 32-bit exe without IMAGE_FILE_LARGE_ADDRESS_AWARE)",
+        ),
+        (False, True, 3 * GIB, 4 * GIB, "does not fit the PE32 32-bit field"),
+    ],
+)
+def test_loader_limits_per_format(
+    tmp_path: Path, plus: bool, laa: bool, ok: int, too_big: int, needle: str
+) -> None:
     data = synth_pe(plus=plus)
     exe = write(tmp_path, "a.exe", data if laa else not_large_address_aware(data))
     assert pe_info(exe).large_address_aware is laa
@@ -62,16 +73,14 @@ def test_loader_limits_per_format(tmp_path: Path, plus: bool, laa: bool, ok: int
     assert pemod.set_stack_reserve(exe, ok).reserve_after == ok
 
 
-@pytest.mark.parametrize("size", ["99999999999999999999TiB", "0x1" + "0" * 40, str(1 << 70),
-                                  "1" * 100])
+@pytest.mark.parametrize("size", ["99999999999999999999TiB", "0x1" + "0" * 40, str(1 << 70), "1" * 100])
 def test_absurd_sizes_are_one_line(tmp_path: Path, size: str) -> None:
     exe = write(tmp_path, "a.exe", synth_pe())
     code, out = run("pe-stack", str(exe), "--reserve", size)
     assert code == 2 and out.count("error: ") == 1
 
 
-def test_a_batch_that_fails_half_way_changes_nothing(tmp_path: Path,
-                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_batch_that_fails_half_way_changes_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     files = [write(tmp_path, f"{n}.exe", synth_pe()) for n in ("a", "b", "c")]
     before = {f: f.read_bytes() for f in files}
     real_replace = os.replace
@@ -85,8 +94,10 @@ def test_a_batch_that_fails_half_way_changes_nothing(tmp_path: Path,
 
     monkeypatch.setattr(pemod.os, "replace", flaky)
     code, out = run("pe-stack", *map(str, files), "--reserve", "256MiB")
-    assert code == 10 and "c.exe: cannot write the edited file: No space left on device; " \
-                          "no file was changed" in out
+    assert (
+        code == 10
+        and "c.exe: cannot write the edited file: No space left on device; no file was changed" in out
+    )
     assert {f: f.read_bytes() for f in files} == before  # a and b were put back
     assert sorted(os.listdir(tmp_path)) == ["a.exe", "b.exe", "c.exe"]  # no temp, no backup
     assert calls[:3] == ["a.exe", "b.exe", "c.exe"]
@@ -101,8 +112,7 @@ def test_a_batch_with_one_bad_file_writes_nothing(tmp_path: Path) -> None:
     assert good.read_bytes() == before
 
 
-def test_an_interrupted_batch_puts_everything_back(tmp_path: Path,
-                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+def test_an_interrupted_batch_puts_everything_back(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     files = [write(tmp_path, f"{n}.exe", synth_pe()) for n in ("a", "b")]
     before = {f: f.read_bytes() for f in files}
     real_replace = os.replace

@@ -20,13 +20,17 @@ PW = "hunter2-Secret"
 
 # -- URLs -----------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize(("url", "redacted", "ccache_url"), [
-    ("redis://127.0.0.1:6379", "redis://127.0.0.1:6379", "redis://127.0.0.1:6379"),
-    (f"redis://:{PW}@cache.lan:7000/2", "redis://***@cache.lan:7000/2", f"redis://{PW}@cache.lan:7000/2"),
-    (f"redis://{PW}@cache.lan", "redis://***@cache.lan", f"redis://{PW}@cache.lan"),  # ccache's form
-    (f"redis://ci:{PW}@cache.lan", "redis://***@cache.lan", f"redis://ci:{PW}@cache.lan"),
-    ("http://cache.lan:8080/ccache/", "http://cache.lan:8080/ccache/", "http://cache.lan:8080/ccache/"),
-])
+
+@pytest.mark.parametrize(
+    ("url", "redacted", "ccache_url"),
+    [
+        ("redis://127.0.0.1:6379", "redis://127.0.0.1:6379", "redis://127.0.0.1:6379"),
+        (f"redis://:{PW}@cache.lan:7000/2", "redis://***@cache.lan:7000/2", f"redis://{PW}@cache.lan:7000/2"),
+        (f"redis://{PW}@cache.lan", "redis://***@cache.lan", f"redis://{PW}@cache.lan"),  # ccache's form
+        (f"redis://ci:{PW}@cache.lan", "redis://***@cache.lan", f"redis://ci:{PW}@cache.lan"),
+        ("http://cache.lan:8080/ccache/", "http://cache.lan:8080/ccache/", "http://cache.lan:8080/ccache/"),
+    ],
+)
 def test_ccache_urls(url: str, redacted: str, ccache_url: str) -> None:
     r = cc.parse_remote(url, where="--cache-remote")
     assert r.redacted == redacted == str(r)
@@ -40,34 +44,40 @@ def test_percent_encoded_password_is_decoded_and_redacted() -> None:
     assert cc.redact("url redis://:p%40ss%3Aword@h:1 and p@ss:word", r) == "url redis://***@h:1 and ***"
 
 
-@pytest.mark.parametrize(("url", "scheme", "redacted"), [
-    ("s3://my-bucket/llama", "s3", "s3://my-bucket/llama"),
-    ("gcs://bucket", "gcs", "gcs://bucket"),
-    ("gha", "gha", "gha"),
-    ("rediss://:x@redis.example:6380", "rediss", "rediss://***@redis.example:6380"),
-    ("https://dav.example/cache", "https", "https://dav.example/cache"),
-    ("memcached://10.0.0.5:11211", "memcached", "memcached://10.0.0.5:11211"),
-])
+@pytest.mark.parametrize(
+    ("url", "scheme", "redacted"),
+    [
+        ("s3://my-bucket/llama", "s3", "s3://my-bucket/llama"),
+        ("gcs://bucket", "gcs", "gcs://bucket"),
+        ("gha", "gha", "gha"),
+        ("rediss://:x@redis.example:6380", "rediss", "rediss://***@redis.example:6380"),
+        ("https://dav.example/cache", "https", "https://dav.example/cache"),
+        ("memcached://10.0.0.5:11211", "memcached", "memcached://10.0.0.5:11211"),
+    ],
+)
 def test_sccache_only_urls(url: str, scheme: str, redacted: str) -> None:
     r = cc.parse_remote(url, where="--cache-remote")
     assert r.scheme == scheme and r.redacted == redacted
 
 
-@pytest.mark.parametrize(("url", "needle"), [
-    ("", "is empty"),
-    ("cache.lan:6379", "no scheme://"),
-    ("ftp://cache.lan", "unknown scheme 'ftp://'"),
-    (f"redis://:{PW}@cache.lan:99999", "not a valid URL"),
-    (f"redis://:{PW}@cache.lan:port", "not a valid URL"),
-    ("redis://cache.lan/db1", "must be a database number"),
-    ("redis://cache.lan?db=1", "query or fragment"),
-    ("redis://cache.lan|operation-timeout=1", "'|'"),
-    ("redis://cache lan", "spaces"),
-    (f"redis://:{PW}@:6379", "names no host"),
-    ("s3://", "names no bucket"),
-    (f"s3://key:{PW}@bucket", "credentials come from the cloud"),
-    ("redis://h:0", "port 0"),
-])
+@pytest.mark.parametrize(
+    ("url", "needle"),
+    [
+        ("", "is empty"),
+        ("cache.lan:6379", "no scheme://"),
+        ("ftp://cache.lan", "unknown scheme 'ftp://'"),
+        (f"redis://:{PW}@cache.lan:99999", "not a valid URL"),
+        (f"redis://:{PW}@cache.lan:port", "not a valid URL"),
+        ("redis://cache.lan/db1", "must be a database number"),
+        ("redis://cache.lan?db=1", "query or fragment"),
+        ("redis://cache.lan|operation-timeout=1", "'|'"),
+        ("redis://cache lan", "spaces"),
+        (f"redis://:{PW}@:6379", "names no host"),
+        ("s3://", "names no bucket"),
+        (f"s3://key:{PW}@bucket", "credentials come from the cloud"),
+        ("redis://h:0", "port 0"),
+    ],
+)
 def test_malformed_urls_are_one_line_without_the_password(url: str, needle: str) -> None:
     with pytest.raises(ConfigError) as e:
         cc.parse_remote(url, where="--cache-remote")
@@ -86,16 +96,22 @@ def test_redact_masks_every_form() -> None:
 
 # -- settings ---------------------------------------------------------------------------------
 
+
 def test_flag_beats_env_beats_recipe() -> None:
     env = {cc.ENV_REMOTE: "redis://from-env", cc.ENV_LAUNCHER: "sccache"}
-    s = cc.resolve(remote_flag="redis://from-flag", env=env, recipe_remote="redis://from-recipe",
-                   recipe_launcher="ccache")
+    s = cc.resolve(
+        remote_flag="redis://from-flag",
+        env=env,
+        recipe_remote="redis://from-recipe",
+        recipe_launcher="ccache",
+    )
     assert s.remote is not None and s.remote.host == "from-flag" and s.remote_from == "--cache-remote"
     assert s.launcher == "sccache" and s.launcher_from == cc.ENV_LAUNCHER
     s = cc.resolve(env=env, recipe_remote="redis://from-recipe")
     assert s.remote is not None and s.remote.host == "from-env" and s.remote_from == cc.ENV_REMOTE
-    s = cc.resolve(env={}, recipe_remote="redis://from-recipe", recipe_launcher="ccache",
-                   recipe_label="recipes/x.toml")
+    s = cc.resolve(
+        env={}, recipe_remote="redis://from-recipe", recipe_launcher="ccache", recipe_label="recipes/x.toml"
+    )
     assert s.remote is not None and s.remote.host == "from-recipe"
     assert s.remote_from == "recipes/x.toml: build.cache_remote" and s.launcher == "ccache"
     assert cc.resolve(env={}) == cc.CacheSettings()
@@ -137,13 +153,20 @@ def test_a_recipe_may_not_hold_credentials() -> None:
 
 # -- plan and environment ---------------------------------------------------------------------
 
+
 def test_ccache_plan_base_dir_and_remote_env(tmp_path: Path) -> None:
     root = tmp_path / "cache"
     remote = cc.parse_remote(f"redis://:{PW}@h:1", where="x")
-    p = cc.plan(cc.CacheSettings(remote=remote), ccache=Path("/usr/bin/ccache"), cache_root=root,
-                env={"CCACHE_BASEDIR": "/somewhere/else"})
-    assert p.launcher == "ccache" and p.defines == {"CMAKE_C_COMPILER_LAUNCHER": "ccache",
-                                                    "CMAKE_CXX_COMPILER_LAUNCHER": "ccache"}
+    p = cc.plan(
+        cc.CacheSettings(remote=remote),
+        ccache=Path("/usr/bin/ccache"),
+        cache_root=root,
+        env={"CCACHE_BASEDIR": "/somewhere/else"},
+    )
+    assert p.launcher == "ccache" and p.defines == {
+        "CMAKE_C_COMPILER_LAUNCHER": "ccache",
+        "CMAKE_CXX_COMPILER_LAUNCHER": "ccache",
+    }
     # a base dir that does not cover the cache would make every key absolute: the cache root wins
     assert p.env["CCACHE_BASEDIR"] == str(root) and p.env["CCACHE_NOHASHDIR"] == "true"
     assert p.env["CCACHE_COMPILERCHECK"] == "content"
@@ -151,8 +174,12 @@ def test_ccache_plan_base_dir_and_remote_env(tmp_path: Path) -> None:
     env = cc._remote_env(p)
     assert env["CCACHE_REMOTE_STORAGE"].startswith(f"redis://{PW}@h:1|")
     # a base dir above the cache root is the user's choice and kept
-    p = cc.plan(cc.CacheSettings(), ccache=Path("/usr/bin/ccache"), cache_root=root,
-                env={"CCACHE_BASEDIR": str(tmp_path)})
+    p = cc.plan(
+        cc.CacheSettings(),
+        ccache=Path("/usr/bin/ccache"),
+        cache_root=root,
+        env={"CCACHE_BASEDIR": str(tmp_path)},
+    )
     assert "CCACHE_BASEDIR" not in p.env and "CCACHE_COMPILERCHECK" not in p.env
 
 
@@ -162,8 +189,9 @@ def test_no_launcher_and_missing_launchers(tmp_path: Path, monkeypatch: pytest.M
     p = cc.plan(cc.CacheSettings(launcher="none"), ccache=Path("/usr/bin/ccache"), cache_root=tmp_path)
     assert p.launcher is None
     with pytest.raises(ToolMissing, match="ccache is not on PATH"):
-        cc.plan(cc.CacheSettings(launcher="ccache", launcher_from="--launcher"), ccache=None,
-                cache_root=tmp_path)
+        cc.plan(
+            cc.CacheSettings(launcher="ccache", launcher_from="--launcher"), ccache=None, cache_root=tmp_path
+        )
     monkeypatch.setattr(cc, "find_sccache", lambda env=None: None)
     with pytest.raises(ToolMissing) as e:
         cc.plan(cc.CacheSettings(launcher="sccache"), ccache=None, cache_root=tmp_path)
@@ -171,14 +199,19 @@ def test_no_launcher_and_missing_launchers(tmp_path: Path, monkeypatch: pytest.M
 
 
 def test_sccache_plan_puts_its_folder_on_path_and_credentials_apart(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     exe = tmp_path / "venv" / "bin" / "sccache"
     exe.parent.mkdir(parents=True)
     exe.write_text("")
     monkeypatch.setattr(cc, "find_sccache", lambda env=None: exe)
     remote = cc.parse_remote(f"redis://ci:{PW}@h:6379/3", where="x")
-    p = cc.plan(cc.CacheSettings(launcher="sccache", remote=remote), ccache=None,
-                cache_root=tmp_path / "c", env={"PATH": "/usr/bin"})
+    p = cc.plan(
+        cc.CacheSettings(launcher="sccache", remote=remote),
+        ccache=None,
+        cache_root=tmp_path / "c",
+        env={"PATH": "/usr/bin"},
+    )
     assert p.defines["CMAKE_CXX_COMPILER_LAUNCHER"] == "sccache"  # by name: no host path
     assert p.env["PATH"] == f"{exe.parent}:/usr/bin" and p.env["SCCACHE_BASEDIRS"] == str(tmp_path / "c")
     env = cc._remote_env(p)
@@ -186,12 +219,21 @@ def test_sccache_plan_puts_its_folder_on_path_and_credentials_apart(
     assert env["SCCACHE_REDIS_ENDPOINT"] == "redis://h:6379"  # sccache prints this one
     assert env["SCCACHE_REDIS_DB"] == "3"
     assert env["SCCACHE_REDIS_USERNAME"] == "ci" and env["SCCACHE_REDIS_PASSWORD"] == PW
-    for url, want in (("s3://b/pre", {"SCCACHE_BUCKET": "b", "SCCACHE_S3_KEY_PREFIX": "pre"}),
-                      ("gcs://g", {"SCCACHE_GCS_BUCKET": "g"}), ("gha", {"SCCACHE_GHA_ENABLED": "true"}),
-                      ("https://u:p@dav/x", {"SCCACHE_WEBDAV_ENDPOINT": "https://dav/x",
-                                             "SCCACHE_WEBDAV_PASSWORD": "p"})):
-        e = cc._remote_env(cc.CachePlan(launcher="sccache", program=exe, base_dir=tmp_path,
-                                        env={}, remote=cc.parse_remote(url, where="x")))
+    for url, want in (
+        ("s3://b/pre", {"SCCACHE_BUCKET": "b", "SCCACHE_S3_KEY_PREFIX": "pre"}),
+        ("gcs://g", {"SCCACHE_GCS_BUCKET": "g"}),
+        ("gha", {"SCCACHE_GHA_ENABLED": "true"}),
+        ("https://u:p@dav/x", {"SCCACHE_WEBDAV_ENDPOINT": "https://dav/x", "SCCACHE_WEBDAV_PASSWORD": "p"}),
+    ):
+        e = cc._remote_env(
+            cc.CachePlan(
+                launcher="sccache",
+                program=exe,
+                base_dir=tmp_path,
+                env={},
+                remote=cc.parse_remote(url, where="x"),
+            )
+        )
         assert want.items() <= e.items(), (url, e)
 
 
@@ -234,13 +276,22 @@ def test_ccache_counts() -> None:
 
 # the real `sccache --show-stats --stats-format json` (0.16.0, disk + redis), trimmed
 SCCACHE_JSON = {
-    "stats": {"compile_requests": 6, "cache_errors": {"counts": {}},
-              "cache_hits": {"counts": {"C/C++": 4}}, "cache_misses": {"counts": {"C/C++": 1}},
-              "cache_timeouts": 0, "cache_read_errors": 0, "compilations": 1,
-              "compiler_write_duration": {"secs": 2, "nanos": 500_000_000},
-              "multi_level": [{"name": "L0 (disk)", "hits": 1},
-                              {"name": "L1 (redis)", "location": "redis, name: redis://h:1", "hits": 3}]},
-    "version": "0.16.0"}
+    "stats": {
+        "compile_requests": 6,
+        "cache_errors": {"counts": {}},
+        "cache_hits": {"counts": {"C/C++": 4}},
+        "cache_misses": {"counts": {"C/C++": 1}},
+        "cache_timeouts": 0,
+        "cache_read_errors": 0,
+        "compilations": 1,
+        "compiler_write_duration": {"secs": 2, "nanos": 500_000_000},
+        "multi_level": [
+            {"name": "L0 (disk)", "hits": 1},
+            {"name": "L1 (redis)", "location": "redis, name: redis://h:1", "hits": 3},
+        ],
+    },
+    "version": "0.16.0",
+}
 
 
 def test_sccache_counts() -> None:
@@ -255,8 +306,10 @@ def test_sccache_counts() -> None:
 
 def test_ninja_log_and_miss_seconds(tmp_path: Path) -> None:
     log = tmp_path / ".ninja_log"
-    log.write_text("# ninja log v6\n0\t5000\t0\tCMakeFiles/a.dir/a.c.o\t1\n"
-                   "0\t40\t0\tCMakeFiles/a.dir/b.c.o\t1\n10\t3000\t0\tbin/liba.so\t1\n")
+    log.write_text(
+        "# ninja log v6\n0\t5000\t0\tCMakeFiles/a.dir/a.c.o\t1\n"
+        "0\t40\t0\tCMakeFiles/a.dir/b.c.o\t1\n10\t3000\t0\tbin/liba.so\t1\n"
+    )
     offset = log.stat().st_size
     with log.open("a") as f:
         f.write("0\t3000\t0\tCMakeFiles/a.dir/c.c.o\t1\n5\t25\t0\tCMakeFiles/a.dir/d.c.obj\t1\nbroken\n")
@@ -268,6 +321,7 @@ def test_ninja_log_and_miss_seconds(tmp_path: Path) -> None:
 
 
 # -- the probe ----------------------------------------------------------------------------------
+
 
 @pytest.fixture
 def fake_remote() -> Iterator[Callable[[Callable[[socket.socket], None]], int]]:
@@ -308,11 +362,11 @@ def _redis_like(password: str | None) -> Callable[[socket.socket], None]:
             if not chunk:
                 return
             buf += chunk
-            while buf.startswith(b"*") and buf.count(b"\r\n") >= 1 + 2 * int(buf[1:buf.index(b"\r")]):
-                n = int(buf[1:buf.index(b"\r")])
+            while buf.startswith(b"*") and buf.count(b"\r\n") >= 1 + 2 * int(buf[1 : buf.index(b"\r")]):
+                n = int(buf[1 : buf.index(b"\r")])
                 parts = buf.split(b"\r\n")
                 args = [parts[2 + 2 * i].decode() for i in range(n)]
-                buf = b"\r\n".join(parts[1 + 2 * n:])
+                buf = b"\r\n".join(parts[1 + 2 * n :])
                 if args[0] == "AUTH":
                     authed = args[-1] == password
                     conn.sendall(b"+OK\r\n" if authed else b"-WRONGPASS invalid username-password pair\r\n")
@@ -320,6 +374,7 @@ def _redis_like(password: str | None) -> Callable[[socket.socket], None]:
                     conn.sendall(b"-NOAUTH Authentication required.\r\n")
                 else:
                     conn.sendall(b"+PONG\r\n" if args[0] == "PING" else b"+OK\r\n")
+
     return handler
 
 
@@ -348,7 +403,8 @@ def test_probe_a_slow_and_a_missing_remote(fake_remote: Callable[..., int]) -> N
 
 
 def test_a_remote_without_ccache_takes_sccache_or_says_what_to_install(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     remote = cc.parse_remote("redis://h", where="x")
     settings = cc.CacheSettings(remote=remote, remote_from="--cache-remote")
     monkeypatch.setattr(cc, "find_sccache", lambda env=None: tmp_path / "sccache")
@@ -375,8 +431,11 @@ def test_dist_urls() -> None:
     d = cc.parse_dist("http://tok3n@127.0.0.1:10600", where="--dist")
     assert d.password == "tok3n" and d.endpoint == "http://127.0.0.1:10600"
     assert d.redacted == "http://***@127.0.0.1:10600"
-    for bad, needle in (("redis://t@h", "scheduler is http"),
-                        ("http://h:1", "no client token"), ("http://t@h:1/x", "HOST:PORT")):
+    for bad, needle in (
+        ("redis://t@h", "scheduler is http"),
+        ("http://h:1", "no client token"),
+        ("http://t@h:1/x", "HOST:PORT"),
+    ):
         with pytest.raises(ConfigError, match=needle):
             cc.parse_dist(bad, where="--dist")
     s = cc.resolve(env={cc.ENV_DIST: "http://t@h:1"})
@@ -387,12 +446,14 @@ def test_dist_urls() -> None:
 
 
 def _ccache_plan(tmp_path: Path, remote: cc.RemoteUrl | None) -> cc.CachePlan:
-    return cc.plan(cc.CacheSettings(remote=remote), ccache=Path("/usr/bin/ccache"),
-                   cache_root=tmp_path, env={})
+    return cc.plan(
+        cc.CacheSettings(remote=remote), ccache=Path("/usr/bin/ccache"), cache_root=tmp_path, env={}
+    )
 
 
 def test_ccache_session_counts_this_build_and_remembers_the_compile_time(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     monkeypatch.setattr(cc, "tool_version", lambda path: "4.7.5")
     monkeypatch.setattr(cc, "probe", lambda remote: None)
     remote = cc.parse_remote(f"redis://:{PW}@h:1", where="x")
@@ -404,8 +465,9 @@ def test_ccache_session_counts_this_build_and_remembers_the_compile_time(
         assert s.env["CCACHE_REMOTE_STORAGE"].startswith(f"redis://{PW}@h:1|")
         assert not (work / "ccache-stats.log").exists()  # this build's counters only
         s.before_build(build)
-        (build / ".ninja_log").write_text("# ninja log v6\n0\t4000\t0\ta.c.o\t1\n0\t2000\t0\tb.c.o\t1\n"
-                                          "0\t10\t0\tc.c.o\t1\n")
+        (build / ".ninja_log").write_text(
+            "# ninja log v6\n0\t4000\t0\ta.c.o\t1\n0\t2000\t0\tb.c.o\t1\n0\t10\t0\tc.c.o\t1\n"
+        )
         (work / "ccache-stats.log").write_text(STATS_LOG)
         record = s.finish(build)
     assert record is not None
@@ -424,8 +486,9 @@ def test_ccache_session_counts_this_build_and_remembers_the_compile_time(
     assert record is not None and record.local_hits == 1 and record.seconds_saved == 3.0
 
 
-def test_session_falls_back_when_the_probe_fails(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                 capsys: pytest.CaptureFixture[str]) -> None:
+def test_session_falls_back_when_the_probe_fails(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     monkeypatch.setattr(cc, "probe", lambda remote: "refused the connection")
     remote = cc.parse_remote(f"redis://:{PW}@h:1", where="x")
     with cc.session(_ccache_plan(tmp_path, remote), tmp_path / "w", {}) as s:

@@ -54,7 +54,11 @@ def test_cuobjdump_list_parsing() -> None:
     assert parse_cuobjdump_list(LIST_ELF) == ["sm_75", "sm_86"]
     assert parse_cuobjdump_list(LIST_PTX) == ["compute_86"]
     assert parse_cuobjdump_list(LIST_ELF + LIST_PTX + "ELF file    3: x.3.sm_120a.cubin\n") == [
-        "sm_75", "sm_86", "compute_86", "sm_120a"]
+        "sm_75",
+        "sm_86",
+        "compute_86",
+        "sm_120a",
+    ]
     assert parse_cuobjdump_list(NO_CODE) == []
 
 
@@ -101,8 +105,7 @@ def test_missing_cublas_is_refused_with_the_wheel_to_install() -> None:
     with pytest.raises(CudaError, match="has no cuBLAS") as e:
         preflight(archs_of("turing", "ampere"), toolkit((13, 0, 88), cublas=None))
     assert "pip install nvidia-cublas" in e.value.hint
-    notes = preflight(archs_of("turing"), toolkit((13, 0, 88), cublas=None),
-                      need_cublas=False)
+    notes = preflight(archs_of("turing"), toolkit((13, 0, 88), cublas=None), need_cublas=False)
     assert any("no cuBLAS" in n for n in notes)
 
 
@@ -128,14 +131,15 @@ def test_prepare_runs_validate_find_and_preflight(tmp_path: Path) -> None:
     make_exe(tmp_path / "bin" / "g++")
     run = FakeRun(nvcc_answers(NVCC_12_4, root) | {("g++", "--version"): (0, GXX_12)})
     r = recipe_from(tmp_path, '[build]\ntargets = ["t"]\n[cuda]\narchs = ["pascal", "turing", 86]\n')
-    plan = prepare(r, cuda_root=root, env={"PATH": str(tmp_path / "bin")}, ccache=False,
-                   run=run, sites=[])
+    plan = prepare(r, cuda_root=root, env={"PATH": str(tmp_path / "bin")}, ccache=False, run=run, sites=[])
     assert plan.archs.sms == (60, 61, 75, 86)
     assert plan.toolkit.version == (12, 4, 131)
     assert plan.defines["CUDAToolkit_ROOT"] == root.as_posix()
     assert plan.defines["GGML_CUDA_NO_VMM"] == "ON"
-    assert plan.notes == ("no libcuda stub in the toolkit and no driver library: building with "
-                          "GGML_CUDA_NO_VMM=ON (no virtual-memory pools)",)
+    assert plan.notes == (
+        "no libcuda stub in the toolkit and no driver library: building with "
+        "GGML_CUDA_NO_VMM=ON (no virtual-memory pools)",
+    )
     with pytest.raises(RecipeError, match="has no \\[cuda\\] section"):
         prepare(recipe_from(tmp_path, '[build]\ntargets = ["t"]\n'), run=run, sites=[])
 
@@ -143,8 +147,9 @@ def test_prepare_runs_validate_find_and_preflight(tmp_path: Path) -> None:
 def test_windows_toolkit_needs_msvc() -> None:
     with pytest.raises(CudaError, match="needs MSVC"):
         preflight(RIG, toolkit((12, 4, 131), windows=True))
-    assert preflight(RIG, toolkit((12, 4, 131), windows=True,
-                                  host_compiler=host("msvc", (19, 38, 33130)))) == []
+    assert (
+        preflight(RIG, toolkit((12, 4, 131), windows=True, host_compiler=host("msvc", (19, 38, 33130)))) == []
+    )
 
 
 # --------------------------------------------------------------------------------------
@@ -155,8 +160,12 @@ def test_cmake_defines_for_a_wheel_cublas_stubless_toolkit(tmp_path: Path) -> No
     r = recipe_from(tmp_path, '[build]\ntargets = ["t"]\n[cuda]\narchs = ["turing", 86]\n')
     assert r.cuda is not None
     archs = r.cuda.archs
-    tk = toolkit((13, 0, 88), cublas="wheel", libcuda=False,
-                 host_compiler=host(explicit=True, source="recipe", path="/usr/bin/g++-12"))
+    tk = toolkit(
+        (13, 0, 88),
+        cublas="wheel",
+        libcuda=False,
+        host_compiler=host(explicit=True, source="recipe", path="/usr/bin/g++-12"),
+    )
     d = cmake_defines(r, archs, tk, ccache="/usr/bin/ccache")
     assert d == {
         "GGML_CUDA": "ON",
@@ -179,21 +188,25 @@ def test_build_env_puts_toolkit_and_wheel_libs_on_the_loader_path(tmp_path: Path
     (root / "lib64").mkdir(parents=True)
     tk = dataclasses.replace(toolkit((13, 0, 88), cublas="wheel"), root=root)
     assert build_env(tk, {"LD_LIBRARY_PATH": "/x"}) == {
-        "LD_LIBRARY_PATH": f"{root / 'lib64'}:/site/nvidia/cu13/lib:/x"}
+        "LD_LIBRARY_PATH": f"{root / 'lib64'}:/site/nvidia/cu13/lib:/x"
+    }
     assert build_env(dataclasses.replace(tk, windows=True), {}) == {}
     bare = dataclasses.replace(toolkit((12, 4, 131)), root=tmp_path / "none")
     assert build_env(bare, {}) == {}
 
 
 def test_cmake_defines_for_a_complete_toolkit(tmp_path: Path) -> None:
-    r = recipe_from(tmp_path, '[build]\ntargets = ["t"]\n[cuda]\narchs = ["pascal"]\n'
-                              'fa_all_quants = true\n')
+    r = recipe_from(tmp_path, '[build]\ntargets = ["t"]\n[cuda]\narchs = ["pascal"]\nfa_all_quants = true\n')
     assert r.cuda is not None
     d = cmake_defines(r, r.cuda.archs, toolkit((12, 4, 131)), ccache=False)
     assert d["GGML_CUDA_FA_ALL_QUANTS"] == "ON"
     assert d["CMAKE_CUDA_ARCHITECTURES"] == "60-real;61-real;61-virtual"
-    for absent in ("GGML_CUDA_NO_VMM", "CUDA_cublas_LIBRARY", "CMAKE_CUDA_HOST_COMPILER",
-                   "CMAKE_CUDA_COMPILER_LAUNCHER"):
+    for absent in (
+        "GGML_CUDA_NO_VMM",
+        "CUDA_cublas_LIBRARY",
+        "CMAKE_CUDA_HOST_COMPILER",
+        "CMAKE_CUDA_COMPILER_LAUNCHER",
+    ):
         assert absent not in d
 
 
@@ -211,14 +224,20 @@ def _cuobjdump_run(lib_elf: str = LIST_ELF, lib_ptx: str = LIST_PTX) -> FakeRun:
             if Path(args[2]).name == "fixmain":
                 return 255, NO_CODE
             return 0, lib_elf if args[1] == "--list-elf" else lib_ptx
+
     return Run({})
 
 
 def test_prove_archs_lists_cubins_per_file() -> None:
     base = Path("/b")
     run = _cuobjdump_run()
-    got = prove_archs([base / "bin/libfixcuda.so", base / "bin/fixmain"], ARCHS_75_86,
-                      Path("/x/cuobjdump"), base=base, run=run)
+    got = prove_archs(
+        [base / "bin/libfixcuda.so", base / "bin/fixmain"],
+        ARCHS_75_86,
+        Path("/x/cuobjdump"),
+        base=base,
+        run=run,
+    )
     assert got == {"bin/libfixcuda.so": ["sm_75", "sm_86", "compute_86"], "bin/fixmain": []}
     assert run.calls[0] == ["/x/cuobjdump", "--list-elf", "/b/bin/libfixcuda.so"]
 
@@ -228,21 +247,33 @@ def test_build_info_records_archs_toolkit_and_cubins() -> None:
     cubins = {"bin/libggml-cuda.so": ["sm_75", "sm_86", "compute_86"]}
     info = build_info(ARCHS_75_86, tk, cubins, ["n"])
     assert json.loads(json.dumps(info.to_json())) == {
-        "archs": [75, 86], "ptx": 86, "requested": ["75", "86"],
-        "cmake_architectures": "75-real;86-real;86-virtual", "nvcc": "12.4.131",
+        "archs": [75, 86],
+        "ptx": 86,
+        "requested": ["75", "86"],
+        "cmake_architectures": "75-real;86-real;86-virtual",
+        "nvcc": "12.4.131",
         "proven": cubins,
-        "toolkit": {"version": "12.4.131", "root": "/opt/cuda-12.4",
-                    "nvcc": "/opt/cuda-12.4/bin/nvcc",
-                    "host_compiler": {"kind": "gcc", "version": "12.2.0", "path": "/usr/bin/g++"},
-                    "cublas": "wheel", "libcuda": None, "no_vmm": True},
+        "toolkit": {
+            "version": "12.4.131",
+            "root": "/opt/cuda-12.4",
+            "nvcc": "/opt/cuda-12.4/bin/nvcc",
+            "host_compiler": {"kind": "gcc", "version": "12.2.0", "path": "/usr/bin/g++"},
+            "cublas": "wheel",
+            "libcuda": None,
+            "no_vmm": True,
+        },
         "notes": ["n"],
     }
 
 
 def test_prove_archs_fails_when_a_requested_sm_is_missing() -> None:
     with pytest.raises(CudaError) as e:
-        prove_archs([Path("/b/bin/libfixcuda.so")], archs_of("pascal", 75, 86),
-                    Path("cuobjdump"), run=_cuobjdump_run())
+        prove_archs(
+            [Path("/b/bin/libfixcuda.so")],
+            archs_of("pascal", 75, 86),
+            Path("cuobjdump"),
+            run=_cuobjdump_run(),
+        )
     assert e.value.exit_code == 13
     assert "libfixcuda.so lacks sm_60 (pascal), sm_61 (pascal)" in e.value.message
     assert "60-real;61-real;75-real;86-real;86-virtual" in e.value.hint
@@ -260,7 +291,10 @@ def test_cuda_files_finds_the_backend_library_and_executables(tmp_path: Path) ->
     (b / "ggml/src/ggml-cuda/CMakeFiles/ggml-cuda.dir/llama-server").write_bytes(b"x")
     got = cuda_files(b, ["llama-server", "ggml-rpc-server", "llama-bench"])
     assert [p.relative_to(b).as_posix() for p in got] == [
-        "bin/libggml-cuda.so.0.9.7", "bin/llama-server", "bin/ggml-rpc-server.exe"]
+        "bin/libggml-cuda.so.0.9.7",
+        "bin/llama-server",
+        "bin/ggml-rpc-server.exe",
+    ]
 
 
 def test_prove_archs_fails_without_ptx_or_device_code() -> None:
@@ -275,6 +309,10 @@ def test_prove_archs_fails_without_ptx_or_device_code() -> None:
 def test_prove_archs_accepts_arch_specific_variants() -> None:
     elf = "ELF file    1: l.1.sm_86.cubin\nELF file    2: l.2.sm_120a.cubin\n"
     archs = CudaArchs(sms=(86, 120), ptx=120, cmake="86-real;120-real;120-virtual", requested=())
-    got = prove_archs([Path("/l.so")], archs, Path("c"),
-                      run=_cuobjdump_run(lib_elf=elf, lib_ptx="PTX file    1: l.1.sm_120a.ptx\n"))
+    got = prove_archs(
+        [Path("/l.so")],
+        archs,
+        Path("c"),
+        run=_cuobjdump_run(lib_elf=elf, lib_ptx="PTX file    1: l.1.sm_120a.ptx\n"),
+    )
     assert got == {"l.so": ["sm_86", "sm_120a", "compute_120a"]}

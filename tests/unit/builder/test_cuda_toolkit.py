@@ -48,31 +48,46 @@ RIG = archs_of("pascal", "turing", 86)
 # the toolkit table
 
 
-@pytest.mark.parametrize(("version", "has", "lacks"), [
-    ((10, 0), {30, 60, 61, 70, 75}, {80, 86}),
-    ((10, 2), {60, 75}, {80, 86}),
-    ((11, 0), {35, 60, 80}, {30, 86}),
-    ((11, 1), {60, 61, 75, 86}, {89}),
-    ((11, 4), {87}, {89, 90}),
-    ((11, 8), {60, 61, 75, 86, 89, 90}, {100, 120}),
-    ((12, 0), {50, 60, 61, 90}, {35, 37, 100}),
-    ((12, 4), {60, 61, 75, 86, 89, 90}, {100, 120}),
-    ((12, 8), {60, 100, 120}, {103, 121}),
-    ((12, 9), {60, 103, 121}, {110}),
-    ((13, 0), {75, 80, 86, 89, 90, 110, 120}, {50, 60, 61, 70, 72}),
-])
-def test_toolkit_table_knows_what_each_release_compiles(version: tuple[int, int], has: set[int],
-                                                        lacks: set[int]) -> None:
+@pytest.mark.parametrize(
+    ("version", "has", "lacks"),
+    [
+        ((10, 0), {30, 60, 61, 70, 75}, {80, 86}),
+        ((10, 2), {60, 75}, {80, 86}),
+        ((11, 0), {35, 60, 80}, {30, 86}),
+        ((11, 1), {60, 61, 75, 86}, {89}),
+        ((11, 4), {87}, {89, 90}),
+        ((11, 8), {60, 61, 75, 86, 89, 90}, {100, 120}),
+        ((12, 0), {50, 60, 61, 90}, {35, 37, 100}),
+        ((12, 4), {60, 61, 75, 86, 89, 90}, {100, 120}),
+        ((12, 8), {60, 100, 120}, {103, 121}),
+        ((12, 9), {60, 103, 121}, {110}),
+        ((13, 0), {75, 80, 86, 89, 90, 110, 120}, {50, 60, 61, 70, 72}),
+    ],
+)
+def test_toolkit_table_knows_what_each_release_compiles(
+    version: tuple[int, int], has: set[int], lacks: set[int]
+) -> None:
     lim = limits_for(version)
     assert lim is not None
     assert has <= lim.sms
     assert not (lacks & lim.sms)
 
 
-@pytest.mark.parametrize(("version", "gcc"), [
-    ((10, 0), 7), ((10, 2), 8), ((11, 0), 9), ((11, 1), 10), ((11, 8), 11), ((12, 0), 12),
-    ((12, 4), 13), ((12, 6), 13), ((12, 8), 14), ((13, 0), 15),
-])
+@pytest.mark.parametrize(
+    ("version", "gcc"),
+    [
+        ((10, 0), 7),
+        ((10, 2), 8),
+        ((11, 0), 9),
+        ((11, 1), 10),
+        ((11, 8), 11),
+        ((12, 0), 12),
+        ((12, 4), 13),
+        ((12, 6), 13),
+        ((12, 8), 14),
+        ((13, 0), 15),
+    ],
+)
 def test_toolkit_table_knows_the_gcc_limits(version: tuple[int, int], gcc: int) -> None:
     lim = limits_for(version)
     assert lim is not None and lim.gcc_max == gcc
@@ -92,13 +107,16 @@ def test_toolkit_table_rows_in_between_and_beyond() -> None:
 # parsing real outputs
 
 
-@pytest.mark.parametrize(("text", "version"), [
-    (NVCC_13_0, (13, 0, 88)),
-    (NVCC_12_4, (12, 4, 131)),
-    (NVCC_11_8, (11, 8, 89)),
-    (NVCC_10_1, (10, 1, 243)),
-    (NVCC_12_4.replace("\n", "\r\n"), (12, 4, 131)),  # Windows
-])
+@pytest.mark.parametrize(
+    ("text", "version"),
+    [
+        (NVCC_13_0, (13, 0, 88)),
+        (NVCC_12_4, (12, 4, 131)),
+        (NVCC_11_8, (11, 8, 89)),
+        (NVCC_10_1, (10, 1, 243)),
+        (NVCC_12_4.replace("\n", "\r\n"), (12, 4, 131)),  # Windows
+    ],
+)
 def test_nvcc_version_parsing(text: str, version: tuple[int, int, int]) -> None:
     assert parse_nvcc_version(text) == version
 
@@ -118,14 +136,17 @@ def test_nvcc_root_and_gpu_codes_parsing() -> None:
     assert parse_gpu_codes("") is None
 
 
-@pytest.mark.parametrize(("text", "kind", "version"), [
-    (GXX_12, "gcc", (12, 2, 0)),
-    (GXX_11, "gcc", (11, 4, 0)),
-    ("x86_64-w64-mingw32-g++-posix (GCC) 12-posix\n", "gcc", None),
-    (CLANG_14, "clang", (14, 0, 6)),
-    (CL_19_38, "msvc", (19, 38, 33130)),
-    ("", "unknown", None),
-])
+@pytest.mark.parametrize(
+    ("text", "kind", "version"),
+    [
+        (GXX_12, "gcc", (12, 2, 0)),
+        (GXX_11, "gcc", (11, 4, 0)),
+        ("x86_64-w64-mingw32-g++-posix (GCC) 12-posix\n", "gcc", None),
+        (CLANG_14, "clang", (14, 0, 6)),
+        (CL_19_38, "msvc", (19, 38, 33130)),
+        ("", "unknown", None),
+    ],
+)
 def test_host_compiler_parsing(text: str, kind: str, version: tuple[int, ...] | None) -> None:
     assert parse_host_compiler(text) == (kind, version)
 
@@ -146,8 +167,7 @@ def test_find_toolkit_on_path_resolves_the_real_root(tmp_path: Path) -> None:
     (site / "nvidia/cu13/include").mkdir(parents=True)
     (site / "nvidia/cu13/include/cublas_v2.h").write_text("")
     run = FakeRun(nvcc_answers(NVCC_13_0, root, GPU_CODES_13_0) | {("g++", "--version"): (0, GXX_12)})
-    tk = find_toolkit(None, None, {"PATH": str(tmp_path / "bin")}, run=run, sites=[site],
-                      windows=False)
+    tk = find_toolkit(None, None, {"PATH": str(tmp_path / "bin")}, run=run, sites=[site], windows=False)
     assert tk.nvcc == wrapper and tk.source == "PATH"
     assert tk.root == root
     assert tk.version == (13, 0, 88) and tk.version_str == "13.0"
@@ -167,10 +187,15 @@ def test_find_toolkit_search_order_and_broken_roots(tmp_path: Path) -> None:
     env = {"PATH": str(tmp_path / "bin"), "CUDA_PATH": str(c)}
 
     def find(root: Path | None, spec_root: Path | None) -> CudaToolkit:
-        run = FakeRun(nvcc_answers(NVCC_12_4, root or spec_root or c)
-                      | {("g++", "--version"): (0, GXX_12)})
-        return find_toolkit(spec("turing", toolkit_root=str(spec_root) if spec_root else None),
-                            root, env, run=run, sites=[], windows=False)
+        run = FakeRun(nvcc_answers(NVCC_12_4, root or spec_root or c) | {("g++", "--version"): (0, GXX_12)})
+        return find_toolkit(
+            spec("turing", toolkit_root=str(spec_root) if spec_root else None),
+            root,
+            env,
+            run=run,
+            sites=[],
+            windows=False,
+        )
 
     assert find(a, b).source == "--cuda-root" and find(a, b).nvcc == a / "bin/nvcc"
     assert find(None, b).source == "cuda.toolkit_root"
@@ -183,10 +208,24 @@ def test_find_toolkit_search_order_and_broken_roots(tmp_path: Path) -> None:
     with pytest.raises(ToolMissing, match="cuda.toolkit_root points at .*nope, which has no bin/nvcc"):
         find(None, tmp_path / "nope")
     with pytest.raises(ToolMissing, match="no CUDA toolkit found"):
-        find_toolkit(None, None, {"PATH": str(tmp_path / "empty")}, run=FakeRun({}),
-                     sites=[], windows=False, default_roots=[tmp_path / "none"])
-    dflt = find_toolkit(None, None, {"PATH": ""}, sites=[], windows=False, default_roots=[b],
-                        run=FakeRun(nvcc_answers(NVCC_12_4, b) | {}))
+        find_toolkit(
+            None,
+            None,
+            {"PATH": str(tmp_path / "empty")},
+            run=FakeRun({}),
+            sites=[],
+            windows=False,
+            default_roots=[tmp_path / "none"],
+        )
+    dflt = find_toolkit(
+        None,
+        None,
+        {"PATH": ""},
+        sites=[],
+        windows=False,
+        default_roots=[b],
+        run=FakeRun(nvcc_answers(NVCC_12_4, b) | {}),
+    )
     assert dflt.source == "default location" and dflt.host.path is None
 
 
@@ -194,8 +233,10 @@ def test_find_toolkit_picks_an_older_gcc_when_the_default_is_too_new(tmp_path: P
     root = make_toolkit_dir(tmp_path / "cuda-11.8", cublas=True)
     make_exe(tmp_path / "bin" / "g++")
     g11 = make_exe(tmp_path / "bin" / "g++-11")
-    run = FakeRun(nvcc_answers(NVCC_11_8, root) | {("g++", "--version"): (0, GXX_12),
-                                                   ("g++-11", "--version"): (0, GXX_11)})
+    run = FakeRun(
+        nvcc_answers(NVCC_11_8, root)
+        | {("g++", "--version"): (0, GXX_12), ("g++-11", "--version"): (0, GXX_11)}
+    )
     tk = find_toolkit(None, root, {"PATH": str(tmp_path / "bin")}, run=run, sites=[], windows=False)
     assert tk.host.path == g11 and tk.host.explicit and tk.host.source == "auto"
     notes = preflight(RIG, tk, need_cuobjdump=False)
@@ -203,8 +244,14 @@ def test_find_toolkit_picks_an_older_gcc_when_the_default_is_too_new(tmp_path: P
     # the recipe's choice is kept as given, even when it is too new: preflight says so
     run2 = FakeRun(nvcc_answers(NVCC_11_8, root) | {("g++-12", "--version"): (0, GXX_12)})
     make_exe(tmp_path / "bin" / "g++-12")
-    tk2 = find_toolkit(spec("pascal", host_compiler="g++-12"), root,
-                       {"PATH": str(tmp_path / "bin")}, run=run2, sites=[], windows=False)
+    tk2 = find_toolkit(
+        spec("pascal", host_compiler="g++-12"),
+        root,
+        {"PATH": str(tmp_path / "bin")},
+        run=run2,
+        sites=[],
+        windows=False,
+    )
     assert tk2.host.source == "recipe" and tk2.host.explicit
     with pytest.raises(CudaError, match="accepts gcc <= 11"):
         preflight(RIG, tk2, need_cuobjdump=False)

@@ -66,8 +66,7 @@ def test_post_edits_copies_before_hashing(tmp_path: Path) -> None:
         (bin_dir / "a").write_bytes(b"edited")
         return (edit,)
 
-    written = output.write_output(out, [artifact(tmp_path, "a", b"orig")], None, info("1"),
-                                  post=post)
+    written = output.write_output(out, [artifact(tmp_path, "a", b"orig")], None, info("1"), post=post)
     from patchkit.core.fs import sha256_bytes
 
     assert written.artifacts[0].sha256 == sha256_bytes(b"edited")

@@ -63,9 +63,11 @@ def test_user_files_with_an_empty_build_info_are_not_taken_for_ours(tmp_path: Pa
     refused(tmp_path, out, "is not a patchkit output dir", "unknown build-info schema")
 
 
-@pytest.mark.parametrize("text", ["", "not json", "[]", '{"schema": 1}', "[" * 100_000,
-                                  '{"schema": 1, "recipe": 3}'],
-                         ids=["empty", "text", "list", "schema-only", "deep", "wrong-type"])
+@pytest.mark.parametrize(
+    "text",
+    ["", "not json", "[]", '{"schema": 1}', "[" * 100_000, '{"schema": 1, "recipe": 3}'],
+    ids=["empty", "text", "list", "schema-only", "deep", "wrong-type"],
+)
 def test_any_build_info_patchkit_did_not_write_is_refused(tmp_path: Path, text: str) -> None:
     out = tmp_path / "mine"
     out.mkdir()
@@ -126,8 +128,7 @@ def test_a_file_where_the_folder_should_be(tmp_path: Path) -> None:
 def test_only_what_patchkit_wrote_is_replaced(tmp_path: Path) -> None:
     out = ours(tmp_path)
     (out / "LICENSE").write_text("old licence")
-    output.write_output(out, [artifact(tmp_path, data=b"new")], None, INFO,
-                        build_dir=tmp_path / "build")
+    output.write_output(out, [artifact(tmp_path, data=b"new")], None, INFO, build_dir=tmp_path / "build")
     assert sorted(snapshot(out)) == ["bin", "bin/llama-cli", "build-info.json"]
     assert (out / "bin" / "llama-cli").read_bytes() == b"new"
 
@@ -168,8 +169,14 @@ def test_an_artifact_or_licence_linked_out_of_its_root_is_refused(tmp_path: Path
     src.mkdir()
     (src / "LICENSE").symlink_to(secret)
     with pytest.raises(BuildError, match="LICENSE: .* outside .*src"):
-        output.write_output(out, [artifact(tmp_path, "llama-server")], src / "LICENSE", INFO,
-                            build_dir=tmp_path / "build", source_dir=src)
+        output.write_output(
+            out,
+            [artifact(tmp_path, "llama-server")],
+            src / "LICENSE",
+            INFO,
+            build_dir=tmp_path / "build",
+            source_dir=src,
+        )
     assert not out.exists()
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".out")] == []
 
@@ -215,12 +222,16 @@ def test_a_full_disk_while_writing_build_info(tmp_path: Path, monkeypatch: pytes
         raise OSError(errno.ENOSPC, "No space left on device")
 
     monkeypatch.setattr(output, "write_build_info", full)
-    with pytest.raises(BuildError, match=f"no space left on the file system of {out} .* while writing .*build-info.json"):
+    with pytest.raises(
+        BuildError, match=f"no space left on the file system of {out} .* while writing .*build-info.json"
+    ):
         output.write_output(out, [artifact(tmp_path)], None, INFO, build_dir=tmp_path / "build")
     assert not out.exists() and not [p for p in tmp_path.iterdir() if p.name.startswith(".out")]
 
 
-def test_a_read_only_parent_is_a_one_line_usage_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_read_only_parent_is_a_one_line_usage_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     out = tmp_path / "ro" / "out"
 
     def denied(*a: object, **kw: object) -> str:

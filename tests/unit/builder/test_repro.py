@@ -23,30 +23,54 @@ def test_source_date_epoch_is_the_commit_time() -> None:
 
 def test_env_without_a_launcher_maps_paths_and_keeps_the_users_flags() -> None:
     root = Path("/c/w")
-    env = build_env({"CFLAGS": "-O1"}, work_root=root, build_dir=root / "build",
-                    commit_date="2026-08-07T12:34:56+00:00", launcher=None, nvcc=(13, 0, 88))
+    env = build_env(
+        {"CFLAGS": "-O1"},
+        work_root=root,
+        build_dir=root / "build",
+        commit_date="2026-08-07T12:34:56+00:00",
+        launcher=None,
+        nvcc=(13, 0, 88),
+    )
     assert env["CFLAGS"] == "-O1 -ffile-prefix-map=/c/w=.. -ffile-prefix-map=/c/w/build=."
     assert env["CXXFLAGS"] == "-ffile-prefix-map=/c/w=.. -ffile-prefix-map=/c/w/build=."
-    assert env["CUDAFLAGS"] == ("--objdir-as-tempdir -Xcompiler=-ffile-prefix-map=/c/w=.. "
-                                "-Xcompiler=-ffile-prefix-map=/c/w/build=.")
+    assert env["CUDAFLAGS"] == (
+        "--objdir-as-tempdir -Xcompiler=-ffile-prefix-map=/c/w=.. -Xcompiler=-ffile-prefix-map=/c/w/build=."
+    )
     assert env["SOURCE_DATE_EPOCH"] == "1786106096"
     # sccache would hash the maps' absolute paths (no cross-machine hits): none with it
-    assert build_env({}, work_root=root, build_dir=root / "build",
-                     commit_date="2026-08-07T12:34:56Z", launcher="sccache") == {
-        "SOURCE_DATE_EPOCH": "1786106096"}
-    old = build_env({}, work_root=root, build_dir=root / "build",
-                    commit_date="2026-08-07T12:34:56Z", launcher=None, nvcc=(11, 8, 89))
+    assert build_env(
+        {}, work_root=root, build_dir=root / "build", commit_date="2026-08-07T12:34:56Z", launcher="sccache"
+    ) == {"SOURCE_DATE_EPOCH": "1786106096"}
+    old = build_env(
+        {},
+        work_root=root,
+        build_dir=root / "build",
+        commit_date="2026-08-07T12:34:56Z",
+        launcher=None,
+        nvcc=(11, 8, 89),
+    )
     assert "--objdir-as-tempdir" not in old["CUDAFLAGS"]  # not passed to an older nvcc
 
 
 def test_env_with_ccache_adds_no_path_maps_and_a_users_epoch_wins() -> None:
     root = Path("/c/w")
-    env = build_env({"SOURCE_DATE_EPOCH": "5"}, work_root=root, build_dir=root / "build",
-                    commit_date="2026-08-07T12:34:56Z", launcher="ccache")
+    env = build_env(
+        {"SOURCE_DATE_EPOCH": "5"},
+        work_root=root,
+        build_dir=root / "build",
+        commit_date="2026-08-07T12:34:56Z",
+        launcher="ccache",
+    )
     assert env == {"SOURCE_DATE_EPOCH": "5"}
     # nvcc's temp-file names are in its objects, ccache or not
-    env = build_env({}, work_root=root, build_dir=root / "build",
-                    commit_date="2026-08-07T12:34:56Z", launcher="ccache", nvcc=(12, 4, 131))
+    env = build_env(
+        {},
+        work_root=root,
+        build_dir=root / "build",
+        commit_date="2026-08-07T12:34:56Z",
+        launcher="ccache",
+        nvcc=(12, 4, 131),
+    )
     assert env["CUDAFLAGS"] == "--objdir-as-tempdir" and "CXXFLAGS" not in env
 
 
@@ -59,10 +83,17 @@ def test_include_maps_normalise_dirs_with_dots_as_ccache_does(tmp_path: Path) ->
     build = root / "build"
     reply = build / ".cmake" / "api" / "v1" / "reply"
     reply.mkdir(parents=True)
-    incs = [f"{root}/src/common/../vendor", f"{root}/src/ggml/src/..", f"{root}/src/ggml/src/.",
-            f"{root}/src/include", "/usr/include/../include", f"{root}/src/ggml/src/../include"]
-    (reply / "target-a.json").write_text(json.dumps(
-        {"compileGroups": [{"includes": [{"path": p} for p in incs]}, {"includes": []}]}))
+    incs = [
+        f"{root}/src/common/../vendor",
+        f"{root}/src/ggml/src/..",
+        f"{root}/src/ggml/src/.",
+        f"{root}/src/include",
+        "/usr/include/../include",
+        f"{root}/src/ggml/src/../include",
+    ]
+    (reply / "target-a.json").write_text(
+        json.dumps({"compileGroups": [{"includes": [{"path": p} for p in incs]}, {"includes": []}]})
+    )
     (reply / "target-b.json").write_text("[broken")
     maps = include_maps(root, build)
     assert maps == [  # shortest first: GCC tries the last one first

@@ -35,5 +35,7 @@ def test_good_files_pass_and_the_next_step_runs(tmp_path: Path) -> None:
 
 def test_malformed_elf_fails(tmp_path: Path) -> None:
     (tmp_path / "libx.so").write_bytes(make_elf(runpath="$ORIGIN")[:90])
-    with pytest.raises(BuildError, match=r"^bin/libx.so: cannot read its dynamic section or imports: malformed ELF"):
+    with pytest.raises(
+        BuildError, match=r"^bin/libx.so: cannot read its dynamic section or imports: malformed ELF"
+    ):
         _checked_runpaths(None)(tmp_path)

@@ -10,8 +10,14 @@ import pytest
 
 from patchkit.builder.state import BuildState, digest, read_state, worktree_matches, write_state
 
-STATE = BuildState(source_id="s" * 64, tree="t" * 40, results=("applied", "already-present"),
-                   commit_date="2026-01-03T00:00:00+00:00", subject="docs: readme", config_id="c" * 64)
+STATE = BuildState(
+    source_id="s" * 64,
+    tree="t" * 40,
+    results=("applied", "already-present"),
+    commit_date="2026-01-03T00:00:00+00:00",
+    subject="docs: readme",
+    config_id="c" * 64,
+)
 
 
 def test_write_then_read(tmp_path: Path) -> None:
@@ -28,10 +34,20 @@ def test_missing_file_is_an_empty_state(tmp_path: Path) -> None:
     assert BuildState().config_id is None and BuildState().results == ()
 
 
-@pytest.mark.parametrize("text", [
-    "", "{", "null", "[1, 2]", '"a string"', "42", '{"results": 5}', '{"results": {"a": 1}}',
-    '{"source_id": {"x": 1}}',
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "",
+        "{",
+        "null",
+        "[1, 2]",
+        '"a string"',
+        "42",
+        '{"results": 5}',
+        '{"results": {"a": 1}}',
+        '{"source_id": {"x": 1}}',
+    ],
+)
 def test_a_damaged_file_is_an_empty_or_partial_state_never_an_error(tmp_path: Path, text: str) -> None:
     path = tmp_path / "state.json"
     path.write_text(text)

@@ -51,10 +51,16 @@ def test_list_shows_recipes_and_patches(project: Path) -> None:
 
 
 def test_list_shows_gpu_archs_and_flags_a_bad_family(project: Path, upstream: FixtureUpstream) -> None:
-    write_recipe(project, "gpu", url=str(upstream.path), commit=upstream.head,
-                 extra='\n[cuda]\narchs = ["pascal", "turing", 86]\n')
-    write_recipe(project, "typo", url=str(upstream.path), commit=upstream.head,
-                 extra='\n[cuda]\narchs = ["pascall"]\n')
+    write_recipe(
+        project,
+        "gpu",
+        url=str(upstream.path),
+        commit=upstream.head,
+        extra='\n[cuda]\narchs = ["pascal", "turing", 86]\n',
+    )
+    write_recipe(
+        project, "typo", url=str(upstream.path), commit=upstream.head, extra='\n[cuda]\narchs = ["pascall"]\n'
+    )
     r = invoke(project, "list")
     assert r.exit_code == 3, r.output
     assert "CUDA sm_60,61,75,86" in r.output
@@ -71,7 +77,8 @@ def test_absurd_jobs_are_one_line_exit_2(project: Path, tmp_path: Path, jobs: st
 
 @pytest.mark.parametrize("value", ["99999999999999999999", "0", "-3", "lots", "4097"])
 def test_a_bad_parallel_level_in_the_environment_is_exit_2(
-        project: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, value: str) -> None:
+    project: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, value: str
+) -> None:
     from patchkit.core.paths import cache_dir
 
     monkeypatch.setenv("CMAKE_BUILD_PARALLEL_LEVEL", value)
@@ -82,7 +89,8 @@ def test_a_bad_parallel_level_in_the_environment_is_exit_2(
 
 @pytest.mark.parametrize("where", ["cache", "cache/work/fixture-1/build", "."])
 def test_an_out_dir_in_or_around_the_cache_is_refused_before_anything_runs(
-        project: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, where: str) -> None:
+    project: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, where: str
+) -> None:
     cache = tmp_path / "cache"
     monkeypatch.setenv("PATCHKIT_CACHE", str(cache))
     r = invoke(project, "build", "fixture", "--out", str(tmp_path / where))
@@ -108,22 +116,30 @@ def test_an_out_dir_of_user_files_is_refused_before_anything_runs(project: Path,
 SECRET = "s3cr3t-Pa55"
 
 
-@pytest.mark.parametrize(("args", "needle"), [
-    (["--cache-remote", f"redis://:{SECRET}@cache.lan:port"], "--cache-remote 'redis://***@cache.lan:port': is not a valid URL"),
-    (["--cache-remote", "ftp://cache.lan"], "unknown scheme 'ftp://'"),
-    (["--cache-remote", "s3://bucket", "--launcher", "ccache"], "ccache cannot store to s3"),
-    (["--cache-remote", "redis://h", "--launcher", "none"], "launcher none"),
-])
-def test_bad_cache_remote_is_one_line_exit_2(project: Path, tmp_path: Path, args: list[str],
-                                             needle: str) -> None:
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (
+            ["--cache-remote", f"redis://:{SECRET}@cache.lan:port"],
+            "--cache-remote 'redis://***@cache.lan:port': is not a valid URL",
+        ),
+        (["--cache-remote", "ftp://cache.lan"], "unknown scheme 'ftp://'"),
+        (["--cache-remote", "s3://bucket", "--launcher", "ccache"], "ccache cannot store to s3"),
+        (["--cache-remote", "redis://h", "--launcher", "none"], "launcher none"),
+    ],
+)
+def test_bad_cache_remote_is_one_line_exit_2(
+    project: Path, tmp_path: Path, args: list[str], needle: str
+) -> None:
     r = build(project, tmp_path / "out", *args)
     assert_error(r, 2, needle)
     assert SECRET not in r.output
     assert not (tmp_path / "out").exists()
 
 
-def test_bad_cache_remote_from_the_environment(project: Path, tmp_path: Path,
-                                               monkeypatch: pytest.MonkeyPatch) -> None:
+def test_bad_cache_remote_from_the_environment(
+    project: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("PATCHKIT_CACHE_REMOTE", f"redis//:{SECRET}@h")
     r = build(project, tmp_path / "out")
     assert_error(r, 2, "PATCHKIT_CACHE_REMOTE", "is not a URL")
@@ -147,7 +163,11 @@ def test_recipe_cache_keys(project: Path, upstream: FixtureUpstream, tmp_path: P
     with_build('cache_remote = "redis:/cache.lan"')
     assert_error(build(project, tmp_path / "out"), 3, "build.cache_remote", "is not a URL")
     with_build('launcher = "scache"')
-    assert_error(build(project, tmp_path / "out"), 3, "build.launcher: 'scache' is not one of",
-                 'did you mean "sccache"')
+    assert_error(
+        build(project, tmp_path / "out"),
+        3,
+        "build.launcher: 'scache' is not one of",
+        'did you mean "sccache"',
+    )
     with_build("cache_remote = 6379")
     assert_error(build(project, tmp_path / "out"), 3, "build.cache_remote: must be str")

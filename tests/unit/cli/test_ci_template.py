@@ -9,8 +9,16 @@ from tests.fixtures.project import assert_error, invoke
 
 def test_ci_template_wires_a_secret_and_writes_the_file(project: Path, tmp_path: Path) -> None:
     out = tmp_path / "release.yml"
-    r = invoke(project, "ci-template", "--cache-remote", "secret:COMPILE_CACHE", "--launcher",
-               "sccache", "-o", str(out))
+    r = invoke(
+        project,
+        "ci-template",
+        "--cache-remote",
+        "secret:COMPILE_CACHE",
+        "--launcher",
+        "sccache",
+        "-o",
+        str(out),
+    )
     assert r.exit_code == 0, r.output
     text = out.read_text()
     assert "PATCHKIT_CACHE_REMOTE: ${{ secrets.COMPILE_CACHE }}" in text
@@ -25,10 +33,17 @@ def test_ci_template_gha_on_stdout(project: Path) -> None:
 
 def test_ci_template_bad_cache_options(project: Path, tmp_path: Path) -> None:
     out = tmp_path / "release.yml"
-    assert_error(invoke(project, "ci-template", "--cache-remote", "redis://:pw@h", "-o", str(out)),
-                 2, "neither `gha` nor `secret:NAME`")
-    assert_error(invoke(project, "ci-template", "--cache-remote", "secret:GITHUB_TOKEN"), 2,
-                 "is not a GitHub secret name")
-    assert_error(invoke(project, "ci-template", "--launcher", "sccache"), 2,
-                 "--launcher needs --cache-remote")
+    assert_error(
+        invoke(project, "ci-template", "--cache-remote", "redis://:pw@h", "-o", str(out)),
+        2,
+        "neither `gha` nor `secret:NAME`",
+    )
+    assert_error(
+        invoke(project, "ci-template", "--cache-remote", "secret:GITHUB_TOKEN"),
+        2,
+        "is not a GitHub secret name",
+    )
+    assert_error(
+        invoke(project, "ci-template", "--launcher", "sccache"), 2, "--launcher needs --cache-remote"
+    )
     assert not out.exists()

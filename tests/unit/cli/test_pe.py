@@ -23,6 +23,7 @@ from tests.fixtures.pe import (
 
 # ---------------------------------------------------------------- CLI
 
+
 def run_cli(*args: str) -> tuple[int, str, str]:
     result = CliRunner().invoke(main, list(args))
     assert "Traceback" not in result.output
@@ -39,8 +40,11 @@ def test_cli_pe_stack_and_pe_info(tmp_path: Path) -> None:
     assert code == 0 and "a.exe: already 256 MiB (commit 4 KiB); not rewritten" in err
     code, out, err = run_cli("pe-info", str(exe))
     assert code == 0
-    assert re.search(r"PE32\+ x86_64 console exe, stack reserve 256 MiB commit 4 KiB, "
-                     r"checksum 0x[0-9a-f]{8} \(valid\), not signed", err)
+    assert re.search(
+        r"PE32\+ x86_64 console exe, stack reserve 256 MiB commit 4 KiB, "
+        r"checksum 0x[0-9a-f]{8} \(valid\), not signed",
+        err,
+    )
     code, out, err = run_cli("pe-info", "--json", str(exe))
     assert code == 0
     (info,) = json.loads(out)
@@ -49,22 +53,25 @@ def test_cli_pe_stack_and_pe_info(tmp_path: Path) -> None:
 
 def test_cli_pe_stack_json(tmp_path: Path) -> None:
     exe = write(tmp_path, "a.exe", synth_pe())
-    code, out, _ = run_cli("pe-stack", "--json", str(exe), "--reserve", "0x10000000",
-                           "--commit", "64KiB")
+    code, out, _ = run_cli("pe-stack", "--json", str(exe), "--reserve", "0x10000000", "--commit", "64KiB")
     assert code == 0
     (edit,) = json.loads(out)
     assert edit["changed"] and edit["reserve_after"] == 256 * MIB and edit["commit_after"] == 65536
 
 
-@pytest.mark.parametrize(("data", "args", "needle"), [
-    (b"not a PE at all", (), "not a PE file"),
-    (synth_pe(dll=True), (), "is a DLL"),
-    (add_fake_signature(synth_pe()), (), "Authenticode-signed"),
-    (synth_pe(), ("--commit", "512MiB"), "larger than the reserve"),
-    (synth_pe()[:0x150], (), "truncated"),
-])
-def test_cli_refusals_are_one_line_exit_10(tmp_path: Path, data: bytes, args: tuple[str, ...],
-                                           needle: str) -> None:
+@pytest.mark.parametrize(
+    ("data", "args", "needle"),
+    [
+        (b"not a PE at all", (), "not a PE file"),
+        (synth_pe(dll=True), (), "is a DLL"),
+        (add_fake_signature(synth_pe()), (), "Authenticode-signed"),
+        (synth_pe(), ("--commit", "512MiB"), "larger than the reserve"),
+        (synth_pe()[:0x150], (), "truncated"),
+    ],
+)
+def test_cli_refusals_are_one_line_exit_10(
+    tmp_path: Path, data: bytes, args: tuple[str, ...], needle: str
+) -> None:
     exe = write(tmp_path, "x.exe", data)
     code, _, err = run_cli("pe-stack", str(exe), "--reserve", "256MiB", *args)
     assert code == PEError.exit_code

@@ -11,10 +11,19 @@ import pytest
 from patchkit.upkeep.refresh import STATE_FILE
 from tests.fixtures.project import assert_error, invoke
 
-GOOD = {"version": 1, "repo": "/r", "onto": "a" * 40, "base": "b" * 40, "patches_dir": "/p",
-        "recipe": None, "move_pin": False,
-        "patches": [{"name": "x", "file": "0001-x.patch", "sha256": "c" * 64, "skip": False}],
-        "next": 0, "commits": [], "old_commits": [None]}
+GOOD = {
+    "version": 1,
+    "repo": "/r",
+    "onto": "a" * 40,
+    "base": "b" * 40,
+    "patches_dir": "/p",
+    "recipe": None,
+    "move_pin": False,
+    "patches": [{"name": "x", "file": "0001-x.patch", "sha256": "c" * 64, "skip": False}],
+    "next": 0,
+    "commits": [],
+    "old_commits": [None],
+}
 
 DAMAGED: dict[str, bytes] = {
     "empty": b"",
@@ -30,8 +39,9 @@ DAMAGED: dict[str, bytes] = {
     "patch-not-object": json.dumps({**GOOD, "patches": ["x"]}).encode(),
     "deep": b"[" * 100_000,
     "nul": b"\0" * 64,
-    "patch-file-with-path": json.dumps({**GOOD, "patches": [
-        {"name": "x", "file": "../../etc/passwd", "sha256": "0" * 64, "skip": False}]}).encode(),
+    "patch-file-with-path": json.dumps(
+        {**GOOD, "patches": [{"name": "x", "file": "../../etc/passwd", "sha256": "0" * 64, "skip": False}]}
+    ).encode(),
     "patches-dir-elsewhere": json.dumps({**GOOD, "patches_dir": "/etc"}).encode(),
     "recipe-not-toml": json.dumps({**GOOD, "recipe": "/etc/passwd"}).encode(),
 }
@@ -51,7 +61,8 @@ _CASES = sorted(DAMAGED)
 
 @pytest.mark.parametrize("case", _CASES)
 def test_continue_on_a_damaged_state_is_one_line_and_abort_clears_it(
-        project: Path, tmp_path: Path, case: str) -> None:
+    project: Path, tmp_path: Path, case: str
+) -> None:
     wd = workdir(tmp_path, DAMAGED[case])
     r = invoke(project, "refresh", "--continue", "--workdir", str(wd))
     assert_error(r, 5, str(wd / STATE_FILE), "refresh --abort")
@@ -73,8 +84,9 @@ def test_abort_never_removes_a_folder_holding_foreign_files(project: Path, tmp_p
 
 def test_continue_or_abort_without_a_refresh(project: Path, tmp_path: Path) -> None:
     for flag in ("--continue", "--abort"):
-        assert_error(invoke(project, "refresh", flag, "--workdir", str(tmp_path / "none")), 5,
-                     "no refresh in progress")
+        assert_error(
+            invoke(project, "refresh", flag, "--workdir", str(tmp_path / "none")), 5, "no refresh in progress"
+        )
     assert not (tmp_path / "none").exists()
 
 

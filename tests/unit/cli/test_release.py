@@ -25,8 +25,9 @@ def test_cli_release_and_verify(tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
     dist = tmp_path / "dist"
     res = runner.invoke(main, ["release", "--build-dir", str(build), "--out", str(dist)])
     assert res.exit_code == 12 and "smoke stage failed" in res.output and "Traceback" not in res.output
-    res = runner.invoke(main, ["release", "--build-dir", str(build), "--out", str(dist),
-                               "--allow-unsmoked", "--json"])
+    res = runner.invoke(
+        main, ["release", "--build-dir", str(build), "--out", str(dist), "--allow-unsmoked", "--json"]
+    )
     assert res.exit_code == 0, res.output
     out = json.loads(res.stdout)
     assert out["waivers"] == ["unsmoked"] and out["archive"].endswith("-cpu-rpc.tar.gz")
@@ -39,8 +40,9 @@ def test_cli_release_and_verify(tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
     assert len(json.loads(res.stdout)["differences"]) == 2
 
 
-def test_cli_release_by_recipe_finds_out_dir(project: Path, tmp_path: Path,
-                                             monkeypatch: pytest.MonkeyPatch) -> None:
+def test_cli_release_by_recipe_finds_out_dir(
+    project: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.chdir(tmp_path)
     runner = CliRunner()
     res = runner.invoke(main, ["--project", str(project), "release", "fixture"])

@@ -12,6 +12,7 @@ from tests.fixtures.rpc_server import FakeRpcServer, closed_port
 
 # the command -------------------------------------------------------------------------------
 
+
 def _cli(*args: str):
     return CliRunner().invoke(main, ["rpc-probe", *args])
 

@@ -35,8 +35,10 @@ def test_members_are_strings() -> None:
 
 
 def test_json_writes_the_value() -> None:
-    assert json.dumps({"status": Color.RED, "all": list(Color)}) == \
-        '{"status": "red", "all": ["red", "dark-blue"]}'
+    assert (
+        json.dumps({"status": Color.RED, "all": list(Color)})
+        == '{"status": "red", "all": ["red", "dark-blue"]}'
+    )
     assert json.loads(json.dumps(Color.DARK_BLUE)) == "dark-blue"
 
 

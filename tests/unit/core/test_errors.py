@@ -8,10 +8,22 @@ from patchkit.core import errors
 from patchkit.core.errors import FatalError
 
 EXIT_CODES = {
-    "FatalError": 1, "ConfigError": 2, "RecipeError": 3, "SourceError": 4, "PatchError": 5,
-    "BuildError": 6, "SmokeError": 7, "ToolMissing": 8, "LockBusy": 9, "PEError": 10,
-    "CheckFailed": 11, "ReleaseError": 12, "CudaError": 13, "RpcError": 14,
+    "FatalError": 1,
+    "ConfigError": 2,
+    "RecipeError": 3,
+    "SourceError": 4,
+    "PatchError": 5,
+    "BuildError": 6,
+    "SmokeError": 7,
+    "ToolMissing": 8,
+    "LockBusy": 9,
+    "PEError": 10,
+    "CheckFailed": 11,
+    "ReleaseError": 12,
+    "CudaError": 13,
+    "RpcError": 14,
     "RebuildDiffers": 15,
+    "ServerStartError": 16,
 }
 
 

@@ -50,8 +50,9 @@ def test_mode_is_set_before_the_rename(tmp_path: Path) -> None:
     assert target.stat().st_mode & 0o777 == 0o600
 
 
-def test_a_failed_rename_keeps_the_old_file_and_no_temp(tmp_path: Path,
-                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_failed_rename_keeps_the_old_file_and_no_temp(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     target = tmp_path / "f.txt"
     atomic_write_text(target, "old")
 
@@ -65,8 +66,9 @@ def test_a_failed_rename_keeps_the_old_file_and_no_temp(tmp_path: Path,
     assert os.listdir(tmp_path) == ["f.txt"]
 
 
-def test_an_interrupted_write_keeps_the_old_file_and_no_temp(tmp_path: Path,
-                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+def test_an_interrupted_write_keeps_the_old_file_and_no_temp(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     target = tmp_path / "f.txt"
     atomic_write_text(target, "old")
 
@@ -135,11 +137,13 @@ def test_write_failure_names_the_out_dir_its_mount_and_the_file(tmp_path: Path) 
     assert err.message.startswith(f"no space left on the file system of {out} (mounted at {mount}, ")
     assert f"free) while writing {dest}" in err.message and "/cache/" not in err.message
     assert str(mount) in err.hint
-    big = fs.write_failure(OSError(27, "File too large"), dest=dest, folder=out, error=ConfigError,
-                           full_error=BuildError)
+    big = fs.write_failure(
+        OSError(27, "File too large"), dest=dest, folder=out, error=ConfigError, full_error=BuildError
+    )
     assert "ulimit -f" in big.message and isinstance(big, BuildError)
-    denied = fs.write_failure(PermissionError(13, "Permission denied"), dest=dest, folder=out,
-                              error=ConfigError)
+    denied = fs.write_failure(
+        PermissionError(13, "Permission denied"), dest=dest, folder=out, error=ConfigError
+    )
     assert isinstance(denied, ConfigError) and denied.exit_code == 2
     assert denied.message == f"cannot write {dest}: Permission denied"
 

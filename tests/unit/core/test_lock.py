@@ -21,8 +21,10 @@ def test_second_holder_gets_lock_busy_naming_the_holder(tmp_path: Path) -> None:
         with pytest.raises(LockBusy) as e, cache_lock(cache, "patchkit check"):
             pass
     msg = e.value.message
-    assert msg.startswith(f"the cache {cache} is in use by pid {os.getpid()} on {socket.gethostname()} "
-                          "(patchkit build cpu-rpc, since ")
+    assert msg.startswith(
+        f"the cache {cache} is in use by pid {os.getpid()} on {socket.gethostname()} "
+        "(patchkit build cpu-rpc, since "
+    )
     assert "\n" not in msg and e.value.exit_code == 9
     assert "PATCHKIT_CACHE" in e.value.hint
 
@@ -41,12 +43,16 @@ def test_released_on_exit_and_on_error(tmp_path: Path) -> None:
 def test_an_unreadable_owner_file_still_gives_one_line(tmp_path: Path) -> None:
     with cache_lock(tmp_path, "first"):
         (tmp_path / "lock.owner").write_text("{not json")
-        with pytest.raises(LockBusy, match=r"is in use by another patchkit run$"), \
-                cache_lock(tmp_path, "second"):
+        with (
+            pytest.raises(LockBusy, match=r"is in use by another patchkit run$"),
+            cache_lock(tmp_path, "second"),
+        ):
             pass
         (tmp_path / "lock.owner").unlink()
-        with pytest.raises(LockBusy, match=r"is in use by another patchkit run$"), \
-                cache_lock(tmp_path, "third"):
+        with (
+            pytest.raises(LockBusy, match=r"is in use by another patchkit run$"),
+            cache_lock(tmp_path, "third"),
+        ):
             pass
 
 
@@ -70,8 +76,7 @@ def test_a_planted_lock_link_is_refused(tmp_path: Path) -> None:
     cache = tmp_path / "cache"
     cache.mkdir()
     (cache / "lock").symlink_to(tmp_path / "elsewhere")
-    with pytest.raises(ConfigError, match="cannot open the cache lock .*lock"), \
-            cache_lock(cache, "x"):
+    with pytest.raises(ConfigError, match="cannot open the cache lock .*lock"), cache_lock(cache, "x"):
         pass
     assert not (tmp_path / "elsewhere").exists()  # not created through the link
 
@@ -85,8 +90,9 @@ def test_a_hostile_owner_file_never_hangs_and_is_capped(tmp_path: Path) -> None:
         with pytest.raises(LockBusy, match="in use by another patchkit run"), cache_lock(cache, "2nd"):
             pass
         os.unlink(cache / "lock.owner")
-        (cache / "lock.owner").write_text(json.dumps({"pid": 1, "host": "h" * 10_000,
-                                                      "what": "w", "since": "s"}))
+        (cache / "lock.owner").write_text(
+            json.dumps({"pid": 1, "host": "h" * 10_000, "what": "w", "since": "s"})
+        )
         with pytest.raises(LockBusy) as e, cache_lock(cache, "3rd"):
             pass
         assert len(e.value.message) < 500

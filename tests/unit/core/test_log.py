@@ -19,8 +19,9 @@ def test_step_times_and_marks(capsys: pytest.CaptureFixture[str]) -> None:
     assert set(lg.timings) == {"configure", "build"}
 
 
-def test_github_fold_groups_go_to_stderr(capsys: pytest.CaptureFixture[str],
-                                         monkeypatch: pytest.MonkeyPatch) -> None:
+def test_github_fold_groups_go_to_stderr(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("GITHUB_ACTIONS", "true")
     lg = Logger()
     with lg.step("source"):

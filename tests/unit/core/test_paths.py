@@ -53,7 +53,8 @@ def test_cache_dir_env_and_default(tmp_path: Path, monkeypatch: pytest.MonkeyPat
 @pytest.mark.skipif(sys.platform in ("win32", "darwin"), reason="XDG and HOME are Linux's")
 @pytest.mark.parametrize("home", ["", "relative/home", "."])
 def test_an_empty_or_relative_home_is_refused_not_turned_into_root(
-        monkeypatch: pytest.MonkeyPatch, tmp_path: Path, home: str) -> None:
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, home: str
+) -> None:
     monkeypatch.delenv("PATCHKIT_CACHE")
     monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
     monkeypatch.setenv("HOME", home)

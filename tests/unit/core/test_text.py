@@ -7,13 +7,16 @@ import pytest
 from patchkit.core.text import did_you_mean
 
 
-@pytest.mark.parametrize(("word", "choices", "want"), [
-    ("biuld", ["build", "list", "check"], ' (did you mean "build"?)'),
-    ("pascall", ("maxwell", "pascal", "ampere"), ' (did you mean "pascal"?)'),
-    ("Subjekt", iter(["Name", "Subject", "Why"]), ' (did you mean "Subject"?)'),  # any iterable
-    ("zzz", ["build", "list"], ""),
-    ("build", [], ""),
-])
+@pytest.mark.parametrize(
+    ("word", "choices", "want"),
+    [
+        ("biuld", ["build", "list", "check"], ' (did you mean "build"?)'),
+        ("pascall", ("maxwell", "pascal", "ampere"), ' (did you mean "pascal"?)'),
+        ("Subjekt", iter(["Name", "Subject", "Why"]), ' (did you mean "Subject"?)'),  # any iterable
+        ("zzz", ["build", "list"], ""),
+        ("build", [], ""),
+    ],
+)
 def test_did_you_mean(word: str, choices: object, want: str) -> None:
     assert did_you_mean(word, choices) == want  # type: ignore[arg-type]
 

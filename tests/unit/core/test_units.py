@@ -14,20 +14,42 @@ from tests.fixtures.pe import (
 
 # ---------------------------------------------------------------- sizes
 
-@pytest.mark.parametrize(("text", "value"), [
-    ("268435456", 268435456), ("0x10000000", 268435456), ("0X1000", 4096),
-    ("256MiB", 256 * MIB), ("256 MiB", 256 * MIB), ("256mib", 256 * MIB), ("4KiB", 4096),
-    ("1GiB", 1 << 30), ("4096B", 4096), (" 8 MiB ", 8 * MIB), (4096, 4096),
-])
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        ("268435456", 268435456),
+        ("0x10000000", 268435456),
+        ("0X1000", 4096),
+        ("256MiB", 256 * MIB),
+        ("256 MiB", 256 * MIB),
+        ("256mib", 256 * MIB),
+        ("4KiB", 4096),
+        ("1GiB", 1 << 30),
+        ("4096B", 4096),
+        (" 8 MiB ", 8 * MIB),
+        (4096, 4096),
+    ],
+)
 def test_parse_size_accepts(text: str | int, value: int) -> None:
     assert parse_size(text) == value
 
 
-@pytest.mark.parametrize(("text", "needle"), [
-    ("256MB", "ambiguous"), ("256M", "ambiguous"), ("1GB", "write 1GiB"), ("4kb", "ambiguous"),
-    ("256 parsecs", "unknown unit"), ("", "not a size"), ("1.5GiB", "not a size"),
-    ("-4096", "not a size"), ("MiB", "not a size"), ("0xZZ", "unknown unit"),
-])
+@pytest.mark.parametrize(
+    ("text", "needle"),
+    [
+        ("256MB", "ambiguous"),
+        ("256M", "ambiguous"),
+        ("1GB", "write 1GiB"),
+        ("4kb", "ambiguous"),
+        ("256 parsecs", "unknown unit"),
+        ("", "not a size"),
+        ("1.5GiB", "not a size"),
+        ("-4096", "not a size"),
+        ("MiB", "not a size"),
+        ("0xZZ", "unknown unit"),
+    ],
+)
 def test_parse_size_refuses(text: str, needle: str) -> None:
     with pytest.raises(PEError, match=needle):
         parse_size(text)

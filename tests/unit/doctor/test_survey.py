@@ -31,14 +31,17 @@ def _doctor_machine(tmp_path: Path, nvcc_text: str) -> tuple[dict[str, str], Fak
     for tool in ("cmake", "ninja", "g++", "gcc", "ccache"):
         make_exe(bin_ / tool)
     root = make_toolkit_dir(tmp_path / "cuda", cublas=True, stub=True, cuobjdump=True)
-    run = FakeRun(nvcc_answers(nvcc_text, root) | {
-        ("cmake", "--version"): (0, "cmake version 3.31.6\n"),
-        ("ninja", "--version"): (0, "1.12.1\n"),
-        ("ccache", "--version"): (0, "ccache version 4.8.2\n"),
-        ("gcc", "--version"): (0, GXX_12.replace("g++", "gcc")),
-        ("g++", "--version"): (0, GXX_12),
-        ("wine64", "--version"): (0, "wine-8.0\n"),
-    })
+    run = FakeRun(
+        nvcc_answers(nvcc_text, root)
+        | {
+            ("cmake", "--version"): (0, "cmake version 3.31.6\n"),
+            ("ninja", "--version"): (0, "1.12.1\n"),
+            ("ccache", "--version"): (0, "ccache version 4.8.2\n"),
+            ("gcc", "--version"): (0, GXX_12.replace("g++", "gcc")),
+            ("g++", "--version"): (0, GXX_12),
+            ("wine64", "--version"): (0, "wine-8.0\n"),
+        }
+    )
     return {"PATH": str(bin_), "CUDA_PATH": str(root)}, run, root
 
 
@@ -77,18 +80,25 @@ def test_doctor_on_windows_needs_a_developer_prompt(tmp_path: Path) -> None:
     proj, series = doctor_project(tmp_path)
     r = load_recipe(proj / "recipes" / "windows-cuda-pascal-ampere.toml", proj, series)
     tools = {n: Tool(name=n, path=Path(f"C:/t/{n}.exe")) for n in ("cmake", "ninja", "ccache")}
-    no_cl = recipe_verdict(r, os_name="windows", tools=tools | {"msvc": Tool(name="msvc", path=None)},
-                           toolkit_for=lambda s: toolkit((12, 4, 131), windows=True))
+    no_cl = recipe_verdict(
+        r,
+        os_name="windows",
+        tools=tools | {"msvc": Tool(name="msvc", path=None)},
+        toolkit_for=lambda s: toolkit((12, 4, 131), windows=True),
+    )
     assert not no_cl.ok and "cl (a VS developer prompt)" in no_cl.why
-    ok = recipe_verdict(r, os_name="windows",
-                        tools=tools | {"msvc": Tool(name="msvc", path=Path("C:/cl.exe"))},
-                        toolkit_for=lambda s: toolkit((12, 4, 131), windows=True,
-                                                      host_compiler=host("msvc", (19, 38, 0))))
+    ok = recipe_verdict(
+        r,
+        os_name="windows",
+        tools=tools | {"msvc": Tool(name="msvc", path=Path("C:/cl.exe"))},
+        toolkit_for=lambda s: toolkit((12, 4, 131), windows=True, host_compiler=host("msvc", (19, 38, 0))),
+    )
     assert ok.ok, ok
     linux = load_recipe(proj / "recipes" / "cuda-pascal-ampere.toml", proj, series)
-    assert recipe_verdict(linux, os_name="windows", tools=tools,
-                          toolkit_for=lambda s: toolkit()).why == \
-        "linux recipe: cannot build on Windows"
+    assert (
+        recipe_verdict(linux, os_name="windows", tools=tools, toolkit_for=lambda s: toolkit()).why
+        == "linux recipe: cannot build on Windows"
+    )
 
 
 def _shipped(name: str) -> Recipe:
@@ -104,20 +114,28 @@ def test_survey_finds_tools_on_path_with_their_versions(tmp_path: Path) -> None:
     bin_ = tmp_path / "bin"
     for tool in ("cmake", "ninja", "gcc", "g++", "g++-11", MINGW_CXX):
         make_exe(bin_ / tool)
-    run = FakeRun({("cmake", "--version"): (0, "cmake version 3.31.6\n"),
-                   ("ninja", "--version"): (0, "1.12.1\n"),
-                   ("gcc", "--version"): (0, GXX_12.replace("g++", "gcc")),
-                   ("g++", "--version"): (0, GXX_12), ("g++-11", "--version"): (0, GXX_11),
-                   (MINGW_CXX, "--version"): (0, "x86_64-w64-mingw32-g++-posix (GCC) 12-posix\n"),
-                   ("wine64", "--version"): (0, "wine-8.0\n")})
+    run = FakeRun(
+        {
+            ("cmake", "--version"): (0, "cmake version 3.31.6\n"),
+            ("ninja", "--version"): (0, "1.12.1\n"),
+            ("gcc", "--version"): (0, GXX_12.replace("g++", "gcc")),
+            ("g++", "--version"): (0, GXX_12),
+            ("g++-11", "--version"): (0, GXX_11),
+            (MINGW_CXX, "--version"): (0, "x86_64-w64-mingw32-g++-posix (GCC) 12-posix\n"),
+            ("wine64", "--version"): (0, "wine-8.0\n"),
+        }
+    )
     tools = survey({"PATH": str(bin_)}, run, os_name="linux")
     assert (tools["cmake"].path, tools["cmake"].version) == (bin_ / "cmake", "3.31.6")
     assert tools["ninja"].version == "1.12.1" and tools["c++"].version == "12.2.0"
     assert tools["g++-11"].found and tools["g++-11"].version == "11.4.0"
     assert "g++-12" not in tools  # only the older g++ that exist are listed
     assert tools["mingw"].found and tools["mingw"].version == "12"
-    assert not tools["ccache"].found and tools["ccache"].to_json() == {"path": None, "version": None,
-                                                                       "note": ""}
+    assert not tools["ccache"].found and tools["ccache"].to_json() == {
+        "path": None,
+        "version": None,
+        "note": "",
+    }
     assert tools["msvc"].note == "Windows only" and not tools["msvc"].found
 
 
@@ -146,8 +164,7 @@ def test_verdicts_name_what_is_missing() -> None:
         raise AssertionError("a CPU recipe needs no CUDA toolkit")
 
     def verdict(recipe: Recipe, *found: str) -> Verdict:
-        return recipe_verdict(recipe, os_name="linux", tools=_tools(*found),
-                              toolkit_for=no_toolkit)  # type: ignore[arg-type]
+        return recipe_verdict(recipe, os_name="linux", tools=_tools(*found), toolkit_for=no_toolkit)  # type: ignore[arg-type]
 
     bare = verdict(cpu)
     assert (bare.ok, bare.why) == (False, "missing cmake, ninja, g++")
@@ -157,16 +174,23 @@ def test_verdicts_name_what_is_missing() -> None:
     assert (cross.ok, cross.why) == (False, f"missing {MINGW_CXX}")  # the cross compiler, not g++
     no_wine = verdict(win, "cmake", "ninja", "mingw")
     assert no_wine.ok and no_wine.notes == (
-        "no wine64: the Windows smoke tests cannot run here (apt install wine64)",)
+        "no wine64: the Windows smoke tests cannot run here (apt install wine64)",
+    )
     assert verdict(win, "cmake", "ninja", "mingw", "wine").notes == ()
-    assert bare.to_json() == {"recipe": "cpu-rpc", "ok": False, "why": bare.why, "todo": bare.todo,
-                              "notes": []}
+    assert bare.to_json() == {
+        "recipe": "cpu-rpc",
+        "ok": False,
+        "why": bare.why,
+        "todo": bare.todo,
+        "notes": [],
+    }
 
 
 def test_a_cuda_verdict_notes_the_missing_ccache() -> None:
     r = _shipped("cuda-turing-ampere")
-    ok = recipe_verdict(r, os_name="linux", tools=_tools("cmake", "ninja", "c++"),
-                        toolkit_for=lambda s: toolkit((12, 4, 131)))
+    ok = recipe_verdict(
+        r, os_name="linux", tools=_tools("cmake", "ninja", "c++"), toolkit_for=lambda s: toolkit((12, 4, 131))
+    )
     assert ok.ok, ok
     assert ok.notes[0].startswith("CUDA 12.4") and "host compiler" in ok.notes[0]
     assert any("no ccache" in n for n in ok.notes)

@@ -11,15 +11,18 @@ from patchkit.core.errors import SourceError
 from patchkit.git.cache import is_local, local_path, open_upstream
 
 
-@pytest.mark.parametrize(("url", "path"), [
-    ("https://github.com/ggml-org/llama.cpp", None),
-    ("ssh://git@host/x.git", None),
-    ("git@github.com:ggml-org/llama.cpp.git", None),
-    ("file:///srv/mirror.git", Path("/srv/mirror.git")),
-    ("/srv/mirror", Path("/srv/mirror")),
-    ("relative/clone", Path("relative/clone")),
-    ("~/llama.cpp", Path("~/llama.cpp").expanduser()),
-])
+@pytest.mark.parametrize(
+    ("url", "path"),
+    [
+        ("https://github.com/ggml-org/llama.cpp", None),
+        ("ssh://git@host/x.git", None),
+        ("git@github.com:ggml-org/llama.cpp.git", None),
+        ("file:///srv/mirror.git", Path("/srv/mirror.git")),
+        ("/srv/mirror", Path("/srv/mirror")),
+        ("relative/clone", Path("relative/clone")),
+        ("~/llama.cpp", Path("~/llama.cpp").expanduser()),
+    ],
+)
 def test_local_path(url: str, path: Path | None) -> None:
     assert local_path(url) == path
     assert is_local(url) is (path is not None)

@@ -17,7 +17,11 @@ def test_git_env_is_untranslated_without_pager_or_prompt(monkeypatch: pytest.Mon
     monkeypatch.setenv("GIT_PAGER", "less")
     env = git_env({"GIT_TRACE": "1"})
     assert (env["LC_ALL"], env["LANGUAGE"], env["GIT_PAGER"], env["GIT_TERMINAL_PROMPT"]) == (
-        "C", "C", "cat", "0")
+        "C",
+        "C",
+        "cat",
+        "0",
+    )
     assert env["GIT_TRACE"] == "1" and env["PATH"]  # the rest of the environment is kept
 
 
@@ -32,18 +36,29 @@ def test_scratch_env_never_looks_elsewhere(tmp_path: Path, monkeypatch: pytest.M
 
 def test_identity_is_patchkit_and_unsigned() -> None:
     pairs = dict(v.split("=", 1) for v in IDENTITY if v != "-c")
-    assert pairs == {"user.name": "patchkit", "user.email": "patchkit@localhost",
-                     "commit.gpgsign": "false", "core.autocrlf": "false"}
+    assert pairs == {
+        "user.name": "patchkit",
+        "user.email": "patchkit@localhost",
+        "commit.gpgsign": "false",
+        "core.autocrlf": "false",
+    }
 
 
-@pytest.mark.parametrize(("stderr", "want"), [
-    ("warning: x\nfatal: not a git repository (or any of the parent directories): .git\n",
-     "not a git repository (or any of the parent directories): .git"),
-    ("error: pathspec 'nope' did not match any file(s) known to git\n",
-     "pathspec 'nope' did not match any file(s) known to git"),
-    ("\n  something odd happened\nsecond line\n", "something odd happened"),
-    ("", ""),
-])
+@pytest.mark.parametrize(
+    ("stderr", "want"),
+    [
+        (
+            "warning: x\nfatal: not a git repository (or any of the parent directories): .git\n",
+            "not a git repository (or any of the parent directories): .git",
+        ),
+        (
+            "error: pathspec 'nope' did not match any file(s) known to git\n",
+            "pathspec 'nope' did not match any file(s) known to git",
+        ),
+        ("\n  something odd happened\nsecond line\n", "something odd happened"),
+        ("", ""),
+    ],
+)
 def test_the_reason_is_gits_own_line(stderr: str, want: str) -> None:
     assert runner._reason(stderr) == want
 

@@ -19,18 +19,20 @@ def _release(tmp_path: Path) -> Any:
     return do_release(make_build(tmp_path), tmp_path / "dist")
 
 
-def _with_manifest(archive: Path, root: str, edit: Any, dest: Path,
-                   extra: dict[str, bytes] | None = None) -> Path:
+def _with_manifest(
+    archive: Path, root: str, edit: Any, dest: Path, extra: dict[str, bytes] | None = None
+) -> Path:
     entries = read_archive(archive, keep=[e.name for e in read_archive(archive)])
-    files = {e.name[len(root) + 1:]: e.data or b"" for e in entries}
+    files = {e.name[len(root) + 1 :]: e.data or b"" for e in entries}
     manifest = json.loads(files["manifest.json"])
     edit(manifest)
     files["manifest.json"] = dump_manifest(manifest)
     files.update(extra or {})
     dest.mkdir(parents=True, exist_ok=True)
     out = dest / archive.name
-    write_archive(out, root, [Member(name=n, mode=0o644, data=d) for n, d in files.items()],
-                  mtime=COMMIT_EPOCH)
+    write_archive(
+        out, root, [Member(name=n, mode=0o644, data=d) for n, d in files.items()], mtime=COMMIT_EPOCH
+    )
     return out
 
 
@@ -59,28 +61,45 @@ def test_a_folder_must_verify_and_a_file_must_be_an_archive(tmp_path: Path) -> N
 
 
 def _sources(**over: Any) -> dict[str, Any]:
-    return {"recipe": "source/recipes/cpu-rpc.toml", "series": "source/patches/series",
-            "patches": [], "toolchain": None, **over}
+    return {
+        "recipe": "source/recipes/cpu-rpc.toml",
+        "series": "source/patches/series",
+        "patches": [],
+        "toolchain": None,
+        **over,
+    }
 
 
 def test_source_paths_named_by_the_manifest_are_checked(tmp_path: Path) -> None:
     r = _release(tmp_path)
-    bad = _with_manifest(r.archive, r.name, lambda m: m.update(source=_sources(
-        recipe="source/../../etc/passwd")), tmp_path / "evil")
+    bad = _with_manifest(
+        r.archive,
+        r.name,
+        lambda m: m.update(source=_sources(recipe="source/../../etc/passwd")),
+        tmp_path / "evil",
+    )
     with pytest.raises(ReleaseError, match="is not a path under source/"):
         rebuild_archive(bad, RebuildOptions())
-    missing = _with_manifest(r.archive, r.name, lambda m: m.update(source=_sources()),
-                             tmp_path / "missing")
+    missing = _with_manifest(r.archive, r.name, lambda m: m.update(source=_sources()), tmp_path / "missing")
     with pytest.raises(ReleaseError, match="named by the manifest but not in the archive"):
         rebuild_archive(missing, RebuildOptions())
-    many = _with_manifest(r.archive, r.name, lambda m: m.update(source=_sources(
-        patches=[f"source/patches/{i}.patch" for i in range(SOURCE_FILES)])), tmp_path / "many")
+    many = _with_manifest(
+        r.archive,
+        r.name,
+        lambda m: m.update(
+            source=_sources(patches=[f"source/patches/{i}.patch" for i in range(SOURCE_FILES)])
+        ),
+        tmp_path / "many",
+    )
     with pytest.raises(ReleaseError, match=f"names {SOURCE_FILES + 2} source files"):
         rebuild_archive(many, RebuildOptions())
     # present, but not what the manifest's files list says
-    unlisted = _with_manifest(r.archive, r.name, lambda m: m.update(source=_sources()),
-                              tmp_path / "unlisted",
-                              extra={"source/recipes/cpu-rpc.toml": b"name = 'x'\n",
-                                     "source/patches/series": b""})
+    unlisted = _with_manifest(
+        r.archive,
+        r.name,
+        lambda m: m.update(source=_sources()),
+        tmp_path / "unlisted",
+        extra={"source/recipes/cpu-rpc.toml": b"name = 'x'\n", "source/patches/series": b""},
+    )
     with pytest.raises(ReleaseError, match="does not match the manifest's files list"):
         rebuild_archive(unlisted, RebuildOptions())

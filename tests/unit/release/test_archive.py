@@ -29,8 +29,10 @@ def test_zip_clamps_dates_before_1980(tmp_path: Path) -> None:
     assert [e.name for e in read_archive(path)] == ["a/x"]
 
 
-MEMBERS = [Member(name="bin/tool", mode=0o755, data=b"\x7fELF tool"),
-           Member(name="LICENSE", mode=0o644, data=b"MIT\n")]
+MEMBERS = [
+    Member(name="bin/tool", mode=0o755, data=b"\x7fELF tool"),
+    Member(name="LICENSE", mode=0o644, data=b"MIT\n"),
+]
 
 
 @pytest.mark.parametrize("suffix", [".tar.gz", ".zip"])

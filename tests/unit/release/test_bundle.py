@@ -27,9 +27,15 @@ CUDA_LIB = "bin/libggml-cuda.so"
 
 def cuda_build(tmp_path: Path, *needed: str) -> Path:
     build = make_build(tmp_path, name="cuda-pascal-ampere", cuda=True)  # nvcc 12.4
-    set_binary(build, CUDA_LIB, make_elf(
-        needed=needed or ("libcudart.so.12", "libcublas.so.12", "libcuda.so.1", "libc.so.6"),
-        runpath="$ORIGIN", soname="libggml-cuda.so"))
+    set_binary(
+        build,
+        CUDA_LIB,
+        make_elf(
+            needed=needed or ("libcudart.so.12", "libcublas.so.12", "libcuda.so.1", "libc.so.6"),
+            runpath="$ORIGIN",
+            soname="libggml-cuda.so",
+        ),
+    )
     return build
 
 
@@ -38,12 +44,13 @@ def test_spec_names_and_platforms() -> None:
     spec = runtime_spec(info)
     assert (spec.major, spec.minor, spec.name) == (13, 0, "cudart-llama-linux-x86_64-cuda13.0")
     assert distributions(spec) == ("nvidia-cuda-runtime", "nvidia-cublas")
-    assert distributions(RuntimeSpec(os="windows", arch="x86_64", major=12, minor=4)) == \
-        ("nvidia-cuda-runtime-cu12", "nvidia-cublas-cu12")
+    assert distributions(RuntimeSpec(os="windows", arch="x86_64", major=12, minor=4)) == (
+        "nvidia-cuda-runtime-cu12",
+        "nvidia-cublas-cu12",
+    )
     plats = pip_platforms(spec)
     assert "manylinux_2_27_x86_64" in plats and "manylinux2014_x86_64" in plats
-    assert pip_platforms(RuntimeSpec(os="windows", arch="x86_64", major=12, minor=4)) == \
-        ["win_amd64"]
+    assert pip_platforms(RuntimeSpec(os="windows", arch="x86_64", major=12, minor=4)) == ["win_amd64"]
     with pytest.raises(ReleaseError, match="cannot tell the CUDA version"):
         runtime_spec({"cuda": {"nvcc": None}, "tools": {}, "platform": info["platform"]})
 
@@ -55,8 +62,10 @@ def test_select_wheels_takes_the_toolkits_minor_and_platform(tmp_path: Path) -> 
     make_wheel(tmp_path, "nvidia-cuda-runtime", "13.0.99", {}, plat="win_amd64")  # another OS
     make_wheel(tmp_path, "nvidia-cuda-runtime", "13.0.48", {})  # older patch release
     got = [p.name for p in select_wheels(tmp_path, spec)]
-    assert got == ["nvidia_cuda_runtime-13.0.96-py3-none-manylinux_2_27_x86_64.whl",
-                   "nvidia_cublas-13.0.2.14-py3-none-manylinux_2_27_x86_64.whl"]
+    assert got == [
+        "nvidia_cuda_runtime-13.0.96-py3-none-manylinux_2_27_x86_64.whl",
+        "nvidia_cublas-13.0.2.14-py3-none-manylinux_2_27_x86_64.whl",
+    ]
     with pytest.raises(ReleaseError, match=r"no nvidia-cuda-runtime-cu12 12\.4\.\* wheel"):
         select_wheels(tmp_path, RuntimeSpec(os="linux", arch="x86_64", major=12, minor=4))
 
@@ -70,15 +79,19 @@ def test_release_bundles_the_imported_runtime_beside_the_build(tmp_path: Path) -
     assert r.runtime == dist / "cudart-llama-linux-x86_64-cuda12.4.tar.gz"
     manifest = json.loads(r.manifest.read_text())
     assert manifest["runtime"]["files"] == [
-        "LICENSE.nvidia-cublas-cu12.txt", "LICENSE.nvidia-cuda-runtime-cu12.txt",
-        "bin/libcublas.so.12", "bin/libcublasLt.so.12", "bin/libcudart.so.12"]
-    assert manifest["imports"] == {"driver": ["libcuda.so.1"],
-                                   "system": ["libc.so.6"]}
+        "LICENSE.nvidia-cublas-cu12.txt",
+        "LICENSE.nvidia-cuda-runtime-cu12.txt",
+        "bin/libcublas.so.12",
+        "bin/libcublasLt.so.12",
+        "bin/libcudart.so.12",
+    ]
+    assert manifest["imports"] == {"driver": ["libcuda.so.1"], "system": ["libc.so.6"]}
     rt = json.loads((dist / "cudart-llama-linux-x86_64-cuda12.4.manifest.json").read_text())
     assert rt["kind"] == "cuda-runtime" and rt["cuda"] == {"version": "12.4", "major": 12}
     assert [w["version"] for w in rt["wheels"]] == ["12.4.96", "12.4.2.14"]
-    assert {f["path"]: f["member"] for f in rt["files"]}["bin/libcublasLt.so.12"] == \
-        "nvidia/cu12/lib/libcublasLt.so.12"
+    assert {f["path"]: f["member"] for f in rt["files"]}[
+        "bin/libcublasLt.so.12"
+    ] == "nvidia/cu12/lib/libcublasLt.so.12"
     assert "libnvblas" not in json.dumps(rt)  # only what the build imports (and it imports)
     sums = (dist / "SHA256SUMS").read_text()
     assert "cudart-llama-linux-x86_64-cuda12.4.tar.gz" in sums
@@ -104,12 +117,15 @@ def test_verify_catches_a_missing_or_changed_runtime(tmp_path: Path) -> None:
     assert r.runtime is not None
     r.runtime.write_bytes(r.runtime.read_bytes() + b"\0")
     diffs = verify_dir(dist).differences
-    assert any("the CUDA runtime archive cudart-llama-linux-x86_64-cuda12.4.tar.gz has sha256"
-               in d for d in diffs), diffs
+    assert any(
+        "the CUDA runtime archive cudart-llama-linux-x86_64-cuda12.4.tar.gz has sha256" in d for d in diffs
+    ), diffs
     r.runtime.unlink()
     diffs = verify_dir(dist).differences
-    assert any("the CUDA runtime archive it names, cudart-llama-linux-x86_64-cuda12.4.tar.gz, "
-               "is missing" in d for d in diffs), diffs
+    assert any(
+        "the CUDA runtime archive it names, cudart-llama-linux-x86_64-cuda12.4.tar.gz, is missing" in d
+        for d in diffs
+    ), diffs
 
 
 def test_no_bundle_runtime_refuses_a_build_that_needs_it(tmp_path: Path) -> None:
@@ -126,13 +142,16 @@ def test_a_build_without_runtime_imports_gets_no_bundle(tmp_path: Path) -> None:
     assert json.loads(r.manifest.read_text())["runtime"] is None
 
 
-@pytest.mark.parametrize(("kw", "match"), [
-    ({"tamper": "nvidia/cu12/lib/libcudart.so.12"}, "does not match the sha256 in the wheel's RECORD"),
-    ({"license_text": None}, "has no licence file"),
-    ({"extra_names": ("../evil.so",)}, r"member '\.\./evil\.so'"),
-    ({"extra_names": ("/etc/evil",)}, "an absolute name"),
-    ({"extra_names": ("a\\b.so",)}, "a backslash in the name"),
-])
+@pytest.mark.parametrize(
+    ("kw", "match"),
+    [
+        ({"tamper": "nvidia/cu12/lib/libcudart.so.12"}, "does not match the sha256 in the wheel's RECORD"),
+        ({"license_text": None}, "has no licence file"),
+        ({"extra_names": ("../evil.so",)}, r"member '\.\./evil\.so'"),
+        ({"extra_names": ("/etc/evil",)}, "an absolute name"),
+        ({"extra_names": ("a\\b.so",)}, "a backslash in the name"),
+    ],
+)
 def test_hostile_wheels_are_refused(tmp_path: Path, kw: dict[str, object], match: str) -> None:
     build = cuda_build(tmp_path)
     wheels = tmp_path / "wheels"
@@ -163,6 +182,7 @@ def test_odd_members_elsewhere_in_a_wheel_are_left(tmp_path: Path) -> None:
 
 def test_the_licence_text_ships(tmp_path: Path) -> None:
     import tarfile
+
     build = cuda_build(tmp_path)
     wheels = tmp_path / "wheels"
     runtime_wheels(wheels, major=12, minor=4)
@@ -174,8 +194,7 @@ def test_the_licence_text_ships(tmp_path: Path) -> None:
     assert "cudart-llama-linux-x86_64-cuda12.4/bin/libcudart.so.12" in names
 
 
-def test_download_runs_pip_for_the_target_platform(tmp_path: Path,
-                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+def test_download_runs_pip_for_the_target_platform(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from patchkit.core.proc import RunResult
     from patchkit.release import bundle
 
@@ -200,8 +219,13 @@ def test_download_runs_pip_for_the_target_platform(tmp_path: Path,
     assert got[0].parent == tmp_path / "cache" / "wheels" / "linux-x86_64-cuda13.0"
 
     def failing(args: list[str], **kw: object) -> RunResult:
-        return RunResult(args=tuple(args), returncode=1, stdout="",
-                         stderr="ERROR: No matching distribution found", seconds=0.1)
+        return RunResult(
+            args=tuple(args),
+            returncode=1,
+            stdout="",
+            stderr="ERROR: No matching distribution found",
+            seconds=0.1,
+        )
 
     monkeypatch.setattr(bundle.proc, "run", failing)
     with pytest.raises(ReleaseError, match="pip could not download") as e:

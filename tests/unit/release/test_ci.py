@@ -30,7 +30,8 @@ def test_ci_template_structure(project: Path) -> None:
     assert matrix == [
         {"recipe": "cuda-pascal-ampere", "runner": "ubuntu-22.04", "cuda": "12.4.1", "cross": ""},
         {"recipe": "fixture", "runner": "ubuntu-22.04", "cuda": "", "cross": ""},
-        {"recipe": "windows-cuda12", "runner": "windows-2022", "cuda": "12.4.1", "cross": ""}]
+        {"recipe": "windows-cuda12", "runner": "windows-2022", "cuda": "12.4.1", "cross": ""},
+    ]
     steps = jobs["build"]["steps"]
     uses = [s.get("uses", "") for s in steps]
     assert "ilammy/msvc-dev-cmd@v1" in uses and "actions/cache@v4" in uses
@@ -56,8 +57,10 @@ def test_ci_template_cross_builds_windows_on_linux() -> None:
 
     root = REPO
     series = load_series(root / "patches")
-    recipes = [load_recipe(root / "recipes" / f"{n}.toml", root, series)
-               for n in ("windows-cpu-rpc", "windows-cuda-pascal-ampere")]
+    recipes = [
+        load_recipe(root / "recipes" / f"{n}.toml", root, series)
+        for n in ("windows-cpu-rpc", "windows-cuda-pascal-ampere")
+    ]
     by_name = {e.recipe: e for e in matrix_from_recipes(recipes)}
     assert by_name["windows-cpu-rpc"].runner.startswith("ubuntu")
     assert by_name["windows-cpu-rpc"].cross == "mingw"
@@ -75,17 +78,22 @@ def test_matrix_is_sorted_with_runner_cuda_and_cross_per_recipe() -> None:
     assert matrix_from_recipes(recipes) == [
         MatrixEntry(recipe="cpu-rpc", runner=RUNNERS["linux"], cuda=""),
         MatrixEntry(recipe="cuda-pascal-ampere", runner=RUNNERS["linux"], cuda=DEFAULT_CUDA),
-        MatrixEntry(recipe="windows-cpu-rpc", runner=RUNNERS["linux"], cuda="", cross="mingw")]
+        MatrixEntry(recipe="windows-cpu-rpc", runner=RUNNERS["linux"], cuda="", cross="mingw"),
+    ]
     assert [e.cuda for e in matrix_from_recipes(recipes, cuda="12.6.3")] == ["", "12.6.3", ""]
 
 
 def test_render_workflow_fills_both_slots_and_quotes_values() -> None:
-    text = render_workflow([MatrixEntry(recipe="a", runner="ubuntu-22.04", cuda="12.4.1"),
-                            MatrixEntry(recipe='we"ird', runner="windows-2022", cuda="", cross="")])
+    text = render_workflow(
+        [
+            MatrixEntry(recipe="a", runner="ubuntu-22.04", cuda="12.4.1"),
+            MatrixEntry(recipe='we"ird', runner="windows-2022", cuda="", cross=""),
+        ]
+    )
     assert "@@" not in text
     assert '- recipe: "a"\n' in text and 'runner: "ubuntu-22.04"' in text and 'cuda: "12.4.1"' in text
     assert '- recipe: "we\\"ird"' in text  # YAML never retypes or breaks on a value
-    assert "a we\"ird" in text  # @@RECIPES@@: the names `patchkit check` runs over
+    assert 'a we"ird' in text  # @@RECIPES@@: the names `patchkit check` runs over
 
 
 def test_ci_cache_gha_and_secret_blocks() -> None:
@@ -112,11 +120,12 @@ def test_ci_cache_gha_and_secret_blocks() -> None:
     secret = render_workflow(entries, cache=parse_ci_cache("secret:CACHE_URL"))
     steps = build_steps(secret)
     build = next(s for s in steps if s.get("name") == "Build")
-    assert build["env"] == {"PATCHKIT_LAUNCHER": "ccache",
-                            "PATCHKIT_CACHE_REMOTE": "${{ secrets.CACHE_URL }}"}
+    assert build["env"] == {
+        "PATCHKIT_LAUNCHER": "ccache",
+        "PATCHKIT_CACHE_REMOTE": "${{ secrets.CACHE_URL }}",
+    }
     assert len(steps) == len(build_steps(plain))  # only the Build step changes
-    assert parse_ci_cache("secret:X", "sccache") == CiCache(backend="secret", secret="X",
-                                                            launcher="sccache")
+    assert parse_ci_cache("secret:X", "sccache") == CiCache(backend="secret", secret="X", launcher="sccache")
     for bad in ("secret:", "secret:GITHUB_TOKEN", "secret:a-b", "redis://h", "GHA"):
         with pytest.raises(ValueError):
             parse_ci_cache(bad)

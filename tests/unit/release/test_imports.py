@@ -11,11 +11,21 @@ from tests.fixtures.elf import make_elf
 from tests.fixtures.pe import synth_pe
 
 
-def _elf(path: str, *needed: str, runpath: str | None = "$ORIGIN", soname: str | None = None,
-         rpath: str | None = None) -> Binary:
-    return Binary(path=path, format="elf", needed=needed,
-                  runpath=tuple(runpath.split(":")) if runpath is not None else (),
-                  rpath=tuple(rpath.split(":")) if rpath is not None else (), soname=soname)
+def _elf(
+    path: str,
+    *needed: str,
+    runpath: str | None = "$ORIGIN",
+    soname: str | None = None,
+    rpath: str | None = None,
+) -> Binary:
+    return Binary(
+        path=path,
+        format="elf",
+        needed=needed,
+        runpath=tuple(runpath.split(":")) if runpath is not None else (),
+        rpath=tuple(rpath.split(":")) if rpath is not None else (),
+        soname=soname,
+    )
 
 
 def _check(*bins: Binary, files: list[str] | None = None, os_name: str = "linux") -> list[str]:
@@ -27,19 +37,27 @@ def test_origin_system_and_driver_resolve() -> None:
     cli = _elf("bin/llama-cli", "libllama.so", "libggml.so", "libstdc++.so.6", "libc.so.6")
     llama = _elf("bin/libllama.so", "libggml.so", "libm.so.6", soname="libllama.so")
     ggml = _elf("bin/libggml.so", "libgomp.so.1", "libcuda.so.1", soname="libggml.so")
-    report = check_imports([cli, llama, ggml], os_name="linux",
-                           files=["bin/llama-cli", "bin/libllama.so", "bin/libggml.so", "LICENSE"])
+    report = check_imports(
+        [cli, llama, ggml],
+        os_name="linux",
+        files=["bin/llama-cli", "bin/libllama.so", "bin/libggml.so", "LICENSE"],
+    )
     assert report.ok, report.problems
-    assert report.summary() == {"system": ["libc.so.6", "libgomp.so.1", "libm.so.6",
-                                           "libstdc++.so.6"], "driver": ["libcuda.so.1"]}
-    assert "bin/llama-cli: libllama.so (bin/libllama.so), libggml.so (bin/libggml.so), " \
+    assert report.summary() == {
+        "system": ["libc.so.6", "libgomp.so.1", "libm.so.6", "libstdc++.so.6"],
+        "driver": ["libcuda.so.1"],
+    }
+    assert (
+        "bin/llama-cli: libllama.so (bin/libllama.so), libggml.so (bin/libggml.so), "
         "libstdc++.so.6 (system), libc.so.6 (system)" in report.lines()
+    )
 
 
 def test_an_unknown_library_is_refused_naming_file_and_library() -> None:
     problems = _check(_elf("bin/llama-server", "libssl.so.3", "libc.so.6"))
-    assert problems == ["bin/llama-server needs libssl.so.3: not in the release and not an "
-                        "allowed system library"]
+    assert problems == [
+        "bin/llama-server needs libssl.so.3: not in the release and not an allowed system library"
+    ]
 
 
 def test_a_library_in_bin_needs_an_origin_search_path() -> None:
@@ -47,13 +65,14 @@ def test_a_library_in_bin_needs_an_origin_search_path() -> None:
     for runpath in (None, "/home/u/build/bin", "", "lib"):
         exe = _elf("bin/llama-cli", "libggml.so", runpath=runpath)
         problems = _check(exe, lib)
-        assert len(problems) == 1 and problems[0].startswith("bin/llama-cli needs libggml.so: "), \
-            (runpath, problems)
+        assert len(problems) == 1 and problems[0].startswith("bin/llama-cli needs libggml.so: "), (
+            runpath,
+            problems,
+        )
     # ${ORIGIN}, a DT_RPATH, and $ORIGIN/../lib all count
     assert _check(_elf("bin/x", "libggml.so", runpath="${ORIGIN}"), lib) == []
     assert _check(_elf("bin/x", "libggml.so", runpath=None, rpath="$ORIGIN"), lib) == []
-    assert _check(_elf("bin/x", "libg.so", runpath="$ORIGIN/../lib"),
-                  _elf("lib/libg.so", "libc.so.6")) == []
+    assert _check(_elf("bin/x", "libg.so", runpath="$ORIGIN/../lib"), _elf("lib/libg.so", "libc.so.6")) == []
     # a RUNPATH hides the RPATH (the loader ignores DT_RPATH when DT_RUNPATH is there)
     assert _check(_elf("bin/x", "libggml.so", runpath="/opt", rpath="$ORIGIN"), lib)
 
@@ -70,21 +89,33 @@ def test_a_library_loaded_by_a_parent_is_found_by_its_soname() -> None:
 
 def test_a_path_import_and_a_foreign_format_are_refused() -> None:
     assert _check(_elf("bin/x", "/usr/lib/libfoo.so")) == [
-        "bin/x needs /usr/lib/libfoo.so: a path, not a library name"]
+        "bin/x needs /usr/lib/libfoo.so: a path, not a library name"
+    ]
     pe = Binary(path="bin/x.exe", format="pe", needed=("KERNEL32.dll",))
     assert _check(pe) == ["bin/x.exe: a PE file in a linux release"]
 
 
 def test_windows_rules() -> None:
-    exe = Binary(path="bin/llama-cli.exe", format="pe",
-                 needed=("KERNEL32.dll", "ggml.dll", "api-ms-win-crt-runtime-l1-1-0.dll",
-                         "nvcuda.dll", "WS2_32.dll", "msvcrt.dll"))
+    exe = Binary(
+        path="bin/llama-cli.exe",
+        format="pe",
+        needed=(
+            "KERNEL32.dll",
+            "ggml.dll",
+            "api-ms-win-crt-runtime-l1-1-0.dll",
+            "nvcuda.dll",
+            "WS2_32.dll",
+            "msvcrt.dll",
+        ),
+    )
     dll = Binary(path="bin/GGML.DLL", format="pe", needed=("MSVCP140.dll", "cublas64_12.dll"))
-    report = check_imports([exe, dll], os_name="windows",
-                           files=["bin/llama-cli.exe", "bin/GGML.DLL", "bin/cublas64_12.dll"])
+    report = check_imports(
+        [exe, dll], os_name="windows", files=["bin/llama-cli.exe", "bin/GGML.DLL", "bin/cublas64_12.dll"]
+    )
     # the Visual C++ runtime is not part of Windows: ship it, or link it statically
-    assert list(report.problems) == ["bin/GGML.DLL needs MSVCP140.dll: not in bin/ and not a "
-                                     "Windows system DLL"]
+    assert list(report.problems) == [
+        "bin/GGML.DLL needs MSVCP140.dll: not in bin/ and not a Windows system DLL"
+    ]
     assert report.needs("driver") == ["nvcuda.dll"]
 
 
@@ -117,14 +148,17 @@ def test_read_binary_elf_pe_and_others(tmp_path: Path) -> None:
 def test_allow_system_extends_the_set_and_is_recorded() -> None:
     exe = _elf("bin/llama-cli", "libssl.so.3", "libcrypto.so.3", "libc.so.6")
     assert len(_check(exe)) == 2
-    report = check_imports([exe], os_name="linux", files=["bin/llama-cli"],
-                           allow=["libssl.so.3", "libcrypto.so.3"])
+    report = check_imports(
+        [exe], os_name="linux", files=["bin/llama-cli"], allow=["libssl.so.3", "libcrypto.so.3"]
+    )
     assert report.ok
-    assert report.summary() == {"system": ["libc.so.6", "libcrypto.so.3", "libssl.so.3"],
-                                "driver": [], "allowed_extra": ["libcrypto.so.3", "libssl.so.3"]}
+    assert report.summary() == {
+        "system": ["libc.so.6", "libcrypto.so.3", "libssl.so.3"],
+        "driver": [],
+        "allowed_extra": ["libcrypto.so.3", "libssl.so.3"],
+    }
     pe = Binary(path="bin/x.exe", format="pe", needed=("VCRUNTIME140.dll",))
-    assert check_imports([pe], os_name="windows", files=["bin/x.exe"],
-                         allow=["vcruntime140.dll"]).ok
+    assert check_imports([pe], os_name="windows", files=["bin/x.exe"], allow=["vcruntime140.dll"]).ok
 
 
 def test_release_and_verify_with_allow_system(tmp_path: Path) -> None:
@@ -136,8 +170,7 @@ def test_release_and_verify_with_allow_system(tmp_path: Path) -> None:
     from tests.fixtures.wheels import set_binary
 
     build = make_build(tmp_path)
-    set_binary(build, "bin/llama-cli", make_elf(needed=("libssl.so.3", "libc.so.6"),
-                                                runpath="$ORIGIN"))
+    set_binary(build, "bin/llama-cli", make_elf(needed=("libssl.so.3", "libc.so.6"), runpath="$ORIGIN"))
     with pytest.raises(ReleaseError, match="bin/llama-cli needs libssl.so.3"):
         do_release(build, tmp_path / "dist")
     with pytest.raises(ReleaseError, match="not a library file name"):
@@ -158,7 +191,8 @@ def test_the_recipe_documents_its_extra_system_libraries(tmp_path: Path) -> None
 
     recipe = load_recipe(REPO / "recipes" / "cpu-rpc.toml", REPO, load_series(REPO / "patches"))
     assert recipe.release_allow_system == ("libssl.so.3", "libcrypto.so.3")
-    opts = ReleaseOptions(build_dir=tmp_path, out_dir=tmp_path, recipe=recipe,
-                          allow_system=("libcrypto.so.3", "libz.so.1"))
+    opts = ReleaseOptions(
+        build_dir=tmp_path, out_dir=tmp_path, recipe=recipe, allow_system=("libcrypto.so.3", "libz.so.1")
+    )
     assert _allowed_system(opts) == ("libssl.so.3", "libcrypto.so.3", "libz.so.1")
     assert _allowed_system(ReleaseOptions(build_dir=tmp_path, out_dir=tmp_path)) == ()

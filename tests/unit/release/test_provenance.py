@@ -49,8 +49,9 @@ def test_statement_schema(tmp_path: Path) -> None:
     st = _statement(r)
     assert st["_type"] == STATEMENT_TYPE == "https://in-toto.io/Statement/v1"
     assert st["predicateType"] == PREDICATE_TYPE == "https://slsa.dev/provenance/v1"
-    assert st["subject"] == [{"name": r.archive.name,
-                              "digest": {"sha256": hashlib.sha256(r.archive.read_bytes()).hexdigest()}}]
+    assert st["subject"] == [
+        {"name": r.archive.name, "digest": {"sha256": hashlib.sha256(r.archive.read_bytes()).hexdigest()}}
+    ]
     bd = st["predicate"]["buildDefinition"]
     assert bd["buildType"] == BUILD_TYPE
     assert bd["externalParameters"]["upstream"]["commit"] == COMMIT
@@ -69,8 +70,9 @@ def test_statement_schema(tmp_path: Path) -> None:
     rd = st["predicate"]["runDetails"]
     assert rd["builder"]["id"]
     manifest = r.manifest.read_bytes()
-    assert rd["byproducts"] == [{"name": "manifest.json",
-                                 "digest": {"sha256": hashlib.sha256(manifest).hexdigest()}}]
+    assert rd["byproducts"] == [
+        {"name": "manifest.json", "digest": {"sha256": hashlib.sha256(manifest).hexdigest()}}
+    ]
     # listed in SHA256SUMS, canonical, and the same bytes from the same release
     sums = (dist / "SHA256SUMS").read_text()
     assert f"  {r.name}.intoto.json\n" in sums
@@ -84,8 +86,9 @@ def test_statement_schema(tmp_path: Path) -> None:
 def test_statement_follows_from_the_manifest(tmp_path: Path) -> None:
     _, r = _released(tmp_path)
     manifest = json.loads(r.manifest.read_text())
-    st = statement_for(r.archive.name, r.sha256, manifest,
-                       hashlib.sha256(r.manifest.read_bytes()).hexdigest())
+    st = statement_for(
+        r.archive.name, r.sha256, manifest, hashlib.sha256(r.manifest.read_bytes()).hexdigest()
+    )
     assert st == _statement(r)
 
 
@@ -96,9 +99,12 @@ def _edit_statement(dist: Path, name: str, edit: Any, *, resum: bool = True) -> 
     path.write_bytes(dump_statement(st))
     if resum:  # a careful forger fixes SHA256SUMS too
         sums = dist / "SHA256SUMS"
-        lines = [ln if not ln.endswith(f"  {path.name}")
-                 else f"{hashlib.sha256(path.read_bytes()).hexdigest()}  {path.name}"
-                 for ln in sums.read_text().splitlines()]
+        lines = [
+            ln
+            if not ln.endswith(f"  {path.name}")
+            else f"{hashlib.sha256(path.read_bytes()).hexdigest()}  {path.name}"
+            for ln in sums.read_text().splitlines()
+        ]
         sums.write_text("\n".join(lines) + "\n")
 
 
@@ -112,7 +118,8 @@ def test_verify_names_each_forged_claim(tmp_path: Path) -> None:
     _edit_statement(dist, r.name, other_commit)
     assert verify_dir(dist).differences == (
         f"{stmt}: does not match {r.archive.name} and its manifest: "
-        "predicate.buildDefinition.externalParameters.upstream.commit",)
+        "predicate.buildDefinition.externalParameters.upstream.commit",
+    )
 
     def other_patch(st: dict[str, Any]) -> None:
         st["predicate"]["buildDefinition"]["externalParameters"]["upstream"]["commit"] = COMMIT
@@ -128,8 +135,9 @@ def test_verify_names_each_forged_claim(tmp_path: Path) -> None:
     _edit_statement(dist, r.name, lambda st: st.update(extra=1), resum=False)
     diffs = verify_dir(dist).differences
     assert any(d.startswith(f"{stmt}: sha256 is ") for d in diffs)
-    assert any(d.startswith(f"{stmt}: does not match {r.archive.name} and its manifest: extra, ")
-               for d in diffs)
+    assert any(
+        d.startswith(f"{stmt}: does not match {r.archive.name} and its manifest: extra, ") for d in diffs
+    )
 
 
 def test_verify_wants_the_statement(tmp_path: Path) -> None:
@@ -154,8 +162,11 @@ def _project(tmp_path: Path) -> Path:
     (proj / "toolchains" / "tc.cmake").write_text("set(CMAKE_SYSTEM_NAME Linux)\n")
     (proj / "toolchains" / "tc-compat.h").write_text("#pragma once\n")  # a helper it reads
     write_recipe(proj, "fixture", url="https://example.invalid/llama.cpp", commit=COMMIT)
-    text = (proj / "recipes" / "fixture.toml").read_text().replace(
-        "[build]\n", '[build]\ntoolchain = "toolchains/tc.cmake"\n')
+    text = (
+        (proj / "recipes" / "fixture.toml")
+        .read_text()
+        .replace("[build]\n", '[build]\ntoolchain = "toolchains/tc.cmake"\n')
+    )
     (proj / "recipes" / "fixture.toml").write_text(text)
     return proj
 
@@ -164,23 +175,39 @@ def test_the_archive_carries_the_builds_sources(tmp_path: Path) -> None:
     proj = _project(tmp_path)
     recipe = load_recipe(proj / "recipes" / "fixture.toml", proj, load_series(proj / "patches"))
     p = recipe.patches[0]
-    patches = [{"name": p.name, "file": p.filename, "sha256": p.sha256,
-                "upstream_status": p.upstream_status, "when": p.when, "experimental": False,
-                "result": "applied"}]
+    patches = [
+        {
+            "name": p.name,
+            "file": p.filename,
+            "sha256": p.sha256,
+            "upstream_status": p.upstream_status,
+            "when": p.when,
+            "experimental": False,
+            "result": "applied",
+        }
+    ]
     build = make_build(tmp_path / "b", name="fixture", recipe_sha=recipe.sha256, patches=patches)
     r = do_release(build, tmp_path / "dist", recipe=recipe, project=proj)
     manifest = json.loads(r.manifest.read_text())
     assert manifest["source"] == {
-        "recipe": "source/recipes/fixture.toml", "series": "source/patches/series",
-        "patches": ["source/patches/0001-guard.patch"], "toolchain": "source/toolchains/tc.cmake",
-        "toolchain_files": ["source/toolchains/tc-compat.h"]}
-    entries = {e.name[len(r.name) + 1:]: e for e in read_archive(
-        r.archive, keep=[f"{r.name}/source/patches/series", f"{r.name}/source/recipes/fixture.toml"])}
+        "recipe": "source/recipes/fixture.toml",
+        "series": "source/patches/series",
+        "patches": ["source/patches/0001-guard.patch"],
+        "toolchain": "source/toolchains/tc.cmake",
+        "toolchain_files": ["source/toolchains/tc-compat.h"],
+    }
+    entries = {
+        e.name[len(r.name) + 1 :]: e
+        for e in read_archive(
+            r.archive, keep=[f"{r.name}/source/patches/series", f"{r.name}/source/recipes/fixture.toml"]
+        )
+    }
     assert entries["source/recipes/fixture.toml"].sha256 == recipe.sha256
     assert entries["source/patches/0001-guard.patch"].sha256 == p.sha256
     assert entries["source/patches/series"].data == (
         b"# the patches this release's build applied, in order\n"
-        + f"0001-guard.patch sha256={p.sha256}\n".encode())
+        + f"0001-guard.patch sha256={p.sha256}\n".encode()
+    )
     files = {f["path"]: f for f in manifest["files"]}
     assert files["source/toolchains/tc.cmake"]["type"] == "SOURCE"
     assert files["source/toolchains/tc-compat.h"]["type"] == "SOURCE"
@@ -204,8 +231,7 @@ def test_ci_template_attests_every_released_file(project: Path) -> None:
 
     yaml = pytest.importorskip("yaml")
     build = yaml.safe_load(workflow(project))["jobs"]["build"]
-    assert build["permissions"] == {"contents": "read", "id-token": "write",
-                                    "attestations": "write"}
+    assert build["permissions"] == {"contents": "read", "id-token": "write", "attestations": "write"}
     steps = build["steps"]
     names = [s.get("name") for s in steps]
     attest = steps[names.index("Attest build provenance")]

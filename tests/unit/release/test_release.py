@@ -38,14 +38,26 @@ def test_release_archive_contents_and_manifest(tmp_path: Path) -> None:
     stem = "llama-82bb485-pk5f3c2a1b-linux-x86_64-cpu-rpc"
     assert r.archive == dist / f"{stem}.tar.gz"
     assert sorted(p.name for p in dist.iterdir()) == [
-        "SHA256SUMS", f"{stem}.intoto.json", f"{stem}.manifest.json", f"{stem}.tar.gz"]
+        "SHA256SUMS",
+        f"{stem}.intoto.json",
+        f"{stem}.manifest.json",
+        f"{stem}.tar.gz",
+    ]
     with tarfile.open(r.archive) as tar:
         members = tar.getmembers()
         names = [m.name for m in members]
         assert names == sorted(names)
-        assert names == [f"{stem}/{n}" for n in (
-            "LICENSE", "bin/ggml-rpc-server", "bin/libggml.so", "bin/libllama.so",
-            "bin/llama-cli", "manifest.json")]
+        assert names == [
+            f"{stem}/{n}"
+            for n in (
+                "LICENSE",
+                "bin/ggml-rpc-server",
+                "bin/libggml.so",
+                "bin/libllama.so",
+                "bin/llama-cli",
+                "manifest.json",
+            )
+        ]
         for m in members:
             assert (m.uid, m.gid, m.uname, m.gname, m.mtime) == (0, 0, "", "", COMMIT_EPOCH)
             assert m.mode == (0o755 if "/bin/" in m.name else 0o644)
@@ -54,8 +66,12 @@ def test_release_archive_contents_and_manifest(tmp_path: Path) -> None:
     assert cli == (build / "bin" / "llama-cli").read_bytes()
     assert (dist / f"{stem}.manifest.json").read_bytes() == manifest_bytes
     m = json.loads(manifest_bytes)
-    assert m["upstream"] == {"url": "https://github.com/ggml-org/llama.cpp", "commit": COMMIT,
-                             "commit_date": COMMIT_DATE, "ref": None}
+    assert m["upstream"] == {
+        "url": "https://github.com/ggml-org/llama.cpp",
+        "commit": COMMIT,
+        "commit_date": COMMIT_DATE,
+        "ref": None,
+    }
     assert m["patches"][0]["status"] == "pending" and m["patches"][0]["sha256"] == "ef" * 32
     assert m["series_hash"] == SERIES_HASH and m["recipe"]["name"] == "cpu-rpc"
     assert m["cmake"]["defines"] == {"GGML_RPC": "ON", "GGML_NATIVE": "OFF"}
@@ -63,8 +79,13 @@ def test_release_archive_contents_and_manifest(tmp_path: Path) -> None:
     assert m["waivers"] == [] and m["source_date_epoch"] == COMMIT_EPOCH
     assert m["reproducible"]["launcher"] == "none" and m["reproducible"]["any_folder"] is True
     files = {f["path"]: f for f in m["files"]}
-    assert set(files) == {"LICENSE", "bin/ggml-rpc-server", "bin/libggml.so", "bin/libllama.so",
-                          "bin/llama-cli"}
+    assert set(files) == {
+        "LICENSE",
+        "bin/ggml-rpc-server",
+        "bin/libggml.so",
+        "bin/libllama.so",
+        "bin/llama-cli",
+    }
     assert files["bin/llama-cli"]["sha256"] == sha256_bytes(cli)
     assert files["bin/llama-cli"]["size"] == len(cli) and files["LICENSE"]["mode"] == "644"
     # no host paths, no timings
@@ -188,23 +209,24 @@ def test_refuses_tampered_build_dir(tmp_path: Path) -> None:
     assert not dist.exists()
 
 
-def test_interrupted_release_leaves_no_half_archive(tmp_path: Path,
-                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+def test_interrupted_release_leaves_no_half_archive(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     dist = tmp_path / "dist"
     first = do_release(make_build(tmp_path / "a"), dist)
     sums_before = (dist / "SHA256SUMS").read_bytes()
     import patchkit.release.archive as archive_mod
+
     real = archive_mod._write_zip
 
     def dies_halfway(f: Any, root: str, members: Any, mtime: int) -> None:
         real(f, root, members[:2], mtime)
         raise KeyboardInterrupt
+
     monkeypatch.setattr(archive_mod, "_write_zip", dies_halfway)
     with pytest.raises(KeyboardInterrupt):
         do_release(make_build(tmp_path / "b", name="win", os_name="windows"), dist)
     assert sorted(p.name for p in dist.iterdir()) == sorted(
-        ["SHA256SUMS", first.archive.name, first.manifest.name,
-         *(p.name for p in first.provenance)])
+        ["SHA256SUMS", first.archive.name, first.manifest.name, *(p.name for p in first.provenance)]
+    )
     assert (dist / "SHA256SUMS").read_bytes() == sums_before
     # a damaged SHA256SUMS is refused rather than silently rewritten
     (dist / "SHA256SUMS").write_text("nonsense\n")
@@ -275,15 +297,19 @@ def test_a_build_folder_file_linked_to_a_host_file_is_never_packed(tmp_path: Pat
         assert not dist.exists() or not list(dist.iterdir())
 
 
-@pytest.mark.parametrize(("info", "any_folder", "why"), [
-    ({}, True, "source paths relative"),
-    ({"compile_cache": {"launcher": "ccache"}, "cuda": {"nvcc": "13.0"}}, True, "SOURCE_DATE_EPOCH"),
-    ({"compile_cache": {"launcher": "sccache"}}, False, "compiled through sccache"),
-    ({"cuda": {"nvcc": "11.8"}}, False, "nvcc 11.8 names its temporary host files"),
-    ({"cuda": {"nvcc": "12.0"}}, True, "nvcc's temporary files named after the object"),
-])
+@pytest.mark.parametrize(
+    ("info", "any_folder", "why"),
+    [
+        ({}, True, "source paths relative"),
+        ({"compile_cache": {"launcher": "ccache"}, "cuda": {"nvcc": "13.0"}}, True, "SOURCE_DATE_EPOCH"),
+        ({"compile_cache": {"launcher": "sccache"}}, False, "compiled through sccache"),
+        ({"cuda": {"nvcc": "11.8"}}, False, "nvcc 11.8 names its temporary host files"),
+        ({"cuda": {"nvcc": "12.0"}}, True, "nvcc's temporary files named after the object"),
+    ],
+)
 def test_the_manifest_says_whether_another_folder_rebuilds_the_bytes(
-        info: dict[str, Any], any_folder: bool, why: str) -> None:
+    info: dict[str, Any], any_folder: bool, why: str
+) -> None:
     from patchkit.release.release import reproducibility
 
     r = reproducibility(info)

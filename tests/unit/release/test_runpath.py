@@ -14,15 +14,19 @@ from tests.fixtures.release import do_release, make_build
 
 BAD = [
     ("$ORIGIN:", "RUNPATH entry '': empty entry (the loader reads it as the current directory)", None),
-    ("$ORIGIN:/home/ci/venv/lib/python3.11/site-packages/nvidia/cu13/lib",
-     "RUNPATH entry '/home/ci/venv/lib/python3.11/site-packages/nvidia/cu13/lib': absolute path", None),
+    (
+        "$ORIGIN:/home/ci/venv/lib/python3.11/site-packages/nvidia/cu13/lib",
+        "RUNPATH entry '/home/ci/venv/lib/python3.11/site-packages/nvidia/cu13/lib': absolute path",
+        None,
+    ),
     (None, "RPATH entry 'lib': relative entry", "lib"),
 ]
 
 
 @pytest.mark.parametrize(("runpath", "message", "rpath"), BAD)
-def test_release_refuses_a_bad_search_path(tmp_path: Path, runpath: str | None, message: str,
-                                           rpath: str | None) -> None:
+def test_release_refuses_a_bad_search_path(
+    tmp_path: Path, runpath: str | None, message: str, rpath: str | None
+) -> None:
     build = make_build(tmp_path)
     put_artifact(build, "bin/libggml.so", make_elf(runpath=runpath, rpath=rpath, soname="libggml.so"))
     with pytest.raises(ReleaseError) as e:
@@ -36,7 +40,9 @@ def test_release_refuses_a_bad_search_path(tmp_path: Path, runpath: str | None, 
 def test_release_refuses_a_malformed_elf(tmp_path: Path) -> None:
     build = make_build(tmp_path)
     put_artifact(build, "bin/llama-cli", b"\x7fELF\x02\x01\x01" + b"\xff" * 200)
-    with pytest.raises(ReleaseError, match=r"^bin/llama-cli: cannot read its ELF dynamic section \(malformed ELF: "):
+    with pytest.raises(
+        ReleaseError, match=r"^bin/llama-cli: cannot read its ELF dynamic section \(malformed ELF: "
+    ):
         do_release(build, tmp_path / "dist")
 
 
@@ -54,8 +60,13 @@ def _no_import_check(monkeypatch: pytest.MonkeyPatch) -> None:
     from patchkit.release import bundle
     from patchkit.release.imports import check_imports
 
-    monkeypatch.setattr(bundle, "check_release", lambda *a, **kw: bundle.ReleaseCheck(
-        report=check_imports([], os_name="linux", files=[]), runtime=None))
+    monkeypatch.setattr(
+        bundle,
+        "check_release",
+        lambda *a, **kw: bundle.ReleaseCheck(
+            report=check_imports([], os_name="linux", files=[]), runtime=None
+        ),
+    )
 
 
 def _runpath_diffs(diffs: tuple[str, ...]) -> list[str]:
@@ -65,12 +76,19 @@ def _runpath_diffs(diffs: tuple[str, ...]) -> list[str]:
 
 @pytest.mark.parametrize("windows", [False, True])
 @pytest.mark.parametrize(("runpath", "message", "rpath"), BAD)
-def test_verify_flags_a_bad_search_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, windows: bool,
-                                        runpath: str | None, message: str, rpath: str | None) -> None:
+def test_verify_flags_a_bad_search_path(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    windows: bool,
+    runpath: str | None,
+    message: str,
+    rpath: str | None,
+) -> None:
     """An archive that is consistent in every other way (sums, manifest) but ships a binary
     with a bad RUNPATH, as an older patchkit or a hand-made one would have written it."""
-    build = make_build(tmp_path, name="win" if windows else "cpu-rpc",
-                       os_name="windows" if windows else "linux")
+    build = make_build(
+        tmp_path, name="win" if windows else "cpu-rpc", os_name="windows" if windows else "linux"
+    )
     rel = "bin/ggml.dll" if windows else "bin/libggml.so"
     put_artifact(build, rel, make_elf(runpath=runpath, rpath=rpath))
     monkeypatch.setattr(release_mod, "_refuse_bad_runpath", lambda path, rel: None)
@@ -88,5 +106,6 @@ def test_verify_flags_a_malformed_elf_member(tmp_path: Path, monkeypatch: pytest
     _no_import_check(monkeypatch)
     r = do_release(build, tmp_path / "dist")
     (diff,) = _runpath_diffs(verify_dir(tmp_path / "dist").differences)
-    assert diff.startswith(f"{r.archive.name}: bin/llama-cli: cannot read its ELF dynamic section "
-                           "(malformed ELF: ")
+    assert diff.startswith(
+        f"{r.archive.name}: bin/llama-cli: cannot read its ELF dynamic section (malformed ELF: "
+    )

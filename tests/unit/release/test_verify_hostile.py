@@ -48,11 +48,14 @@ class _Zeros(io.RawIOBase):
         return k
 
 
-def tar_gz(path: Path, members: list[tarfile.TarInfo | tuple[str, int]], *,
-           fmt: int = tarfile.PAX_FORMAT) -> Path:
+def tar_gz(
+    path: Path, members: list[tarfile.TarInfo | tuple[str, int]], *, fmt: int = tarfile.PAX_FORMAT
+) -> Path:
     """A .tar.gz of the given members: TarInfo as is, (name, size) as zero-filled files."""
-    with gzip.GzipFile(path, "wb", compresslevel=1, mtime=0) as gz, \
-            tarfile.open(fileobj=gz, mode="w", format=fmt) as tar:
+    with (
+        gzip.GzipFile(path, "wb", compresslevel=1, mtime=0) as gz,
+        tarfile.open(fileobj=gz, mode="w", format=fmt) as tar,
+    ):
         for m in members:
             if isinstance(m, tarfile.TarInfo):
                 tar.addfile(m, io.BytesIO(b"x" * m.size) if m.isfile() else None)
@@ -92,8 +95,10 @@ def test_a_manifest_bomb_is_one_line_exit_12_in_little_memory(tmp_path: Path) ->
         tracemalloc.stop()
     assert peak < 8 * MIB
     assert e.value.exit_code == 12 and "\n" not in e.value.message
-    assert e.value.message == (f"{bomb.name}: refused: {ROOT}/manifest.json is {256 * MIB} bytes "
-                               "uncompressed, more than the 4 MiB a manifest may be (a bomb?)")
+    assert e.value.message == (
+        f"{bomb.name}: refused: {ROOT}/manifest.json is {256 * MIB} bytes "
+        "uncompressed, more than the 4 MiB a manifest may be (a bomb?)"
+    )
     code, out = verify_cli(dist)
     assert code == 12 and out.count("error: ") == 1 and "refused" in out
 
@@ -133,15 +138,17 @@ def test_a_pax_or_long_name_header_claiming_megabytes_is_refused(tmp_path: Path)
     pax = tar_gz(tmp_path / "pax.tar.gz", [info])
     with pytest.raises(ArchiveRefused, match="a tar header record of .* bytes"):
         read_archive(pax)
-    gnu = tar_gz(tmp_path / "gnu.tar.gz", [tarfile.TarInfo("r/" + "n" * (200 * 1024))],
-                 fmt=tarfile.GNU_FORMAT)
+    gnu = tar_gz(
+        tmp_path / "gnu.tar.gz", [tarfile.TarInfo("r/" + "n" * (200 * 1024))], fmt=tarfile.GNU_FORMAT
+    )
     with pytest.raises(ArchiveRefused, match="a tar header record"):
         read_archive(gnu)
 
 
 def test_a_chain_of_thousands_of_pax_headers_is_refused(tmp_path: Path) -> None:
     one = tarfile.TarInfo._create_pax_generic_header(  # type: ignore[attr-defined]
-        {"comment": "x" * 100}, tarfile.XHDTYPE, "utf-8")
+        {"comment": "x" * 100}, tarfile.XHDTYPE, "utf-8"
+    )
     member = tarfile.TarInfo("r/x").tobuf(tarfile.PAX_FORMAT)
     raw = one * 5000 + member + bytes(1024)
     path = tmp_path / "chain.tar.gz"
@@ -179,8 +186,10 @@ def test_a_zip_directory_claiming_too_many_entries_or_bytes_is_refused(tmp_path:
 
 def test_a_zip_manifest_bomb_and_a_member_lying_about_its_size(tmp_path: Path) -> None:
     path = tmp_path / f"{ROOT}.zip"
-    with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_DEFLATED) as zf, \
-            zf.open(f"{ROOT}/manifest.json", "w", force_zip64=True) as dst:
+    with (
+        zipfile.ZipFile(path, "w", compression=zipfile.ZIP_DEFLATED) as zf,
+        zf.open(f"{ROOT}/manifest.json", "w", force_zip64=True) as dst,
+    ):
         for _ in range(64):
             dst.write(bytes(MIB))
     with pytest.raises(ArchiveRefused, match="manifest.json is 67108864 bytes uncompressed"):
@@ -189,7 +198,7 @@ def test_a_zip_manifest_bomb_and_a_member_lying_about_its_size(tmp_path: Path) -
     data = bytearray(liar.read_bytes())
     for sig, off in ((b"PK\x03\x04", 22), (b"PK\x01\x02", 24)):  # uncompressed size fields
         at = data.find(sig)
-        data[at + off:at + off + 4] = (10).to_bytes(4, "little")
+        data[at + off : at + off + 4] = (10).to_bytes(4, "little")
     liar.write_bytes(bytes(data))
     with pytest.raises(ValueError, match="not a readable zip archive") as e:
         read_archive(liar)
@@ -207,13 +216,22 @@ def test_members_an_unpacker_would_put_elsewhere_are_differences(tmp_path: Path)
     members: list[Any] = [
         _link("r/bin/llama-cli", tarfile.SYMTYPE, "/etc/passwd"),
         _link("r/bin/hard", tarfile.LNKTYPE, "/etc/shadow"),
-        ("/etc/cron.d/x", 1), ("r/../../x", 1), ("r/a\\..\\b", 1), ("r/dup", 1), ("r/dup", 1),
+        ("/etc/cron.d/x", 1),
+        ("r/../../x", 1),
+        ("r/a\\..\\b", 1),
+        ("r/dup", 1),
+        ("r/dup", 1),
     ]
     path = tar_gz(tmp_path / "r.tar.gz", members)
     problems = " | ".join(check_archive(path, read_archive(path), root="r", mtime=0))
-    for needle in ("r/bin/llama-cli: not a regular file", "r/bin/hard: not a regular file",
-                   "'/etc/cron.d/x': an absolute name", "'r/../../x': an empty, '.' or '..' component",
-                   "backslash", "r/dup: appears twice"):
+    for needle in (
+        "r/bin/llama-cli: not a regular file",
+        "r/bin/hard: not a regular file",
+        "'/etc/cron.d/x': an absolute name",
+        "'r/../../x': an empty, '.' or '..' component",
+        "backslash",
+        "r/dup: appears twice",
+    ):
         assert needle in problems, problems
 
 
@@ -289,8 +307,15 @@ def test_a_deeply_nested_manifest_is_a_difference_not_a_traceback(tmp_path: Path
 def test_a_manifest_that_is_json_but_hostile_in_shape(tmp_path: Path) -> None:
     dist = tmp_path / "dist"
     dist.mkdir()
-    manifest = json.dumps({"files": [{"path": "../../etc/passwd", "sha256": "0"}] * 3,
-                           "name": 7, "archive": None, "smoke": "x", "waivers": 5}).encode()
+    manifest = json.dumps(
+        {
+            "files": [{"path": "../../etc/passwd", "sha256": "0"}] * 3,
+            "name": 7,
+            "archive": None,
+            "smoke": "x",
+            "waivers": 5,
+        }
+    ).encode()
     path = dist / f"{ROOT}.tar.gz"
     with gzip.GzipFile(path, "wb", mtime=0) as gz, tarfile.open(fileobj=gz, mode="w") as tar:
         info = tarfile.TarInfo(f"{ROOT}/manifest.json")
@@ -305,19 +330,42 @@ def test_a_manifest_that_is_json_but_hostile_in_shape(tmp_path: Path) -> None:
 
 
 _json = st.recursive(
-    st.none() | st.booleans() | st.integers(-(1 << 70), 1 << 70) | st.floats(allow_nan=False)
+    st.none()
+    | st.booleans()
+    | st.integers(-(1 << 70), 1 << 70)
+    | st.floats(allow_nan=False)
     | st.text(max_size=20),
     lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
-    max_leaves=20)
-_KEYS = ("schema", "name", "archive", "variant", "recipe", "upstream", "patches", "series_hash",
-         "platform", "cuda", "smoke", "waivers", "source_date_epoch", "files", "cmake", "tools")
+    max_leaves=20,
+)
+_KEYS = (
+    "schema",
+    "name",
+    "archive",
+    "variant",
+    "recipe",
+    "upstream",
+    "patches",
+    "series_hash",
+    "platform",
+    "cuda",
+    "smoke",
+    "waivers",
+    "source_date_epoch",
+    "files",
+    "cmake",
+    "tools",
+)
 
 
 @settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(manifest=st.dictionaries(st.sampled_from(_KEYS), _json, max_size=len(_KEYS)),
-       kind=st.sampled_from(["tar.gz", "zip"]))
-def test_property_any_manifest_gives_differences_not_errors(tmp_path_factory: pytest.TempPathFactory,
-                                                            manifest: dict[str, Any], kind: str) -> None:
+@given(
+    manifest=st.dictionaries(st.sampled_from(_KEYS), _json, max_size=len(_KEYS)),
+    kind=st.sampled_from(["tar.gz", "zip"]),
+)
+def test_property_any_manifest_gives_differences_not_errors(
+    tmp_path_factory: pytest.TempPathFactory, manifest: dict[str, Any], kind: str
+) -> None:
     dist = tmp_path_factory.mktemp("dist")
     data = json.dumps(manifest).encode()
     path = dist / f"{ROOT}.{kind}"

@@ -26,8 +26,9 @@ def test_bench_stops_on_a_server_its_clients_refuse(tmp_path: Path) -> None:
     build, model = _build(tmp_path, "5.0.0")
     with FakeRpcServer(version=(5, 0, 0)) as ok, FakeRpcServer(version=(5, 1, 0)) as new:
         rpc = f"127.0.0.1:{ok.port},127.0.0.1:{new.port}"
-        res = invoke(tmp_path, "bench", str(tmp_path / "res"), "-m", str(model),
-                     "--build", str(build), "--rpc", rpc)
+        res = invoke(
+            tmp_path, "bench", str(tmp_path / "res"), "-m", str(model), "--build", str(build), "--rpc", rpc
+        )
     assert res.exit_code == 14, res.output
     err = [ln for ln in res.stderr.splitlines() if ln.startswith("error: ")]
     assert len(err) == 1

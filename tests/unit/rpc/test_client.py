@@ -29,21 +29,48 @@ U64 = 2**64 - 1
 
 # wire format -------------------------------------------------------------------------------
 
+
 def test_command_numbers_match_upstream_enum() -> None:
     assert [c.name for c in Cmd] == [
-        "ALLOC_BUFFER", "GET_ALIGNMENT", "GET_MAX_SIZE", "BUFFER_GET_BASE", "FREE_BUFFER",
-        "BUFFER_CLEAR", "SET_TENSOR", "SET_TENSOR_HASH", "GET_TENSOR", "COPY_TENSOR",
-        "GRAPH_COMPUTE", "GET_DEVICE_MEMORY", "INIT_TENSOR", "GET_ALLOC_SIZE", "HELLO",
-        "DEVICE_COUNT", "GRAPH_RECOMPUTE", "MEMSET_TENSOR"]
+        "ALLOC_BUFFER",
+        "GET_ALIGNMENT",
+        "GET_MAX_SIZE",
+        "BUFFER_GET_BASE",
+        "FREE_BUFFER",
+        "BUFFER_CLEAR",
+        "SET_TENSOR",
+        "SET_TENSOR_HASH",
+        "GET_TENSOR",
+        "COPY_TENSOR",
+        "GRAPH_COMPUTE",
+        "GET_DEVICE_MEMORY",
+        "INIT_TENSOR",
+        "GET_ALLOC_SIZE",
+        "HELLO",
+        "DEVICE_COUNT",
+        "GRAPH_RECOMPUTE",
+        "MEMSET_TENSOR",
+    ]
     assert [int(c) for c in Cmd] == list(range(18))
 
 
 def test_rpc_tensor_layout_is_byte_exact() -> None:
     assert RPC_TENSOR.size == 296 and HELLO_RSP.size == 28
-    t = RpcTensor(id=0x0102030405060708, type=0x11, buffer=0xAABB, ne=(1, 2, 3, 4),
-                  nb=(5, 6, 7, 8), op=0x21, op_params=tuple(range(100, 116)), flags=-2,
-                  src=tuple(range(200, 210)), view_src=0x31, view_offs=0x32, data=0x33,
-                  name="blk.0")
+    t = RpcTensor(
+        id=0x0102030405060708,
+        type=0x11,
+        buffer=0xAABB,
+        ne=(1, 2, 3, 4),
+        nb=(5, 6, 7, 8),
+        op=0x21,
+        op_params=tuple(range(100, 116)),
+        flags=-2,
+        src=tuple(range(200, 210)),
+        view_src=0x31,
+        view_offs=0x32,
+        data=0x33,
+        name="blk.0",
+    )
     raw = t.pack()
     assert len(raw) == 296
 
@@ -65,11 +92,18 @@ def test_rpc_tensor_layout_is_byte_exact() -> None:
     assert RpcTensor.unpack(raw) == t
 
 
-@given(st.builds(
-    RpcTensor, id=st.integers(0, U64), type=st.integers(0, 40), buffer=st.integers(0, U64),
-    ne=st.tuples(*[st.integers(0, 2**32 - 1)] * 4), nb=st.tuples(*[st.integers(0, 2**32 - 1)] * 4),
-    data=st.integers(0, U64), name=st.text(st.characters(min_codepoint=32, max_codepoint=126),
-                                           max_size=63)))
+@given(
+    st.builds(
+        RpcTensor,
+        id=st.integers(0, U64),
+        type=st.integers(0, 40),
+        buffer=st.integers(0, U64),
+        ne=st.tuples(*[st.integers(0, 2**32 - 1)] * 4),
+        nb=st.tuples(*[st.integers(0, 2**32 - 1)] * 4),
+        data=st.integers(0, U64),
+        name=st.text(st.characters(min_codepoint=32, max_codepoint=126), max_size=63),
+    )
+)
 def test_rpc_tensor_round_trips(t: RpcTensor) -> None:
     assert RpcTensor.unpack(t.pack()) == t
 
@@ -87,6 +121,7 @@ def test_request_and_graph_encoding() -> None:
 
 
 # client against the fake server ------------------------------------------------------------
+
 
 def test_client_commands() -> None:
     with FakeRpcServer(devices=2) as srv, RpcClient("127.0.0.1", srv.port, timeout=5) as c:

@@ -141,6 +141,7 @@ def test_a_server_that_answers_hello_then_trickles_every_reply() -> None:
 def test_the_whole_guard_probe_has_a_deadline() -> None:
     """A server that answers HELLO and then never anything else: the probe ends within its
     budget instead of waiting per connection, per case, per retry."""
+
     def script(conn: socket.socket) -> None:
         _read_request(conn)
         conn.sendall(HELLO_OK)
@@ -170,11 +171,14 @@ def test_a_huge_reply_size_is_never_allocated() -> None:
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(hello=st.one_of(st.just(HELLO_OK), st.binary(max_size=64)),
-       replies=st.lists(st.binary(max_size=48), max_size=6),
-       close_after=st.booleans())
+@given(
+    hello=st.one_of(st.just(HELLO_OK), st.binary(max_size=64)),
+    replies=st.lists(st.binary(max_size=48), max_size=6),
+    close_after=st.booleans(),
+)
 def test_fuzz_any_server_reply_ends_in_an_rpc_error_within_the_deadline(
-        hello: bytes, replies: list[bytes], close_after: bool) -> None:
+    hello: bytes, replies: list[bytes], close_after: bool
+) -> None:
     def script(conn: socket.socket) -> None:
         _read_request(conn)
         conn.sendall(hello)

@@ -23,8 +23,7 @@ def test_parse_endpoint() -> None:
     assert parse_endpoint("192.168.1.20:50052") == ("192.168.1.20", 50052)
     assert parse_endpoint("gpu-box:1") == ("gpu-box", 1)
     assert parse_endpoint("[fe80::1%eth0]:50052") == ("fe80::1%eth0", 50052)
-    for bad in ("", "host", ":50052", "host:", "host:0", "host:65536", "a:b:1", "h:12x",
-                "http://h:1"):
+    for bad in ("", "host", ":50052", "host:", "host:0", "host:65536", "a:b:1", "h:12x", "http://h:1"):
         with pytest.raises(ConfigError, match="is not HOST:PORT"):
             parse_endpoint(bad)
 
@@ -34,7 +33,10 @@ def test_server_info() -> None:
         info = server_info("127.0.0.1", srv.port, timeout=5, count=5)
     assert str(info.version) == "4.0.1" and info.endpoint == f"127.0.0.1:{srv.port}"
     assert [(d.index, d.free, d.total) for d in info.devices] == [
-        (0, 1 << 30, 2 << 30), (1, 2 << 30, 3 << 30), (2, 3 << 30, 4 << 30)]
+        (0, 1 << 30, 2 << 30),
+        (1, 2 << 30, 3 << 30),
+        (2, 3 << 30, 4 << 30),
+    ]
     assert info.rtt.count == 5 and 0 < info.rtt.min_s <= info.rtt.median_s <= info.rtt.max_s
     assert srv.log.count("cmd 15") == 5
 
@@ -97,6 +99,7 @@ def test_not_an_rpc_server() -> None:
 
 # the guard probe ---------------------------------------------------------------------------
 
+
 def _outcomes(report) -> list[str]:
     return [c.outcome.value for c in report.cases]
 
@@ -106,8 +109,7 @@ def test_guard_on_patched_server() -> None:
         report = probe_zero_nbytes_guard("127.0.0.1", srv.port, timeout=3)
         assert not srv.aborted.is_set()
         server_info("127.0.0.1", srv.port, timeout=3)  # still serving
-    assert [c.name for c in report.cases] == ["in-bounds", "zero-bytes-outside",
-                                              "straddling-16-bytes"]
+    assert [c.name for c in report.cases] == ["in-bounds", "zero-bytes-outside", "straddling-16-bytes"]
     assert _outcomes(report) == ["accepted", "accepted", "refused"]
     assert report.verdict == "patched" and report.ok
     assert srv.log.count("computed") == 2 and srv.log.count("refused") == 1
@@ -120,7 +122,8 @@ def test_guard_on_unpatched_server_reports_death() -> None:
     assert _outcomes(report) == ["accepted", "server-died", "not-run"]
     assert report.verdict == "unpatched" and not report.ok
     assert report.case("zero-bytes-outside").detail.endswith(
-        "the server closed the connection on DEVICE_COUNT")
+        "the server closed the connection on DEVICE_COUNT"
+    )
     assert sum(line.startswith("abort:") for line in srv.log) == 1
 
 
@@ -138,7 +141,11 @@ def test_guard_on_server_refusing_zero_bytes() -> None:
     assert report.verdict == "refuses-zero-bytes" and not report.ok
     zero = report.to_json()["cases"][1]  # type: ignore[index]
     assert (zero["name"], zero["expected"], zero["outcome"], zero["ok"]) == (
-        "zero-bytes-outside", "accepted", "refused", False)
+        "zero-bytes-outside",
+        "accepted",
+        "refused",
+        False,
+    )
 
 
 def test_guard_unreachable_raises() -> None:
@@ -147,5 +154,4 @@ def test_guard_unreachable_raises() -> None:
 
 
 def test_outcome_values() -> None:
-    assert {o.value for o in Outcome} == {"accepted", "refused", "server-died", "no-answer",
-                                          "not-run"}
+    assert {o.value for o in Outcome} == {"accepted", "refused", "server-died", "no-answer", "not-run"}

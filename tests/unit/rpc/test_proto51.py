@@ -38,8 +38,9 @@ def test_use_count_is_the_last_int32_of_rpc_tensor() -> None:
 
 
 @pytest.mark.parametrize(("server", "sent_use_count"), [((5, 1, 0), True), ((5, 0, 0), False)])
-def test_graph_carries_use_count_only_to_51_servers(server: tuple[int, int, int],
-                                                      sent_use_count: bool) -> None:
+def test_graph_carries_use_count_only_to_51_servers(
+    server: tuple[int, int, int], sent_use_count: bool
+) -> None:
     with FakeRpcServer(version=server) as srv, RpcClient("127.0.0.1", srv.port) as c:
         ptr, _ = c.alloc_buffer(0, 64)
         base = c.buffer_get_base(ptr)
@@ -53,8 +54,10 @@ def test_graph_carries_use_count_only_to_51_servers(server: tuple[int, int, int]
 
 
 def test_header_defines_are_read() -> None:
-    header = ("#pragma once\n#define RPC_PROTO_MAJOR_VERSION    5\n"
-              "#define RPC_PROTO_MINOR_VERSION    1\n#define RPC_PROTO_PATCH_VERSION    0\n")
+    header = (
+        "#pragma once\n#define RPC_PROTO_MAJOR_VERSION    5\n"
+        "#define RPC_PROTO_MINOR_VERSION    1\n#define RPC_PROTO_PATCH_VERSION    0\n"
+    )
     assert parse_rpc_header(header) == v("5.1.0")
     assert parse_rpc_header(header.replace("MINOR", "MIN")) is None  # incomplete: untrusted
     assert parse_rpc_header(header + "#define RPC_PROTO_MINOR_VERSION 2\n") is None
@@ -62,11 +65,20 @@ def test_header_defines_are_read() -> None:
     assert parse_rpc_header(header.replace("    1\n", " (1) // bumped\n")) == v("5.1.0")
 
 
-@pytest.mark.parametrize(("client", "server", "ok"), [
-    ("5.1.0", "5.1.0", True), ("5.1.0", "5.0.0", True), ("5.1.3", "5.1.0", True),
-    ("5.0.0", "5.1.0", False), ("5.1.0", "6.0.0", False), ("6.0.0", "5.1.0", False),
-    ("4.0.3", "5.0.0", False), ("5.0.0", "4.0.1", False), ("5.0.0", "5.0.9", True),
-])
+@pytest.mark.parametrize(
+    ("client", "server", "ok"),
+    [
+        ("5.1.0", "5.1.0", True),
+        ("5.1.0", "5.0.0", True),
+        ("5.1.3", "5.1.0", True),
+        ("5.0.0", "5.1.0", False),
+        ("5.1.0", "6.0.0", False),
+        ("6.0.0", "5.1.0", False),
+        ("4.0.3", "5.0.0", False),
+        ("5.0.0", "4.0.1", False),
+        ("5.0.0", "5.0.9", True),
+    ],
+)
 def test_upstream_rule(client: str, server: str, ok: bool) -> None:
     verdict = judge(v(client), v(server))
     assert verdict.ok is ok

@@ -34,16 +34,20 @@ def test_build_info_rpc_protocol_is_typed_and_optional() -> None:
         BuildInfo.from_json(build_info_json(rpc_protocol=5))
 
 
-@pytest.mark.parametrize(("client", "server", "ok", "rebuild"), [
-    ("5.1.0", (5, 1, 0), True, ""),
-    ("5.1.0", (5, 0, 0), True, ""),  # a newer client uses an older minor
-    ("5.0.0", (5, 1, 0), False, "rebuild cpu-rpc at an upstream commit with RPC 5.1 or later"),
-    ("5.1.0", (6, 0, 0), False, "rebuild cpu-rpc at an upstream commit with RPC 6.0"),
-    ("5.1.0", (4, 0, 3), False, "rebuild the server at 127.0.0.1:"),
-    ("6.0.0", (5, 1, 0), False, "rebuild the server"),
-])
-def test_skew_verdicts_against_fake_servers(client: str, server: tuple[int, int, int], ok: bool,
-                                            rebuild: str) -> None:
+@pytest.mark.parametrize(
+    ("client", "server", "ok", "rebuild"),
+    [
+        ("5.1.0", (5, 1, 0), True, ""),
+        ("5.1.0", (5, 0, 0), True, ""),  # a newer client uses an older minor
+        ("5.0.0", (5, 1, 0), False, "rebuild cpu-rpc at an upstream commit with RPC 5.1 or later"),
+        ("5.1.0", (6, 0, 0), False, "rebuild cpu-rpc at an upstream commit with RPC 6.0"),
+        ("5.1.0", (4, 0, 3), False, "rebuild the server at 127.0.0.1:"),
+        ("6.0.0", (5, 1, 0), False, "rebuild the server"),
+    ],
+)
+def test_skew_verdicts_against_fake_servers(
+    client: str, server: tuple[int, int, int], ok: bool, rebuild: str
+) -> None:
     with FakeRpcServer(version=server) as srv:
         report = check_server("127.0.0.1", srv.port, info(client), "out/cpu-rpc", timeout=2)
     assert report.ok is ok
@@ -89,8 +93,7 @@ def test_rpc_probe_build_says_what_to_rebuild(tmp_path: Path) -> None:
 def test_rpc_probe_build_ok_then_shows_the_server(tmp_path: Path) -> None:
     out = _outdir(tmp_path, "5.1.0")
     with FakeRpcServer(version=(5, 0, 0)) as srv:
-        res = invoke(tmp_path, "rpc-probe", f"127.0.0.1:{srv.port}", "--build", str(out),
-                     "--json")
+        res = invoke(tmp_path, "rpc-probe", f"127.0.0.1:{srv.port}", "--build", str(out), "--json")
     assert res.exit_code == 0, res.output
     data = json.loads(res.stdout)
     assert data["skew"]["ok"] is True and data["skew"]["server"] == "5.0.0"

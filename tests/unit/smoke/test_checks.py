@@ -16,12 +16,24 @@ def test_recorded_reasons_carry_no_random_ports() -> None:
     assert r.why == "buffer (RPC0[127.0.0.1:<port>]) and 127.0.0.1:<port>"
 
 
-def _env(tmp_path: Path, patches: tuple[str, ...] = (checks.GUARD_PATCH,), executables: bool = True
-         ) -> SmokeEnv:
+def _env(
+    tmp_path: Path, patches: tuple[str, ...] = (checks.GUARD_PATCH,), executables: bool = True
+) -> SmokeEnv:
     out = tmp_path / "out"
     (out / "bin").mkdir(parents=True)
-    arts = [{"target": "llama-cli", "type": "EXECUTABLE", "path": "bin/llama-cli", "sha256": "0" * 64,
-             "size": 1}] if executables else []
+    arts = (
+        [
+            {
+                "target": "llama-cli",
+                "type": "EXECUTABLE",
+                "path": "bin/llama-cli",
+                "sha256": "0" * 64,
+                "size": 1,
+            }
+        ]
+        if executables
+        else []
+    )
     data = build_info_json(patches=[patch_json(p) for p in patches], artifacts=arts)
     return SmokeEnv(out_dir=out, info=BuildInfo.from_json(data), workdir=tmp_path / "work", timeout=5)
 
@@ -31,8 +43,10 @@ def _text(stdout: str) -> str:
 
 
 def test_generated_text_drops_the_prompt_echo_and_banners() -> None:
-    out = (f"build: 1 (fake)\n> {checks.PROMPT} the mat and slept\n\n"
-           "[ Prompt: 1 t/s | Generation: 2 t/s ]\nExiting...\n")
+    out = (
+        f"build: 1 (fake)\n> {checks.PROMPT} the mat and slept\n\n"
+        "[ Prompt: 1 t/s | Generation: 2 t/s ]\nExiting...\n"
+    )
     assert _text(out) == "the mat and slept"
     assert _text(f"{checks.PROMPT} one\n{checks.PROMPT} two\nlines\n") == "two\nlines"  # the last echo
     assert _text("no prompt here\n") == "no prompt here"
@@ -50,7 +64,9 @@ def test_patch_verdicts(tmp_path: Path) -> None:
     assert (bad.status, bad.why) == (CheckStatus.FAIL, "broke")
     expected = verdict("x", 0.0, without, checks.GUARD_PATCH, False, "works", "broke at 127.0.0.1:5")
     assert expected.status is CheckStatus.SKIP
-    assert expected.why == f"{checks.GUARD_PATCH} is not in this build; as expected: broke at 127.0.0.1:<port>"
+    assert (
+        expected.why == f"{checks.GUARD_PATCH} is not in this build; as expected: broke at 127.0.0.1:<port>"
+    )
 
 
 def test_checks_without_their_binaries_skip_or_fail_without_running_anything(tmp_path: Path) -> None:
@@ -66,14 +82,23 @@ def test_checks_without_their_binaries_skip_or_fail_without_running_anything(tmp
     }
     none = checks.check_version(_env(tmp_path / "b", executables=False))
     assert (none.status, none.why) == (CheckStatus.FAIL, "build-info.json lists no executables")
-    assert list(checks.CHECKS) == ["version", "generate", "tensor-split", "rpc-guard", "meta-ot",
-                                   "kld", "speed"]
+    assert list(checks.CHECKS) == [
+        "version",
+        "generate",
+        "tensor-split",
+        "rpc-guard",
+        "meta-ot",
+        "kld",
+        "speed",
+    ]
 
 
 def test_the_hybrid_model_needs_test_llama_archs(tmp_path: Path) -> None:
     env = _env(tmp_path)
-    assert checks.hybrid_model(env) == (None, "test-llama-archs was not built (it writes the hybrid "
-                                              "qwen35 model)")
+    assert checks.hybrid_model(env) == (
+        None,
+        "test-llama-archs was not built (it writes the hybrid qwen35 model)",
+    )
     made = env.workdir / "qwen35" / "qwen35-dense.gguf"
     made.parent.mkdir(parents=True)
     made.write_bytes(b"GGUF")

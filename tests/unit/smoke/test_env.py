@@ -15,19 +15,26 @@ from tests.fixtures.buildinfo import build_info_json, patch_json
 ARTIFACTS = [
     {"target": "llama-cli", "type": "EXECUTABLE", "path": "bin/llama-cli", "sha256": "0" * 64, "size": 1},
     {"target": "ggml", "type": "SHARED_LIBRARY", "path": "bin/libggml.so", "sha256": "0" * 64, "size": 1},
-    {"target": "ggml-rpc-server", "type": "EXECUTABLE", "path": "bin/ggml-rpc-server",
-     "sha256": "0" * 64, "size": 1},
+    {
+        "target": "ggml-rpc-server",
+        "type": "EXECUTABLE",
+        "path": "bin/ggml-rpc-server",
+        "sha256": "0" * 64,
+        "size": 1,
+    },
 ]
 
 
 def make_env(root: Path, *, os_name: str = "linux", **kw: object) -> SmokeEnv:
     out = root / "out"
     (out / "bin").mkdir(parents=True, exist_ok=True)
-    data = build_info_json(artifacts=ARTIFACTS, platform={"os": os_name, "arch": "x86_64"},
-                           patches=[patch_json("guard"), patch_json("meta", "already-present")])
+    data = build_info_json(
+        artifacts=ARTIFACTS,
+        platform={"os": os_name, "arch": "x86_64"},
+        patches=[patch_json("guard"), patch_json("meta", "already-present")],
+    )
     (out / "build-info.json").write_text(json.dumps(data))
-    return SmokeEnv(out_dir=out, info=BuildInfo.from_json(data), workdir=root / "work", timeout=5,
-                    **kw)  # type: ignore[arg-type]
+    return SmokeEnv(out_dir=out, info=BuildInfo.from_json(data), workdir=root / "work", timeout=5, **kw)  # type: ignore[arg-type]
 
 
 def test_exe_looks_in_bin_then_the_tool_dirs(tmp_path: Path) -> None:
@@ -65,8 +72,14 @@ def test_executables_patches_and_no_reference(tmp_path: Path) -> None:
 
 def test_the_reference_runs_natively_in_the_same_workdir(tmp_path: Path) -> None:
     ref = make_env(tmp_path / "ref")
-    env = make_env(tmp_path / "win", os_name="windows", launcher=("wine64",), env={"WINEDEBUG": "-all"},
-                   tool_dirs=(tmp_path,), reference=ref.out_dir)
+    env = make_env(
+        tmp_path / "win",
+        os_name="windows",
+        launcher=("wine64",),
+        env={"WINEDEBUG": "-all"},
+        tool_dirs=(tmp_path,),
+        reference=ref.out_dir,
+    )
     other = env.reference_env()
     assert other is not None
     assert (other.out_dir, other.workdir, other.timeout) == (ref.out_dir, env.workdir, env.timeout)

@@ -28,25 +28,29 @@ def test_parse_real_outputs() -> None:
     assert wrong.mean_kld > 4 * tensor.mean_kld and wrong.top1_pct < tensor.top1_pct
 
 
-@pytest.mark.parametrize("text", [
-    "", "perplexity: calculating perplexity over 20 chunks\n[1]12.3,[2]14.5\n",
-    "kl_divergence: failed to open /tmp/base.bin\n",
-    "Mean    KLD:   0.001 ±   0.0001\n",  # cut short: no max, no top-1
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "",
+        "perplexity: calculating perplexity over 20 chunks\n[1]12.3,[2]14.5\n",
+        "kl_divergence: failed to open /tmp/base.bin\n",
+        "Mean    KLD:   0.001 ±   0.0001\n",  # cut short: no max, no top-1
+    ],
+)
 def test_no_statistics_is_none(text: str) -> None:
     assert kld.parse_kld(text) is None
 
 
 def test_nan_fails_every_kind() -> None:
-    nan = kld.parse_kld("Mean    KLD:        nan ±        nan\nMaximum KLD:        nan\n"
-                        "Same top p:    nan ±   nan %\n")
+    nan = kld.parse_kld(
+        "Mean    KLD:        nan ±        nan\nMaximum KLD:        nan\nSame top p:    nan ±   nan %\n"
+    )
     assert nan is not None and math.isnan(nan.mean_kld)
     assert not any(kld.judge("x", kind, nan).passed for kind in kld.THRESHOLDS)
 
 
 def test_thresholds_separate_the_real_numbers_with_a_margin() -> None:
-    same, tensor, wrong = (_stats(f"{n}-82bb485.txt")
-                           for n in ("rpc", "tensor", "rms-norm-divisor"))
+    same, tensor, wrong = (_stats(f"{n}-82bb485.txt") for n in ("rpc", "tensor", "rms-norm-divisor"))
     assert kld.judge("rpc", "same-math", same).passed
     assert not kld.judge("tensor", "same-math", tensor).passed  # tensor split is not "same math"
     assert kld.judge("tensor", "tensor-split", tensor).passed
@@ -60,11 +64,15 @@ def test_thresholds_separate_the_real_numbers_with_a_margin() -> None:
 
 
 def test_summary_is_what_a_person_reads() -> None:
-    rec = kld.judge("tensor split over two", "tensor-split",
-                    kld.KldStats(mean_kld=0.003897, max_kld=0.0753, top1_pct=95.785))
+    rec = kld.judge(
+        "tensor split over two",
+        "tensor-split",
+        kld.KldStats(mean_kld=0.003897, max_kld=0.0753, top1_pct=95.785),
+    )
     assert kld.summary(rec) == "tensor split over two: mean KLD 0.0039, max 0.075, top-1 95.8 %"
-    bad = kld.judge("CPU vs the reference's CPU", "cross-build",
-                    kld.KldStats(mean_kld=0.06, max_kld=0.9, top1_pct=88.0))
+    bad = kld.judge(
+        "CPU vs the reference's CPU", "cross-build", kld.KldStats(mean_kld=0.06, max_kld=0.9, top1_pct=88.0)
+    )
     assert kld.summary(bad).endswith("(FAIL: cross-build allows mean <= 0.015, top-1 >= 93 %)")
 
 

@@ -25,8 +25,14 @@ def test_nothing_found_is_none_and_the_checks_skip_naming_the_command(tmp_path: 
     (out / "bin").mkdir(parents=True)
     for tool in ("llama-perplexity", "llama-bench"):
         (out / "bin" / tool).write_text("")  # present, but never run: there is no model
-    env = SmokeEnv(out_dir=out, info=BuildInfo.from_json(build_info_json()), workdir=tmp_path / "w",
-                   timeout=5, model=None, model_why=realmodel.NO_MODEL)
+    env = SmokeEnv(
+        out_dir=out,
+        info=BuildInfo.from_json(build_info_json()),
+        workdir=tmp_path / "w",
+        timeout=5,
+        model=None,
+        model_why=realmodel.NO_MODEL,
+    )
     for check in (kld.check_kld, speed.check_speed):
         r = check(env)
         assert r.status is CheckStatus.SKIP and "`patchkit model get smollm2`" in r.why
@@ -45,8 +51,7 @@ def test_an_explicit_path_and_the_env_var(tmp_path: Path, monkeypatch: pytest.Mo
 
 @pytest.mark.parametrize("what", ["missing", "dir", "not-gguf"])
 def test_a_bad_model_is_one_line(tmp_path: Path, what: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    path = {"missing": tmp_path / "nope.gguf", "dir": tmp_path,
-            "not-gguf": tmp_path / "x.bin"}[what]
+    path = {"missing": tmp_path / "nope.gguf", "dir": tmp_path, "not-gguf": tmp_path / "x.bin"}[what]
     if what == "not-gguf":
         path.write_bytes(b"PK\x03\x04zip")
     with pytest.raises(ConfigError, match="--model"):

@@ -15,13 +15,23 @@ def test_parse_real_llama_bench_json() -> None:
     assert got["prompt pp64"] == [16073.8, 63681.3, 60674.0]
     assert set(got) == {"prompt pp64", next(k for k in got if k.startswith("decode tg"))}
     # banners before the JSON (a logger on stdout) do not matter
-    assert speed.parse_bench("load_backend: x\n" + json.dumps(
-        [{"n_prompt": 0, "n_gen": 16, "avg_ts": 9.5}])) == {"decode tg16": [9.5]}
+    assert speed.parse_bench(
+        "load_backend: x\n" + json.dumps([{"n_prompt": 0, "n_gen": 16, "avg_ts": 9.5}])
+    ) == {"decode tg16": [9.5]}
 
 
-@pytest.mark.parametrize("text", ["", "no json", "{}", "[1]", '[{"n_prompt": 64, "n_gen": 0}]',
-                                  '[{"n_prompt": 64, "n_gen": 0, "samples_ts": ["x"]}]',
-                                  '[{"n_prompt": 64, "n_gen": 16, "samples_ts": [1.0]}]'])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "",
+        "no json",
+        "{}",
+        "[1]",
+        '[{"n_prompt": 64, "n_gen": 0}]',
+        '[{"n_prompt": 64, "n_gen": 0, "samples_ts": ["x"]}]',
+        '[{"n_prompt": 64, "n_gen": 16, "samples_ts": [1.0]}]',
+    ],
+)
 def test_parse_refuses_what_is_not_a_result(text: str) -> None:
     with pytest.raises(ValueError):
         speed.parse_bench(text)
@@ -30,7 +40,9 @@ def test_parse_refuses_what_is_not_a_result(text: str) -> None:
 def test_equal_speed_passes_and_a_big_drop_fails() -> None:
     ref = [100.0, 101.0, 99.0, 100.5, 98.0]
     same = speed.compare("decode tg16", [99.0, 100.0, 101.0], ref)
-    assert same.passed and same.tolerance == speed.MIN_TOLERANCE and same.ratio == pytest.approx(1.0, abs=0.02)
+    assert (
+        same.passed and same.tolerance == speed.MIN_TOLERANCE and same.ratio == pytest.approx(1.0, abs=0.02)
+    )
     slow = speed.compare("decode tg16", [20.0, 21.0, 19.0], ref)  # 5x slower: what users shipped
     assert slow.passed is False and slow.ratio == pytest.approx(0.2)
     just = speed.compare("decode tg16", [76.0, 76.0, 76.0], ref)  # -24 %: within 25 %
@@ -55,8 +67,9 @@ def test_without_a_reference_it_only_measures() -> None:
 
 def test_summary_says_ratio_and_tolerance() -> None:
     r = speed.compare("decode tg16", [50.0], [100.0])
-    assert speed.summary(r) == ("decode tg16 50.0 tok/s vs 100.0 (0.50x, tolerance -25 %) "
-                                "FAIL: slower than the reference")
+    assert speed.summary(r) == (
+        "decode tg16 50.0 tok/s vs 100.0 (0.50x, tolerance -25 %) FAIL: slower than the reference"
+    )
 
 
 def test_rel_mad() -> None:

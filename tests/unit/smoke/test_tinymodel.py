@@ -13,10 +13,18 @@ def test_tiny_llama_has_what_llama_cpp_needs(tmp_path: Path) -> None:
     path = write_tiny_llama(tmp_path / "m.gguf")
     r = GGUFReader(str(path))
     keys = set(r.fields)
-    for k in ("general.architecture", "llama.context_length", "llama.embedding_length",
-              "llama.block_count", "llama.feed_forward_length", "llama.attention.head_count",
-              "llama.attention.layer_norm_rms_epsilon", "tokenizer.ggml.model",
-              "tokenizer.ggml.tokens", "tokenizer.ggml.merges"):
+    for k in (
+        "general.architecture",
+        "llama.context_length",
+        "llama.embedding_length",
+        "llama.block_count",
+        "llama.feed_forward_length",
+        "llama.attention.head_count",
+        "llama.attention.layer_norm_rms_epsilon",
+        "tokenizer.ggml.model",
+        "tokenizer.ggml.tokens",
+        "tokenizer.ggml.merges",
+    ):
         assert k in keys, k
     tokens = r.fields["tokenizer.ggml.tokens"]
     n_vocab = len(tokens.data)

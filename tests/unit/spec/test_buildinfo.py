@@ -25,20 +25,41 @@ from tests.fixtures.buildinfo import build_info_json, patch_json
 
 FULL = build_info_json(
     patches=[patch_json("guard"), patch_json("meta-ot", "already-present", experimental=True)],
-    cuda={"archs": [60, 86], "ptx": 86, "requested": ["pascal", "86"],
-          "cmake_architectures": "60-real;61-real;86-real;86-virtual", "nvcc": "12.4.131",
-          "proven": {"bin/libggml-cuda.so": ["sm_60", "sm_86", "compute_86"]},
-          "toolkit": {"no_vmm": True, "cublas": "wheel"}, "notes": ["no libcuda stub"]},
-    pe_edits=[{"file": "bin/llama-cli.exe",
-               "before": {"stack_reserve": 2 << 20, "stack_commit": 4096},
-               "after": {"stack_reserve": 256 << 20, "stack_commit": 4096}}],
-    smoke={"status": "failed", "checks": [
-        {"name": "version", "status": "pass", "why": "answered", "seconds": 0.5},
-        {"name": "generate", "status": "fail", "why": "tokens differ", "seconds": 2.25}]},
+    cuda={
+        "archs": [60, 86],
+        "ptx": 86,
+        "requested": ["pascal", "86"],
+        "cmake_architectures": "60-real;61-real;86-real;86-virtual",
+        "nvcc": "12.4.131",
+        "proven": {"bin/libggml-cuda.so": ["sm_60", "sm_86", "compute_86"]},
+        "toolkit": {"no_vmm": True, "cublas": "wheel"},
+        "notes": ["no libcuda stub"],
+    },
+    pe_edits=[
+        {
+            "file": "bin/llama-cli.exe",
+            "before": {"stack_reserve": 2 << 20, "stack_commit": 4096},
+            "after": {"stack_reserve": 256 << 20, "stack_commit": 4096},
+        }
+    ],
+    smoke={
+        "status": "failed",
+        "checks": [
+            {"name": "version", "status": "pass", "why": "answered", "seconds": 0.5},
+            {"name": "generate", "status": "fail", "why": "tokens differ", "seconds": 2.25},
+        ],
+    },
     runtime_env={"LD_LIBRARY_PATH": "/opt/cuda/lib64"},
     timings={"source": 1, "build": 10.5},
-    artifacts=[{"target": "llama-cli", "type": "EXECUTABLE", "path": "bin/llama-cli",
-                "sha256": "ab" * 32, "size": 123}],
+    artifacts=[
+        {
+            "target": "llama-cli",
+            "type": "EXECUTABLE",
+            "path": "bin/llama-cli",
+            "sha256": "ab" * 32,
+            "size": 123,
+        }
+    ],
 )
 
 
@@ -74,6 +95,7 @@ def _set(path: str, value: Any) -> Callable[[dict[str, Any]], None]:
             del d[last]
         else:
             d[last] = value
+
     return edit
 
 
@@ -91,14 +113,26 @@ BAD = [
     ("recipe.name", "a b", "recipe.name 'a b' cannot be part of a file name"),
     ("tools", {"cmake": 4}, "tools.cmake is missing or not the expected type"),
     ("cmake.defines", {"GGML_RPC": True}, "cmake.defines.GGML_RPC is missing or not the expected type"),
-    ("artifacts", [{"target": "a", "type": "EXECUTABLE", "path": "bin/a", "sha256": "0", "size": True}],
-     "artifacts[0].size is missing or not the expected type"),
-    ("smoke", {"status": "passed", "checks": [{"name": "v", "status": "ok", "why": ""}]},
-     "smoke.checks[0].status is missing or not the expected type"),
-    ("cuda", {"archs": [60, "86"], "cmake_architectures": "x", "nvcc": "12"},
-     "cuda.archs is missing or not the expected type"),
-    ("pe_edits", [{"file": "bin/a.exe", "before": {"stack_reserve": 1, "stack_commit": 1},
-                   "after": None}], "pe_edits[0].after is missing or not the expected type"),
+    (
+        "artifacts",
+        [{"target": "a", "type": "EXECUTABLE", "path": "bin/a", "sha256": "0", "size": True}],
+        "artifacts[0].size is missing or not the expected type",
+    ),
+    (
+        "smoke",
+        {"status": "passed", "checks": [{"name": "v", "status": "ok", "why": ""}]},
+        "smoke.checks[0].status is missing or not the expected type",
+    ),
+    (
+        "cuda",
+        {"archs": [60, "86"], "cmake_architectures": "x", "nvcc": "12"},
+        "cuda.archs is missing or not the expected type",
+    ),
+    (
+        "pe_edits",
+        [{"file": "bin/a.exe", "before": {"stack_reserve": 1, "stack_commit": 1}, "after": None}],
+        "pe_edits[0].after is missing or not the expected type",
+    ),
     ("timings", {"build": "10s"}, "timings.build is missing or not the expected type"),
     ("schema", 2, "unknown build-info schema 2 (this patchkit reads schema 1)"),
 ]
@@ -145,10 +179,21 @@ def test_read_and_write(tmp_path: Path) -> None:
 def test_compile_cache_record_round_trips_and_is_optional() -> None:
     from patchkit.spec.buildinfo import CompileCacheRecord
 
-    record = {"launcher": "ccache", "version": "4.7.5", "remote": "redis://***@cache.lan:6379",
-              "compiles": 40, "local_hits": 1, "remote_hits": 38, "misses": 1, "remote_errors": 0,
-              "miss_seconds": 2.5, "seconds_saved": 97.5, "fallback": "", "distributed": 0,
-              "dist_scheduler": None}
+    record = {
+        "launcher": "ccache",
+        "version": "4.7.5",
+        "remote": "redis://***@cache.lan:6379",
+        "compiles": 40,
+        "local_hits": 1,
+        "remote_hits": 38,
+        "misses": 1,
+        "remote_errors": 0,
+        "miss_seconds": 2.5,
+        "seconds_saved": 97.5,
+        "fallback": "",
+        "distributed": 0,
+        "dist_scheduler": None,
+    }
     data = build_info_json(compile_cache=record)
     info = BuildInfo.from_json(data)
     assert info.compile_cache == CompileCacheRecord(**record)
@@ -157,7 +202,8 @@ def test_compile_cache_record_round_trips_and_is_optional() -> None:
     assert BuildInfo.from_json(build_info_json()).compile_cache is None
     assert "compile_cache" not in BuildInfo.from_json(build_info_json()).to_json()
     # a launcher that said nothing: only the launcher is required
-    assert BuildInfo.from_json(build_info_json(compile_cache={"launcher": "sccache"})
-                               ).compile_cache == CompileCacheRecord(launcher="sccache")
+    assert BuildInfo.from_json(
+        build_info_json(compile_cache={"launcher": "sccache"})
+    ).compile_cache == CompileCacheRecord(launcher="sccache")
     with pytest.raises(ConfigError, match="compile_cache.remote_hits is missing or not the expected type"):
         BuildInfo.from_json(build_info_json(compile_cache={**record, "remote_hits": "38"}))

@@ -44,13 +44,16 @@ def test_families_and_numbers_merge_sorted_without_duplicates() -> None:
     assert a.requested == ("ampere", "sm_86", "Pascal", "compute_60", "89")
 
 
-@pytest.mark.parametrize(("word", "expect"), [
-    ("pascall", 'did you mean "pascal"'),
-    ("amper", 'did you mean "ampere"'),
-    ("86-real", "not a GPU family or SM number"),
-    ("sm_99", "sm_99 is not a CUDA architecture"),
-    ("85", "sm_85 is not a CUDA architecture"),
-])
+@pytest.mark.parametrize(
+    ("word", "expect"),
+    [
+        ("pascall", 'did you mean "pascal"'),
+        ("amper", 'did you mean "ampere"'),
+        ("86-real", "not a GPU family or SM number"),
+        ("sm_99", "sm_99 is not a CUDA architecture"),
+        ("85", "sm_85 is not a CUDA architecture"),
+    ],
+)
 def test_unknown_arch_names_are_recipe_errors(word: str, expect: str) -> None:
     with pytest.raises(RecipeError, match="cuda.archs") as e:
         archs_of("turing", word, source="x.toml")
@@ -70,26 +73,38 @@ def test_shipped_cuda_recipes_validate(tmp_path: Path) -> None:
         assert r.cuda is not None
         a = r.cuda.archs
         assert a.cmake == "60-real;61-real;75-real;86-real;86-virtual"
-        assert set(r.build.targets) == {"llama-server", "llama-cli", "llama-bench",
-                                         "ggml-rpc-server"}
+        assert set(r.build.targets) == {"llama-server", "llama-cli", "llama-bench", "ggml-rpc-server"}
         assert r.build.defines_dict["GGML_RPC"] == "ON"
         assert r.cuda is not None and not r.cuda.fa_all_quants
     win = load_recipe(REPO / "recipes" / "windows-cuda-pascal-ampere.toml", REPO, series)
     assert win.os == "windows" and win.build.generator == "Ninja" and win.build.toolchain is None
 
 
-@pytest.mark.parametrize(("body", "expect"), [
-    ('[build]\ntargets = ["t"]\n[build.defines]\nCMAKE_CUDA_ARCHITECTURES = "86"\n'
-     '[cuda]\narchs = ["ampere"]\n', "set cuda.archs instead"),
-    ('[build]\ntargets = ["t"]\n[build.defines]\nGGML_NATIVE = true\n[cuda]\narchs = ["ampere"]\n',
-     "GGML_NATIVE = ON"),
-    ('[build]\ntargets = ["t"]\n[build.defines]\nGGML_CUDA = false\n[cuda]\narchs = ["ampere"]\n',
-     "contradicts"),
-    ('[build]\ntargets = ["t"]\n[build.defines]\nGGML_CUDA = true\n', "no [cuda] section"),
-    ('[build]\ntargets = ["t"]\n[cuda]\narchs = ["turing", "ampre"]\n', 'did you mean "ampere"'),
-    ('[build]\ntargets = ["t"]\ntoolchain = "tc.cmake"\n[platform]\nos = "windows"\n'
-     '[cuda]\narchs = ["turing"]\n', "needs MSVC"),
-])
+@pytest.mark.parametrize(
+    ("body", "expect"),
+    [
+        (
+            '[build]\ntargets = ["t"]\n[build.defines]\nCMAKE_CUDA_ARCHITECTURES = "86"\n'
+            '[cuda]\narchs = ["ampere"]\n',
+            "set cuda.archs instead",
+        ),
+        (
+            '[build]\ntargets = ["t"]\n[build.defines]\nGGML_NATIVE = true\n[cuda]\narchs = ["ampere"]\n',
+            "GGML_NATIVE = ON",
+        ),
+        (
+            '[build]\ntargets = ["t"]\n[build.defines]\nGGML_CUDA = false\n[cuda]\narchs = ["ampere"]\n',
+            "contradicts",
+        ),
+        ('[build]\ntargets = ["t"]\n[build.defines]\nGGML_CUDA = true\n', "no [cuda] section"),
+        ('[build]\ntargets = ["t"]\n[cuda]\narchs = ["turing", "ampre"]\n', 'did you mean "ampere"'),
+        (
+            '[build]\ntargets = ["t"]\ntoolchain = "tc.cmake"\n[platform]\nos = "windows"\n'
+            '[cuda]\narchs = ["turing"]\n',
+            "needs MSVC",
+        ),
+    ],
+)
 def test_recipe_validation_errors(tmp_path: Path, body: str, expect: str) -> None:
     (tmp_path / "proj").mkdir()
     (tmp_path / "proj" / "tc.cmake").write_text("")
@@ -108,8 +123,12 @@ def test_resolve_archs_directly() -> None:
     assert (a.sms, a.ptx) == ((75, 80, 86, 90), 90)
     assert a.cmake == "75-real;80-real;86-real;90-real;90-virtual"
     assert a.requested == ("86", " Ampere ", "SM_75", "compute_90")  # as the recipe said
-    assert a.to_json() == {"sms": [75, 80, 86, 90], "ptx": 90, "requested": list(a.requested),
-                           "cmake": "75-real;80-real;86-real;90-real;90-virtual"}
+    assert a.to_json() == {
+        "sms": [75, 80, 86, 90],
+        "ptx": 90,
+        "requested": list(a.requested),
+        "cmake": "75-real;80-real;86-real;90-real;90-virtual",
+    }
     assert a.describe() == "sm_75 (turing), sm_80 (ampere), sm_86 (ampere), sm_90 (hopper)"
     assert a.describe([120]) == "sm_120"
     one = resolve_archs(["maxwell"])
@@ -130,6 +149,14 @@ def test_resolve_archs_refusals() -> None:
 
 def test_family_and_labels() -> None:
     assert [family_of(s) for s in (52, 61, 70, 75, 86, 89, 90, 120)] == [
-        "maxwell", "pascal", "volta", "turing", "ampere", "ada", "hopper", None]
+        "maxwell",
+        "pascal",
+        "volta",
+        "turing",
+        "ampere",
+        "ada",
+        "hopper",
+        None,
+    ]
     assert sm_label(61) == "sm_61 (pascal)" and sm_label(120) == "sm_120"
     assert all(sm in KNOWN_SMS for sms in FAMILIES.values() for sm in sms)

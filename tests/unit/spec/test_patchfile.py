@@ -20,23 +20,31 @@ def test_parse_hunks_numbers_hunks_per_file() -> None:
     paths, hunks = parsed.paths, parsed.hunks
     assert paths == ("src/rpc.c", "README.md")
     assert [(h.file, h.number, h.old_start, h.new_start) for h in hunks] == [
-        ("src/rpc.c", 1, 3, 3), ("README.md", 1, 1, 1)]
+        ("src/rpc.c", 1, 3, 3),
+        ("README.md", 1, 1, 1),
+    ]
     assert hunks[0].header == "@@ -3,6 +3,9 @@"
 
 
 def test_parse_apply_output_offsets_and_failed_hunk() -> None:
-    hunks = [Hunk(file="f.txt", number=1, old_start=2, new_start=2, header="@@ -2,3 +2,4 @@"),
-             Hunk(file="f.txt", number=2, old_start=10, new_start=11, header="@@ -10,3 +11,4 @@ x"),
-             Hunk(file="g.txt", number=1, old_start=2, new_start=2, header="@@ -2,3 +2,4 @@")]
-    out = ("Checking patch f.txt...\nHunk #1 succeeded at 4 (offset 2 lines).\n"
-           "error: while searching for:\nj\nerror: a source line, not a message\n\n"
-           "error: patch failed: f.txt:10\nerror: f.txt: patch does not apply\n"
-           "Checking patch g.txt...\nerror: g.txt: No such file or directory\n")
+    hunks = [
+        Hunk(file="f.txt", number=1, old_start=2, new_start=2, header="@@ -2,3 +2,4 @@"),
+        Hunk(file="f.txt", number=2, old_start=10, new_start=11, header="@@ -10,3 +11,4 @@ x"),
+        Hunk(file="g.txt", number=1, old_start=2, new_start=2, header="@@ -2,3 +2,4 @@"),
+    ]
+    out = (
+        "Checking patch f.txt...\nHunk #1 succeeded at 4 (offset 2 lines).\n"
+        "error: while searching for:\nj\nerror: a source line, not a message\n\n"
+        "error: patch failed: f.txt:10\nerror: f.txt: patch does not apply\n"
+        "Checking patch g.txt...\nerror: g.txt: No such file or directory\n"
+    )
     offsets, conflicts = parse_apply_output(out, hunks)
     assert [(o.file, o.hunk, o.lines) for o in offsets] == [("f.txt", 1, 2)]
     # the "while searching for" body is skipped up to the real "patch failed" line
     assert [(c.file, c.hunk, c.header) for c in conflicts] == [
-        ("f.txt", 2, "@@ -10,3 +11,4 @@ x"), ("g.txt", None, "")]
+        ("f.txt", 2, "@@ -10,3 +11,4 @@ x"),
+        ("g.txt", None, ""),
+    ]
     assert conflicts[1].reason == "No such file or directory"
     assert conflicts[0].where == "f.txt:2"
 
@@ -98,7 +106,9 @@ def test_parse_diff_modes_hunks_and_targets() -> None:
     assert (renamed.old_path, renamed.new_path) == ("old.c", "new.c")
     assert (renamed.old_mode, renamed.new_mode) == ("100644", "100644")  # from the index line
     assert [(h.file, h.number, h.old_start, h.new_start, h.header) for h in renamed.hunks] == [
-        ("new.c", 1, 1, 1, "@@ -1,2 +1,2 @@ int f()"), ("new.c", 2, 10, 10, "@@ -10 +10 @@")]
+        ("new.c", 1, 1, 1, "@@ -1,2 +1,2 @@ int f()"),
+        ("new.c", 2, 10, 10, "@@ -10 +10 @@"),
+    ]
     assert (script.old_mode, script.new_mode, script.hunks, script.body) == ("100644", "100755", (), ())
     assert (gone.old_mode, gone.new_mode) == ("100644", None)
     assert [(h.old_start, h.new_start) for h in gone.hunks] == [(1, 0)]
@@ -124,8 +134,11 @@ def test_parse_diff_of_text_without_a_diff() -> None:
 
 def test_parse_header() -> None:
     text = "Subject: s\nWhy: w: with a colon\nUpstream-Status: pending\n\nSubject: not header\n"
-    assert parse_header(text, "p.patch") == {"Subject": "s", "Why": "w: with a colon",
-                                             "Upstream-Status": "pending"}
+    assert parse_header(text, "p.patch") == {
+        "Subject": "s",
+        "Why": "w: with a colon",
+        "Upstream-Status": "pending",
+    }
     assert parse_header("diff --git a/x b/x\n", "p.patch") == {}
     assert parse_header("From 0123 Mon Sep 17 00:00:00 2001\nSubject: x\n", "p.patch") == {}
     assert parse_header("some prose: here\nSubject: x\n", "p.patch") == {}  # a key with spaces ends it
@@ -137,19 +150,25 @@ def test_parse_header() -> None:
 
 def test_apply_output_whole_file_failures_and_conflict_json() -> None:
     hunks = [Hunk(file="a.c", number=1, old_start=5, new_start=5, header="@@ -5,3 +5,4 @@")]
-    out = ("Checking patch a.c...\nHunk #1 succeeded at 5.\n"
-           "Checking patch new.c...\nerror: new.c: already exists in working directory\n"
-           "Checking patch b.c...\nerror: patch failed: b.c:40\nerror: b.c: patch does not apply\n")
+    out = (
+        "Checking patch a.c...\nHunk #1 succeeded at 5.\n"
+        "Checking patch new.c...\nerror: new.c: already exists in working directory\n"
+        "Checking patch b.c...\nerror: patch failed: b.c:40\nerror: b.c: patch does not apply\n"
+    )
     offsets, conflicts = parse_apply_output(out, hunks)
     assert offsets == []  # "succeeded at 5" with no offset is not an offset
     assert [(c.file, c.hunk, c.header, c.reason) for c in conflicts] == [
         ("new.c", None, "", "already exists in working directory"),
-        ("b.c", None, "line 40", "context does not match")]
+        ("b.c", None, "line 40", "context does not match"),
+    ]
     assert conflicts[0].where == "new.c (already exists in working directory)"
-    assert conflicts[1].to_json() == {"file": "b.c", "hunk": None, "header": "line 40",
-                                      "reason": "context does not match"}
+    assert conflicts[1].to_json() == {
+        "file": "b.c",
+        "hunk": None,
+        "header": "line 40",
+        "reason": "context does not match",
+    }
     _, alone = parse_apply_output("error: c.c: patch does not apply\n", [])
     assert [(c.file, c.reason) for c in alone] == [("c.c", "does not apply")]
-    neg, _ = parse_apply_output("Checking patch a.c...\nHunk #1 succeeded at 2 (offset -3 lines).\n",
-                                hunks)
+    neg, _ = parse_apply_output("Checking patch a.c...\nHunk #1 succeeded at 2 (offset -3 lines).\n", hunks)
     assert [(o.file, o.hunk, o.lines) for o in neg] == [("a.c", 1, -3)]

@@ -13,18 +13,23 @@ from hypothesis import strategies as st
 from patchkit.spec.patchfile import parse_diff, refusals
 
 
-def new_link(path: str, target: str, *, mode_line: str = "new file mode 120000",
-             header: str | None = None) -> str:
+def new_link(
+    path: str, target: str, *, mode_line: str = "new file mode 120000", header: str | None = None
+) -> str:
     """A symlink creation exactly as `git diff` writes it (the target is the content)."""
     head = header or f"diff --git a/{path} b/{path}"
-    return (f"{head}\n{mode_line}\nindex 0000000..1234567\n--- /dev/null\n+++ b/{path}\n"
-            f"@@ -0,0 +1 @@\n+{target}\n\\ No newline at end of file\n")
+    return (
+        f"{head}\n{mode_line}\nindex 0000000..1234567\n--- /dev/null\n+++ b/{path}\n"
+        f"@@ -0,0 +1 @@\n+{target}\n\\ No newline at end of file\n"
+    )
 
 
 def changed_link(path: str, old: str, new: str, index_mode: str = "120000") -> str:
-    return (f"diff --git a/{path} b/{path}\nindex 1111111..2222222 {index_mode}\n--- a/{path}\n"
-            f"+++ b/{path}\n@@ -1 +1 @@\n-{old}\n\\ No newline at end of file\n+{new}\n"
-            "\\ No newline at end of file\n")
+    return (
+        f"diff --git a/{path} b/{path}\nindex 1111111..2222222 {index_mode}\n--- a/{path}\n"
+        f"+++ b/{path}\n@@ -1 +1 @@\n-{old}\n\\ No newline at end of file\n+{new}\n"
+        "\\ No newline at end of file\n"
+    )
 
 
 def only(text: str) -> str:
@@ -41,19 +46,22 @@ def test_link_targets_as_git_writes_them() -> None:
     assert refusals(parse_diff(new_link("l", "src/rpc.c"))) == []
 
 
-@pytest.mark.parametrize(("path", "target", "why"), [
-    ("LICENSE", "/etc/passwd", "an absolute target"),
-    ("LICENSE", "../../../../etc/passwd", "a target above the worktree"),
-    ("docs/x", "../../secret", "a target above the worktree"),
-    ("LICENSE", "..", "a target above the worktree"),
-    ("LICENSE", "src/../../x", "'..' after a folder name"),
-    ("l", "sub/..", "'..' after a folder name"),
-    ("LICENSE", "C:/Windows/win.ini", "an absolute target"),
-    ("LICENSE", "\\\\server\\share\\x", "an absolute target"),
-    ("LICENSE", "..\\..\\x", "backslash"),
-    ("LICENSE", ".git/config", "inside .git"),
-    ("LICENSE", "./.GIT/config", "inside .git"),
-])
+@pytest.mark.parametrize(
+    ("path", "target", "why"),
+    [
+        ("LICENSE", "/etc/passwd", "an absolute target"),
+        ("LICENSE", "../../../../etc/passwd", "a target above the worktree"),
+        ("docs/x", "../../secret", "a target above the worktree"),
+        ("LICENSE", "..", "a target above the worktree"),
+        ("LICENSE", "src/../../x", "'..' after a folder name"),
+        ("l", "sub/..", "'..' after a folder name"),
+        ("LICENSE", "C:/Windows/win.ini", "an absolute target"),
+        ("LICENSE", "\\\\server\\share\\x", "an absolute target"),
+        ("LICENSE", "..\\..\\x", "backslash"),
+        ("LICENSE", ".git/config", "inside .git"),
+        ("LICENSE", "./.GIT/config", "inside .git"),
+    ],
+)
 def test_links_leaving_the_worktree_are_refused(path: str, target: str, why: str) -> None:
     reason = only(new_link(path, target))
     assert reason.startswith(f"{path}: makes a symlink to {target!r}") and why in reason
@@ -64,10 +72,16 @@ def test_an_existing_link_repointed_out_is_refused() -> None:
     assert "an absolute target" in only(changed_link("l", "ok", "/etc/shadow"))
 
 
-@pytest.mark.parametrize("mode_line", [
-    "new file mode 120000", "new file mode 0120000", "new file mode  120000",
-    "new file mode 120755", "new file mode 120000   ",
-])
+@pytest.mark.parametrize(
+    "mode_line",
+    [
+        "new file mode 120000",
+        "new file mode 0120000",
+        "new file mode  120000",
+        "new file mode 120755",
+        "new file mode 120000   ",
+    ],
+)
 def test_every_spelling_of_a_symlink_mode_is_a_symlink(mode_line: str) -> None:
     # git reads modes with strtoul(, 8) and looks at the type bits only
     assert "an absolute target" in only(new_link("LICENSE", "/etc/passwd", mode_line=mode_line))
@@ -81,19 +95,25 @@ def test_a_file_turned_into_a_link_by_a_mode_change_is_refused_without_its_targe
 
 
 def test_a_binary_or_partial_symlink_is_refused() -> None:
-    binary = ("diff --git a/l b/l\nnew file mode 120000\nindex 0000000..1234567\n"
-              "GIT binary patch\nliteral 11\nScmZ?wWMBXQ0RR91\n\nliteral 0\nKcmV+b0RR6000031\n\n")
+    binary = (
+        "diff --git a/l b/l\nnew file mode 120000\nindex 0000000..1234567\n"
+        "GIT binary patch\nliteral 11\nScmZ?wWMBXQ0RR91\n\nliteral 0\nKcmV+b0RR6000031\n\n"
+    )
     assert "without stating its target" in only(binary)
-    two_lines = ("diff --git a/l b/l\nnew file mode 120000\n--- /dev/null\n+++ b/l\n"
-                 "@@ -0,0 +1,2 @@\n+/etc\n+passwd\n")
+    two_lines = (
+        "diff --git a/l b/l\nnew file mode 120000\n--- /dev/null\n+++ b/l\n@@ -0,0 +1,2 @@\n+/etc\n+passwd\n"
+    )
     assert "without stating its target" in only(two_lines)
 
 
-@pytest.mark.parametrize("header", [
-    'diff --git "a/LICENSE" "b/LICENSE"',  # quoted names
-    "diff --git x/LICENSE y/LICENSE",  # any one-component prefix (git apply -p1)
-    'diff --git "a/LIC\\105NSE" "b/LIC\\105NSE"',  # octal escapes
-])
+@pytest.mark.parametrize(
+    "header",
+    [
+        'diff --git "a/LICENSE" "b/LICENSE"',  # quoted names
+        "diff --git x/LICENSE y/LICENSE",  # any one-component prefix (git apply -p1)
+        'diff --git "a/LIC\\105NSE" "b/LIC\\105NSE"',  # octal escapes
+    ],
+)
 def test_links_behind_unusual_headers_are_still_seen(header: str) -> None:
     assert "an absolute target" in only(new_link("LICENSE", "/etc/passwd", header=header))
 
@@ -106,14 +126,17 @@ def test_a_line_separator_git_does_not_know_cannot_shorten_the_target() -> None:
     assert "'..' after a folder name" in only(text)
 
 
-@pytest.mark.parametrize(("old", "new", "why"), [
-    ("../outside", "../outside", "'..' component"),
-    ("/etc/passwd", "/etc/passwd", "is absolute"),
-    ("a/./b", "a/./b", "'..' component"),
-    (".git/hooks/post-checkout", ".git/hooks/post-checkout", "inside .git"),
-    ("sub/.GIT/config", "sub/.GIT/config", "inside .git"),
-    ("a\\..\\b", "a\\..\\b", "backslash"),
-])
+@pytest.mark.parametrize(
+    ("old", "new", "why"),
+    [
+        ("../outside", "../outside", "'..' component"),
+        ("/etc/passwd", "/etc/passwd", "is absolute"),
+        ("a/./b", "a/./b", "'..' component"),
+        (".git/hooks/post-checkout", ".git/hooks/post-checkout", "inside .git"),
+        ("sub/.GIT/config", "sub/.GIT/config", "inside .git"),
+        ("a\\..\\b", "a\\..\\b", "backslash"),
+    ],
+)
 def test_paths_outside_the_worktree_are_refused(old: str, new: str, why: str) -> None:
     text = f"diff --git a/{old} b/{new}\n--- a/{old}\n+++ b/{new}\n@@ -1 +1 @@\n-x\n+y\n"
     reason = refusals(parse_diff(text))[0]
@@ -121,7 +144,7 @@ def test_paths_outside_the_worktree_are_refused(old: str, new: str, why: str) ->
 
 
 def test_rename_and_copy_names_are_checked_too() -> None:
-    text = ("diff --git a/x b/y\nsimilarity index 100%\ncopy from ../../etc/passwd\ncopy to y\n")
+    text = "diff --git a/x b/y\nsimilarity index 100%\ncopy from ../../etc/passwd\ncopy to y\n"
     assert "'../../etc/passwd'" in refusals(parse_diff(text))[0]
 
 
@@ -131,23 +154,26 @@ def test_unreadable_headers_and_traditional_diffs_are_refused() -> None:
     traditional = "Subject: x\n\n--- a/LICENSE\n+++ b/LICENSE\n@@ -1 +1 @@\n-a\n+b\n"
     assert "without a `diff --git` header" in only(traditional)
     # after a git section's last hunk, prose again: a traditional diff there is seen too
-    after = ("diff --git a/x b/x\n--- a/x\n+++ b/x\n@@ -1 +1 @@\n-a\n+b\n"
-             "--- a/LICENSE\n+++ b/LICENSE\n@@ -1 +1 @@\n-c\n+d\n")
+    after = (
+        "diff --git a/x b/x\n--- a/x\n+++ b/x\n@@ -1 +1 @@\n-a\n+b\n"
+        "--- a/LICENSE\n+++ b/LICENSE\n@@ -1 +1 @@\n-c\n+d\n"
+    )
     assert "without a `diff --git` header" in only(after)
 
 
 def test_hunk_lines_that_look_like_headers_are_content() -> None:
     # a removed line "-- x" and an added "++ y" inside a counted hunk are not a diff header
-    text = ("diff --git a/x b/x\n--- a/x\n+++ b/x\n@@ -1,2 +1,2 @@\n--- x\n+++ y\n"
-            " @@ -1 +1 @@\n")
+    text = "diff --git a/x b/x\n--- a/x\n+++ b/x\n@@ -1,2 +1,2 @@\n--- x\n+++ y\n @@ -1 +1 @@\n"
     parsed = parse_diff(text)
     assert refusals(parsed) == [] and len(parsed.hunks) == 1
     assert parsed.files[0].body[1:] == ("--- x", "+++ y", " @@ -1 +1 @@")
 
 
 def test_a_deleted_symlink_is_fine() -> None:
-    text = ("diff --git a/l b/l\ndeleted file mode 120000\nindex 1234567..0000000\n--- a/l\n"
-            "+++ /dev/null\n@@ -1 +0,0 @@\n-/etc/passwd\n\\ No newline at end of file\n")
+    text = (
+        "diff --git a/l b/l\ndeleted file mode 120000\nindex 1234567..0000000\n--- a/l\n"
+        "+++ /dev/null\n@@ -1 +0,0 @@\n-/etc/passwd\n\\ No newline at end of file\n"
+    )
     assert refusals(parse_diff(text)) == []
 
 
@@ -155,10 +181,8 @@ _part = st.sampled_from(["..", ".", "a", "b", "", ".git", "c d", "x\\y"])
 
 
 @settings(max_examples=400, deadline=None)
-@given(depth=st.integers(0, 3), parts=st.lists(_part, min_size=1, max_size=6),
-       absolute=st.booleans())
-def test_property_an_accepted_target_stays_inside(depth: int, parts: list[str],
-                                                  absolute: bool) -> None:
+@given(depth=st.integers(0, 3), parts=st.lists(_part, min_size=1, max_size=6), absolute=st.booleans())
+def test_property_an_accepted_target_stays_inside(depth: int, parts: list[str], absolute: bool) -> None:
     path = "/".join(["d"] * depth + ["link"])
     target = ("/" if absolute else "") + "/".join(parts)
     accepted = refusals(parse_diff(new_link(path, target))) == []

@@ -29,12 +29,14 @@ def proj(tmp_path: Path) -> Path:
     (tmp_path / "recipes").mkdir()
     (tmp_path / "patches").mkdir()
     (tmp_path / "patches" / "series").write_text(
-        "0001-guard.patch sha256=" + "0" * 64 + "\n0002-exp.patch sha256=" + "0" * 64 + "\n")
+        "0001-guard.patch sha256=" + "0" * 64 + "\n0002-exp.patch sha256=" + "0" * 64 + "\n"
+    )
     for name, exp in (("0001-guard.patch", "no"), ("0002-exp.patch", "yes")):
         (tmp_path / "patches" / name).write_text(
             f"Subject: s\nWhy: w\nUpstream-Status: pending\nWhen: ..\nExperimental: {exp}\n"
             f"Default: {'no' if exp == 'yes' else 'yes'}\n\n"
-            "diff --git a/x b/x\n--- a/x\n+++ b/x\n@@ -1 +1 @@\n-a\n+b\n")
+            "diff --git a/x b/x\n--- a/x\n+++ b/x\n@@ -1 +1 @@\n-a\n+b\n"
+        )
     (tmp_path / "toolchain.cmake").write_text("# tc\n")
     return tmp_path
 
@@ -65,30 +67,86 @@ def test_experimental_patch_needs_opt_in(proj: Path) -> None:
 
 BAD = [
     ("unknown top key", "nmae = 'x'\n" + GOOD, 'nmae: unknown key (did you mean "name"?)'),
-    ("unknown section key", GOOD.replace("url =", "ulr =", 1), 'upstream.ulr: unknown key (did you mean "url"?)'),
-    ("unknown build key", GOOD.replace("targets =", "target =", 1), 'build.target: unknown key (did you mean "targets"?)'),
+    (
+        "unknown section key",
+        GOOD.replace("url =", "ulr =", 1),
+        'upstream.ulr: unknown key (did you mean "url"?)',
+    ),
+    (
+        "unknown build key",
+        GOOD.replace("targets =", "target =", 1),
+        'build.target: unknown key (did you mean "targets"?)',
+    ),
     ("short commit", GOOD.replace(COMMIT, "abc123"), "upstream.commit: 'abc123' must be a full 40-hex-digit"),
     ("uppercase commit", GOOD.replace(COMMIT, "A" * 40), "upstream.commit:"),
     ("commit wrong type", GOOD.replace(f'"{COMMIT}"', "123"), "upstream.commit: must be str, not int"),
     ("missing upstream", GOOD.split("[upstream]")[0] + "[build]\ntargets=['x']\n", "upstream: is required"),
-    ("missing url", GOOD.replace('url = "https://example.invalid/llama.cpp"\n', ""), "upstream.url: is required"),
+    (
+        "missing url",
+        GOOD.replace('url = "https://example.invalid/llama.cpp"\n', ""),
+        "upstream.url: is required",
+    ),
     ("missing name", GOOD.replace('name = "t"\n', ""), "name: is required"),
     ("bad name", GOOD.replace('name = "t"', 'name = "My Recipe"'), "name: 'My Recipe' must be lowercase"),
     ("empty targets", GOOD.replace('["llama-cli"]', "[]"), "build.targets: must not be empty"),
-    ("targets not list", GOOD.replace('["llama-cli"]', '"llama-cli"'), "build.targets: must be list, not str"),
-    ("duplicate target", GOOD.replace('["llama-cli"]', '["a", "a"]'), "build.targets[1]: 'a' is listed twice"),
-    ("unknown patch", GOOD.replace('name = "t"', 'name = "t"\npatches = ["gaurd"]'), "patches[0]: 'gaurd' is not in patches/series (did you mean \"guard\"?)"),
-    ("experimental without opt-in", GOOD.replace('name = "t"', 'name = "t"\npatches = ["exp"]'), "patches[0]: 'exp' is experimental"),
+    (
+        "targets not list",
+        GOOD.replace('["llama-cli"]', '"llama-cli"'),
+        "build.targets: must be list, not str",
+    ),
+    (
+        "duplicate target",
+        GOOD.replace('["llama-cli"]', '["a", "a"]'),
+        "build.targets[1]: 'a' is listed twice",
+    ),
+    (
+        "unknown patch",
+        GOOD.replace('name = "t"', 'name = "t"\npatches = ["gaurd"]'),
+        "patches[0]: 'gaurd' is not in patches/series (did you mean \"guard\"?)",
+    ),
+    (
+        "experimental without opt-in",
+        GOOD.replace('name = "t"', 'name = "t"\npatches = ["exp"]'),
+        "patches[0]: 'exp' is experimental",
+    ),
     ("define bad value", GOOD + "X = [1]\n", "build.defines.X: must be a string, integer or boolean"),
-    ("define bad name", GOOD + '"BAD-NAME" = 1\n', "build.defines.BAD-NAME: is not a valid CMake variable name"),
-    ("toolchain escapes", GOOD.replace("[build.defines]", 'toolchain = "../../etc/passwd"\n[build.defines]'), "build.toolchain: '../../etc/passwd' escapes the project folder"),
-    ("toolchain absolute", GOOD.replace("[build.defines]", 'toolchain = "/etc/passwd"\n[build.defines]'), "build.toolchain: '/etc/passwd' must be relative"),
-    ("toolchain missing", GOOD.replace("[build.defines]", 'toolchain = "nope.cmake"\n[build.defines]'), "build.toolchain: 'nope.cmake' does not exist"),
-    ("bad os", GOOD + '[platform]\nos = "windwos"\n', 'platform.os: \'windwos\' is not one of linux, windows, macos (did you mean "windows"?)'),
-    ("bad build type", GOOD.replace("[build.defines]", 'build_type = "release"\n[build.defines]'), 'build.build_type: \'release\' is not one of'),
+    (
+        "define bad name",
+        GOOD + '"BAD-NAME" = 1\n',
+        "build.defines.BAD-NAME: is not a valid CMake variable name",
+    ),
+    (
+        "toolchain escapes",
+        GOOD.replace("[build.defines]", 'toolchain = "../../etc/passwd"\n[build.defines]'),
+        "build.toolchain: '../../etc/passwd' escapes the project folder",
+    ),
+    (
+        "toolchain absolute",
+        GOOD.replace("[build.defines]", 'toolchain = "/etc/passwd"\n[build.defines]'),
+        "build.toolchain: '/etc/passwd' must be relative",
+    ),
+    (
+        "toolchain missing",
+        GOOD.replace("[build.defines]", 'toolchain = "nope.cmake"\n[build.defines]'),
+        "build.toolchain: 'nope.cmake' does not exist",
+    ),
+    (
+        "bad os",
+        GOOD + '[platform]\nos = "windwos"\n',
+        "platform.os: 'windwos' is not one of linux, windows, macos (did you mean \"windows\"?)",
+    ),
+    (
+        "bad build type",
+        GOOD.replace("[build.defines]", 'build_type = "release"\n[build.defines]'),
+        "build.build_type: 'release' is not one of",
+    ),
     ("bool as str", 'allow_experimental = "yes"\n' + GOOD, "allow_experimental: must be bool, not str"),
     ("not toml", "name = \n", "not valid TOML"),
-    ("rpc client not a target", GOOD + '[windows]\nrpc_clients = ["llama-clli"]\n', 'windows.rpc_clients[0]: \'llama-clli\' is not in build.targets (did you mean "llama-cli"?)'),
+    (
+        "rpc client not a target",
+        GOOD + '[windows]\nrpc_clients = ["llama-clli"]\n',
+        "windows.rpc_clients[0]: 'llama-clli' is not in build.targets (did you mean \"llama-cli\"?)",
+    ),
     ("cuda without archs", GOOD + "[cuda]\n", "cuda.archs: is required"),
 ]
 
@@ -130,8 +188,11 @@ def test_release_allow_system_is_a_list_of_library_names(proj: Path) -> None:
     r = load(proj, GOOD + '[release]\nallow_system = ["libssl.so.3", "libcrypto.so.3"]\n')
     assert r.release_allow_system == ("libssl.so.3", "libcrypto.so.3")
     assert load(proj, GOOD).release_allow_system == ()
-    for bad, msg in (('["../libx.so"]', "is not a valid name"), ('"libssl.so.3"', "release.allow_system"),
-                     ('["a", "a"]', "listed twice")):
+    for bad, msg in (
+        ('["../libx.so"]', "is not a valid name"),
+        ('"libssl.so.3"', "release.allow_system"),
+        ('["a", "a"]', "listed twice"),
+    ):
         with pytest.raises(RecipeError, match=msg):
             load(proj, GOOD + f"[release]\nallow_system = {bad}\n")
     with pytest.raises(RecipeError, match="release.allow"):

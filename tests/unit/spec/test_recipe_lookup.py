@@ -16,16 +16,27 @@ from patchkit.spec.series import load_series
 from tests.fixtures.project import assert_error, invoke
 
 
-@pytest.mark.parametrize(("arg", "name"), [
-    ("cpu-rpc", True), ("fixture", True), ("", True), ("x.toml", False), ("./fixture", False),
-    ("recipes/fixture", False), ("a\\b", False), ("C:x", False), ("fixture.TOML", True),
-])
+@pytest.mark.parametrize(
+    ("arg", "name"),
+    [
+        ("cpu-rpc", True),
+        ("fixture", True),
+        ("", True),
+        ("x.toml", False),
+        ("./fixture", False),
+        ("recipes/fixture", False),
+        ("a\\b", False),
+        ("C:x", False),
+        ("fixture.TOML", True),
+    ],
+)
 def test_what_is_a_name(arg: str, name: bool) -> None:
     assert is_recipe_name(arg) is name
 
 
 def test_a_folder_or_file_named_like_a_recipe_here_does_not_hide_it(
-        project: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    project: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     here = tmp_path / "cwd"
     (here / "fixture").mkdir(parents=True)  # a folder called fixture
     (here / "fixture.toml").write_text("garbage = [\n")  # and a file fixture.toml
@@ -33,14 +44,14 @@ def test_a_folder_or_file_named_like_a_recipe_here_does_not_hide_it(
     assert resolve_recipe_path("fixture", project) == project / "recipes" / "fixture.toml"
     # the file here is used only when named as a path
     with pytest.raises(RecipeError, match="not valid TOML"):
-        load_recipe(resolve_recipe_path("fixture.toml", project), project,
-                    load_series(project / "patches"))
+        load_recipe(resolve_recipe_path("fixture.toml", project), project, load_series(project / "patches"))
     r = invoke(project, "list")
     assert r.exit_code == 0, r.output
 
 
 def test_a_name_missing_from_recipes_but_present_here_says_how_to_use_it(
-        project: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    project: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.chdir(tmp_path)
     (tmp_path / "mine").write_text("")
     with pytest.raises(RecipeError) as e:
@@ -87,8 +98,7 @@ def test_unreadable_recipe_is_exit_3(project: Path, monkeypatch: pytest.MonkeyPa
 
 def test_non_utf8_recipe_names_the_line(project: Path) -> None:
     (project / "recipes" / "fixture.toml").write_bytes(b'name = "fixture"\n# caf\xe9\n')
-    assert_error(invoke(project, "build", "fixture"), 3,
-                 "recipes/fixture.toml:2: not UTF-8 text (byte 0xe9)")
+    assert_error(invoke(project, "build", "fixture"), 3, "recipes/fixture.toml:2: not UTF-8 text (byte 0xe9)")
 
 
 def test_huge_deep_and_special_recipes(project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -113,7 +123,7 @@ def test_list_marks_every_bad_recipe_invalid_and_goes_on(project: Path) -> None:
     recipes = project / "recipes"
     (recipes / "a-folder.toml").mkdir()
     (recipes / "dangling.toml").symlink_to(project / "nowhere.toml")
-    (recipes / "latin1.toml").write_bytes(b"name = \"caf\xe9\"\n")
+    (recipes / "latin1.toml").write_bytes(b'name = "caf\xe9"\n')
     # a key that looks like rich markup: shown as text, never interpreted
     (recipes / "markup.toml").write_text('"[/red]" = 1\n')
     if hasattr(os, "mkfifo"):
@@ -121,7 +131,11 @@ def test_list_marks_every_bad_recipe_invalid_and_goes_on(project: Path) -> None:
     r = invoke(project, "list")
     assert r.exit_code == 3, r.output
     out = " ".join(r.output.split())
-    for needle in ("a-folder.toml: is a folder", "dangling.toml: the recipe file is a link",
-                   "latin1.toml:1: not UTF-8", "markup.toml: [/red]: unknown key"):
+    for needle in (
+        "a-folder.toml: is a folder",
+        "dangling.toml: the recipe file is a link",
+        "latin1.toml:1: not UTF-8",
+        "markup.toml: [/red]: unknown key",
+    ):
         assert needle in out, r.output
     assert "fixture" in out and "ok" in out  # the good recipe is still listed

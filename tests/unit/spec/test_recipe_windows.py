@@ -44,10 +44,16 @@ def test_windows_cpu_rpc_recipe(tmp_path: Path) -> None:
     assert r.build.toolchain == TOOLCHAIN
     assert set(r.build.targets) == {"llama-cli", "llama-server", "ggml-rpc-server", "llama-bench"}
     d = r.build.defines_dict
-    for key, value in {"GGML_RPC": "ON", "LLAMA_BUILD_SERVER": "ON", "BUILD_SHARED_LIBS": "OFF",
-                       "GGML_NATIVE": "OFF", "LLAMA_BUILD_UI": "OFF",
-                       "LLAMA_USE_PREBUILT_UI": "OFF", "GGML_OPENMP": "OFF",
-                       "LLAMA_OPENSSL": "OFF"}.items():
+    for key, value in {
+        "GGML_RPC": "ON",
+        "LLAMA_BUILD_SERVER": "ON",
+        "BUILD_SHARED_LIBS": "OFF",
+        "GGML_NATIVE": "OFF",
+        "LLAMA_BUILD_UI": "OFF",
+        "LLAMA_USE_PREBUILT_UI": "OFF",
+        "GGML_OPENMP": "OFF",
+        "LLAMA_OPENSSL": "OFF",
+    }.items():
         assert d[key] == value, key
     assert r.windows is not None
     assert r.windows.stack_reserve_bytes == 256 * MIB
@@ -68,17 +74,22 @@ def _project(tmp_path: Path, windows: str) -> Path:
     return path
 
 
-@pytest.mark.parametrize(("windows", "needle"), [
-    ('stack_reserve = "256MB"\n', "windows.stack_reserve: size '256MB' is ambiguous"),
-    ('stack_reserve = "1000"\n', "windows.stack_reserve: '1000' must be a positive multiple"),
-    ('stack_reserve = "0"\n', "windows.stack_reserve: '0' must be a positive multiple"),
-    ('stack_reserve = "lots"\n', "windows.stack_reserve: size 'lots' is not a size"),
-    ('stack_reserve = 268435456\n', "windows.stack_reserve: must be str"),
-    ('stack_reserve = "1MiB"\nstack_commit = "2MiB"\n',
-     "windows.stack_commit: '2MiB' is larger than stack_reserve '1MiB'"),
-    ('stack_commit = "6000"\n', "windows.stack_commit: '6000' must be a positive multiple"),
-    ('rpc_clients = ["llama-clli"]\n', 'not in build.targets (did you mean "llama-cli"?)'),
-])
+@pytest.mark.parametrize(
+    ("windows", "needle"),
+    [
+        ('stack_reserve = "256MB"\n', "windows.stack_reserve: size '256MB' is ambiguous"),
+        ('stack_reserve = "1000"\n', "windows.stack_reserve: '1000' must be a positive multiple"),
+        ('stack_reserve = "0"\n', "windows.stack_reserve: '0' must be a positive multiple"),
+        ('stack_reserve = "lots"\n', "windows.stack_reserve: size 'lots' is not a size"),
+        ("stack_reserve = 268435456\n", "windows.stack_reserve: must be str"),
+        (
+            'stack_reserve = "1MiB"\nstack_commit = "2MiB"\n',
+            "windows.stack_commit: '2MiB' is larger than stack_reserve '1MiB'",
+        ),
+        ('stack_commit = "6000"\n', "windows.stack_commit: '6000' must be a positive multiple"),
+        ('rpc_clients = ["llama-clli"]\n', 'not in build.targets (did you mean "llama-cli"?)'),
+    ],
+)
 def test_windows_section_is_validated(tmp_path: Path, windows: str, needle: str) -> None:
     path = _project(tmp_path, windows)
     with pytest.raises(RecipeError) as exc:

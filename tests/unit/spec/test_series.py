@@ -11,11 +11,15 @@ from patchkit.core.errors import PatchError
 from patchkit.core.fs import sha256_file
 from patchkit.spec.series import load_series, patch_name_from_file, rehash_series
 
-HEADER = ("Subject: s\nWhy: because\nUpstream-Status: submitted https://x/pr/1\n"
-          "When: 0123456..\nExperimental: no\n\n")
-BODY = ("diff --git a/a.c b/a.c\n--- a/a.c\n+++ b/a.c\n@@ -1,3 +1,4 @@\n x\n+y\n z\n w\n"
-        "@@ -10,2 +11,2 @@\n-p\n+q\n r\n"
-        "diff --git a/b.c b/b.c\n--- a/b.c\n+++ b/b.c\n@@ -5 +5 @@\n-m\n+n\n")
+HEADER = (
+    "Subject: s\nWhy: because\nUpstream-Status: submitted https://x/pr/1\n"
+    "When: 0123456..\nExperimental: no\n\n"
+)
+BODY = (
+    "diff --git a/a.c b/a.c\n--- a/a.c\n+++ b/a.c\n@@ -1,3 +1,4 @@\n x\n+y\n z\n w\n"
+    "@@ -10,2 +11,2 @@\n-p\n+q\n r\n"
+    "diff --git a/b.c b/b.c\n--- a/b.c\n+++ b/b.c\n@@ -5 +5 @@\n-m\n+n\n"
+)
 
 
 def make(tmp_path: Path, header: str = HEADER, body: str = BODY, line: str | None = None) -> Path:
@@ -23,7 +27,9 @@ def make(tmp_path: Path, header: str = HEADER, body: str = BODY, line: str | Non
     d.mkdir(exist_ok=True)
     p = d / "0001-fix-thing.patch"
     p.write_text(header + body)
-    (d / "series").write_text("# comment\n\n" + (line or f"0001-fix-thing.patch sha256={sha256_file(p)}") + "\n")
+    (d / "series").write_text(
+        "# comment\n\n" + (line or f"0001-fix-thing.patch sha256={sha256_file(p)}") + "\n"
+    )
     return d
 
 
@@ -50,18 +56,24 @@ def test_hash_mismatch_refused_and_rehash_fixes_it(tmp_path: Path) -> None:
     assert (d / "series").read_text().startswith("# comment\n")
 
 
-@pytest.mark.parametrize(("header", "line", "message"), [
-    (HEADER.replace("Why: because\n", ""), None, "header lacks Why"),
-    (HEADER.replace("Upstream-Status: submitted https://x/pr/1", "Upstream-Status: pendng"), None,
-     'did you mean "pending"'),
-    (HEADER.replace("When: 0123456..", "When: 0123456"), None, "When must be FROM..TO"),
-    (HEADER.replace("When: 0123456..", "When: main.."), None, "is not a commit sha"),
-    (HEADER.replace("Experimental: no", "Experimental: maybe"), None, "must be yes or no"),
-    ("Sbject: x\n" + HEADER, None, 'unknown header key \'Sbject\' (did you mean "Subject"?)'),
-    (HEADER, "0001-fix-thing.patch", "expected `FILE sha256=<64 hex>`"),
-    (HEADER, "../x.patch sha256=" + "0" * 64, "must be a file in patches/"),
-    (HEADER, "0002-missing.patch sha256=" + "0" * 64, "does not exist"),
-])
+@pytest.mark.parametrize(
+    ("header", "line", "message"),
+    [
+        (HEADER.replace("Why: because\n", ""), None, "header lacks Why"),
+        (
+            HEADER.replace("Upstream-Status: submitted https://x/pr/1", "Upstream-Status: pendng"),
+            None,
+            'did you mean "pending"',
+        ),
+        (HEADER.replace("When: 0123456..", "When: 0123456"), None, "When must be FROM..TO"),
+        (HEADER.replace("When: 0123456..", "When: main.."), None, "is not a commit sha"),
+        (HEADER.replace("Experimental: no", "Experimental: maybe"), None, "must be yes or no"),
+        ("Sbject: x\n" + HEADER, None, "unknown header key 'Sbject' (did you mean \"Subject\"?)"),
+        (HEADER, "0001-fix-thing.patch", "expected `FILE sha256=<64 hex>`"),
+        (HEADER, "../x.patch sha256=" + "0" * 64, "must be a file in patches/"),
+        (HEADER, "0002-missing.patch sha256=" + "0" * 64, "does not exist"),
+    ],
+)
 def test_bad_series_or_header(tmp_path: Path, header: str, line: str | None, message: str) -> None:
     with pytest.raises(PatchError) as exc:
         load_series(make(tmp_path, header=header, line=line))
@@ -83,4 +95,5 @@ def test_hunks_and_failure_location() -> None:
     err = "error: patch failed: a.c:10\nerror: a.c: patch does not apply\n"
     assert failed_hunks(BODY, err) == ["a.c hunk #2 (@@ -10,2 +11,2 @@)"]
     assert failed_hunks(BODY, "error: b.c: No such file or directory\n") == [
-        "b.c: the file does not exist at this commit"]
+        "b.c: the file does not exist at this commit"
+    ]

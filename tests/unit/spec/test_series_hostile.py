@@ -19,16 +19,19 @@ SECRET = "TOP-SECRET-HOST-FILE-CONTENT"
 
 
 def link_patch(path: str, target: str) -> str:
-    return (f"diff --git a/{path} b/{path}\nnew file mode 120000\nindex 0000000..1234567\n"
-            f"--- /dev/null\n+++ b/{path}\n@@ -0,0 +1 @@\n+{target}\n"
-            "\\ No newline at end of file\n")
+    return (
+        f"diff --git a/{path} b/{path}\nnew file mode 120000\nindex 0000000..1234567\n"
+        f"--- /dev/null\n+++ b/{path}\n@@ -0,0 +1 @@\n+{target}\n"
+        "\\ No newline at end of file\n"
+    )
 
 
 def license_to_link(target: str) -> str:
     """A tracked file (LICENSE, which the output stage copies) turned into a symlink."""
-    return ("diff --git a/LICENSE b/LICENSE\ndeleted file mode 100644\nindex 1111111..0000000\n"
-            "--- a/LICENSE\n+++ /dev/null\n@@ -1 +0,0 @@\n-MIT License\n"
-            + link_patch("LICENSE", target))
+    return (
+        "diff --git a/LICENSE b/LICENSE\ndeleted file mode 100644\nindex 1111111..0000000\n"
+        "--- a/LICENSE\n+++ /dev/null\n@@ -1 +0,0 @@\n-MIT License\n" + link_patch("LICENSE", target)
+    )
 
 
 def set_series(project: Path, *files: tuple[str, str]) -> None:
@@ -40,17 +43,24 @@ def set_series(project: Path, *files: tuple[str, str]) -> None:
     (patches / "series").write_text("\n".join(lines) + "\n")
 
 
-@pytest.mark.parametrize(("body", "needle"), [
-    (license_to_link("/etc/passwd"), "LICENSE: makes a symlink to '/etc/passwd', an absolute target"),
-    (license_to_link("../../../../../../etc/shadow"), "a target above the worktree"),
-    (link_patch("src/evil", "../../x"), "src/evil: makes a symlink to '../../x'"),
-    (link_patch("a/../x", "y"), "the path 'a/../x' has an empty, '.' or '..' component"),
-    ("diff --git a/.git/hooks/pre-commit b/.git/hooks/pre-commit\nnew file mode 100755\n"
-     "--- /dev/null\n+++ b/.git/hooks/pre-commit\n@@ -0,0 +1 @@\n+rm -rf ~\n", "is inside .git"),
-    ("--- a/src/rpc.c\n+++ b/src/rpc.c\n@@ -1 +1 @@\n-a\n+b\n", "without a `diff --git` header"),
-])
-def test_unsafe_patches_are_refused_at_load_exit_5(project: Path, tmp_path: Path, body: str,
-                                                   needle: str) -> None:
+@pytest.mark.parametrize(
+    ("body", "needle"),
+    [
+        (license_to_link("/etc/passwd"), "LICENSE: makes a symlink to '/etc/passwd', an absolute target"),
+        (license_to_link("../../../../../../etc/shadow"), "a target above the worktree"),
+        (link_patch("src/evil", "../../x"), "src/evil: makes a symlink to '../../x'"),
+        (link_patch("a/../x", "y"), "the path 'a/../x' has an empty, '.' or '..' component"),
+        (
+            "diff --git a/.git/hooks/pre-commit b/.git/hooks/pre-commit\nnew file mode 100755\n"
+            "--- /dev/null\n+++ b/.git/hooks/pre-commit\n@@ -0,0 +1 @@\n+rm -rf ~\n",
+            "is inside .git",
+        ),
+        ("--- a/src/rpc.c\n+++ b/src/rpc.c\n@@ -1 +1 @@\n-a\n+b\n", "without a `diff --git` header"),
+    ],
+)
+def test_unsafe_patches_are_refused_at_load_exit_5(
+    project: Path, tmp_path: Path, body: str, needle: str
+) -> None:
     set_series(project, ("0001-evil.patch", body))
     for args in (["list"], ["series"], ["build", "fixture", "--out", str(tmp_path / "out")]):
         r = invoke(project, *args)
@@ -70,8 +80,9 @@ def test_a_patch_file_linked_to_a_host_file_is_not_read(project: Path, tmp_path:
     assert SECRET not in r.output
 
 
-@pytest.mark.parametrize("name", ["sub/x.patch", "..\\x.patch", ".hidden.patch", "C:x.patch",
-                                  "../../etc/passwd"])
+@pytest.mark.parametrize(
+    "name", ["sub/x.patch", "..\\x.patch", ".hidden.patch", "C:x.patch", "../../etc/passwd"]
+)
 def test_series_lines_naming_other_folders_are_refused(tmp_path: Path, name: str) -> None:
     d = tmp_path / "patches"
     d.mkdir()

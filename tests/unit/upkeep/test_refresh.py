@@ -10,8 +10,10 @@ from patchkit.upkeep.refresh import _rewrite_series, move_recipe_pin
 
 def test_move_recipe_pin_keeps_every_other_byte() -> None:
     old, new = "a" * 40, "b" * 40
-    text = (f'name = "x"  # commit = "{old}" in a comment stays\n[build]\ncommit = "{old}"\n'
-            f'\n[upstream]\nurl = "u"\ncommit   =  "{old}"   # pinned\r\n[cuda]\n')
+    text = (
+        f'name = "x"  # commit = "{old}" in a comment stays\n[build]\ncommit = "{old}"\n'
+        f'\n[upstream]\nurl = "u"\ncommit   =  "{old}"   # pinned\r\n[cuda]\n'
+    )
     out = move_recipe_pin(text, new)
     assert out == text.replace(f'commit   =  "{old}"', f'commit   =  "{new}"')
 
@@ -25,4 +27,5 @@ def test_rewrite_series_touches_only_named_lines() -> None:
     a, b, c = "1" * 64, "2" * 64, "3" * 64
     text = f"# head\n0001-a.patch sha256={a}  # keep\n0002-b.patch   sha256={b}\n"
     assert _rewrite_series(text, {"0001-a.patch": c}) == (
-        f"# head\n0001-a.patch sha256={c}  # keep\n0002-b.patch   sha256={b}\n")
+        f"# head\n0001-a.patch sha256={c}  # keep\n0002-b.patch   sha256={b}\n"
+    )

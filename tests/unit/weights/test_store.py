@@ -22,9 +22,15 @@ DATA = b"GGUF" + bytes(range(256)) * 40
 
 @pytest.fixture
 def fake(monkeypatch: pytest.MonkeyPatch) -> store.KnownModel:
-    m = dataclasses.replace(store.KNOWN["smollm2"], name="tiny", package="llm-tiny",
-                            module="llm_tiny_fake_pk", member="llm_tiny_fake_pk/tiny.gguf",
-                            sha256=hashlib.sha256(DATA).hexdigest(), size=len(DATA))
+    m = dataclasses.replace(
+        store.KNOWN["smollm2"],
+        name="tiny",
+        package="llm-tiny",
+        module="llm_tiny_fake_pk",
+        member="llm_tiny_fake_pk/tiny.gguf",
+        sha256=hashlib.sha256(DATA).hexdigest(),
+        size=len(DATA),
+    )
     monkeypatch.setitem(store.KNOWN, "tiny", m)
     return m
 
@@ -39,8 +45,10 @@ def sdist(path: Path, members: dict[str, bytes]) -> Path:
 
 
 def test_get_from_an_sdist_checks_and_caches(tmp_path: Path, fake: store.KnownModel) -> None:
-    src = sdist(tmp_path / "llm_tiny-1.tar.gz", {"llm_tiny-1/README.md": b"hi",
-                                                  "llm_tiny-1/llm_tiny_fake_pk/tiny.gguf": DATA})
+    src = sdist(
+        tmp_path / "llm_tiny-1.tar.gz",
+        {"llm_tiny-1/README.md": b"hi", "llm_tiny-1/llm_tiny_fake_pk/tiny.gguf": DATA},
+    )
     assert store.cached_model("tiny") is None
     path, where = store.get_model("tiny", source=src)
     assert path.read_bytes() == DATA and where == str(src)
@@ -63,8 +71,7 @@ def test_a_tampered_file_never_lands(tmp_path: Path, fake: store.KnownModel) -> 
         store.get_model("tiny", source=big)
 
 
-def test_sdists_without_the_member_or_broken_are_one_line(tmp_path: Path,
-                                                          fake: store.KnownModel) -> None:
+def test_sdists_without_the_member_or_broken_are_one_line(tmp_path: Path, fake: store.KnownModel) -> None:
     with pytest.raises(SourceError, match="holds no llm_tiny_fake_pk/tiny.gguf"):
         store.get_model("tiny", source=sdist(tmp_path / "e.tar.gz", {"x/README": b"."}))
     broken = tmp_path / "broken.tar.gz"
@@ -75,8 +82,9 @@ def test_sdists_without_the_member_or_broken_are_one_line(tmp_path: Path,
         store.get_model("tiny", source=tmp_path / "nope.tar.gz")
 
 
-def test_get_from_a_folder_and_from_an_installed_copy(tmp_path: Path, fake: store.KnownModel,
-                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+def test_get_from_a_folder_and_from_an_installed_copy(
+    tmp_path: Path, fake: store.KnownModel, monkeypatch: pytest.MonkeyPatch
+) -> None:
     pkg = tmp_path / "site" / "llm_tiny_fake_pk"
     pkg.mkdir(parents=True)
     (pkg / "__init__.py").write_text("raise RuntimeError('never imported')\n")
@@ -90,15 +98,20 @@ def test_get_from_a_folder_and_from_an_installed_copy(tmp_path: Path, fake: stor
     assert where == str(pkg / "tiny.gguf") and store.cached_model("tiny") == path
 
 
-def test_download_failure_says_how_to_work_offline(fake: store.KnownModel,
-                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+def test_download_failure_says_how_to_work_offline(
+    fake: store.KnownModel, monkeypatch: pytest.MonkeyPatch
+) -> None:
     calls = []
 
     def pip(args, **kw):
         calls.append(args)
-        return RunResult(args=tuple(args), returncode=1, stdout="",
-                         stderr="ERROR: Could not find a version that satisfies the requirement",
-                         seconds=0.1)
+        return RunResult(
+            args=tuple(args),
+            returncode=1,
+            stdout="",
+            stderr="ERROR: Could not find a version that satisfies the requirement",
+            seconds=0.1,
+        )
 
     monkeypatch.setattr(store, "run", pip)
     with pytest.raises(SourceError) as e:
