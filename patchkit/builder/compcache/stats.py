@@ -1,13 +1,18 @@
 """What the compiler cache did in one build: the launcher's own counters (ccache's stats
-log, ``sccache --show-stats``) as :class:`Counts`, and the time one missed compile takes
-(from the launcher, or ninja's log) to say how much the hits saved.
+log, ``sccache --show-stats``) as :class:`Counts`, the time one missed compile takes (from
+the launcher, or ninja's log, or the last build's) to say how much the hits saved, and the
+build-info record and the line that say it.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 from pathlib import Path
+
+from patchkit.core.fs import atomic_write_json
+from patchkit.spec.buildinfo import CompileCacheRecord
 
 __all__ = [
     "STATS_CAP",
@@ -15,10 +20,15 @@ __all__ = [
     "ccache_counts",
     "miss_seconds",
     "ninja_entries",
+    "read_ccache_stats_log",
+    "record",
+    "remember_miss_seconds",
     "sccache_counts",
+    "summary",
 ]
 
 STATS_CAP = 1 << 20  # bytes of a stats file or stats output patchkit reads
+_TIMES = "compile-times.json"  # in the work folder: the last measured time per compile
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -123,3 +133,72 @@ def miss_seconds(durations: list[float], misses: int) -> float | None:
         return None
     longest = sorted(durations, reverse=True)[:misses]
     return sum(longest) / len(longest)
+
+
+def read_ccache_stats_log(path: Path) -> Counts:
+    """:func:`ccache_counts` of the stats log at ``path`` (``CCACHE_STATSLOG``: this build's
+    calls only); nothing compiled when it is not there (ccache makes it on its first call)."""
+    try:
+        with path.open("rb") as f:
+            return ccache_counts(f.read(16 * STATS_CAP).decode("utf-8", "replace"))
+    except OSError:
+        return Counts()
+
+
+def remember_miss_seconds(work_root: Path, mean: float | None) -> float | None:
+    """Keep this build's time per compile in the work folder; without one, the last."""
+    path = work_root / _TIMES
+    if mean is not None:
+        with contextlib.suppress(OSError):
+            atomic_write_json(path, {"miss_seconds": round(mean, 3)})
+        return mean
+    try:
+        value = json.loads(path.read_text(encoding="utf-8")[:4096]).get("miss_seconds")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return float(value) if isinstance(value, (int, float)) and value > 0 else None
+
+
+def record(
+    counts: Counts,
+    *,
+    launcher: str,
+    version: str | None,
+    remote: str | None,
+    fallback: str,
+    mean: float | None,
+    dist_scheduler: str | None,
+) -> CompileCacheRecord:
+    """build-info's record of ``counts``: the time saved is the hits times ``mean`` (the
+    seconds of one missed compile; None: unknown). ``remote`` and ``dist_scheduler`` are
+    redacted URLs."""
+    hits = counts.local_hits + counts.remote_hits
+    saved = round(hits * mean, 1) if mean is not None else None
+    return CompileCacheRecord(
+        launcher=launcher,
+        version=version,
+        remote=remote,
+        compiles=counts.compiles,
+        local_hits=counts.local_hits,
+        remote_hits=counts.remote_hits,
+        misses=counts.misses,
+        remote_errors=counts.remote_errors,
+        miss_seconds=round(mean, 3) if mean is not None else None,
+        seconds_saved=saved,
+        fallback=fallback,
+        distributed=counts.distributed,
+        dist_scheduler=dist_scheduler,
+    )
+
+
+def summary(rec: CompileCacheRecord) -> str:
+    """The one line a build prints about its compile cache."""
+    where = f", remote {rec.remote}" if rec.remote else ""
+    saved = rec.seconds_saved
+    said = "unknown (no compile measured here yet)" if saved is None else f"~{saved:.0f}s"
+    dist = f", {rec.distributed} compiled on build servers" if rec.dist_scheduler else ""
+    return (
+        f"compile cache ({rec.launcher} {rec.version or '?'}{where}): {rec.compiles} "
+        f"compiles: {rec.local_hits} local hits, {rec.remote_hits} remote hits, "
+        f"{rec.misses} misses{dist}; time saved {said}"
+    )

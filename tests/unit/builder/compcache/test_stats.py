@@ -1,5 +1,5 @@
 """builder.compcache.stats: ccache's stats log, sccache's JSON stats, ninja's log and the
-time one missed compile takes."""
+time one missed compile takes (remembered per work folder), the record and its line."""
 
 from __future__ import annotations
 
@@ -13,7 +13,11 @@ from patchkit.builder.compcache.stats import (
     ccache_counts,
     miss_seconds,
     ninja_entries,
+    read_ccache_stats_log,
+    record,
+    remember_miss_seconds,
     sccache_counts,
+    summary,
 )
 
 # ccache 4.7.5's stats log: a local miss that wrote to the remote, a remote hit, a local hit,
@@ -95,3 +99,47 @@ def test_ninja_log_and_miss_seconds(tmp_path: Path) -> None:
     assert ninja_entries(tmp_path, 10**9) == [5.0, 0.04, 3.0, 0.02]  # log was rewritten
     assert miss_seconds([5.0, 0.04, 3.0, 0.02], 2) == 4.0
     assert miss_seconds([0.02], 0) is None and miss_seconds([], 3) is None
+
+
+def test_ccache_stats_log_file(tmp_path: Path) -> None:
+    log = tmp_path / "ccache-stats.log"
+    assert read_ccache_stats_log(log) == Counts()  # no call yet: nothing compiled
+    log.write_text(STATS_LOG)
+    assert read_ccache_stats_log(log) == ccache_counts(STATS_LOG)
+
+
+def test_the_time_per_compile_is_remembered_per_work_folder(tmp_path: Path) -> None:
+    assert remember_miss_seconds(tmp_path, None) is None  # never measured
+    assert remember_miss_seconds(tmp_path, 2.34567) == 2.34567
+    assert json.loads((tmp_path / "compile-times.json").read_text()) == {"miss_seconds": 2.346}
+    assert remember_miss_seconds(tmp_path, None) == 2.346
+    for junk in ("[1]", '{"miss_seconds": -1}', '{"miss_seconds": "3"}', "not json"):
+        (tmp_path / "compile-times.json").write_text(junk)
+        assert remember_miss_seconds(tmp_path, None) is None, junk
+
+
+def test_record_and_its_line() -> None:
+    counts = Counts(compiles=10, local_hits=3, remote_hits=5, misses=2, remote_errors=1, distributed=2)
+    rec = record(
+        counts,
+        launcher="sccache",
+        version="0.16.0",
+        remote="redis://***@h:1",
+        fallback="",
+        mean=1.23456,
+        dist_scheduler="http://***@s:1",
+    )
+    assert (rec.compiles, rec.local_hits, rec.remote_hits, rec.misses, rec.remote_errors) == (10, 3, 5, 2, 1)
+    assert rec.miss_seconds == 1.235 and rec.seconds_saved == 9.9 and rec.distributed == 2
+    assert summary(rec) == (
+        "compile cache (sccache 0.16.0, remote redis://***@h:1): 10 compiles: 3 local hits, "
+        "5 remote hits, 2 misses, 2 compiled on build servers; time saved ~10s"
+    )
+    rec = record(
+        Counts(), launcher="ccache", version=None, remote=None, fallback="", mean=None, dist_scheduler=None
+    )
+    assert rec.seconds_saved is None and rec.miss_seconds is None
+    assert summary(rec) == (
+        "compile cache (ccache ?): 0 compiles: 0 local hits, 0 remote hits, 0 misses; "
+        "time saved unknown (no compile measured here yet)"
+    )
