@@ -24,7 +24,7 @@ from patchkit.builder.compcache.stats import (
     sccache_counts,
     summary,
 )
-from patchkit.core.errors import FatalError, ToolMissing
+from patchkit.core.errors import FatalError, ServerStartError, ToolMissing
 from patchkit.core.fs import atomic_write_text
 from patchkit.core.log import log
 from patchkit.core.proc import tool_version
@@ -118,7 +118,7 @@ class Session:
             try:
                 self.env.update(server.start(self.env))
                 return
-            except RuntimeError as e:
+            except ServerStartError as e:
                 why = redact(str(e), self.remote)
                 if attempt == 2 or self.remote is None:
                     raise ToolMissing(
