@@ -45,7 +45,7 @@ from patchkit.bench.sweep import (
     parse_sweep,
     point_args,
 )
-from patchkit.core.errors import ConfigError, FatalError, ToolMissing
+from patchkit.core.errors import ConfigError, ServerStartError, ToolMissing
 from patchkit.core.fs import atomic_write_json
 from patchkit.core.net import LOOPBACK, free_port
 from patchkit.core.proc import Processes, run
@@ -656,8 +656,8 @@ def run_demo(
                     timeout=30,
                     env=dict(os.environ),
                 )
-            except RuntimeError as e:
-                raise FatalError(f"demo: {e}") from None
+            except ServerStartError as e:
+                raise ServerStartError(f"demo: {e.message}", detail=e.detail, hint=e.hint) from None
             endpoints.append(f"{LOOPBACK}:{port}")
 
         def alive() -> str:

@@ -33,6 +33,7 @@ from types import FrameType, TracebackType
 from typing import IO
 
 from patchkit.core import net
+from patchkit.core.errors import ServerStartError
 
 __all__ = [
     "Processes",
@@ -339,7 +340,10 @@ class Processes:
         timeout: float,
         env: Mapping[str, str] | None = None,
     ) -> subprocess.Popen[bytes]:
-        """Start a server listening on 127.0.0.1:port and wait until it accepts."""
+        """Start a server listening on 127.0.0.1:port and wait until it accepts.
+
+        ServerStartError (exit 16) when it cannot start, or dies or does not listen within
+        ``timeout`` seconds (then stopped; the message ends with its log's tail)."""
         argv = _argv(args)
         self.logdir.mkdir(parents=True, exist_ok=True)
         logfile = self.logdir / f"{name}-{port}.log"
@@ -349,13 +353,13 @@ class Processes:
                     argv, env=env, cwd=None, stdin=subprocess.DEVNULL, stdout=f, stderr=subprocess.STDOUT
                 )
             except OSError as e:
-                raise RuntimeError(f"cannot start {name} ({argv[0]}): {e.strerror or e}") from None
+                raise ServerStartError(f"cannot start {name} ({argv[0]}): {e.strerror or e}") from None
         self.procs.append(proc)
         self.logs[proc.pid] = logfile
         if not net.wait_port(port, time.monotonic() + timeout, alive=lambda: proc.poll() is None):
             tail = self.log_tail(proc)
             stop(proc, grace=1)
-            raise RuntimeError(
+            raise ServerStartError(
                 f"{name} did not listen on {LOOPBACK}:{port} within {timeout:.0f}s"
                 + (f": {tail}" if tail else "")
             )

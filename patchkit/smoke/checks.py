@@ -23,7 +23,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from patchkit.core.errors import FatalError
+from patchkit.core.errors import FatalError, ServerStartError
 from patchkit.core.net import LOOPBACK, free_port
 from patchkit.core.proc import Processes, RunResult
 from patchkit.rpc.probe import probe_zero_nbytes_guard
@@ -167,7 +167,7 @@ def _rpc_generate(env: SmokeEnv, server_env: SmokeEnv, cli: Path, model: Path, n
     with Processes(env.workdir / "logs") as procs:
         try:
             addr = _rpc_server(server_env, procs, name)
-        except RuntimeError as e:
+        except ServerStartError as e:
             return str(e)
         return _generate(env, cli, model, "--rpc", addr, "-dev", "RPC0")
 
@@ -227,7 +227,7 @@ def check_tensor_split(env: SmokeEnv) -> CheckResult:
     with Processes(env.workdir / "logs") as procs:
         try:
             a, b = _rpc_server(env, procs, "rpc-a"), _rpc_server(env, procs, "rpc-b")
-        except RuntimeError as e:
+        except ServerStartError as e:
             return _result("tensor-split", start, FAIL, str(e))
         r = env.run(
             bench,
@@ -266,7 +266,7 @@ def check_rpc_guard(env: SmokeEnv) -> CheckResult:
     with Processes(env.workdir / "logs") as procs:
         try:
             addr = _rpc_server(env, procs)
-        except RuntimeError as e:
+        except ServerStartError as e:
             return _result("rpc-guard", start, FAIL, str(e))
         host, port = addr.rsplit(":", 1)
         try:
@@ -292,7 +292,7 @@ def check_meta_ot(env: SmokeEnv) -> CheckResult:
     with Processes(env.workdir / "logs") as procs:
         try:
             a, b, c = (_rpc_server(env, procs, f"rpc-{n}") for n in "abc")
-        except RuntimeError as e:
+        except ServerStartError as e:
             return _result("meta-ot", start, FAIL, str(e))
         # every RPC buffer type is named RPC0[host:port], whatever the device's index
         r = _generate(

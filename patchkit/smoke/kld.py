@@ -22,6 +22,7 @@ import time
 from importlib import resources
 from pathlib import Path
 
+from patchkit.core.errors import ServerStartError
 from patchkit.core.proc import Processes, RunResult
 from patchkit.smoke.env import SmokeEnv
 from patchkit.spec.buildinfo import CheckResult, CheckStatus, KldRecord
@@ -282,7 +283,7 @@ def check_kld(env: SmokeEnv) -> CheckResult:
             try:
                 while len(addrs) < s.servers:
                     addrs.append(env.rpc_server(procs, f"kld-{len(addrs)}"))
-            except RuntimeError as e:
+            except ServerStartError as e:
                 return done(CheckStatus.FAIL, f"{s.name}: {e}", tuple(records))
             extra = [a.replace("{c}", addrs[-1]) for a in s.args]
             rpc = ("--rpc", ",".join(addrs[: s.servers])) if s.servers else ()
