@@ -29,6 +29,7 @@ from patchkit.core.proc import Processes, RunResult
 from patchkit.rpc.probe import probe_zero_nbytes_guard
 from patchkit.smoke.env import SmokeEnv
 from patchkit.smoke.kld import check_kld
+from patchkit.smoke.llama_output import servers, telling_line
 from patchkit.smoke.speed import check_speed
 from patchkit.smoke.tinymodel import write_tiny_llama
 from patchkit.spec.buildinfo import CheckResult, CheckStatus
@@ -79,7 +80,7 @@ def check_version(env: SmokeEnv) -> CheckResult:
             r = env.run(exe, "--help")
             if not r.ok:
                 return _result(
-                    "version", start, FAIL, f"{exe.name} --version/--help: {r.brief()}: {r.last_line()}"
+                    "version", start, FAIL, f"{exe.name} --version/--help: {r.brief()}: {telling_line(r)}"
                 )
             answered.append(f"{exe.name} (--help)")
         else:
@@ -108,7 +109,7 @@ def hybrid_model(env: SmokeEnv) -> tuple[Path | None, str]:
     path.parent.mkdir(parents=True, exist_ok=True)
     r = env.run(tool, "-a", "qwen35", "-o", str(path.parent))
     if not path.exists():
-        return None, f"test-llama-archs -a qwen35 wrote no model: {r.brief()}: {r.last_line()}"
+        return None, f"test-llama-archs -a qwen35 wrote no model: {r.brief()}: {telling_line(r)}"
     return path, ""
 
 
@@ -164,7 +165,7 @@ def _rpc_server(env: SmokeEnv, procs: Processes, name: str = "rpc") -> str:
 
 def _rpc_generate(env: SmokeEnv, server_env: SmokeEnv, cli: Path, model: Path, name: str) -> RunResult | str:
     """Generate with ``env``'s llama-cli through one ggml-rpc-server of ``server_env``."""
-    with Processes(env.workdir / "logs") as procs:
+    with servers(env.workdir / "logs") as procs:
         try:
             addr = _rpc_server(server_env, procs, name)
         except ServerStartError as e:
@@ -180,7 +181,7 @@ def check_generate(env: SmokeEnv) -> CheckResult:
     model = tiny_llama(env)
     cpu = _generate(env, cli, model)
     if not cpu.ok:
-        return _result("generate", start, FAIL, f"CPU run: {cpu.brief()}: {cpu.last_line()}")
+        return _result("generate", start, FAIL, f"CPU run: {cpu.brief()}: {telling_line(cpu)}")
     cpu_text = generated_text(cpu)
     if not cpu_text:
         return _result("generate", start, FAIL, "CPU run generated no text")
@@ -203,7 +204,7 @@ def check_generate(env: SmokeEnv) -> CheckResult:
         if isinstance(r, str):
             return _result("generate", start, FAIL, f"{label}: {r}")
         if not r.ok:
-            return _result("generate", start, FAIL, f"{label} run: {r.brief()}: {r.last_line()}")
+            return _result("generate", start, FAIL, f"{label} run: {r.brief()}: {telling_line(r)}")
         text = generated_text(r)
         if text != cpu_text:
             return _result(
@@ -224,7 +225,7 @@ def check_tensor_split(env: SmokeEnv) -> CheckResult:
     model, why = hybrid_model(env)
     if model is None:
         return _result("tensor-split", start, SKIP, why)
-    with Processes(env.workdir / "logs") as procs:
+    with servers(env.workdir / "logs") as procs:
         try:
             a, b = _rpc_server(env, procs, "rpc-a"), _rpc_server(env, procs, "rpc-b")
         except ServerStartError as e:
@@ -263,7 +264,7 @@ def check_rpc_guard(env: SmokeEnv) -> CheckResult:
     start = time.monotonic()
     if env.exe("ggml-rpc-server") is None:
         return _result("rpc-guard", start, SKIP, "ggml-rpc-server is not in this build")
-    with Processes(env.workdir / "logs") as procs:
+    with servers(env.workdir / "logs") as procs:
         try:
             addr = _rpc_server(env, procs)
         except ServerStartError as e:
@@ -288,8 +289,8 @@ def check_meta_ot(env: SmokeEnv) -> CheckResult:
     model = tiny_llama(env)
     cpu = _generate(env, cli, model)
     if not cpu.ok:
-        return _result("meta-ot", start, FAIL, f"CPU run: {cpu.brief()}: {cpu.last_line()}")
-    with Processes(env.workdir / "logs") as procs:
+        return _result("meta-ot", start, FAIL, f"CPU run: {cpu.brief()}: {telling_line(cpu)}")
+    with servers(env.workdir / "logs") as procs:
         try:
             a, b, c = (_rpc_server(env, procs, f"rpc-{n}") for n in "abc")
         except ServerStartError as e:
@@ -312,7 +313,7 @@ def check_meta_ot(env: SmokeEnv) -> CheckResult:
         )
     cpu_text, ot_text = generated_text(cpu), generated_text(r)
     what = (
-        f"llama-cli {r.brief()}: {r.last_line()}"
+        f"llama-cli {r.brief()}: {telling_line(r)}"
         if not r.ok
         else f"tokens differ: CPU {cpu_text[:40]!r} vs -ot {ot_text[:40]!r}"
     )

@@ -23,8 +23,9 @@ from importlib import resources
 from pathlib import Path
 
 from patchkit.core.errors import ServerStartError
-from patchkit.core.proc import Processes, RunResult
+from patchkit.core.proc import RunResult
 from patchkit.smoke.env import SmokeEnv
+from patchkit.smoke.llama_output import servers, telling_line
 from patchkit.spec.buildinfo import CheckResult, CheckStatus, KldRecord
 
 __all__ = [
@@ -201,7 +202,7 @@ def _ppl(
 
 
 def _fail_line(label: str, r: RunResult) -> str:
-    return f"{label}: llama-perplexity {r.brief()}: {r.last_line()}"
+    return f"{label}: llama-perplexity {r.brief()}: {telling_line(r)}"
 
 
 def _real_text(env: SmokeEnv, model: Path) -> str:
@@ -277,7 +278,7 @@ def check_kld(env: SmokeEnv) -> CheckResult:
     if env.exe("ggml-rpc-server") is None:
         notes.append("no ggml-rpc-server: no RPC setup")
         setups = [s for s in setups if not s.servers]
-    with Processes(env.workdir / "logs") as procs:
+    with servers(env.workdir / "logs") as procs:
         addrs: list[str] = []
         for s in setups:
             try:
