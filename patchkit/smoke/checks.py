@@ -23,7 +23,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from patchkit.core.errors import FatalError, ServerStartError
+from patchkit.core.errors import RpcError, ServerStartError
 from patchkit.core.net import LOOPBACK, free_port
 from patchkit.core.proc import Processes, RunResult
 from patchkit.rpc.probe import probe_zero_nbytes_guard
@@ -272,7 +272,7 @@ def check_rpc_guard(env: SmokeEnv) -> CheckResult:
         host, port = addr.rsplit(":", 1)
         try:
             report = probe_zero_nbytes_guard(host, int(port), timeout=min(env.timeout, 20))
-        except FatalError as e:
+        except RpcError as e:
             return _result("rpc-guard", start, FAIL, f"probe failed: {e.message}")
     verdict = f"verdict {report.verdict}: " + ", ".join(f"{c.name} {c.outcome.value}" for c in report.cases)
     return _patch_verdict("rpc-guard", start, env, GUARD_PATCH, report.ok, verdict, verdict)

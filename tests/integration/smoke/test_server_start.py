@@ -1,5 +1,5 @@
-"""Smoke checks whose ggml-rpc-server does not start: the check fails saying why (the
-server's assert), the run goes on, nothing is left running."""
+"""Smoke checks whose ggml-rpc-server does not start, or does not speak the protocol: the
+check fails saying why (the server's assert, the probe's error), the run goes on."""
 
 from __future__ import annotations
 
@@ -36,3 +36,13 @@ def test_a_server_that_asserts_at_start_fails_the_checks_that_need_it(tmp_path: 
     assert got["rpc-guard"] == ("fail", want)
     assert got["generate"] == ("fail", f"RPC: {want}")
     assert got["meta-ot"] == ("fail", want.replace("rpc did", "rpc-a did"))
+
+
+def test_a_server_that_does_not_speak_rpc_fails_the_guard_probe(tmp_path: Path) -> None:
+    out = make_out(tmp_path)  # fake_llama's plain server: accepts, reads, hangs up
+    report = run_smoke(out, only=("rpc-guard",))
+    guard = next(c for c in report.checks if c.name == "rpc-guard")
+    assert (guard.status, guard.why) == (
+        "fail",
+        "probe failed: 127.0.0.1:<port>: the server closed the connection on HELLO",
+    )
