@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import re
 import statistics
 from typing import Any
 
 from patchkit.bench.relay import Traffic
 from patchkit.core.enums import StrEnum
-from patchkit.core.proc import RunResult
+from patchkit.core.proc import LINE_MAX, RunResult
+from patchkit.smoke.llama_output import failure_kind, telling_line
 
 __all__ = [
     "Measurement",
@@ -108,52 +108,22 @@ def measurements(records: list[dict[str, Any]]) -> list[Measurement]:
     return [m for m in (_measurement(r) for r in records) if m is not None]
 
 
-_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
-    (
-        "oom",
-        re.compile(
-            r"out of memory|failed to allocate|unable to allocate|cudaMalloc failed|"
-            r"not enough memory|OutOfDeviceMemory|std::bad_alloc",
-            re.I,
-        ),
-    ),
-    ("abort", re.compile(r"GGML_ASSERT|GGML_ABORT|terminate called|Aborted|core dumped")),
-    (
-        "rpc",
-        re.compile(
-            r"failed to connect|Connection refused|connection (?:closed|reset)|"
-            r"RPC server|remote_ptr",
-            re.I,
-        ),
-    ),
-    (
-        "args",
-        re.compile(
-            r"invalid device|error: invalid parameter|invalid argument|"
-            r"unknown argument",
-            re.I,
-        ),
-    ),
-    ("load", re.compile(r"failed to load model|error loading model|failed to create context", re.I)),
-)
-
-
 def classify_failure(r: RunResult) -> tuple[str, str]:
     """(kind, one-line message) for a failed llama-bench run.
 
-    kind: timeout | oom | abort | rpc | load | args | signal | error.
+    kind: timeout, one of llama_output.FAILURE_KINDS (oom | abort | rpc | args | load), signal,
+    error.
     """
     if r.returncode is None:
         return "timeout", f"timed out after {r.seconds:.0f}s"
     text = r.stderr + "\n" + r.stdout
-    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
-    for kind, pat in _PATTERNS:
-        for ln in lines:
-            if pat.search(ln):
-                return kind, f"{r.brief()}: {ln[:200]}"
+    found = failure_kind([ln.strip() for ln in text.splitlines() if ln.strip()])
+    if found is not None:
+        kind, line = found
+        return kind, f"{r.brief()}: {line[:LINE_MAX]}"
     if r.returncode < 0 or r.returncode in (134, 139, 3):
-        return "signal", f"{r.brief()}: {r.last_line()}".rstrip(": ")
-    return "error", f"{r.brief()}: {r.last_line()}".rstrip(": ")
+        return "signal", f"{r.brief()}: {telling_line(r)}".rstrip(": ")
+    return "error", f"{r.brief()}: {telling_line(r)}".rstrip(": ")
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

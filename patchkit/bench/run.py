@@ -45,10 +45,11 @@ from patchkit.bench.sweep import (
     parse_sweep,
     point_args,
 )
-from patchkit.core.errors import ConfigError, FatalError, ToolMissing
+from patchkit.core.errors import ConfigError, ServerStartError, ToolMissing
 from patchkit.core.fs import atomic_write_json
 from patchkit.core.net import LOOPBACK, free_port
-from patchkit.core.proc import Processes, run
+from patchkit.core.proc import run
+from patchkit.smoke import llama_output
 from patchkit.spec.buildinfo import BuildInfo, read_build_info
 
 __all__ = [
@@ -215,7 +216,7 @@ def _tool(exe: Path, *args: str, timeout: float) -> str:
     text = r.stdout + r.stderr
     if not r.ok:
         raise ConfigError(
-            f"{exe.name} {' '.join(args)}: {r.brief()}: {r.last_line()}",
+            f"{exe.name} {' '.join(args)}: {r.brief()}: {llama_output.telling_line(r)}",
             detail="\n".join(text.splitlines()[-8:]),
         )
     return text
@@ -644,7 +645,7 @@ def run_demo(
     _check_out_dir(out_dir)
     dims = parse_sweep(sweep)
     model, note = demo_model(out_dir)
-    with Processes(out_dir / "logs") as procs:
+    with llama_output.servers(out_dir / "logs") as procs:
         endpoints = []
         for name in ("rpc-a", "rpc-b"):
             port = free_port()
@@ -656,8 +657,8 @@ def run_demo(
                     timeout=30,
                     env=dict(os.environ),
                 )
-            except RuntimeError as e:
-                raise FatalError(f"demo: {e}") from None
+            except ServerStartError as e:
+                raise ServerStartError(f"demo: {e.message}", detail=e.detail, hint=e.hint) from None
             endpoints.append(f"{LOOPBACK}:{port}")
 
         def alive() -> str:

@@ -33,8 +33,12 @@ from types import FrameType, TracebackType
 from typing import IO
 
 from patchkit.core import net
+from patchkit.core.errors import ServerStartError
 
 __all__ = [
+    "ERROR_WORDS",
+    "LINE_MAX",
+    "LogPicker",
     "Processes",
     "RunResult",
     "Terminated",
@@ -46,6 +50,10 @@ __all__ = [
 
 LOOPBACK = net.LOOPBACK
 StrPath = str | os.PathLike[str]
+ERROR_WORDS = ("error:", "error ", "failed")  # what makes a line of any program's output telling
+LINE_MAX = 200  # a telling line, as shown
+# picks the telling line (an assert, ...) of a server's log lines; None: it has none
+LogPicker = Callable[[Sequence[str]], str | None]
 
 
 class Terminated(KeyboardInterrupt):
@@ -77,18 +85,28 @@ class RunResult:
         # Windows / wine report an abort as exit 3 or 0xC0000409-ish codes
         return f"exit {self.returncode}"
 
+    def lines(self) -> list[str]:
+        """The non-blank lines of stdout, then stderr, stripped."""
+        return _lines(self.stdout + "\n" + self.stderr)
+
     def last_line(self) -> str:
-        """The most telling line: the last assert/error line, else the last line."""
-        lines = [ln.strip() for ln in (self.stdout + "\n" + self.stderr).splitlines() if ln.strip()]
-        for key in ("GGML_ASSERT", "GGML_ABORT", "pre-allocated tensor", "error:", "error ", "failed"):
+        """The line that says most, knowing nothing of the program: the last line saying
+        ``error:`` / ``error `` / ``failed`` (in that order of preference), else the last
+        line of stderr, else of stdout; at most ``LINE_MAX`` characters. Callers that know
+        the program look for its own telling lines (llama.cpp's asserts) first."""
+        lines = self.lines()
+        for key in ERROR_WORDS:
             for ln in reversed(lines):
                 if key in ln:
-                    return ln[:200]
+                    return ln[:LINE_MAX]
         for text in (self.stderr, self.stdout):
-            lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
-            if lines:
-                return lines[-1][:200]
+            if tail := _lines(text):
+                return tail[-1][:LINE_MAX]
         return ""
+
+
+def _lines(text: str) -> list[str]:
+    return [ln.strip() for ln in text.splitlines() if ln.strip()]
 
 
 # -- starting and stopping one child ------------------------------------------------------
@@ -310,10 +328,15 @@ def tool_version(path: StrPath | None, *, timeout: float = 30) -> str | None:
 
 
 class Processes:
-    """Servers started for a check; all stopped (whole groups) when the block ends."""
+    """Servers started for a check; all stopped (whole groups) when the block ends.
 
-    def __init__(self, logdir: Path) -> None:
+    ``telling`` picks a dead server's telling line from its log's lines (for llama.cpp's
+    servers, their assert: the caller knows the program, this module does not); without
+    it, or when it finds none, a log's last lines are its tail."""
+
+    def __init__(self, logdir: Path, *, telling: LogPicker | None = None) -> None:
         self.logdir = logdir
+        self.telling = telling
         self.procs: list[subprocess.Popen[bytes]] = []
         self.logs: dict[int, Path] = {}
 
@@ -339,7 +362,10 @@ class Processes:
         timeout: float,
         env: Mapping[str, str] | None = None,
     ) -> subprocess.Popen[bytes]:
-        """Start a server listening on 127.0.0.1:port and wait until it accepts."""
+        """Start a server listening on 127.0.0.1:port and wait until it accepts.
+
+        ServerStartError (exit 16) when it cannot start, or dies or does not listen within
+        ``timeout`` seconds (then stopped; the message ends with its log's tail)."""
         argv = _argv(args)
         self.logdir.mkdir(parents=True, exist_ok=True)
         logfile = self.logdir / f"{name}-{port}.log"
@@ -349,27 +375,27 @@ class Processes:
                     argv, env=env, cwd=None, stdin=subprocess.DEVNULL, stdout=f, stderr=subprocess.STDOUT
                 )
             except OSError as e:
-                raise RuntimeError(f"cannot start {name} ({argv[0]}): {e.strerror or e}") from None
+                raise ServerStartError(f"cannot start {name} ({argv[0]}): {e.strerror or e}") from None
         self.procs.append(proc)
         self.logs[proc.pid] = logfile
         if not net.wait_port(port, time.monotonic() + timeout, alive=lambda: proc.poll() is None):
             tail = self.log_tail(proc)
             stop(proc, grace=1)
-            raise RuntimeError(
+            raise ServerStartError(
                 f"{name} did not listen on {LOOPBACK}:{port} within {timeout:.0f}s"
                 + (f": {tail}" if tail else "")
             )
         return proc
 
     def log_tail(self, proc: subprocess.Popen[bytes], n: int = 3) -> str:
-        """A dead server's telling line (its assert), else its last ``n`` lines."""
+        """A server's telling line (what ``telling`` picks), else its last ``n`` lines."""
         path = self.logs.get(proc.pid)
         if path is None or not path.exists():
             return ""
-        lines = [ln.strip() for ln in path.read_text("utf-8", "replace").splitlines() if ln.strip()]
-        for ln in reversed(lines):
-            if "GGML_ASSERT" in ln or "GGML_ABORT" in ln:
-                return ln[:300]
+        lines = _lines(path.read_text("utf-8", "replace"))
+        picked = self.telling(lines) if self.telling is not None else None
+        if picked:
+            return picked[:300]
         return " | ".join(lines[-n:])[:400]
 
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from patchkit.builder.cuda.plan import preflight, toolkits_for
 from patchkit.builder.cuda.toolkit import CudaToolkit, Runner, default_runner, find_toolkit, site_dirs
-from patchkit.core.errors import FatalError
+from patchkit.core.errors import CudaError, RecipeError, ToolMissing
 from patchkit.spec.recipe import Recipe, list_recipes, load_recipe
 from patchkit.spec.series import Series
 
@@ -151,7 +151,7 @@ def _cuda_verdict(
     try:
         tk = toolkit_for(recipe.cuda)
         notes = preflight(archs, tk)  # type: ignore[arg-type]
-    except FatalError as e:
+    except (ToolMissing, CudaError) as e:
         return Verdict(recipe=recipe.name, ok=False, why=e.message, todo=e.hint)
     if not tools.get("ccache", Tool(name="ccache", path=None)).found:
         notes.append("no ccache: every CUDA build compiles from scratch (apt install ccache)")
@@ -224,24 +224,24 @@ def build_report(
     windows = os_name == "windows"
     tools = survey(env, run, os_name=os_name)
     sites = site_dirs() if sites is None else sites
-    cache: dict[tuple[str | None, str | None], CudaToolkit | FatalError] = {}
+    cache: dict[tuple[str | None, str | None], CudaToolkit | ToolMissing] = {}
 
     def toolkit_for(spec: object | None) -> CudaToolkit:
         key = (getattr(spec, "toolkit_root", None), getattr(spec, "host_compiler", None))
         if key not in cache:
             try:
                 cache[key] = find_toolkit(spec, cuda_root, env, run=run, sites=sites, windows=windows)
-            except FatalError as e:
+            except ToolMissing as e:
                 cache[key] = e
         hit = cache[key]
-        if isinstance(hit, FatalError):
+        if isinstance(hit, ToolMissing):
             raise hit
         return hit
 
     toolkit, tk_error = None, ""
     try:
         toolkit = toolkit_for(None)
-    except FatalError as e:
+    except ToolMissing as e:
         tk_error = e.message
 
     verdicts: list[Verdict] = []
@@ -249,7 +249,7 @@ def build_report(
         for path in list_recipes(project):
             try:
                 recipe = load_recipe(path, project, series)
-            except FatalError as e:
+            except RecipeError as e:
                 verdicts.append(
                     Verdict(recipe=path.stem, ok=False, why=e.message, todo=e.hint or "fix the recipe")
                 )

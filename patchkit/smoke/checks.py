@@ -23,12 +23,13 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from patchkit.core.errors import FatalError
+from patchkit.core.errors import RpcError, ServerStartError
 from patchkit.core.net import LOOPBACK, free_port
 from patchkit.core.proc import Processes, RunResult
 from patchkit.rpc.probe import probe_zero_nbytes_guard
 from patchkit.smoke.env import SmokeEnv
 from patchkit.smoke.kld import check_kld
+from patchkit.smoke.llama_output import servers, telling_line
 from patchkit.smoke.speed import check_speed
 from patchkit.smoke.tinymodel import write_tiny_llama
 from patchkit.spec.buildinfo import CheckResult, CheckStatus
@@ -79,7 +80,7 @@ def check_version(env: SmokeEnv) -> CheckResult:
             r = env.run(exe, "--help")
             if not r.ok:
                 return _result(
-                    "version", start, FAIL, f"{exe.name} --version/--help: {r.brief()}: {r.last_line()}"
+                    "version", start, FAIL, f"{exe.name} --version/--help: {r.brief()}: {telling_line(r)}"
                 )
             answered.append(f"{exe.name} (--help)")
         else:
@@ -108,7 +109,7 @@ def hybrid_model(env: SmokeEnv) -> tuple[Path | None, str]:
     path.parent.mkdir(parents=True, exist_ok=True)
     r = env.run(tool, "-a", "qwen35", "-o", str(path.parent))
     if not path.exists():
-        return None, f"test-llama-archs -a qwen35 wrote no model: {r.brief()}: {r.last_line()}"
+        return None, f"test-llama-archs -a qwen35 wrote no model: {r.brief()}: {telling_line(r)}"
     return path, ""
 
 
@@ -164,10 +165,10 @@ def _rpc_server(env: SmokeEnv, procs: Processes, name: str = "rpc") -> str:
 
 def _rpc_generate(env: SmokeEnv, server_env: SmokeEnv, cli: Path, model: Path, name: str) -> RunResult | str:
     """Generate with ``env``'s llama-cli through one ggml-rpc-server of ``server_env``."""
-    with Processes(env.workdir / "logs") as procs:
+    with servers(env.workdir / "logs") as procs:
         try:
             addr = _rpc_server(server_env, procs, name)
-        except RuntimeError as e:
+        except ServerStartError as e:
             return str(e)
         return _generate(env, cli, model, "--rpc", addr, "-dev", "RPC0")
 
@@ -180,7 +181,7 @@ def check_generate(env: SmokeEnv) -> CheckResult:
     model = tiny_llama(env)
     cpu = _generate(env, cli, model)
     if not cpu.ok:
-        return _result("generate", start, FAIL, f"CPU run: {cpu.brief()}: {cpu.last_line()}")
+        return _result("generate", start, FAIL, f"CPU run: {cpu.brief()}: {telling_line(cpu)}")
     cpu_text = generated_text(cpu)
     if not cpu_text:
         return _result("generate", start, FAIL, "CPU run generated no text")
@@ -203,7 +204,7 @@ def check_generate(env: SmokeEnv) -> CheckResult:
         if isinstance(r, str):
             return _result("generate", start, FAIL, f"{label}: {r}")
         if not r.ok:
-            return _result("generate", start, FAIL, f"{label} run: {r.brief()}: {r.last_line()}")
+            return _result("generate", start, FAIL, f"{label} run: {r.brief()}: {telling_line(r)}")
         text = generated_text(r)
         if text != cpu_text:
             return _result(
@@ -224,10 +225,10 @@ def check_tensor_split(env: SmokeEnv) -> CheckResult:
     model, why = hybrid_model(env)
     if model is None:
         return _result("tensor-split", start, SKIP, why)
-    with Processes(env.workdir / "logs") as procs:
+    with servers(env.workdir / "logs") as procs:
         try:
             a, b = _rpc_server(env, procs, "rpc-a"), _rpc_server(env, procs, "rpc-b")
-        except RuntimeError as e:
+        except ServerStartError as e:
             return _result("tensor-split", start, FAIL, str(e))
         r = env.run(
             bench,
@@ -263,15 +264,15 @@ def check_rpc_guard(env: SmokeEnv) -> CheckResult:
     start = time.monotonic()
     if env.exe("ggml-rpc-server") is None:
         return _result("rpc-guard", start, SKIP, "ggml-rpc-server is not in this build")
-    with Processes(env.workdir / "logs") as procs:
+    with servers(env.workdir / "logs") as procs:
         try:
             addr = _rpc_server(env, procs)
-        except RuntimeError as e:
+        except ServerStartError as e:
             return _result("rpc-guard", start, FAIL, str(e))
         host, port = addr.rsplit(":", 1)
         try:
             report = probe_zero_nbytes_guard(host, int(port), timeout=min(env.timeout, 20))
-        except FatalError as e:
+        except RpcError as e:
             return _result("rpc-guard", start, FAIL, f"probe failed: {e.message}")
     verdict = f"verdict {report.verdict}: " + ", ".join(f"{c.name} {c.outcome.value}" for c in report.cases)
     return _patch_verdict("rpc-guard", start, env, GUARD_PATCH, report.ok, verdict, verdict)
@@ -288,11 +289,11 @@ def check_meta_ot(env: SmokeEnv) -> CheckResult:
     model = tiny_llama(env)
     cpu = _generate(env, cli, model)
     if not cpu.ok:
-        return _result("meta-ot", start, FAIL, f"CPU run: {cpu.brief()}: {cpu.last_line()}")
-    with Processes(env.workdir / "logs") as procs:
+        return _result("meta-ot", start, FAIL, f"CPU run: {cpu.brief()}: {telling_line(cpu)}")
+    with servers(env.workdir / "logs") as procs:
         try:
             a, b, c = (_rpc_server(env, procs, f"rpc-{n}") for n in "abc")
-        except RuntimeError as e:
+        except ServerStartError as e:
             return _result("meta-ot", start, FAIL, str(e))
         # every RPC buffer type is named RPC0[host:port], whatever the device's index
         r = _generate(
@@ -312,7 +313,7 @@ def check_meta_ot(env: SmokeEnv) -> CheckResult:
         )
     cpu_text, ot_text = generated_text(cpu), generated_text(r)
     what = (
-        f"llama-cli {r.brief()}: {r.last_line()}"
+        f"llama-cli {r.brief()}: {telling_line(r)}"
         if not r.ok
         else f"tokens differ: CPU {cpu_text[:40]!r} vs -ot {ot_text[:40]!r}"
     )

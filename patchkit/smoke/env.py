@@ -7,6 +7,7 @@ import dataclasses
 import os
 from pathlib import Path
 
+from patchkit.core.errors import ServerStartError
 from patchkit.core.net import LOOPBACK, free_port
 from patchkit.core.proc import Processes, RunResult, run
 from patchkit.spec.buildinfo import BuildInfo, read_build_info
@@ -70,7 +71,7 @@ class SmokeEnv:
         """Start this build's ggml-rpc-server (CPU, 127.0.0.1, a free port); its address."""
         server = self.exe("ggml-rpc-server")
         if server is None:
-            raise RuntimeError("ggml-rpc-server is not in this build")
+            raise ServerStartError("cannot start ggml-rpc-server: it is not in this build")
         port = free_port()
         procs.start_server(
             self.cmd(server, "-d", "CPU", "-H", LOOPBACK, "-p", str(port)),

@@ -22,8 +22,10 @@ import time
 from importlib import resources
 from pathlib import Path
 
-from patchkit.core.proc import Processes, RunResult
+from patchkit.core.errors import ServerStartError
+from patchkit.core.proc import RunResult
 from patchkit.smoke.env import SmokeEnv
+from patchkit.smoke.llama_output import servers, telling_line
 from patchkit.spec.buildinfo import CheckResult, CheckStatus, KldRecord
 
 __all__ = [
@@ -200,7 +202,7 @@ def _ppl(
 
 
 def _fail_line(label: str, r: RunResult) -> str:
-    return f"{label}: llama-perplexity {r.brief()}: {r.last_line()}"
+    return f"{label}: llama-perplexity {r.brief()}: {telling_line(r)}"
 
 
 def _real_text(env: SmokeEnv, model: Path) -> str:
@@ -276,13 +278,13 @@ def check_kld(env: SmokeEnv) -> CheckResult:
     if env.exe("ggml-rpc-server") is None:
         notes.append("no ggml-rpc-server: no RPC setup")
         setups = [s for s in setups if not s.servers]
-    with Processes(env.workdir / "logs") as procs:
+    with servers(env.workdir / "logs") as procs:
         addrs: list[str] = []
         for s in setups:
             try:
                 while len(addrs) < s.servers:
                     addrs.append(env.rpc_server(procs, f"kld-{len(addrs)}"))
-            except RuntimeError as e:
+            except ServerStartError as e:
                 return done(CheckStatus.FAIL, f"{s.name}: {e}", tuple(records))
             extra = [a.replace("{c}", addrs[-1]) for a in s.args]
             rpc = ("--rpc", ",".join(addrs[: s.servers])) if s.servers else ()

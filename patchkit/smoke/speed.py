@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from patchkit.smoke.env import SmokeEnv
+from patchkit.smoke.llama_output import telling_line
 from patchkit.spec.buildinfo import CheckResult, CheckStatus, SpeedRecord
 
 __all__ = [
@@ -137,7 +138,7 @@ def _bench(env: SmokeEnv, args: list[str]) -> dict[str, list[float]] | str:
         return "no llama-bench"
     r = env.run(exe, *args)
     if not r.ok:
-        return f"llama-bench {r.brief()}: {r.last_line()}"
+        return f"llama-bench {r.brief()}: {telling_line(r)}"
     try:
         return parse_bench(r.stdout)
     except ValueError as e:

@@ -24,7 +24,7 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
-from patchkit.core.errors import FatalError, PatchError, RecipeError, SourceError
+from patchkit.core.errors import PatchError, RecipeError, SourceError
 from patchkit.core.fs import atomic_write_many
 from patchkit.git.repo import CommitInfo, Git
 from patchkit.spec.patchfile import parse_diff
@@ -138,7 +138,7 @@ def _symref(git: Git, ref: str) -> str:
     """What the symbolic ref points to ('' when it is none)."""
     try:
         return git.run("symbolic-ref", "-q", ref).strip()
-    except FatalError:
+    except SourceError:  # not a symbolic ref (git's exit 1)
         return ""
 
 
@@ -197,7 +197,7 @@ def _touching(git: Git, old: str, new: str, files: Sequence[str]) -> tuple[list[
 def _rpc_at(git: Git, commit: str) -> ProtoVersion | None:
     try:
         text = git.run("cat-file", "blob", f"{commit}:{RPC_HEADER}")
-    except FatalError:
+    except SourceError:
         return None  # no such file there
     return parse_rpc_header(text)
 

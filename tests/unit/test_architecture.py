@@ -1,4 +1,5 @@
-"""The import rules of the package (README, "Code map"), checked on the source."""
+"""The import rules of the package (README, "Code map") and who may catch FatalError,
+checked on the source."""
 
 from __future__ import annotations
 
@@ -29,6 +30,9 @@ ALLOWED: dict[str, set[str]] = {
 }
 TOP_LEVEL = {"__init__.py", "__main__.py"}
 SUBPROCESS_OK = {"core/proc.py"}
+# only the CLI turns a FatalError into one line and an exit code; below it a module catches
+# the subclasses it expects (ToolMissing, SourceError, ...), never the base class
+CATCH_FATAL_OK = ("cli/",)
 
 
 def _imports(path: Path) -> list[tuple[str, int]]:
@@ -101,6 +105,74 @@ def test_the_rule_check_fails_on_a_forbidden_import(tmp_path: Path) -> None:
     assert any("spec/x.py:1 imports subprocess" in v for v in found)
     assert any("spec/x.py:2 imports patchkit.builder" in v for v in found)
     assert any("loose.py: a module at the package top level" in v for v in found)
+
+
+def _names_of_fatal(tree: ast.AST) -> set[str]:
+    """The names FatalError goes by in a module (``FatalError``, an ``as`` alias)."""
+    names = {"FatalError"}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module == "patchkit.core.errors":
+            names |= {a.asname or a.name for a in node.names if a.name == "FatalError"}
+    return names
+
+
+def _catches_fatal(handler: ast.ExceptHandler, names: set[str]) -> bool:
+    """Whether ``except ...`` names FatalError itself (alone, in a tuple, as errors.FatalError)."""
+    types = handler.type.elts if isinstance(handler.type, ast.Tuple) else [handler.type]
+    for t in types:
+        if isinstance(t, ast.Name) and t.id in names:
+            return True
+        if isinstance(t, ast.Attribute) and t.attr == "FatalError":
+            return True
+    return False
+
+
+def fatal_catchers(root: Path = PKG) -> list[str]:
+    """``file:line`` of every ``except FatalError`` outside the CLI."""
+    bad: list[str] = []
+    for path in sorted(root.rglob("*.py")):
+        rel = path.relative_to(root).as_posix()
+        if rel.startswith(CATCH_FATAL_OK):
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+        names = _names_of_fatal(tree)
+        handlers = [n for n in ast.walk(tree) if isinstance(n, ast.ExceptHandler) and n.type is not None]
+        for node in sorted(handlers, key=lambda n: n.lineno):
+            if _catches_fatal(node, names):
+                bad.append(f"{rel}:{node.lineno} catches FatalError (only the CLI does; catch the subclass)")
+    return bad
+
+
+def test_only_the_cli_catches_fatal_error() -> None:
+    assert fatal_catchers() == []
+
+
+def test_the_catch_check_fails_on_a_caught_fatal_error(tmp_path: Path) -> None:
+    fake = tmp_path / "patchkit"
+    bodies = {
+        "smoke/a.py": "from patchkit.core.errors import FatalError\ntry:\n    pass\nexcept FatalError:\n    pass\n",
+        "smoke/b.py": "from patchkit.core import errors\ntry:\n    pass\nexcept (OSError, errors.FatalError):\n    pass\n",
+        "doctor/c.py": (
+            "from patchkit.core.errors import FatalError as Fatal\n"
+            "try:\n    pass\nexcept Fatal as e:\n    print(e)\n"
+        ),
+        "doctor/ok.py": (
+            "from patchkit.core.errors import FatalError, ToolMissing\n"
+            "try:\n    pass\nexcept (ToolMissing, OSError):\n    pass\nexcept:\n    raise\n"
+        ),
+        "cli/cmd.py": "from patchkit.core.errors import FatalError\ntry:\n    pass\nexcept FatalError:\n    pass\n",
+        "builder/x.py": "try:\n    pass\nexcept FatalError:\n    pass\n",
+    }
+    for rel, body in bodies.items():
+        (fake / rel).parent.mkdir(parents=True, exist_ok=True)
+        (fake / rel).write_text(body)
+    found = fatal_catchers(fake)
+    assert sorted(found) == [
+        "builder/x.py:3 catches FatalError (only the CLI does; catch the subclass)",
+        "doctor/c.py:4 catches FatalError (only the CLI does; catch the subclass)",
+        "smoke/a.py:4 catches FatalError (only the CLI does; catch the subclass)",
+        "smoke/b.py:4 catches FatalError (only the CLI does; catch the subclass)",
+    ]
 
 
 @pytest.mark.parametrize("path", _sources(), ids=lambda p: p.relative_to(PKG).as_posix())

@@ -235,6 +235,27 @@ def test_demo_with_fake_binaries_stops_its_servers(tmp_path: Path) -> None:
 
 
 @posix_only
+def test_demo_exits_16_when_its_rpc_server_does_not_start(tmp_path: Path) -> None:
+    build = _fake_build(tmp_path)
+    server = build / "bin" / "ggml-rpc-server"  # asserts at start, as an upstream bug would
+    server.write_text(
+        f"#!{sys.executable}\n"
+        "print('create_backend: using CPU backend', flush=True)\n"
+        "print('/src/ggml/src/ggml-rpc/ggml-rpc.cpp:1820: GGML_ASSERT(port > 0) failed', flush=True)\n"
+        "print('[New LWP 81231]', flush=True)\n"
+        "raise SystemExit(134)\n"
+    )
+    r = _cli("bench", str(tmp_path / "demo"), "--demo", "--build", str(build))
+    assert r.exit_code == 16, r.output
+    assert "demo: rpc-a did not listen on 127.0.0.1:" in r.output
+    assert r.output.rstrip().endswith(
+        "within 30s: /src/ggml/src/ggml-rpc/ggml-rpc.cpp:1820: GGML_ASSERT(port > 0) failed"
+    )
+    assert _calls(tmp_path) == []  # llama-bench never ran
+    assert not (tmp_path / "demo" / "bench.json").exists()
+
+
+@posix_only
 def test_ctrl_c_keeps_the_points_done_and_stops_servers(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -9,10 +9,12 @@ import signal
 import socket
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
 
+from patchkit.core.errors import ServerStartError
 from patchkit.core.net import free_port
 from patchkit.core.proc import Processes, run, run_streaming, tool_version
 
@@ -182,13 +184,41 @@ def test_processes_start_servers_and_stop_all_of_them(tmp_path: Path) -> None:
 
 def test_a_server_that_dies_says_why(tmp_path: Path) -> None:
     port = free_port()
-    dies = "print('loading'); print('GGML_ASSERT(data + nbytes <= base + size) failed'); raise SystemExit(1)"
+    dies = "print('loading'); print('ready? no'); print('bye'); print('gone'); raise SystemExit(1)"
     with Processes(tmp_path / "logs") as procs:
-        with pytest.raises(RuntimeError) as e:
-            procs.start_server([PY, "-c", dies], port, name="rpc", timeout=10)
-        assert str(e.value) == (
-            f"rpc did not listen on 127.0.0.1:{port} within 10s: "
-            "GGML_ASSERT(data + nbytes <= base + size) failed"
-        )
-        with pytest.raises(RuntimeError, match=r"^cannot start rpc \(.*missing\): No such file"):
+        start = time.monotonic()
+        with pytest.raises(ServerStartError) as e:
+            procs.start_server([PY, "-c", dies], port, name="rpc", timeout=30)
+        assert time.monotonic() - start < 10  # it died: no waiting out the timeout
+        assert e.value.exit_code == 16
+        assert str(e.value) == f"rpc did not listen on 127.0.0.1:{port} within 30s: ready? no | bye | gone"
+        with pytest.raises(ServerStartError, match=r"^cannot start rpc \(.*missing\): No such file"):
             procs.start_server([tmp_path / "missing"], port, name="rpc", timeout=10)
+
+
+def test_a_server_that_dies_says_what_its_picker_picks(tmp_path: Path) -> None:
+    port = free_port()
+    dies = "print('loading'); print('ASSERT x failed'); print('backtrace'); raise SystemExit(1)"
+
+    def pick(lines: Sequence[str]) -> str | None:
+        return next((ln for ln in lines if "ASSERT" in ln), None)
+
+    with Processes(tmp_path / "logs", telling=pick) as procs:
+        with pytest.raises(ServerStartError) as e:
+            procs.start_server([PY, "-c", dies], port, name="rpc", timeout=10)
+        assert str(e.value) == f"rpc did not listen on 127.0.0.1:{port} within 10s: ASSERT x failed"
+
+
+@posix
+def test_a_server_that_never_listens_is_stopped(tmp_path: Path) -> None:
+    port = free_port()
+    mute = "import os, time; print('thinking', flush=True); print(os.getpid(), flush=True); time.sleep(60)"
+    with Processes(tmp_path / "logs") as procs:
+        start = time.monotonic()
+        with pytest.raises(ServerStartError) as e:
+            procs.start_server([PY, "-c", mute], port, name="mute", timeout=1)
+        assert time.monotonic() - start < 8
+        assert e.value.exit_code == 16
+        pid = int((tmp_path / "logs" / f"mute-{port}.log").read_text().split()[1])
+        assert str(e.value) == f"mute did not listen on 127.0.0.1:{port} within 1s: thinking | {pid}"
+        assert group_gone(pid)  # stopped before the error went on

@@ -72,3 +72,14 @@ def test_failures_are_classified() -> None:
     assert classify_failure(_run(None, secs=900)) == ("timeout", "timed out after 900s")
     assert classify_failure(_run(-11)) == ("signal", "killed by signal 11")
     assert classify_failure(_run(2, "weird\n"))[0] == "error"
+    # no kind's pattern: the message is llama.cpp's telling line (the scheduler's refusal),
+    # not merely the last error line
+    prealloc = (
+        "/src/ggml/src/ggml-backend.cpp:930: pre-allocated tensor (blk.1.attn_q.weight) in a buffer "
+        "(RPC0[127.0.0.1:50052]) that cannot run the operation (NONE)"
+    )
+    assert classify_failure(_run(-6, f"{prealloc}\nerror: later\n")) == (
+        "signal",
+        f"killed by signal 6: {prealloc[:200]}",
+    )
+    assert classify_failure(_run(1, f"{prealloc}\nerror: later\n")) == ("error", f"exit 1: {prealloc[:200]}")

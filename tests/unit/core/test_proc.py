@@ -3,9 +3,15 @@ real processes)."""
 
 from __future__ import annotations
 
+import subprocess
+from collections.abc import Sequence
+from pathlib import Path
+from types import SimpleNamespace
+from typing import cast
+
 import pytest
 
-from patchkit.core.proc import RunResult
+from patchkit.core.proc import LINE_MAX, Processes, RunResult
 
 
 def result(rc: int | None, out: str = "", err: str = "", secs: float = 1.0) -> RunResult:
@@ -31,17 +37,59 @@ def test_brief(rc: int | None, secs: float, want: str) -> None:
     assert result(rc, secs=secs).brief() == want
 
 
-def test_last_line_prefers_asserts_and_errors() -> None:
-    out = "loading\nGGML_ASSERT(data + nbytes <= base + size) failed\nmore\n"
-    assert result(1, out, "error: later\n").last_line() == "GGML_ASSERT(data + nbytes <= base + size) failed"
+def test_last_line_prefers_error_lines_and_knows_no_program() -> None:
     assert (
         result(1, "ok\n", "main: error: failed to load model\nbye\n").last_line()
         == "main: error: failed to load model"
     )
+    # "error:" before "failed", wherever they are; stdout's lines come before stderr's
+    assert result(1, "x: error: first\n", "y failed\n").last_line() == "x: error: first"
+    assert result(1, "a error: 1\n", "b error: 2\n").last_line() == "b error: 2"
+    # an assert is just a line that says "failed" here; a later error line wins over it
+    # (llama.cpp's telling lines: smoke.llama_output, tests/unit/smoke/test_llama_output.py)
+    out = "loading\nGGML_ASSERT(data + nbytes <= base + size) failed\nmore\n"
+    assert result(1, out, "error: later\n").last_line() == "error: later"
+    assert result(1, out, "").last_line() == "GGML_ASSERT(data + nbytes <= base + size) failed"
     assert result(1, "a\nb\n", "").last_line() == "b"
     assert result(1, "a\n", "c\n  \n").last_line() == "c"  # stderr first, blank lines skipped
     assert result(0).last_line() == ""
-    assert len(result(1, "error: " + "x" * 500).last_line()) == 200
+    assert len(result(1, "error: " + "x" * 500).last_line()) == LINE_MAX == 200
+
+
+def test_lines_are_stdout_then_stderr_without_blanks() -> None:
+    assert result(1, " a \n\n b\n", "\n c\n").lines() == ["a", "b", "c"]
+    assert result(0).lines() == []
+
+
+def test_log_tail_without_a_picker_is_the_last_lines(tmp_path: Path) -> None:
+    log = tmp_path / "srv.log"
+    log.write_text("one\n\nGGML_ASSERT(x) failed\nthree\nfour\n")
+    procs = Processes(tmp_path)
+    procs.logs[4242] = log
+    proc = cast("subprocess.Popen[bytes]", SimpleNamespace(pid=4242))
+    assert procs.log_tail(proc) == "GGML_ASSERT(x) failed | three | four"
+    assert procs.log_tail(proc, 1) == "four"
+    assert procs.log_tail(cast("subprocess.Popen[bytes]", SimpleNamespace(pid=1))) == ""  # no log
+    log.write_text("x" * 1000)
+    assert len(procs.log_tail(proc)) == 400
+
+
+def test_log_tail_shows_what_the_picker_picks(tmp_path: Path) -> None:
+    log = tmp_path / "srv.log"
+    log.write_text("start\nTHE LINE " + "y" * 400 + "\nafter\n")
+    picked: list[list[str]] = []
+
+    def pick(lines: Sequence[str]) -> str | None:
+        picked.append(list(lines))
+        return next((ln for ln in lines if ln.startswith("THE LINE")), None)
+
+    procs = Processes(tmp_path, telling=pick)
+    procs.logs[4242] = log
+    proc = cast("subprocess.Popen[bytes]", SimpleNamespace(pid=4242))
+    assert procs.log_tail(proc, 1) == ("THE LINE " + "y" * 400)[:300]
+    assert picked == [["start", "THE LINE " + "y" * 400, "after"]]
+    log.write_text("start\nafter\n")  # nothing to pick: the last lines
+    assert procs.log_tail(proc, 1) == "after"
 
 
 def test_binary_results_keep_bytes() -> None:

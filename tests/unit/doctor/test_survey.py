@@ -194,3 +194,16 @@ def test_a_cuda_verdict_notes_the_missing_ccache() -> None:
     assert ok.ok, ok
     assert ok.notes[0].startswith("CUDA 12.4") and "host compiler" in ok.notes[0]
     assert any("no ccache" in n for n in ok.notes)
+
+
+def test_doctor_without_a_toolkit_says_why_for_every_cuda_recipe(tmp_path: Path) -> None:
+    proj, series = doctor_project(tmp_path)
+    env, run, _ = _doctor_machine(tmp_path, NVCC_12_4)
+    nowhere = tmp_path / "nowhere"
+    env["CUDA_PATH"] = str(nowhere)
+    rep = build_report(proj, series, cuda_root=None, env=env, run=run, os_name="linux", sites=[])
+    why = f"CUDA_PATH points at {nowhere}, which has no bin/nvcc"
+    assert rep.toolkit is None and rep.toolkit_error == why
+    lin = {x.recipe: x for x in rep.verdicts}["cuda-pascal-ampere"]
+    assert (lin.ok, lin.why) == (False, why)
+    assert lin.todo == "point it at a CUDA toolkit folder (the one holding bin/nvcc)"
