@@ -212,7 +212,8 @@ def bench_cmd(
             )
             report = run_bench(opts, on_point=_show_point, on_latency=_show_latency, on_links=_show_links)
         write_reports(report, outdir)
-    from patchkit.bench.report import fmt_rate, network
+    from patchkit.bench.analysis import network
+    from patchkit.bench.report import fmt_rate
 
     net = network(report)
     for c in net.checks:
