@@ -14,11 +14,10 @@ import json
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 import click
 from rich.console import Console
-from rich.table import Table
 
 from patchkit.core.errors import ConfigError, RecipeError
 from patchkit.core.log import log
@@ -27,8 +26,12 @@ from patchkit.git.cache import open_upstream
 from patchkit.spec.recipe import Recipe, load_recipe, resolve_recipe_path
 from patchkit.spec.series import Patch, Series, load_series
 
+if TYPE_CHECKING:
+    from rich.table import Table
+
 __all__ = [
     "DEFAULT_RECIPE",
+    "TABLE_WIDTH",
     "load_optional_recipe",
     "load_project",
     "load_recipe_arg",
