@@ -1,24 +1,43 @@
-"""What most commands need: the project folder, its series, a recipe."""
+"""What most commands need: the project folder, its series, a recipe; and the result
+printer (``out``, ``out_table``, ``out_json``).
+
+Results go to stdout, progress and diagnostics to stderr (``core.log``): `patchkit list
+| grep cuda` and `patchkit doctor > report.txt` get the result, a terminal still shows
+both. Results are plain text off a terminal (a pipe, a file, a CI log) and styled only on
+one; ``--json`` prints one JSON object (sorted keys) instead of the text.
+"""
 
 from __future__ import annotations
 
+import io
+import json
+import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 import click
+from rich.console import Console
 
 from patchkit.core.errors import ConfigError, RecipeError
+from patchkit.core.log import log
 from patchkit.core.paths import cache_dir, find_project_dir
 from patchkit.git.cache import open_upstream
 from patchkit.spec.recipe import Recipe, load_recipe, resolve_recipe_path
 from patchkit.spec.series import Patch, Series, load_series
 
+if TYPE_CHECKING:
+    from rich.table import Table
+
 __all__ = [
     "DEFAULT_RECIPE",
+    "TABLE_WIDTH",
     "load_optional_recipe",
     "load_project",
     "load_recipe_arg",
+    "out",
+    "out_json",
+    "out_table",
     "repo_options",
     "resolve_repo",
     "select_patches",
@@ -100,3 +119,43 @@ def repo_options(f: F) -> F:
     for opt in reversed(_REPO_OPTS):
         f = opt(f)
     return f
+
+
+# -- the result printer --------------------------------------------------------------------
+
+TABLE_WIDTH = 4096  # off a terminal: no cell wraps, a row is one line (grep finds it whole)
+
+
+def out(text: str = "", *, err: bool = False) -> None:
+    """One result line (or several) on stdout, as is. ``err``: on stderr with the log
+    instead (the text of a command whose stdout holds its ``--json``)."""
+    if err:
+        log.info(text)
+        return
+    try:
+        click.echo(text)
+    except UnicodeEncodeError:  # a pipe in a legacy code page (Windows): never a crash
+        enc = getattr(sys.stdout, "encoding", None) or "ascii"
+        click.echo(text.encode(enc, "backslashreplace").decode(enc))
+
+
+def out_table(table: Table, *, err: bool = False) -> None:
+    """A rich table on stdout (``err``: on stderr with the log): styled on a terminal;
+    elsewhere plain text as wide as its cells (never squeezed to 80 columns: a row stays
+    one line), trailing blanks cut."""
+    console = log.console if err else Console(file=sys.stdout, highlight=False)
+    if console.is_terminal:
+        console.print(table)
+        return
+    buf = io.StringIO()
+    Console(file=buf, width=TABLE_WIDTH, color_system=None, highlight=False).print(table)
+    text = "\n".join(ln.rstrip() for ln in buf.getvalue().splitlines())
+    if err:
+        log.console.out(text, highlight=False)
+    else:
+        out(text)
+
+
+def out_json(obj: object) -> None:
+    """The ``--json`` result: one JSON document on stdout, keys sorted, 2-space indent."""
+    click.echo(json.dumps(obj, indent=2, sort_keys=True))

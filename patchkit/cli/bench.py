@@ -1,20 +1,30 @@
-"""`patchkit bench OUTDIR`: which arrangement of devices and split is fastest."""
+"""`patchkit bench OUTDIR`: which arrangement of devices and split is fastest.
+
+While it runs, the steps and one line per setup go to stderr. At the end the summary goes
+to stdout: a table of the results (one row per setup: decode and prompt tok/s, the decode
+traffic per token when the relay counted it, best / failed / skipped), the projection vs
+emulated link lines, and the closing line naming the files written. ``--json`` prints
+bench.json (its exact text: ``BenchReport.to_json()``, keys sorted) on stdout instead, and
+the summary lines go to stderr as before.
+"""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import click
+from rich.markup import escape
+from rich.table import Table
 
 from patchkit.bench.link import Calibrated, fmt_bits
-from patchkit.bench.result import PointResult
+from patchkit.bench.result import Measurement, PointResult
 from patchkit.bench.run import DEMO_SWEEP, BenchOptions, BenchReport, RpcLatency, run_bench, run_demo
 from patchkit.bench.sweep import DIMENSIONS, parse_sweep
+from patchkit.cli._common import out, out_json, out_table
 from patchkit.core.errors import ConfigError
 from patchkit.core.log import log
 
-__all__ = ["COMMANDS", "bench_cmd"]
+__all__ = ["COMMANDS", "bench_cmd", "results_table"]
 
 
 def _show_latency(lat: tuple[RpcLatency, ...]) -> None:
@@ -56,6 +66,45 @@ def _show_point(p: PointResult) -> None:
         log.console.print(f"failed ({p.error_kind}): {p.error}", markup=False)
     else:
         log.console.print(f"  - {p.label}: {p.error}", markup=False)
+
+
+def _rate_cell(m: Measurement | None) -> str:
+    from patchkit.bench.report import fmt_rate
+
+    if m is None:
+        return "—"
+    return f"{fmt_rate(m.median)} ({fmt_rate(m.min)}–{fmt_rate(m.max)}) {m.test}"
+
+
+def results_table(report: BenchReport) -> Table:
+    """The summary's table: one row per setup, in sweep order."""
+    best_d, best_p = report.best("decode"), report.best("prompt")
+    counted = any(t.counted for p in report.points for _, t in p.traffic)
+    table = Table(title="bench results (tok/s: median (min–max) test)", title_justify="left")
+    for col in (
+        "#",
+        "setup",
+        "decode tok/s",
+        "prompt tok/s",
+        *(["decode wire/token"] if counted else []),
+        "",
+    ):
+        table.add_column(col)
+    for p in report.points:
+        if p.status == "ok":
+            note = ", ".join(w for w, b in (("best decode", best_d), ("best prompt", best_p)) if p is b)
+        elif p.status == "failed":
+            note = f"[red]failed ({escape(p.error_kind)}): {escape(p.error)}[/red]"
+        else:
+            note = escape(f"{p.status}: {p.error}")
+        wire = []
+        if counted:
+            t = p.phase_traffic("decode")
+            wire.append(
+                f"{t.bytes_per_token / 1e6:.3g} MB, {t.rt_per_token:.3g} RT" if t and t.counted else "—"
+            )
+        table.add_row(str(p.index), escape(p.label), _rate_cell(p.decode), _rate_cell(p.prompt), *wire, note)
+    return table
 
 
 def _rpc_list(values: tuple[str, ...]) -> tuple[str, ...]:
@@ -141,7 +190,9 @@ def _rpc_list(values: tuple[str, ...]) -> tuple[str, ...]:
     "(else a tiny generated model) and two RPC servers on 127.0.0.1 (CPU "
     "devices), stopped at the end.",
 )
-@click.option("--json", "as_json", is_flag=True, help="Also print bench.json on stdout.")
+@click.option(
+    "--json", "as_json", is_flag=True, help="Print bench.json on stdout (the summary goes to stderr)."
+)
 def bench_cmd(
     outdir: Path,
     model: Path | None,
@@ -212,11 +263,14 @@ def bench_cmd(
             )
             report = run_bench(opts, on_point=_show_point, on_latency=_show_latency, on_links=_show_links)
         write_reports(report, outdir)
-    from patchkit.bench.report import fmt_rate, network
+    from patchkit.bench.analysis import network
+    from patchkit.bench.report import fmt_rate
 
+    if not as_json:
+        out_table(results_table(report))
     net = network(report)
     for c in net.checks:
-        log.info(
+        out(
             f"  projection vs emulated {c.link.name}: {c.point.label}: measured "
             f"{fmt_rate(c.measured)} tok/s, projected {fmt_rate(c.projected)} ({c.error:+.1%})"
             + (
@@ -225,19 +279,21 @@ def bench_cmd(
                 f"({c.error_same_hosts:+.1%})"
                 if c.timed
                 else ""
-            )
+            ),
+            err=as_json,
         )
     best = report.best()
     if report.settings.get("model_note"):
-        log.info(f"demo model: {report.settings['model_note']}")
+        out(f"demo model: {report.settings['model_note']}", err=as_json)
     failed = sum(p.status == "failed" for p in report.points)
-    log.info(
+    out(
         f"{len(report.points)} setups, {failed} failed"
         + (f"; fastest decode: {best.label}" if best else "")
-        + f"; wrote {outdir}/bench.md, bench.json, bench.png"
+        + f"; wrote {outdir}/bench.md, bench.json, bench.png",
+        err=as_json,
     )
     if as_json:
-        click.echo(json.dumps(report.to_json(), indent=2))
+        out_json(report.to_json())  # bench.json's text (core.fs.atomic_write_json)
 
 
 COMMANDS = [bench_cmd]

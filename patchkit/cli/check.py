@@ -1,26 +1,28 @@
 """`patchkit check`.
 
-Output: the human table goes to stderr (with the rest of the log); ``--json``
-prints one JSON document to stdout. ``check`` exits 0 when every in-range patch
-applies (or is already upstream), 11 (CheckFailed) when one conflicts, and 2/4
-(ConfigError/SourceError) for bad refs, ranges or repositories.
+Output: the human table (``--bisect``: one paragraph per patch) goes to stdout, the steps
+to stderr; ``--json`` prints one JSON document to stdout instead (``CheckReport`` /
+``BisectReport.to_json()``: ``schema``, ``kind``, ...) and the table goes to stderr with
+the log. ``check`` exits 0 when every in-range patch applies (or is already upstream), 11
+(CheckFailed) when one conflicts, and 2/4 (ConfigError/SourceError) for bad refs, ranges
+or repositories.
 """
 
 from __future__ import annotations
 
-import io
-import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import click
-from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
 from patchkit.cli._common import (
     load_optional_recipe,
+    out,
+    out_json,
+    out_table,
     repo_options,
     resolve_repo,
     select_patches,
@@ -114,16 +116,6 @@ def render_bisect(report: BisectReport) -> list[str]:
     return lines
 
 
-def _print_table(table: Table) -> None:
-    """To the log; off a terminal (CI logs, pipes) wide enough not to wrap every cell."""
-    if log.console.is_terminal:
-        log.console.print(table)
-        return
-    buf = io.StringIO()
-    Console(file=buf, width=200, color_system=None, highlight=False).print(table)
-    log.console.out("\n".join(ln.rstrip() for ln in buf.getvalue().splitlines()), highlight=False)
-
-
 def _fail_check(failures: Sequence[tuple[str, PatchVerdict]]) -> None:
     ref, res = failures[0]
     more = f" (and {len(failures) - 1} more)" if len(failures) > 1 else ""
@@ -155,7 +147,7 @@ def _fail_check(failures: Sequence[tuple[str, PatchVerdict]]) -> None:
     is_flag=True,
     help="With --range: find the first commit where each patch stops applying.",
 )
-@click.option("--json", "as_json", is_flag=True, help="Print a JSON report to stdout.")
+@click.option("--json", "as_json", is_flag=True, help="Print a JSON report (the table goes to stderr).")
 @repo_options
 @click.pass_context
 def check_cmd(
@@ -191,9 +183,9 @@ def check_cmd(
             with log.step(f"bisect {len(patches)} patches over {range_}"):
                 breport = bisect(repo_path, patches, old, new)
             for line in render_bisect(breport):
-                log.info(line)
+                out(line, err=as_json)
             if as_json:
-                click.echo(json.dumps(breport.to_json(), indent=2, sort_keys=True))
+                out_json(breport.to_json())
             bad = [r for r in breport.results if r.failed]
             if bad:
                 r = bad[0]
@@ -212,9 +204,9 @@ def check_cmd(
             raise ConfigError("nothing to check against: pass --ref REF or a recipe")
         with log.step(f"check {len(patches)} patches against {len(targets)} ref(s)"):
             report = check_series(repo_path, patches, targets)
-    _print_table(render_check(report, group=bool(range_)))
+    out_table(render_check(report, group=bool(range_)), err=as_json)
     if as_json:
-        click.echo(json.dumps(report.to_json(), indent=2, sort_keys=True))
+        out_json(report.to_json())
     if not report.ok:
         _fail_check([(r.name, p) for r, p in report.failures()])
 

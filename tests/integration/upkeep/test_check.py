@@ -157,7 +157,8 @@ def test_cli_check_pin_applies_exit_0(drift: DriftUpstream, tmp_path: Path) -> N
     assert doc["refs"][0]["ref"] == drift.c["d2"]
     assert doc["refs"][0]["commit"]["subject"] == "core: version 2"
     assert statuses(doc) == [["applies", "applies", "applies"]]
-    assert "applies" in res.stderr  # the table goes to stderr
+    assert "applies" in res.stderr  # with --json the table goes to stderr
+    assert f"│ {drift.c['d2']} " in res.stderr and "│" not in res.stdout
 
 
 def test_cli_check_conflict_exit_11_and_json(drift: DriftUpstream, tmp_path: Path) -> None:
@@ -180,6 +181,35 @@ def test_cli_check_conflict_exit_11_and_json(drift: DriftUpstream, tmp_path: Pat
     assert doc["refs"][1]["results"][1]["offsets"] == [{"file": "src/rpc.c", "hunk": 1, "lines": 3}]
     assert "guard does not apply to" in res.stderr and "src/rpc.c:1" in res.stderr
     assert "Traceback" not in res.output
+
+
+def test_cli_table_on_stdout_steps_and_error_on_stderr(drift: DriftUpstream, tmp_path: Path) -> None:
+    proj = make_project(tmp_path, drift, pin=drift.c["d2"], patches=standard_patches(drift))
+    res = run_cli(proj, "check", "fixture", "--ref", drift.c["d5"], "--ref", "master")
+    assert res.exit_code == 11
+    # the table is the result: on stdout, a ref's row on one line (`patchkit check | grep`)
+    assert res.stdout.startswith(f"patch check against {drift.path}\n")
+    (row,) = [ln for ln in res.stdout.splitlines() if ln.startswith(f"│ {drift.c['d5']} ")]
+    assert "rpc: reword the bounds comment" in row and row.count("conflicts (src/rpc.c:1)") == 2
+    (row,) = [ln for ln in res.stdout.splitlines() if ln.startswith("│ master ")]
+    assert "already-upstream" in row and "applies-with-offset" in row
+    assert "\x1b[" not in res.stdout
+    # stderr: the step (progress) and the error, no table
+    assert res.stderr.splitlines()[0] == "▸ check 3 patches against 2 ref(s)"
+    assert "│" not in res.stderr and "patch check against" not in res.stderr
+    errors = [ln for ln in res.stderr.splitlines() if ln.startswith("error: ")]
+    assert len(errors) == 1 and "guard does not apply to" in errors[0]
+    assert "error" not in res.stdout
+    res = run_cli(proj, "check", "fixture", "--range", f"{drift.c['d1']}..master", "--bisect")
+    assert res.exit_code == 11
+    lines = res.stdout.splitlines()
+    assert lines[0] == f"bisect {drift.c['d1'][:12]}..{drift.c['d8'][:12]}: 7 first-parent commits, 6 probed"
+    assert lines[1].startswith(f"  guard          broken by {drift.c['d5'][:12]} ")
+    assert "which touched src/rpc.c" in lines[2]
+    assert "broken by" not in res.stderr and "first-parent" not in res.stderr
+    assert [ln for ln in res.stderr.splitlines() if ln.startswith("error: ")] == [
+        f"error: guard stops applying at {drift.c['d5'][:12]}: conflicts (src/rpc.c:1)"
+    ]
 
 
 def test_cli_already_upstream_and_na_do_not_fail(drift: DriftUpstream, tmp_path: Path) -> None:

@@ -237,7 +237,7 @@ NET = [
 
 
 def test_network_table_projection_and_needed_link() -> None:
-    from patchkit.bench.report import network
+    from patchkit.bench.analysis import network
 
     rep = _report(NET)
     net = network(rep)
@@ -264,7 +264,7 @@ def test_network_table_projection_and_needed_link() -> None:
 def test_projection_with_this_runs_host_time_separates_host_drift_from_the_link() -> None:
     """#4 ran at 1GbE while its host took 30 ms/token instead of the unshaped run's 20: the
     plain projection is off by that drift, the one with this run's host time is not."""
-    from patchkit.bench.report import network
+    from patchkit.bench.analysis import network
 
     twin = _net_point(2, "layer+remote", 5.91, 0.4, 4, host_s=0.020)
     t4 = 1 / 5.91 - 4 * 0.1e-3 - 0.4e6 / 1.25e9 + 0.010 + 4 * 0.3e-3 + 0.4e6 / 125e6

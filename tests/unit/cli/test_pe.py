@@ -39,16 +39,47 @@ def test_cli_pe_stack_and_pe_info(tmp_path: Path) -> None:
     code, out, err = run_cli("pe-stack", str(exe), "--reserve", "256MiB")
     assert code == 0 and "a.exe: already 256 MiB (commit 4 KiB); not rewritten" in err
     code, out, err = run_cli("pe-info", str(exe))
-    assert code == 0
-    assert re.search(
-        r"PE32\+ x86_64 console exe, stack reserve 256 MiB commit 4 KiB, "
-        r"checksum 0x[0-9a-f]{8} \(valid\), not signed",
-        err,
+    assert code == 0 and err == ""  # the result on stdout, one line per file
+    assert re.fullmatch(
+        rf"{re.escape(str(exe))}: PE32\+ x86_64 console exe, stack reserve 256 MiB commit 4 KiB, "
+        r"checksum 0x[0-9a-f]{8} \(valid\), not signed\n",
+        out,
     )
     code, out, err = run_cli("pe-info", "--json", str(exe))
-    assert code == 0
-    (info,) = json.loads(out)
+    assert code == 0 and err == ""
+    data = json.loads(out)
+    assert set(data) == {"schema", "files"} and data["schema"] == 1
+    (info,) = data["files"]
     assert info["stack_reserve"] == 256 * MIB and info["checksum_ok"] and not info["signed"]
+    assert set(info) == {
+        "path",
+        "machine",
+        "format",
+        "subsystem",
+        "is_dll",
+        "large_address_aware",
+        "stack_reserve",
+        "stack_commit",
+        "checksum",
+        "checksum_computed",
+        "checksum_ok",
+        "signed",
+        "certificate_offset",
+        "certificate_size",
+        "size",
+    }
+
+
+def test_cli_pe_info_several_files_in_order(tmp_path: Path) -> None:
+    a = write(tmp_path, "a.exe", synth_pe())
+    b = write(tmp_path, "b.dll", synth_pe(dll=True))
+    code, out, err = run_cli("pe-info", str(a), str(b))
+    assert code == 0 and err == ""
+    lines = out.splitlines()
+    assert len(lines) == 2 and lines[0].startswith(f"{a}: ") and lines[1].startswith(f"{b}: ")
+    assert " console DLL, " in lines[1]
+    code, out, _ = run_cli("pe-info", "--json", str(a), str(b))
+    assert [(f["path"], f["is_dll"]) for f in json.loads(out)["files"]] == [(str(a), False), (str(b), True)]
 
 
 def test_cli_pe_stack_json(tmp_path: Path) -> None:
@@ -103,5 +134,5 @@ def test_cli_allow_unsign_warns(tmp_path: Path) -> None:
 
 
 def test_cli_pe_info_missing_file(tmp_path: Path) -> None:
-    code, _, err = run_cli("pe-info", str(tmp_path / "missing.exe"))
-    assert code == PEError.exit_code and "no such file" in err
+    code, out, err = run_cli("pe-info", str(tmp_path / "missing.exe"))
+    assert code == PEError.exit_code and "no such file" in err and out == ""

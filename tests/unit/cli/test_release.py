@@ -33,11 +33,27 @@ def test_cli_release_and_verify(tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
     assert out["waivers"] == ["unsmoked"] and out["archive"].endswith("-cpu-rpc.tar.gz")
     res = runner.invoke(main, ["verify", str(dist)])
     assert res.exit_code == 0, res.output
+    assert res.stderr == "" and res.stdout == (  # the result on stdout
+        f"{dist}: 1 archive(s) match SHA256SUMS, their manifests and provenance\n"
+    )
+    res = runner.invoke(main, ["verify", str(dist), "--json"])
+    assert res.exit_code == 0, res.output
+    ok = json.loads(res.stdout)
+    assert set(ok) == {"schema", "directory", "ok", "archives", "differences"}
+    assert ok["schema"] == 1 and ok["ok"] is True and ok["differences"] == [] and len(ok["archives"]) == 1
+    assert "1 archive(s) match" in res.stderr  # the line goes with the log
     Path(out["manifest"]).write_text("{}\n")
+    res = runner.invoke(main, ["verify", str(dist)])
+    assert res.exit_code == 12
+    diffs = res.stdout.splitlines()  # one line per difference on stdout, the error on stderr
+    assert len(diffs) == 2 and all(d.startswith(Path(out["manifest"]).name) for d in diffs)
+    assert res.stderr.splitlines() == [f"error: {dist}: 2 differences"]
     res = runner.invoke(main, ["verify", str(dist), "--json"])
     assert res.exit_code == 12
     assert "2 differences" in res.stderr
-    assert len(json.loads(res.stdout)["differences"]) == 2
+    data = json.loads(res.stdout)
+    assert data["ok"] is False and data["differences"] == diffs
+    assert all(d in res.stderr for d in diffs)  # with --json the error's detail keeps them
 
 
 def test_cli_release_by_recipe_finds_out_dir(

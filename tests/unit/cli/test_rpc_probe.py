@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 from click.testing import CliRunner
 
 from patchkit.cli import main
 from patchkit.core.errors import RpcError, SmokeError
+from tests.fixtures.buildinfo import build_info_json
 from tests.fixtures.rpc_server import FakeRpcServer, closed_port
 
 # the command -------------------------------------------------------------------------------
@@ -36,7 +38,11 @@ def test_cli_info_and_guard_json() -> None:
     with FakeRpcServer("patched", version=(4, 0, 1)) as srv:
         r = _cli(f"127.0.0.1:{srv.port}", "--guard", "--json", "--count", "3")
     assert r.exit_code == 0, r.output
+    assert r.stderr == ""
     out = json.loads(r.stdout)
+    assert set(out) == {"schema", "server", "guard"} and out["schema"] == 1  # no --build: no skew
+    assert set(out["server"]) == {"endpoint", "version", "devices", "connect_s", "rtt"}
+    assert set(out["guard"]) == {"endpoint", "version", "verdict", "ok", "cases"}
     assert out["server"]["version"] == "4.0.1" and out["server"]["rtt"]["count"] == 3
     assert len(out["server"]["devices"]) == 2
     assert out["guard"]["verdict"] == "patched"
@@ -47,16 +53,37 @@ def test_cli_guard_unpatched_fails_with_smoke_error() -> None:
     with FakeRpcServer("unpatched") as srv:
         r = _cli(f"127.0.0.1:{srv.port}", "--guard")
     assert r.exit_code == SmokeError.exit_code
-    assert "zero-byte tensor guard (patch 0001): unpatched" in r.stderr
-    assert "zero-byte tensor guard is unpatched; the server died" in r.stderr
-    assert "server-died" in r.stderr
+    assert "zero-byte tensor guard (patch 0001): unpatched" in r.stdout  # the result
+    assert "server-died" in r.stdout
+    errors = [ln for ln in r.stderr.splitlines() if ln.startswith("error: ")]  # then the error
+    assert len(errors) == 1 and "zero-byte tensor guard is unpatched; the server died" in errors[0]
+    assert "guard (patch 0001)" not in r.stderr
 
 
 def test_cli_info_human() -> None:
     with FakeRpcServer(devices=1) as srv:
         r = _cli(f"127.0.0.1:{srv.port}")
     assert r.exit_code == 0, r.output
-    assert f"127.0.0.1:{srv.port}: ggml RPC protocol 5.0.0, 1 device(s)" in r.stderr
-    assert "device 0: 1,024 MiB free of 2,048 MiB, alignment 32, max buffer no limit" in r.stderr
-    assert "guard" not in r.stderr  # no --guard: the server is only asked, never probed
+    assert r.stderr == ""  # the result on stdout: `rpc-probe HOST:PORT | grep device` works
+    lines = r.stdout.splitlines()
+    assert lines[0] == f"127.0.0.1:{srv.port}: ggml RPC protocol 5.0.0, 1 device(s)"
+    assert lines[1] == "  device 0: 1,024 MiB free of 2,048 MiB, alignment 32, max buffer no limit"
+    assert lines[2].startswith("  connect + HELLO ") and len(lines) == 3
+    assert "guard" not in r.stdout  # no --guard: the server is only asked, never probed
     assert "cmd 10" not in srv.log
+
+
+def test_cli_build_skew_line_on_stdout_and_its_json(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "build-info.json").write_text(json.dumps(build_info_json(rpc_protocol="5.0.0")))
+    with FakeRpcServer(version=(5, 0, 0)) as srv:
+        r = _cli(f"127.0.0.1:{srv.port}", "--build", str(out))
+    assert r.exit_code == 0, r.output
+    assert r.stderr == "" and f"can talk to 127.0.0.1:{srv.port} (RPC 5.0.0)" in r.stdout.splitlines()[0]
+    with FakeRpcServer(version=(5, 1, 0)) as srv:
+        r = _cli(f"127.0.0.1:{srv.port}", "--build", str(out), "--json")
+    assert r.exit_code == RpcError.exit_code
+    data = json.loads(r.stdout)  # only what was learnt: the verdict
+    assert set(data) == {"schema", "skew"} and data["skew"]["ok"] is False
+    assert "cannot talk to" in data["skew"]["message"] and "error: " in r.stderr
