@@ -23,6 +23,8 @@ What today's formats need beyond the types is per-field metadata (:func:`meta`):
 - ``encode`` / ``decode``: a custom form (``ProtoVersion`` <-> ``"5.1.0"``, seconds
   rounded to 2 places); ``decode`` raises ValueError/TypeError for a bad value;
 - ``check``: a predicate the decoded value must pass (a build number is positive);
+- ``absent``: the value a file without the key gets, where the constructor has no
+  default (code that makes the record must say it; files from older versions may lack it);
 - ``required``: the key must be in the file although the constructor has a default.
 
 Decoding rules: a key not in the file takes the field's default (a missing key without
@@ -43,6 +45,7 @@ It imports nothing of patchkit (``core``).
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import enum
 import functools
@@ -67,6 +70,7 @@ JsonValue: TypeAlias = "bool | int | float | str | list[JsonValue] | dict[str, J
 
 R = TypeVar("R")
 _META = "patchkit.record"
+_UNSET: Any = object()
 Problem = Literal["missing", "type", "unknown"]
 
 
@@ -79,6 +83,7 @@ class Meta:
     encode: Callable[[Any], JsonValue] | None = None
     decode: Callable[[JsonValue], Any] | None = None
     check: Callable[[Any], bool] | None = None
+    absent: Any = _UNSET
     required: bool = False
 
 
@@ -89,10 +94,15 @@ def meta(
     encode: Callable[[Any], JsonValue] | None = None,
     decode: Callable[[JsonValue], Any] | None = None,
     check: Callable[[Any], bool] | None = None,
+    absent: Any = _UNSET,
     required: bool = False,
 ) -> dict[str, Meta]:
     """``dataclasses.field(metadata=meta(...))``."""
-    return {_META: Meta(key=key, omit=omit, encode=encode, decode=decode, check=check, required=required)}
+    return {
+        _META: Meta(
+            key=key, omit=omit, encode=encode, decode=decode, check=check, absent=absent, required=required
+        )
+    }
 
 
 class RecordError(ValueError):
@@ -154,7 +164,7 @@ class _Field:
     key: str
     hint: Any
     meta: Meta
-    has_default: bool
+    has_default: bool  # a file may lack the key: the constructor's default or ``absent``
     nullable: bool
 
 
@@ -177,7 +187,9 @@ def _fields(cls: type) -> tuple[_Field, ...]:
             continue
         m = f.metadata.get(_META) or Meta()
         has_default = not m.required and (
-            f.default is not dataclasses.MISSING or f.default_factory is not dataclasses.MISSING
+            m.absent is not _UNSET
+            or f.default is not dataclasses.MISSING
+            or f.default_factory is not dataclasses.MISSING
         )
         hint = hints[f.name]
         out.append(_Field(f.name, m.key or f.name, hint, m, has_default, _nullable(hint)))
@@ -319,15 +331,16 @@ def _decode_record(cls: type, value: Any, path: str, unknown: str) -> Any:
     kwargs: dict[str, Any] = {}
     for f in fields:
         where = _join(path, f.key)
-        if f.key not in value:
-            if f.has_default:
-                continue
-            raise RecordError(where, "missing", expected=_type_name(f.hint))
-        raw = value[f.key]
-        if raw is None and not f.nullable:
-            if f.has_default:
-                continue  # null: not set (older files wrote null for an unset field)
-            raise _bad(f.hint, raw, where)
+        raw = value.get(f.key)
+        if f.key not in value or (raw is None and not f.nullable):
+            # null where None is no value: not set (older files wrote null for it)
+            if not f.has_default:
+                if f.key not in value:
+                    raise RecordError(where, "missing", expected=_type_name(f.hint))
+                raise _bad(f.hint, raw, where)
+            if f.meta.absent is not _UNSET:
+                kwargs[f.name] = copy.copy(f.meta.absent)  # never one dict shared by records
+            continue
         if raw is None:
             decoded = None
         elif f.meta.decode is not None:

@@ -104,7 +104,8 @@ def _seconds(s: float) -> float:
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class RecipeRef(Record):
     name: str
-    file: str  # relative to the project, or absolute for a recipe outside it
+    # relative to the project, or absolute for a recipe outside it
+    file: str = dataclasses.field(metadata=meta(absent=""))
     sha256: str  # of the recipe file's bytes
 
 
@@ -229,7 +230,8 @@ class CudaRecord(Record):
     archs: tuple[int, ...]
     cmake_architectures: str
     nvcc: str
-    proven: Mapping[str, tuple[str, ...]]  # file -> ["sm_75", "sm_86", "compute_86"]
+    # file -> ["sm_75", "sm_86", "compute_86"]
+    proven: Mapping[str, tuple[str, ...]] = dataclasses.field(metadata=meta(absent={}))
     ptx: int | None = None
     requested: tuple[str, ...] = ()
     toolkit: Mapping[str, Any] = dataclasses.field(default_factory=dict)
@@ -261,16 +263,17 @@ class CompileCacheRecord(Record):
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class BuildInfo(Record):
-    patchkit_version: str
+    patchkit_version: str = dataclasses.field(metadata=meta(absent=""))
     recipe: RecipeRef
-    identity: str  # sha256 of recipe + source + configure inputs
+    # sha256 of recipe + source + configure inputs
+    identity: str = dataclasses.field(metadata=meta(absent=""))
     upstream: UpstreamRef
     patches: tuple[PatchRecord, ...]
     series_hash: str
-    experimental: bool
+    experimental: bool = dataclasses.field(metadata=meta(absent=False))
     platform: Platform
     cmake: CMakeRecord
-    targets: tuple[str, ...]
+    targets: tuple[str, ...] = dataclasses.field(metadata=meta(absent=()))
     tools: Mapping[str, str | None]  # cmake, ninja, c_compiler, cxx_compiler, ccache, nvcc
     cuda: CudaRecord | None = None
     pe_edits: tuple[PeEditRecord, ...] = ()
