@@ -327,7 +327,7 @@ def _decode_record(cls: type, value: Any, path: str, unknown: str) -> Any:
         keys = tuple(f.key for f in fields)
         for k in value:
             if k not in keys:
-                raise RecordError(_join(path, str(k)), "unknown", allowed=keys)
+                raise RecordError(_join(path, str(k)), "unknown", value=k, allowed=keys)
     kwargs: dict[str, Any] = {}
     for f in fields:
         where = _join(path, f.key)
