@@ -17,7 +17,9 @@
                            byproducts: the manifest (sha256)
 
 Everything in it follows from the manifest inside the archive and the archive's sha256,
-so `verify` recomputes it and names each key that differs (``statement_for``).
+so `verify` recomputes it and names each key that differs (``statement_for``). The
+statement is a :class:`Statement` record (in-toto's camelCase keys are field metadata),
+written with the one canonical serialisation (patchkit.core.record.canonical_json).
 """
 
 from __future__ import annotations
