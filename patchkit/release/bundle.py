@@ -41,9 +41,8 @@ import shutil
 import sys
 import time
 import zipfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 from patchkit import __version__
 from patchkit.core import proc
@@ -59,7 +58,20 @@ from patchkit.release.imports import (
     check_imports,
     read_binary,
 )
-from patchkit.release.names import RUNTIME_KIND, runtime_name
+from patchkit.release.names import runtime_name
+from patchkit.spec.buildinfo import BuildInfo, Platform
+from patchkit.spec.manifest import (
+    RUNTIME_KIND,
+    ImportSummary,
+    Manifest,
+    ReleaseManifest,
+    RuntimeCuda,
+    RuntimeFile,
+    RuntimeManifest,
+    RuntimeRef,
+    WheelRecord,
+    dump_manifest,
+)
 
 __all__ = [
     "RUNTIME_KIND",
@@ -122,23 +134,22 @@ class RuntimeSpec:
         return runtime_name(self.os, self.arch, self.version)[1]
 
 
-def runtime_spec(info: Mapping[str, Any]) -> RuntimeSpec:
+def runtime_spec(info: BuildInfo) -> RuntimeSpec:
     """The runtime a CUDA build needs, from its build-info (nvcc version, platform)."""
-    cuda = info.get("cuda") or {}
-    raw = str(cuda.get("nvcc") or (info.get("tools") or {}).get("nvcc") or "")
+    raw = (info.cuda.nvcc if info.cuda else "") or info.tools.get("nvcc") or ""
     m = re.search(r"(\d+)\.(\d+)", raw)
     if not m:
         raise ReleaseError(
             f"build-info.json: cannot tell the CUDA version from nvcc {raw!r}",
             hint="pass --no-bundle-runtime to release without NVIDIA's runtime",
         )
-    plat = info["platform"]
-    if plat["os"] not in ("linux", "windows") or plat["arch"] not in ("x86_64", "aarch64"):
+    plat = info.platform
+    if plat.os not in ("linux", "windows") or plat.arch not in ("x86_64", "aarch64"):
         raise ReleaseError(
-            f"NVIDIA publishes no runtime wheels for {plat['os']} {plat['arch']}",
+            f"NVIDIA publishes no runtime wheels for {plat.os} {plat.arch}",
             hint="pass --no-bundle-runtime",
         )
-    return RuntimeSpec(os=plat["os"], arch=plat["arch"], major=int(m.group(1)), minor=int(m.group(2)))
+    return RuntimeSpec(os=plat.os, arch=plat.arch, major=int(m.group(1)), minor=int(m.group(2)))
 
 
 def distributions(spec: RuntimeSpec) -> tuple[str, str]:
@@ -246,8 +257,8 @@ class StagedRuntime:
 
     spec: RuntimeSpec
     folder: Path
-    wheels: tuple[dict[str, Any], ...]
-    files: tuple[dict[str, Any], ...]  # path, sha256, size, mode, type, wheel, member
+    wheels: tuple[WheelRecord, ...]
+    files: tuple[RuntimeFile, ...]
     binaries: tuple[Binary, ...]
     mtime: int  # the newest date of a file taken (so the bytes follow from the wheels)
 
@@ -261,7 +272,7 @@ class StagedRuntime:
 
     @property
     def paths(self) -> list[str]:
-        return [f["path"] for f in self.files]
+        return [f.path for f in self.files]
 
 
 def _record(zf: zipfile.ZipFile, dist_info: str, limits: WheelLimits, label: str) -> dict[str, str]:
@@ -361,8 +372,8 @@ def stage_runtime(
     deadline = time.monotonic() + limits.seconds
     budget = [0]
     (folder / "bin").mkdir(parents=True, exist_ok=True)
-    files: list[dict[str, Any]] = []
-    wheel_rows: list[dict[str, Any]] = []
+    files: list[RuntimeFile] = []
+    wheel_rows: list[WheelRecord] = []
     binaries: list[Binary] = []
     dates: list[int] = []
     opened: list[tuple[_Wheel, zipfile.ZipFile, dict[str, zipfile.ZipInfo], dict[str, str]]] = []
@@ -412,25 +423,25 @@ def stage_runtime(
                 zf, lic, folder / rel, record.get(lic.filename), budget, limits, deadline, path.name
             )
             files.append(
-                {
-                    "path": rel,
-                    "sha256": sha,
-                    "size": lic.file_size,
-                    "mode": "644",
-                    "type": "LICENSE",
-                    "wheel": w.path.name,
-                    "member": lic.filename,
-                }
+                RuntimeFile(
+                    path=rel,
+                    sha256=sha,
+                    size=lic.file_size,
+                    mode="644",
+                    type="LICENSE",
+                    wheel=w.path.name,
+                    member=lic.filename,
+                )
             )
             dates.append(calendar.timegm((*lic.date_time, 0, 0, 0)))
             wheel_rows.append(
-                {
-                    "distribution": _norm(w.dist).replace("_", "-"),
-                    "version": w.version,
-                    "file": w.path.name,
-                    "sha256": w.sha256,
-                    "size": path.stat().st_size,
-                }
+                WheelRecord(
+                    distribution=_norm(w.dist).replace("_", "-"),
+                    version=w.version,
+                    file=w.path.name,
+                    sha256=w.sha256,
+                    size=path.stat().st_size,
+                )
             )
         todo = sorted(needed)
         taken: set[str] = set()
@@ -447,15 +458,15 @@ def stage_runtime(
             sha = _extract(zf, info, dest, rec.get(info.filename), budget, limits, deadline, w.path.name)
             os.chmod(dest, 0o755)
             files.append(
-                {
-                    "path": f"bin/{lib}",
-                    "sha256": sha,
-                    "size": info.file_size,
-                    "mode": "755",
-                    "type": "SHARED_LIBRARY",
-                    "wheel": w.path.name,
-                    "member": info.filename,
-                }
+                RuntimeFile(
+                    path=f"bin/{lib}",
+                    sha256=sha,
+                    size=info.file_size,
+                    mode="755",
+                    type="SHARED_LIBRARY",
+                    wheel=w.path.name,
+                    member=info.filename,
+                )
             )
             dates.append(calendar.timegm((*info.date_time, 0, 0, 0)))
             try:
@@ -472,34 +483,33 @@ def stage_runtime(
         spec=spec,
         folder=folder,
         wheels=tuple(wheel_rows),
-        files=tuple(sorted(files, key=lambda f: f["path"])),
+        files=tuple(sorted(files, key=lambda f: f.path)),
         binaries=tuple(binaries),
         mtime=max(dates) if dates else 0,
     )
 
 
-def runtime_manifest(rt: StagedRuntime, *, sde: int | None, imports: Mapping[str, Any]) -> dict[str, Any]:
-    return {
-        "schema": 1,
-        "kind": RUNTIME_KIND,
-        "name": rt.name,
-        "archive": rt.archive,
-        "variant": f"cuda{rt.spec.version}",
-        "released_by": f"patchkit {__version__}",
-        "platform": {"os": rt.spec.os, "arch": rt.spec.arch},
-        "cuda": {"version": rt.spec.version, "major": rt.spec.major},
-        "wheels": list(rt.wheels),
-        "imports": dict(imports),
-        "source_date_epoch": sde if sde is not None else rt.mtime,
-        "mtime_from": "SOURCE_DATE_EPOCH" if sde is not None else "wheels",
-        "files": list(rt.files),
-        "waivers": [],
-    }
+def runtime_manifest(rt: StagedRuntime, *, sde: int | None, imports: ImportSummary) -> RuntimeManifest:
+    return RuntimeManifest(
+        kind=RUNTIME_KIND,
+        name=rt.name,
+        archive=rt.archive,
+        variant=f"cuda{rt.spec.version}",
+        released_by=f"patchkit {__version__}",
+        platform=Platform(os=rt.spec.os, arch=rt.spec.arch),
+        cuda=RuntimeCuda(version=rt.spec.version, major=rt.spec.major),
+        wheels=rt.wheels,
+        imports=imports,
+        source_date_epoch=sde if sde is not None else rt.mtime,
+        mtime_from="SOURCE_DATE_EPOCH" if sde is not None else "wheels",
+        files=rt.files,
+        waivers=(),
+    )
 
 
 def write_runtime(rt: StagedRuntime, out: Path, manifest_bytes: bytes, mtime: int) -> tuple[str, Path]:
     """Pack it into ``out`` (atomically) with its manifest copy beside it: (sha256, side)."""
-    members = [Member(name=f["path"], mode=int(f["mode"], 8), source=rt.folder / f["path"]) for f in rt.files]
+    members = [Member(name=f.path, mode=int(f.mode, 8), source=rt.folder / f.path) for f in rt.files]
     members.append(Member(name="manifest.json", mode=0o644, data=manifest_bytes))
     digest = write_archive(out / rt.archive, rt.name, members, mtime=mtime)
     side = out / f"{rt.name}.manifest.json"
@@ -537,19 +547,20 @@ class ReleaseCheck:
     note: str = ""
     artifacts: tuple[str, ...] = ()  # the build's own files (the manifest's imports are theirs)
 
-    def manifest_fields(self) -> dict[str, Any]:
+    @property
+    def imports(self) -> ImportSummary:
+        """The manifest's ``imports``: what the build's own files need."""
+        return self.report.summary(of=self.artifacts)
+
+    @property
+    def runtime_ref(self) -> RuntimeRef | None:
+        """The manifest's ``runtime``: the runtime archive it needs beside it."""
         rt = self.runtime
-        return {
-            "imports": self.report.summary(of=self.artifacts),
-            "runtime": None
-            if rt is None
-            else {
-                "archive": rt.archive,
-                "sha256": self.runtime_sha256,
-                "cuda": rt.spec.version,
-                "files": rt.paths,
-            },
-        }
+        if rt is None:
+            return None
+        return RuntimeRef(
+            archive=rt.archive, sha256=self.runtime_sha256, cuda=rt.spec.version, files=tuple(rt.paths)
+        )
 
 
 def _problems_error(what: str, problems: Sequence[str]) -> ReleaseError:
@@ -562,7 +573,7 @@ def _problems_error(what: str, problems: Sequence[str]) -> ReleaseError:
 
 
 def check_release(
-    info: Mapping[str, Any],
+    info: BuildInfo,
     build_dir: Path,
     artifacts: Sequence[str],
     *,
@@ -592,9 +603,9 @@ def check_release(
         raise _problems_error("the import check cannot read the artifacts", unreadable)
     runtime = None
     note = ""
-    if info.get("cuda") and not bundle:
+    if info.cuda is not None and not bundle:
         note = "no CUDA runtime bundle (--no-bundle-runtime): the target needs the toolkit's"
-    elif info.get("cuda"):
+    elif info.cuda is not None:
         spec = runtime_spec(info)
         needed = runtime_needed(binaries)
         if not needed:
@@ -608,7 +619,7 @@ def check_release(
     files = [*artifacts, *(runtime.paths if runtime else [])]
     report = check_imports(
         [*binaries, *(runtime.binaries if runtime else ())],
-        os_name=info["platform"]["os"],
+        os_name=info.platform.os,
         files=files,
         allow=allow,
     )
@@ -617,7 +628,7 @@ def check_release(
     if runtime is None:
         return ReleaseCheck(report=report, runtime=None, note=note, artifacts=tuple(artifacts))
     rt_report = check_imports(runtime.binaries, os_name=runtime.spec.os, files=runtime.paths)
-    data = _dump(runtime_manifest(runtime, sde=sde, imports=rt_report.summary()))
+    data = dump_manifest(runtime_manifest(runtime, sde=sde, imports=rt_report.summary()))
     mtime = sde if sde is not None else runtime.mtime
     packed = stage / "packed"
     digest, _ = write_runtime(runtime, packed, data, mtime)
@@ -630,12 +641,6 @@ def check_release(
         note=note,
         artifacts=tuple(artifacts),
     )
-
-
-def _dump(manifest: Mapping[str, Any]) -> bytes:
-    import json  # the same canonical form as release.dump_manifest (which imports us)
-
-    return (json.dumps(manifest, indent=2, sort_keys=True, ensure_ascii=False) + "\n").encode()
 
 
 def publish(check: ReleaseCheck, out: Path) -> dict[str, str]:
@@ -665,12 +670,11 @@ def publish(check: ReleaseCheck, out: Path) -> dict[str, str]:
     return {dest.name: check.runtime_sha256, side.name: sha256_file(side)}
 
 
-def verify_imports(dist: Path, name: str, root: str, manifest: Mapping[str, Any]) -> list[str]:
+def verify_imports(dist: Path, name: str, root: str, manifest: Manifest) -> list[str]:
     """verify: the import check on an archive's own bin/ (plus, for a build, the files of
     the CUDA runtime archive its manifest names, which must be in ``dist`` with that
     sha256); the manifest's recorded ``imports`` must be what the archive gives."""
-    plat = manifest.get("platform")
-    os_name = plat.get("os") if isinstance(plat, Mapping) else None
+    os_name = manifest.platform.os
     if os_name not in ("linux", "windows"):
         return []
     diffs: list[str] = []
@@ -679,47 +683,33 @@ def verify_imports(dist: Path, name: str, root: str, manifest: Mapping[str, Any]
     except ValueError as e:
         return [f"{name}: import check: {e}"]
     extra: list[str] = []
-    rt = manifest.get("runtime")
-    if manifest.get("kind") != RUNTIME_KIND and isinstance(rt, Mapping):
-        extra, why = _runtime_files(dist, rt)
+    if isinstance(manifest, ReleaseManifest) and manifest.runtime is not None:
+        extra, why = _runtime_files(dist, manifest.runtime)
         diffs += [f"{name}: {w}" for w in why]
-    recorded = manifest.get("imports")
-    allowed = recorded.get("allowed_extra") if isinstance(recorded, Mapping) else None
-    allow = (
-        [a for a in allowed if isinstance(a, str) and LIBRARY_NAME.match(a)]
-        if isinstance(allowed, list)
-        else []
-    )
+    recorded = manifest.imports
+    allow = [a for a in recorded.allowed_extra if LIBRARY_NAME.match(a)] if recorded is not None else []
     report = check_imports(
         binaries, os_name=os_name, files=[*files, *extra], unreadable=unreadable, allow=allow
     )
     diffs += [f"{name}: import check: {p}" for p in report.problems]
-    if "imports" in manifest and recorded != report.summary():
+    if recorded is not None and recorded != report.summary():
         diffs.append(
-            f"{name}: the manifest's imports {recorded!r:.200} are not what its "
-            f"binaries import ({report.summary()!r:.200})"
+            f"{name}: the manifest's imports {recorded.to_json()!r:.200} are not what its "
+            f"binaries import ({report.summary().to_json()!r:.200})"
         )
     return diffs
 
 
-def _runtime_files(dist: Path, rt: Mapping[str, Any]) -> tuple[list[str], list[str]]:
-    archive, want = rt.get("archive"), rt.get("sha256")
-    if (
-        not isinstance(archive, str)
-        or "/" in archive
-        or "\\" in archive
-        or not archive.startswith("cudart-llama-")
-    ):
+def _runtime_files(dist: Path, rt: RuntimeRef) -> tuple[list[str], list[str]]:
+    archive = rt.archive
+    if "/" in archive or "\\" in archive or not archive.startswith("cudart-llama-"):
         return [], [f"the manifest's runtime archive {archive!r:.80} is not a runtime archive name"]
     path = dist / archive
     if not path.is_file() or path.is_symlink():
         return [], [f"the CUDA runtime archive it names, {archive}, is missing"]
     got = sha256_file(path)
-    if got != want:
+    if got != rt.sha256:
         return [], [
-            f"the CUDA runtime archive {archive} has sha256 {got[:12]}…, the manifest says {str(want)[:12]}…"
+            f"the CUDA runtime archive {archive} has sha256 {got[:12]}…, the manifest says {rt.sha256[:12]}…"
         ]
-    files = rt.get("files")
-    if not isinstance(files, list) or not all(isinstance(f, str) for f in files):
-        return [], ["the manifest's runtime.files is not a list of paths"]
-    return list(files), []
+    return list(rt.files), []

@@ -33,6 +33,7 @@ from typing import IO
 
 from patchkit.binary.elf import ElfFormatError, read_dynamic
 from patchkit.binary.pe_imports import PeFormatError, read_imports
+from patchkit.spec.manifest import ImportSummary
 
 __all__ = [
     "LIBRARY_NAME",
@@ -170,16 +171,14 @@ class ImportReport:
             key=str.lower,
         )
 
-    def summary(self, of: Iterable[str] | None = None) -> dict[str, object]:
+    def summary(self, of: Iterable[str] | None = None) -> ImportSummary:
         """For the manifest: what the machine must provide (for the files ``of``)."""
         files = list(of) if of is not None else None
-        out: dict[str, object] = {
-            "system": self.needs("system", files),
-            "driver": self.needs("driver", files),
-        }
-        if self.allowed:
-            out["allowed_extra"] = list(self.allowed)
-        return out
+        return ImportSummary(
+            system=tuple(self.needs("system", files)),
+            driver=tuple(self.needs("driver", files)),
+            allowed_extra=self.allowed,
+        )
 
     def lines(self) -> list[str]:
         """One line per importing file: ``bin/x: libA (bin), libc.so.6 (system), ...``."""

@@ -6,16 +6,18 @@ The archive name is ``llama-b<build>-<upstream sha7>-pk<series hash 8>-<os>-<arc
 which is how upstream's cmake computes it. A build-info or manifest without it (older
 patchkit) gives the name without that part. The variant is ``cuda<nvcc major>-sm<archs>``
 (e.g. ``cuda12-sm60-61-75-86``) for CUDA builds and the recipe name (e.g. ``cpu-rpc``)
-otherwise.
+otherwise. Both come from a :class:`BuildInfo` (at release) or the
+:class:`ReleaseManifest` it gave (at verify); a CUDA runtime archive's name is
+:func:`runtime_name`.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
-from typing import Any
 
 from patchkit.core.errors import ReleaseError
+from patchkit.spec.buildinfo import BuildInfo
+from patchkit.spec.manifest import RUNTIME_KIND, ReleaseManifest
 
 __all__ = [
     "RUNTIME_KIND",
@@ -26,8 +28,6 @@ __all__ = [
     "variant_name",
 ]
 
-RUNTIME_KIND = "cuda-runtime"  # the manifest "kind" of a CUDA runtime archive (release.bundle)
-
 # `version: 10309 (82bb48500)` (to mid 2026) and `0.2.0-dev (build 10566, commit bb4caa754)`
 _VERSION_FORMATS = (
     re.compile(r"^version:\s*(?P<n>\d+)\s*\((?P<c>[0-9a-f]{4,40})\)", re.MULTILINE),
@@ -35,23 +35,16 @@ _VERSION_FORMATS = (
 )
 _MAX_BUILD = 10**9
 
+# a build's own record (at release) or the manifest it wrote (at verify): the name follows
+# from the same fields of either
+Named = BuildInfo | ReleaseManifest
 
-def _cuda_major(cuda: Mapping[str, Any], tools: Mapping[str, Any]) -> str:
-    version = str(cuda.get("nvcc") or tools.get("nvcc") or "")
-    m = re.search(r"(\d+)\.\d+", version) or re.search(r"(\d+)", version)
+
+def _cuda_major(nvcc: str) -> str:
+    m = re.search(r"(\d+)\.\d+", nvcc) or re.search(r"(\d+)", nvcc)
     if not m:
-        raise ReleaseError(f"build-info.json: cannot tell the CUDA version from nvcc {version!r}")
+        raise ReleaseError(f"build-info.json: cannot tell the CUDA version from nvcc {nvcc!r}")
     return m.group(1)
-
-
-def _arch_labels(archs: list[Any]) -> list[str]:
-    labels: dict[str, int] = {}
-    for a in archs:
-        m = re.match(r"^(?:sm_|compute_)?(\d+)([a-z]?)", str(a))
-        if not m:
-            raise ReleaseError(f"build-info.json: cuda.archs entry {a!r} is not a CUDA arch")
-        labels[m.group(1) + m.group(2)] = int(m.group(1))
-    return sorted(labels, key=lambda k: (labels[k], k))
 
 
 def runtime_name(os_name: str, arch: str, cuda_version: str) -> tuple[str, str]:
@@ -65,18 +58,16 @@ def runtime_name(os_name: str, arch: str, cuda_version: str) -> tuple[str, str]:
     )
 
 
-def variant_name(info: Mapping[str, Any]) -> str:
-    """``cuda12-sm60-61-75-86`` for CUDA builds, else the recipe name (``cpu-rpc``);
-    ``cuda13.0`` for a CUDA runtime archive."""
-    if info.get("kind") == RUNTIME_KIND:
-        return f"cuda{info['cuda']['version']}"
-    cuda = info.get("cuda")
-    if cuda:
-        archs = _arch_labels(list(cuda.get("archs") or []))
-        if not archs:
-            raise ReleaseError("build-info.json: cuda.archs is empty")
-        return f"cuda{_cuda_major(cuda, info['tools'])}-sm" + "-".join(archs)
-    return str(info["recipe"]["name"])
+def variant_name(info: Named) -> str:
+    """``cuda12-sm60-61-75-86`` for CUDA builds (the archs sorted, each once), else the
+    recipe name (``cpu-rpc``)."""
+    if info.cuda is None:
+        return info.recipe.name
+    if not info.cuda.archs:
+        raise ReleaseError("build-info.json: cuda.archs is empty")
+    archs = sorted(set(info.cuda.archs))
+    nvcc = info.cuda.nvcc or info.tools.get("nvcc") or ""
+    return f"cuda{_cuda_major(nvcc)}-sm" + "-".join(str(a) for a in archs)
 
 
 def parse_build_number(text: str) -> tuple[int, str] | None:
@@ -89,28 +80,22 @@ def parse_build_number(text: str) -> tuple[int, str] | None:
     return None
 
 
-def build_number(info: Mapping[str, Any]) -> int | None:
+def build_number(info: Named) -> int | None:
     """``upstream.build_number`` of a build-info or manifest; None when not recorded."""
-    upstream = info.get("upstream")
-    raw = upstream.get("build_number") if isinstance(upstream, Mapping) else None
-    if raw is None:
-        return None
-    if isinstance(raw, bool) or not isinstance(raw, int) or not 0 < raw < _MAX_BUILD:
+    raw = info.upstream.build_number
+    if raw is not None and not 0 < raw < _MAX_BUILD:
         raise ReleaseError(f"upstream.build_number {raw!r} is not a build number")
     return raw
 
 
-def archive_name(info: Mapping[str, Any]) -> tuple[str, str]:
+def archive_name(info: Named) -> tuple[str, str]:
     """(top folder / stem, suffix):
-    ``llama-b<build>-<sha7>-pk<series8>-<os>-<arch>-<variant>``; a CUDA runtime
-    archive's manifest gives :func:`runtime_name`."""
-    plat = info["platform"]
-    if info.get("kind") == RUNTIME_KIND:
-        return runtime_name(plat["os"], plat["arch"], str(info["cuda"]["version"]))
+    ``llama-b<build>-<sha7>-pk<series8>-<os>-<arch>-<variant>``."""
+    plat = info.platform
     number = build_number(info)
     build = f"b{number}-" if number is not None else ""
     stem = (
-        f"llama-{build}{info['upstream']['commit'][:7]}-pk{info['series_hash'][:8]}"
-        f"-{plat['os']}-{plat['arch']}-{variant_name(info)}"
+        f"llama-{build}{info.upstream.commit[:7]}-pk{info.series_hash[:8]}"
+        f"-{plat.os}-{plat.arch}-{variant_name(info)}"
     )
-    return stem, ".zip" if plat["os"] == "windows" else ".tar.gz"
+    return stem, ".zip" if plat.os == "windows" else ".tar.gz"

@@ -17,22 +17,27 @@
                            byproducts: the manifest (sha256)
 
 Everything in it follows from the manifest inside the archive and the archive's sha256,
-so `verify` recomputes it and names each key that differs (``statement_for``).
+so `verify` recomputes it and names each key that differs (``statement_for``). The
+statement is a :class:`Statement` record (in-toto's camelCase keys are field metadata),
+written with the one canonical serialisation (patchkit.core.record.canonical_json).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import stat
 import urllib.parse
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 from patchkit.core.fs import atomic_write_bytes, sha256_bytes, sha256_file
+from patchkit.core.record import Record, canonical_json, encode, meta
 from patchkit.core.text import diff_keys
 from patchkit.release.signing import SIG_SUFFIX, SIGNATURE_MAX, check, sign
+from patchkit.spec.buildinfo import CMakeRecord, PeEditRecord, Platform, RecipeRef
+from patchkit.spec.manifest import CudaSummary, ReleaseManifest
 
 __all__ = [
     "BESIDE_SUFFIXES",
@@ -42,6 +47,16 @@ __all__ = [
     "STATEMENT_MAX",
     "STATEMENT_SUFFIX",
     "STATEMENT_TYPE",
+    "BuildDefinition",
+    "Builder",
+    "ExternalParameters",
+    "InternalParameters",
+    "Predicate",
+    "ResourceDescriptor",
+    "RunDetails",
+    "RunMetadata",
+    "Statement",
+    "UpstreamParameters",
     "check_beside",
     "dump_statement",
     "statement_for",
@@ -57,6 +72,84 @@ STATEMENT_SUFFIX = ".intoto.json"
 BESIDE_SUFFIXES = (STATEMENT_SUFFIX, STATEMENT_SUFFIX + ".sig")  # listed in SHA256SUMS
 
 
+# -- the statement (in-toto Statement v1, SLSA provenance v1: their camelCase keys) --------
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class ResourceDescriptor(Record):
+    name: str
+    uri: str = dataclasses.field(default="", metadata=meta(omit="empty"))
+    digest: Mapping[str, str] = dataclasses.field(default_factory=dict, metadata=meta(omit="empty"))
+    annotations: Mapping[str, str] = dataclasses.field(default_factory=dict, metadata=meta(omit="empty"))
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class UpstreamParameters(Record):
+    url: str
+    commit: str
+    ref: str | None
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class ExternalParameters(Record):
+    recipe: RecipeRef
+    upstream: UpstreamParameters
+    patches: tuple[str, ...]  # names, in order
+    platform: Platform
+    targets: tuple[str, ...]
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class InternalParameters(Record):
+    cmake: CMakeRecord
+    cuda: CudaSummary | None
+    source_date_epoch: int
+    pe_edits: tuple[PeEditRecord, ...]
+    waivers: tuple[str, ...]
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class BuildDefinition(Record):
+    build_type: str = dataclasses.field(metadata=meta(key="buildType"))
+    external_parameters: ExternalParameters = dataclasses.field(metadata=meta(key="externalParameters"))
+    internal_parameters: InternalParameters = dataclasses.field(metadata=meta(key="internalParameters"))
+    resolved_dependencies: tuple[ResourceDescriptor, ...] = dataclasses.field(
+        metadata=meta(key="resolvedDependencies")
+    )
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Builder(Record):
+    id: str
+    version: Mapping[str, str]
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class RunMetadata(Record):
+    invocation_id: str = dataclasses.field(metadata=meta(key="invocationId"))
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class RunDetails(Record):
+    builder: Builder
+    metadata: RunMetadata
+    byproducts: tuple[ResourceDescriptor, ...]
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Predicate(Record):
+    build_definition: BuildDefinition = dataclasses.field(metadata=meta(key="buildDefinition"))
+    run_details: RunDetails = dataclasses.field(metadata=meta(key="runDetails"))
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Statement(Record):
+    type: str = dataclasses.field(default=STATEMENT_TYPE, metadata=meta(key="_type"))
+    subject: tuple[ResourceDescriptor, ...]
+    predicate_type: str = dataclasses.field(default=PREDICATE_TYPE, metadata=meta(key="predicateType"))
+    predicate: Predicate
+
+
 def statement_name(stem: str) -> str:
     return stem + STATEMENT_SUFFIX
 
@@ -65,91 +158,77 @@ def _purl_version(v: str) -> str:
     return urllib.parse.quote(v, safe=".+-_")
 
 
-def _tool(name: str, version: str) -> dict[str, Any]:
-    return {
-        "name": name,
-        "uri": f"pkg:generic/{urllib.parse.quote(name, safe='')}@{_purl_version(version)}",
-        "annotations": {"version": version},
-    }
-
-
-def _deps(manifest: Mapping[str, Any]) -> list[dict[str, Any]]:
-    up = manifest.get("upstream") or {}
-    url, commit = str(up.get("url")), str(up.get("commit"))
-    deps: list[dict[str, Any]] = [
-        {"name": "llama.cpp", "uri": f"git+{url}@{commit}", "digest": {"gitCommit": commit}},
-    ]
-    recipe = manifest.get("recipe") or {}
-    deps.append(
-        {
-            "name": f"recipe:{recipe.get('name')}",
-            "uri": f"file:{recipe.get('file')}",
-            "digest": {"sha256": str(recipe.get("sha256"))},
-        }
+def _tool(name: str, version: str) -> ResourceDescriptor:
+    return ResourceDescriptor(
+        name=name,
+        uri=f"pkg:generic/{urllib.parse.quote(name, safe='')}@{_purl_version(version)}",
+        annotations={"version": version},
     )
-    for p in manifest.get("patches") or []:
-        if isinstance(p, Mapping):
-            deps.append(
-                {
-                    "name": f"patch:{p.get('name')}",
-                    "uri": f"file:patches/{p.get('file')}",
-                    "digest": {"sha256": str(p.get("sha256"))},
-                    "annotations": {"result": p.get("result")},
-                }
-            )
-    built_with = manifest.get("patchkit_version")
-    if isinstance(built_with, str):
-        deps.append(_tool("patchkit", built_with))
-    tools = manifest.get("tools") or {}
-    for name in sorted(tools):
-        if isinstance(tools[name], str):
-            deps.append(_tool(name, tools[name]))
+
+
+def _deps(manifest: ReleaseManifest) -> list[ResourceDescriptor]:
+    up, recipe = manifest.upstream, manifest.recipe
+    deps = [
+        ResourceDescriptor(
+            name="llama.cpp", uri=f"git+{up.url}@{up.commit}", digest={"gitCommit": up.commit}
+        ),
+        ResourceDescriptor(
+            name=f"recipe:{recipe.name}", uri=f"file:{recipe.file}", digest={"sha256": recipe.sha256}
+        ),
+    ]
+    deps += [
+        ResourceDescriptor(
+            name=f"patch:{p.name}",
+            uri=f"file:patches/{p.file}",
+            digest={"sha256": p.sha256},
+            annotations={"result": p.result.value},
+        )
+        for p in manifest.patches
+    ]
+    if manifest.patchkit_version is not None:
+        deps.append(_tool("patchkit", manifest.patchkit_version))
+    for name, version in sorted(manifest.tools.items()):
+        if version is not None:  # a tool that was not used is not a dependency
+            deps.append(_tool(name, version))
     return deps
 
 
-def statement_for(
-    archive: str, sha256: str, manifest: Mapping[str, Any], manifest_sha256: str
-) -> dict[str, Any]:
+def statement_for(archive: str, sha256: str, manifest: ReleaseManifest, manifest_sha256: str) -> Statement:
     """The statement for ``archive`` (its sha256) built from its manifest."""
-    up = manifest.get("upstream") or {}
-    recipe = manifest.get("recipe") or {}
-    return {
-        "_type": STATEMENT_TYPE,
-        "subject": [{"name": archive, "digest": {"sha256": sha256}}],
-        "predicateType": PREDICATE_TYPE,
-        "predicate": {
-            "buildDefinition": {
-                "buildType": BUILD_TYPE,
-                "externalParameters": {
-                    "recipe": {k: recipe.get(k) for k in ("name", "file", "sha256")},
-                    "upstream": {k: up.get(k) for k in ("url", "commit", "ref")},
-                    "patches": [
-                        p.get("name") for p in manifest.get("patches") or [] if isinstance(p, Mapping)
-                    ],
-                    "platform": manifest.get("platform"),
-                    "targets": manifest.get("targets"),
-                },
-                "internalParameters": {
-                    "cmake": manifest.get("cmake"),
-                    "cuda": manifest.get("cuda"),
-                    "source_date_epoch": manifest.get("source_date_epoch"),
-                    "pe_edits": manifest.get("pe_edits"),
-                    "waivers": manifest.get("waivers"),
-                },
-                "resolvedDependencies": _deps(manifest),
-            },
-            "runDetails": {
-                "builder": {"id": BUILDER_ID, "version": {"patchkit": str(manifest.get("released_by"))}},
-                "metadata": {"invocationId": str(manifest.get("identity"))},
-                "byproducts": [{"name": "manifest.json", "digest": {"sha256": manifest_sha256}}],
-            },
-        },
-    }
+    up = manifest.upstream
+    return Statement(
+        subject=(ResourceDescriptor(name=archive, digest={"sha256": sha256}),),
+        predicate=Predicate(
+            build_definition=BuildDefinition(
+                build_type=BUILD_TYPE,
+                external_parameters=ExternalParameters(
+                    recipe=manifest.recipe,
+                    upstream=UpstreamParameters(url=up.url, commit=up.commit, ref=up.ref),
+                    patches=tuple(p.name for p in manifest.patches),
+                    platform=manifest.platform,
+                    targets=manifest.targets,
+                ),
+                internal_parameters=InternalParameters(
+                    cmake=manifest.cmake,
+                    cuda=manifest.cuda,
+                    source_date_epoch=manifest.source_date_epoch,
+                    pe_edits=manifest.pe_edits,
+                    waivers=manifest.waivers,
+                ),
+                resolved_dependencies=tuple(_deps(manifest)),
+            ),
+            run_details=RunDetails(
+                builder=Builder(id=BUILDER_ID, version={"patchkit": manifest.released_by}),
+                metadata=RunMetadata(invocation_id=str(manifest.identity)),
+                byproducts=(ResourceDescriptor(name="manifest.json", digest={"sha256": manifest_sha256}),),
+            ),
+        ),
+    )
 
 
-def dump_statement(statement: Mapping[str, Any]) -> bytes:
+def dump_statement(statement: Statement | Mapping[str, object]) -> bytes:
     """The one canonical serialisation (verify compares bytes)."""
-    return (json.dumps(statement, indent=2, sort_keys=True, ensure_ascii=False) + "\n").encode()
+    return canonical_json(statement)
 
 
 def write_beside(
@@ -158,7 +237,7 @@ def write_beside(
     stem: str,
     archive: str,
     sha256: str,
-    manifest: Mapping[str, Any],
+    manifest: ReleaseManifest,
     manifest_data: bytes,
     sign_key: Path | None,
 ) -> dict[str, Path]:
@@ -183,7 +262,7 @@ def check_beside(
     *,
     archive: str,
     stem: str,
-    manifest: Mapping[str, Any],
+    manifest: ReleaseManifest,
     manifest_data: bytes,
     allowed_signers: Path | None,
 ) -> list[str]:
@@ -208,9 +287,8 @@ def check_beside(
     if path.stat().st_size > STATEMENT_MAX:
         return [f"{name}: larger than {STATEMENT_MAX >> 20} MiB, so not one a release wrote"]
     data = path.read_bytes()
-    want = dump_statement(
-        statement_for(archive, sha256_file(dist / archive), manifest, sha256_bytes(manifest_data))
-    )
+    statement = statement_for(archive, sha256_file(dist / archive), manifest, sha256_bytes(manifest_data))
+    want = dump_statement(statement)
     diffs: list[str] = []
     if data != want:
         try:
@@ -220,7 +298,7 @@ def check_beside(
         if not isinstance(got, dict):
             diffs.append(f"{name}: not a JSON in-toto statement")
         else:
-            keys = diff_keys(json.loads(want), got)
+            keys = diff_keys(encode(statement), got)
             shown = ", ".join(keys[:6]) + (f" (+{len(keys) - 6} more)" if len(keys) > 6 else "")
             diffs.append(f"{name}: does not match {archive} and its manifest: {shown or 'formatting only'}")
     if allowed_signers is not None:

@@ -32,24 +32,36 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import datetime as dt
-import json
 import os
 import re
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 from patchkit import __version__
 from patchkit.binary.elf import ElfFormatError, read_dynamic, rpath_problems
 from patchkit.core.errors import ConfigError, ReleaseError
 from patchkit.core.fs import atomic_write_bytes, contained, sha256_file
 from patchkit.core.paths import cache_dir
+from patchkit.core.record import JsonValue, decode, encode
 from patchkit.release import bundle, provenance, sources
 from patchkit.release.archive import Member, read_archive, write_archive
 from patchkit.release.names import archive_name, variant_name
-from patchkit.spec.buildinfo import read_build_info
+from patchkit.spec.buildinfo import BuildInfo, CMakeRecord, SmokeReport, SmokeStatus, read_build_info
 from patchkit.spec.cuda import NVCC_OBJTEMP_SINCE
+from patchkit.spec.manifest import (
+    MANIFEST_SCHEMA,
+    CheckSummary,
+    CudaSummary,
+    FileEntry,
+    ManifestPatch,
+    ManifestUpstream,
+    ReleaseManifest,
+    Reproducibility,
+    SmokeSummary,
+    dump_manifest,
+    load_manifest,
+)
 from patchkit.spec.recipe import Recipe
 
 __all__ = [
@@ -64,7 +76,6 @@ __all__ = [
     "write_sums",
 ]
 
-MANIFEST_SCHEMA = 1
 SUMS = "SHA256SUMS"
 _EXEC_TYPES = ("EXECUTABLE", "SHARED_LIBRARY", "MODULE_LIBRARY")
 _SUM_LINE = re.compile(r"^(?P<sha>[0-9a-fA-F]{64}) [ *](?P<name>.+)$")
@@ -116,10 +127,10 @@ def source_date_epoch_from_env(env: Mapping[str, str] | None = None) -> int | No
     return int(raw)
 
 
-def _mtime(info: Mapping[str, Any], sde: int | None) -> int:
+def _mtime(info: BuildInfo, sde: int | None) -> int:
     if sde is not None:
         return sde
-    raw = info["upstream"]["commit_date"]
+    raw = info.upstream.commit_date
     try:
         when = dt.datetime.fromisoformat(raw.replace("Z", "+00:00"))
     except ValueError:
@@ -129,27 +140,28 @@ def _mtime(info: Mapping[str, Any], sde: int | None) -> int:
     return int(when.timestamp())
 
 
-def _stale_reasons(info: Mapping[str, Any], recipe: Recipe) -> list[str]:
+def _stale_reasons(info: BuildInfo, recipe: Recipe) -> list[str]:
     reasons = []
-    if info["recipe"]["name"] != recipe.name:
-        raise ReleaseError(f"the build is of recipe {info['recipe']['name']!r}, not {recipe.name!r}")
-    if info["recipe"]["sha256"] != recipe.sha256:
+    if info.recipe.name != recipe.name:
+        raise ReleaseError(f"the build is of recipe {info.recipe.name!r}, not {recipe.name!r}")
+    if info.recipe.sha256 != recipe.sha256:
         reasons.append(f"{recipe.path.name} changed since the build")
-    if info["upstream"]["commit"] != recipe.upstream.commit:
+    if info.upstream.commit != recipe.upstream.commit:
         reasons.append(
             f"the recipe now pins upstream {recipe.upstream.commit[:12]}, "
-            f"the build used {info['upstream']['commit'][:12]}"
+            f"the build used {info.upstream.commit[:12]}"
         )
-    built = {p.get("name"): p for p in info["patches"] if isinstance(p, Mapping)}
+    built = {p.name: p for p in info.patches}
     if set(built) != set(recipe.patch_names):
         reasons.append("the recipe's patch list changed since the build")
     for patch in recipe.patches:
-        if patch.name in built and patch.sha256 != built[patch.name].get("sha256"):
+        if patch.name in built and patch.sha256 != built[patch.name].sha256:
             reasons.append(f"patch {patch.name} changed since the build")
     return reasons
 
 
-def _scrub(obj: Any, subs: list[tuple[str, str]]) -> Any:
+def _scrub(obj: JsonValue, subs: list[tuple[str, str]]) -> JsonValue:
+    """Every string value of JSON data (not the keys) with host folders replaced."""
     if isinstance(obj, str):
         for host, label in subs:
             obj = obj.replace(host, label)
@@ -161,36 +173,35 @@ def _scrub(obj: Any, subs: list[tuple[str, str]]) -> Any:
     return obj
 
 
-def _host_subs(info: Mapping[str, Any], build_dir: Path, out_dir: Path) -> list[tuple[str, str]]:
+def _host_subs(info: BuildInfo, build_dir: Path, out_dir: Path) -> list[tuple[str, str]]:
     subs: list[tuple[str, str]] = []
     for raw, label in (
-        (info.get("build_dir"), "<build>"),
+        (info.build_dir, "<build>"),
         (str(build_dir.resolve()), "<out>"),
         (str(out_dir.resolve()), "<dist>"),
         (str(cache_dir()), "<cache>"),
         (str(Path.home()), "~"),
     ):
-        if isinstance(raw, str) and len(raw) > 1:
+        if len(raw) > 1:
             subs.append((raw, label))
-    log = info.get("log")
-    if isinstance(log, str) and log:
-        subs.append((str(Path(log).parent), "<logs>"))
+    if info.log:
+        subs.append((str(Path(info.log).parent), "<logs>"))
     # longest first, so /home/u/proj/out wins over /home/u
     return sorted(subs, key=lambda s: -len(s[0]))
 
 
-def _relative_file(value: Any) -> Any:
-    if isinstance(value, str) and (Path(value).is_absolute() or re.match(r"^[A-Za-z]:[\\/]", value)):
+def _relative_file(value: str) -> str:
+    if Path(value).is_absolute() or re.match(r"^[A-Za-z]:[\\/]", value):
         return re.split(r"[\\/]", value)[-1]
     return value
 
 
-def _artifact_members(info: Mapping[str, Any], build_dir: Path) -> list[tuple[Member, dict[str, Any]]]:
-    out: list[tuple[Member, dict[str, Any]]] = []
+def _artifact_members(info: BuildInfo, build_dir: Path) -> list[tuple[Member, FileEntry]]:
+    out: list[tuple[Member, FileEntry]] = []
     seen: set[str] = set()
-    for i, art in enumerate(info["artifacts"]):
-        rel = art.get("path") if isinstance(art, Mapping) else None
-        if not isinstance(rel, str) or not rel.startswith("bin/") or ".." in rel.split("/") or "\\" in rel:
+    for i, art in enumerate(info.artifacts):
+        rel = art.path
+        if not rel.startswith("bin/") or ".." in rel.split("/") or "\\" in rel:
             raise ReleaseError(f"build-info.json: artifacts[{i}].path {rel!r} is not a file in bin/")
         if rel in seen:
             raise ReleaseError(f"build-info.json: {rel} is listed twice in artifacts")
@@ -204,20 +215,19 @@ def _artifact_members(info: Mapping[str, Any], build_dir: Path) -> list[tuple[Me
         # packed from the build folder only: a link to a host file is refused, never read
         path = contained(path, build_dir, error=ReleaseError, what=rel)
         size, sha = path.stat().st_size, sha256_file(path)
-        if sha != art.get("sha256") or size != art.get("size"):
+        if sha != art.sha256 or size != art.size:
             raise ReleaseError(
                 f"{rel} changed after the build (sha256 {sha[:12]}…, size {size}; "
-                f"build-info.json says {str(art.get('sha256'))[:12]}…, "
-                f"{art.get('size')})",
+                f"build-info.json says {art.sha256[:12]}…, {art.size})",
                 hint="rebuild with `patchkit build <recipe>`",
             )
         _refuse_bad_runpath(path, rel)
-        kind = str(art.get("type") or "FILE")
+        kind = art.type or "FILE"
         mode = 0o755 if kind in _EXEC_TYPES else 0o644
         out.append(
             (
                 Member(name=rel, mode=mode, source=path),
-                {"path": rel, "sha256": sha, "size": size, "mode": f"{mode:o}", "type": kind},
+                FileEntry(path=rel, sha256=sha, size=size, mode=f"{mode:o}", type=kind),
             )
         )
     if not out:
@@ -254,17 +264,19 @@ def _refuse_bad_runpath(path: Path, rel: str) -> None:
         )
 
 
-def _smoke_waiver(info: Mapping[str, Any], allow: bool) -> list[str]:
-    smoke = info.get("smoke")
-    status = smoke.get("status") if isinstance(smoke, Mapping) else None
-    if status == "passed":
+_NOT_PASSED = {
+    None: "was not run",
+    SmokeStatus.FAILED: "failed",
+    SmokeStatus.SKIPPED: "was skipped",
+    SmokeStatus.PARTIAL: "ran only some checks (--only/--skip)",
+}
+
+
+def _smoke_waiver(info: BuildInfo, allow: bool) -> list[str]:
+    status = info.smoke.status if info.smoke is not None else None
+    if status is SmokeStatus.PASSED:
         return []
-    what = {
-        None: "was not run",
-        "failed": "failed",
-        "skipped": "was skipped",
-        "partial": "ran only some checks (--only/--skip)",
-    }.get(status, f"ended {status!r}")
+    what = _NOT_PASSED[status]
     if not allow:
         raise ReleaseError(
             f"the build's smoke stage {what}: refusing to release an untested build",
@@ -273,82 +285,72 @@ def _smoke_waiver(info: Mapping[str, Any], allow: bool) -> list[str]:
     return ["unsmoked"]
 
 
-def dump_manifest(manifest: Mapping[str, Any]) -> bytes:
-    """The one canonical serialisation (verify re-serialises and compares)."""
-    return (json.dumps(manifest, indent=2, sort_keys=True, ensure_ascii=False) + "\n").encode()
-
-
 def _manifest(
-    info: Mapping[str, Any],
+    info: BuildInfo,
     *,
     stem: str,
     suffix: str,
     mtime: int,
     sde: bool,
     waivers: list[str],
-    files: list[dict[str, Any]],
-) -> dict[str, Any]:
-    cmake = info["cmake"]
-    cuda = info.get("cuda")
-    return {
-        "schema": MANIFEST_SCHEMA,
-        "name": stem,
-        "archive": stem + suffix,
-        "variant": variant_name(info),
-        "released_by": f"patchkit {__version__}",
-        "patchkit_version": info.get("patchkit_version"),
-        "recipe": {
-            "name": info["recipe"]["name"],
-            "file": _relative_file(info["recipe"].get("file")),
-            "sha256": info["recipe"]["sha256"],
-        },
-        "identity": info.get("identity"),
-        "upstream": {
-            k: info["upstream"].get(k)
-            for k in ("url", "commit", "commit_date", "ref", "build_number")
-            if k != "build_number" or info["upstream"].get(k) is not None
-        },
-        # the ggml RPC protocol its clients and server speak (None: not recorded)
-        "rpc_protocol": info.get("rpc_protocol"),
-        "patches": [
-            {
-                "name": p.get("name"),
-                "file": p.get("file"),
-                "sha256": p.get("sha256"),
-                "status": p.get("upstream_status"),
-                "when": p.get("when"),
-                "experimental": p.get("experimental"),
-                "result": p.get("result"),
-            }
-            for p in info["patches"]
-        ],
-        "series_hash": info["series_hash"],
-        "experimental": bool(info.get("experimental")),
-        "platform": {"os": info["platform"]["os"], "arch": info["platform"]["arch"]},
-        "cmake": {
-            "generator": cmake.get("generator"),
-            "build_type": cmake.get("build_type"),
-            "defines": cmake.get("defines") or {},
-            "toolchain": _relative_file(cmake.get("toolchain")),
-        },
-        "targets": info.get("targets") or [],
-        "tools": dict(info["tools"]),
-        "cuda": None
-        if not cuda
-        else {
-            "archs": cuda.get("archs"),
-            "cmake_architectures": cuda.get("cmake_architectures"),
-            "nvcc": cuda.get("nvcc"),
-            "proven": cuda.get("proven"),
-        },
-        "pe_edits": info.get("pe_edits") or [],
-        "smoke": _smoke_summary(info.get("smoke")),
-        "waivers": sorted(waivers),
-        "source_date_epoch": mtime,
-        "mtime_from": "SOURCE_DATE_EPOCH" if sde else "upstream.commit_date",
-        "reproducible": reproducibility(info),
-        "files": sorted(files, key=lambda f: f["path"]),
-    }
+    files: list[FileEntry],
+    src: sources.Sources,
+    checked: bundle.ReleaseCheck,
+) -> ReleaseManifest:
+    """The manifest of ``info``'s release (host paths not yet scrubbed)."""
+    cmake, cuda, up = info.cmake, info.cuda, info.upstream
+    return ReleaseManifest(
+        schema=MANIFEST_SCHEMA,
+        name=stem,
+        archive=stem + suffix,
+        variant=variant_name(info),
+        released_by=f"patchkit {__version__}",
+        patchkit_version=info.patchkit_version,
+        recipe=dataclasses.replace(info.recipe, file=_relative_file(info.recipe.file)),
+        identity=info.identity,
+        upstream=ManifestUpstream(
+            url=up.url, commit=up.commit, commit_date=up.commit_date, ref=up.ref, build_number=up.build_number
+        ),
+        rpc_protocol=info.rpc_protocol,
+        patches=tuple(
+            ManifestPatch(
+                name=p.name,
+                file=p.file,
+                sha256=p.sha256,
+                status=p.upstream_status,
+                when=p.when,
+                experimental=p.experimental,
+                result=p.result,
+            )
+            for p in info.patches
+        ),
+        series_hash=info.series_hash,
+        experimental=info.experimental,
+        platform=info.platform,
+        cmake=CMakeRecord(
+            generator=cmake.generator,
+            build_type=cmake.build_type,
+            defines=cmake.defines,
+            toolchain=_relative_file(cmake.toolchain) if cmake.toolchain is not None else None,
+        ),
+        targets=info.targets,
+        tools=info.tools,
+        cuda=None
+        if cuda is None
+        else CudaSummary(
+            archs=cuda.archs, cmake_architectures=cuda.cmake_architectures, nvcc=cuda.nvcc, proven=cuda.proven
+        ),
+        pe_edits=info.pe_edits,
+        smoke=_smoke_summary(info.smoke),
+        waivers=tuple(sorted(waivers)),
+        source_date_epoch=mtime,
+        mtime_from="SOURCE_DATE_EPOCH" if sde else "upstream.commit_date",
+        reproducible=reproducibility(info),
+        files=tuple(sorted(files, key=lambda f: f.path)),
+        source=src.record,
+        imports=checked.imports,
+        runtime=checked.runtime_ref,
+    )
 
 
 SCCACHE_PATHS = (
@@ -358,40 +360,38 @@ SCCACHE_PATHS = (
 )
 
 
-def reproducibility(info: Mapping[str, Any]) -> dict[str, Any]:
+def reproducibility(info: BuildInfo) -> Reproducibility:
     """Whether a rebuild in another folder gives these bytes, and if not, why: what a user
     running ``patchkit rebuild`` on the archive should expect."""
-    launcher = (info.get("compile_cache") or {}).get("launcher") or "none"
+    launcher = (info.compile_cache.launcher if info.compile_cache is not None else "") or "none"
     if launcher == "sccache":
-        return {"launcher": launcher, "any_folder": False, "why": SCCACHE_PATHS}
-    nvcc = str((info.get("cuda") or {}).get("nvcc") or "")
+        return Reproducibility(launcher=launcher, any_folder=False, why=SCCACHE_PATHS)
+    nvcc = info.cuda.nvcc if info.cuda is not None else ""
     if nvcc and bundle.version_key(nvcc) < NVCC_OBJTEMP_SINCE:
-        return {
-            "launcher": launcher,
-            "any_folder": False,
-            "why": f"nvcc {nvcc} names its temporary host files after its process id, and "
+        return Reproducibility(
+            launcher=launcher,
+            any_folder=False,
+            why=f"nvcc {nvcc} names its temporary host files after its process id, and "
             "each CUDA object keeps that name (nvcc 12.0 and newer do not: "
             "--objdir-as-tempdir): a rebuild gives other bytes in libggml-cuda",
-        }
-    return {
-        "launcher": launcher,
-        "any_folder": True,
-        "why": "source paths relative to the build folder (ccache's base dir, or "
+        )
+    return Reproducibility(
+        launcher=launcher,
+        any_folder=True,
+        why="source paths relative to the build folder (ccache's base dir, or "
         "-ffile-prefix-map without a launcher), SOURCE_DATE_EPOCH = the upstream "
         "commit time, nvcc's temporary files named after the object",
-    }
+    )
 
 
-def _smoke_summary(smoke: Any) -> Any:
+def _smoke_summary(smoke: SmokeReport | None) -> SmokeSummary | None:
     """Smoke results without their timings, so equal builds give equal manifests."""
-    if not isinstance(smoke, Mapping):
-        return smoke
-    checks = [
-        {k: c.get(k) for k in ("name", "status", "why")}
-        for c in smoke.get("checks") or []
-        if isinstance(c, Mapping)
-    ]
-    return {"status": smoke.get("status"), "checks": checks}
+    if smoke is None:
+        return None
+    return SmokeSummary(
+        status=smoke.status,
+        checks=tuple(CheckSummary(name=c.name, status=c.status, why=c.why) for c in smoke.checks),
+    )
 
 
 def read_sums(path: Path) -> tuple[dict[str, str], list[str]]:
@@ -431,12 +431,13 @@ def _check_collision(out_dir: Path, stem: str, suffix: str, recipe_name: str) ->
     other = None
     try:
         if side.is_file():
-            other = json.loads(side.read_text(encoding="utf-8")).get("recipe", {}).get("name")
+            data = side.read_bytes()
         else:
             inner = read_archive(existing, keep=[f"{stem}/manifest.json"])
-            data = next((e.data for e in inner if e.name == f"{stem}/manifest.json"), None)
-            other = json.loads(data or b"{}").get("recipe", {}).get("name")
-    except (ValueError, OSError, AttributeError):
+            data = next((e.data for e in inner if e.name == f"{stem}/manifest.json"), None) or b""
+        found = load_manifest(data)
+        other = found.recipe.name if isinstance(found, ReleaseManifest) else None
+    except (ValueError, OSError):  # unreadable: not another recipe's release
         other = None
     if other is not None and other != recipe_name:
         raise ReleaseError(
@@ -452,9 +453,9 @@ def release(opts: ReleaseOptions) -> ReleaseResult:
         return _release(opts, stack)
 
 
-def _release(opts: ReleaseOptions, stack: contextlib.ExitStack[Any]) -> ReleaseResult:
+def _release(opts: ReleaseOptions, stack: contextlib.ExitStack[bool | None]) -> ReleaseResult:
     build_dir = opts.build_dir
-    info = read_build_info(build_dir, error=ReleaseError).to_json()
+    info = read_build_info(build_dir, error=ReleaseError)
     waivers: list[str] = []
     if opts.recipe is not None:
         reasons = _stale_reasons(info, opts.recipe)
@@ -492,18 +493,18 @@ def _release(opts: ReleaseOptions, stack: contextlib.ExitStack[Any]) -> ReleaseR
     )
     members = [m for m, _ in arts] + [Member(name="LICENSE", mode=0o644, source=license_path)]
     files = [f for _, f in arts] + [
-        {
-            "path": "LICENSE",
-            "sha256": sha256_file(license_path),
-            "size": license_path.stat().st_size,
-            "mode": "644",
-            "type": "LICENSE",
-        }
+        FileEntry(
+            path="LICENSE",
+            sha256=sha256_file(license_path),
+            size=license_path.stat().st_size,
+            mode="644",
+            type="LICENSE",
+        )
     ]
     src = sources.collect(info, opts.recipe, opts.project)
     members += src.members
     files += src.files
-    manifest = _manifest(
+    raw = _manifest(
         info,
         stem=stem,
         suffix=suffix,
@@ -511,17 +512,19 @@ def _release(opts: ReleaseOptions, stack: contextlib.ExitStack[Any]) -> ReleaseR
         sde=opts.source_date_epoch is not None,
         waivers=waivers,
         files=files,
+        src=src,
+        checked=checked,
     )
-    manifest["source"] = src.record
-    manifest.update(checked.manifest_fields())
-    manifest = _scrub(manifest, _host_subs(info, build_dir, opts.out_dir))
+    # host folders out of every string (a smoke check's command line, a define), then read
+    # back through the manifest's record: what is written is what verify will read
+    manifest = decode(ReleaseManifest, _scrub(encode(raw), _host_subs(info, build_dir, opts.out_dir)))
     data = dump_manifest(manifest)
     members.append(Member(name="manifest.json", mode=0o644, data=data))
 
     out = opts.out_dir
     if out.exists() and not out.is_dir():
         raise ReleaseError(f"--out {out} is not a folder")
-    _check_collision(out, stem, suffix, info["recipe"]["name"])
+    _check_collision(out, stem, suffix, info.recipe.name)
     sums_path = out / SUMS
     sums: dict[str, str] = {}
     if sums_path.is_file():

@@ -18,13 +18,13 @@ build-info's); otherwise (a release without its recipe, a stale build) the manif
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 from patchkit.core.errors import ReleaseError
 from patchkit.core.fs import contained, read_capped, sha256_bytes
 from patchkit.release.archive import Member
+from patchkit.spec.buildinfo import BuildInfo
+from patchkit.spec.manifest import FileEntry, SourceRecord
 from patchkit.spec.recipe import Recipe
 
 __all__ = ["PREFIX", "SOURCE_MAX", "Sources", "collect", "series_text"]
@@ -37,8 +37,8 @@ TOOLCHAIN_FILES_MAX = 16  # files beside the toolchain file (more: not a toolcha
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class Sources:
     members: tuple[Member, ...]
-    files: tuple[dict[str, Any], ...]  # manifest ``files`` rows (type SOURCE)
-    record: dict[str, Any] | None  # the manifest's ``source``; None: not carried
+    files: tuple[FileEntry, ...]  # manifest ``files`` rows (type SOURCE)
+    record: SourceRecord | None  # the manifest's ``source``; None: not carried
     why_not: str = ""
 
 
@@ -60,11 +60,11 @@ def _none(why: str) -> Sources:
     return Sources(members=(), files=(), record=None, why_not=why)
 
 
-def collect(info: Mapping[str, Any], recipe: Recipe | None, project: Path | None) -> Sources:
+def collect(info: BuildInfo, recipe: Recipe | None, project: Path | None) -> Sources:
     """The source members of a release of ``info``'s build (or why there are none)."""
     if recipe is None or project is None:
         return _none("released without its recipe")
-    if recipe.sha256 != info["recipe"].get("sha256"):
+    if recipe.sha256 != info.recipe.sha256:
         return _none(f"{recipe.path.name} changed since the build")
     recipe_rel = _rel(recipe.path, project)
     if recipe_rel is None:
@@ -79,19 +79,18 @@ def collect(info: Mapping[str, Any], recipe: Recipe | None, project: Path | None
             raise _Changed(rel)
         data[rel] = raw
 
-    built = [p for p in info["patches"] if isinstance(p, Mapping)]
     by_name = {p.name: p for p in recipe.patches}
     series: list[tuple[str, str]] = []
     extra: list[str] = []  # the toolchain's helper files
     try:
         take(recipe_rel, recipe.path, recipe.sha256)
-        for rec in built:
-            patch = by_name.get(str(rec.get("name")))
+        for rec in info.patches:
+            patch = by_name.get(rec.name)
             if patch is None:
-                return _none(f"patch {rec.get('name')} is no longer in the recipe")
+                return _none(f"patch {rec.name} is no longer in the recipe")
             what = f"patch {patch.filename}"
-            take(f"patches/{patch.filename}", patch.path, str(rec.get("sha256")))
-            series.append((patch.filename, str(rec.get("sha256"))))
+            take(f"patches/{patch.filename}", patch.path, rec.sha256)
+            series.append((patch.filename, rec.sha256))
         if recipe.build.toolchain is not None:
             rel = _rel(recipe.build.toolchain, project)
             if rel is None:
@@ -124,23 +123,17 @@ def collect(info: Mapping[str, Any], recipe: Recipe | None, project: Path | None
     data["patches/series"] = series_text(series).encode()
     members = tuple(Member(name=PREFIX + rel, mode=0o644, data=raw) for rel, raw in sorted(data.items()))
     files = tuple(
-        {
-            "path": m.name,
-            "sha256": sha256_bytes(m.data or b""),
-            "size": m.size,
-            "mode": "644",
-            "type": "SOURCE",
-        }
+        FileEntry(path=m.name, sha256=sha256_bytes(m.data or b""), size=m.size, mode="644", type="SOURCE")
         for m in members
     )
     toolchain = _rel(recipe.build.toolchain, project) if recipe.build.toolchain else None
-    record = {
-        "recipe": PREFIX + recipe_rel,
-        "series": PREFIX + "patches/series",
-        "patches": [PREFIX + "patches/" + name for name, _ in series],
-        "toolchain": PREFIX + toolchain if toolchain else None,
-        "toolchain_files": [PREFIX + rel for rel in extra],
-    }
+    record = SourceRecord(
+        recipe=PREFIX + recipe_rel,
+        series=PREFIX + "patches/series",
+        patches=tuple(PREFIX + "patches/" + name for name, _ in series),
+        toolchain=PREFIX + toolchain if toolchain else None,
+        toolchain_files=tuple(PREFIX + rel for rel in extra),
+    )
     return Sources(members=members, files=files, record=record)
 
 

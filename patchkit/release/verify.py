@@ -4,7 +4,9 @@ Checked, each difference one line naming the file:
 - SHA256SUMS: well-formed, every listed file present with that sha256, and every
   archive / manifest copy in DIR listed;
 - each archive: readable; one top folder named after the archive; a manifest.json
-  in canonical form whose ``name``/``archive`` match the file and whose name can be
+  in canonical form that reads as a manifest (spec.manifest: else one line naming the
+  key that does not fit, and the checks below that need its fields are not made)
+  whose ``name``/``archive`` match the file and whose name can be
   recomputed from its own fields; every member listed in the manifest's ``files``
   with the same sha256, size and mode and no member missing or extra; the layout a
   release writes (sorted, declared mtime, owner 0:0, gzip header without name/time);
@@ -26,13 +28,13 @@ import dataclasses
 import json
 import os
 import stat
-from collections.abc import Mapping
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 from patchkit.binary.elf import rpath_problems
 from patchkit.core.errors import ReleaseError
 from patchkit.core.fs import sha256_file
+from patchkit.core.record import JsonValue, RecordError
 from patchkit.core.text import diff_keys
 from patchkit.release import bundle, provenance
 from patchkit.release.archive import (
@@ -44,8 +46,16 @@ from patchkit.release.archive import (
     check_archive,
     read_archive,
 )
-from patchkit.release.names import RUNTIME_KIND, archive_name, variant_name
-from patchkit.release.release import SUMS, dump_manifest, read_sums
+from patchkit.release.names import archive_name, runtime_name, variant_name
+from patchkit.release.release import SUMS, read_sums
+from patchkit.spec.manifest import (
+    FileEntry,
+    Manifest,
+    ReleaseManifest,
+    RuntimeFile,
+    dump_manifest,
+    parse_manifest,
+)
 
 __all__ = ["VerifyReport", "verify_dir"]
 
@@ -68,10 +78,11 @@ def _not_plain(path: Path) -> str:
     return ""
 
 
-def _json(data: bytes) -> Any:
+def _json(data: bytes) -> JsonValue:
     """JSON from bytes; ValueError for anything that is not (too deep included)."""
     try:
-        return json.loads(data.decode("utf-8"))
+        value: JsonValue = json.loads(data.decode("utf-8"))
+        return value
     except RecursionError:
         raise ValueError("nested too deeply") from None
 
@@ -87,19 +98,15 @@ class VerifyReport:
         return not self.differences
 
 
-def _short(sha: Any) -> str:
-    return f"{str(sha)[:12]}…"
+def _short(sha: str) -> str:
+    return f"{sha[:12]}…"
 
 
-def _check_members(label: str, root: str, entries: list[Any], manifest: Mapping[str, Any]) -> list[str]:
+def _check_members(
+    label: str, root: str, entries: list[EntryInfo], files: Sequence[FileEntry | RuntimeFile]
+) -> list[str]:
     diffs: list[str] = []
-    files = manifest.get("files")
-    if not isinstance(files, list):
-        return [f"{label}: manifest.json has no files list"]
-    listed: dict[str, Mapping[str, Any]] = {}
-    for f in files:
-        if isinstance(f, Mapping) and isinstance(f.get("path"), str):
-            listed[f["path"]] = f
+    listed = {f.path: f for f in files}
     present = {e.name[len(root) + 1 :]: e for e in entries if e.name.startswith(f"{root}/")}
     for rel in sorted(set(listed) - set(present)):
         diffs.append(f"{label}: {rel} is in the manifest but missing from the archive")
@@ -107,15 +114,14 @@ def _check_members(label: str, root: str, entries: list[Any], manifest: Mapping[
         diffs.append(f"{label}: {rel} is in the archive but not in the manifest")
     for rel in sorted(set(listed) & set(present)):
         want, got = listed[rel], present[rel]
-        if got.sha256 != want.get("sha256"):
+        if got.sha256 != want.sha256:
             diffs.append(
-                f"{label}: {rel}: sha256 is {_short(got.sha256)}, "
-                f"the manifest says {_short(want.get('sha256'))}"
+                f"{label}: {rel}: sha256 is {_short(got.sha256)}, the manifest says {_short(want.sha256)}"
             )
-        if got.size != want.get("size"):
-            diffs.append(f"{label}: {rel}: size is {got.size}, the manifest says {want.get('size')}")
-        if f"{got.mode:o}" != want.get("mode"):
-            diffs.append(f"{label}: {rel}: mode is {got.mode:o}, the manifest says {want.get('mode')}")
+        if got.size != want.size:
+            diffs.append(f"{label}: {rel}: size is {got.size}, the manifest says {want.size}")
+        if f"{got.mode:o}" != want.mode:
+            diffs.append(f"{label}: {rel}: mode is {got.mode:o}, the manifest says {want.mode}")
     return diffs
 
 
@@ -152,51 +158,23 @@ def _check_archive_file(dist: Path, name: str, allowed_signers: Path | None = No
     if inner is None or inner.data is None:
         return [f"{name}: has no {root}/manifest.json"]
     try:
-        manifest = _json(inner.data)
-        if not isinstance(manifest, dict):
+        raw = _json(inner.data)
+        if not isinstance(raw, dict):
             raise ValueError("not an object")
-        canonical = dump_manifest(manifest)
+        canonical = dump_manifest(raw)
     except (ValueError, UnicodeDecodeError, RecursionError) as e:
         return [f"{name}: manifest.json is not valid JSON ({str(e)[:200]})"]
 
     diffs: list[str] = []
     if canonical != inner.data:
         diffs.append(f"{name}: manifest.json is not in canonical form (edited by hand?)")
-    if manifest.get("archive") != name:
-        diffs.append(f"{name}: the manifest names the archive {manifest.get('archive')!r}")
-    if manifest.get("name") != root:
-        diffs.append(f"{name}: the manifest names the top folder {manifest.get('name')!r}")
+    manifest: Manifest | None = None
     try:
-        stem, suffix = archive_name(manifest)
-        if stem + suffix != name:
-            diffs.append(
-                f"{name}: the manifest's upstream/series/platform/cuda fields give the name {stem + suffix}"
-            )
-        if manifest.get("variant") != variant_name(manifest):
-            diffs.append(
-                f"{name}: the manifest's variant {manifest.get('variant')!r} does not "
-                f"follow from its fields ({variant_name(manifest)!r})"
-            )
-    except (KeyError, TypeError, ValueError, ReleaseError, AttributeError) as e:
-        diffs.append(f"{name}: cannot recompute the archive name from the manifest ({str(e)[:200]})")
-    diffs += _check_members(name, root, entries, manifest)
-    diffs += _check_runpaths(name, root, entries)
-    diffs += bundle.verify_imports(dist, name, root, manifest)
-    mtime = manifest.get("source_date_epoch")
-    if isinstance(mtime, int) and not isinstance(mtime, bool) and 0 <= mtime < 1 << 40:
-        diffs += [f"{name}: {p}" for p in check_archive(path, entries, root=root, mtime=mtime)]
-    else:
-        diffs.append(f"{name}: the manifest has no (valid) source_date_epoch")
-    smoke = manifest.get("smoke")
-    status = smoke.get("status") if isinstance(smoke, dict) else None
-    waivers = manifest.get("waivers")
-    if (
-        manifest.get("kind") != RUNTIME_KIND
-        and status != "passed"
-        and "unsmoked" not in (waivers if isinstance(waivers, list) else [])
-    ):
-        diffs.append(f"{name}: smoke {status or 'not run'} but the manifest records no 'unsmoked' waiver")
-
+        manifest = parse_manifest(raw)
+    except RecordError as e:
+        diffs.append(f"{name}: manifest.json: {e.key} is missing or not the expected type")
+    if manifest is not None:
+        diffs += _check_manifest(dist, name, root, path, entries, manifest)
     side = dist / f"{root}.manifest.json"
     side_why = _not_plain(side) if os.path.lexists(side) else ""
     if not os.path.lexists(side):
@@ -209,7 +187,7 @@ def _check_archive_file(dist: Path, name: str, allowed_signers: Path | None = No
         )
     elif side.read_bytes() != inner.data:
         try:
-            keys = diff_keys(manifest, _json(side.read_bytes()))
+            keys = diff_keys(raw, _json(side.read_bytes()))
             what = ", ".join(keys[:_MAX_KEYS]) + (
                 f" (+{len(keys) - _MAX_KEYS} more)" if len(keys) > _MAX_KEYS else ""
             )
@@ -217,7 +195,7 @@ def _check_archive_file(dist: Path, name: str, allowed_signers: Path | None = No
         except (ValueError, UnicodeDecodeError, RecursionError):
             what = "it is not valid JSON"
         diffs.append(f"{side.name}: differs from the manifest inside {name}: {what}")
-    if manifest.get("kind") != RUNTIME_KIND:  # NVIDIA's files: no build to attest
+    if isinstance(manifest, ReleaseManifest):  # a runtime archive: NVIDIA's files, no build to attest
         diffs += provenance.check_beside(
             dist,
             archive=name,
@@ -226,6 +204,52 @@ def _check_archive_file(dist: Path, name: str, allowed_signers: Path | None = No
             manifest_data=inner.data,
             allowed_signers=allowed_signers,
         )
+    return diffs
+
+
+def _expected_name(manifest: Manifest) -> tuple[str, str, str]:
+    """(stem, suffix, variant) that follow from a manifest's own fields."""
+    if isinstance(manifest, ReleaseManifest):
+        stem, suffix = archive_name(manifest)
+        return stem, suffix, variant_name(manifest)
+    stem, suffix = runtime_name(manifest.platform.os, manifest.platform.arch, manifest.cuda.version)
+    return stem, suffix, f"cuda{manifest.cuda.version}"
+
+
+def _check_manifest(
+    dist: Path, name: str, root: str, path: Path, entries: list[EntryInfo], manifest: Manifest
+) -> list[str]:
+    """What the fields of an archive's manifest say that the archive does not hold."""
+    diffs: list[str] = []
+    if manifest.archive != name:
+        diffs.append(f"{name}: the manifest names the archive {manifest.archive!r}")
+    if manifest.name != root:
+        diffs.append(f"{name}: the manifest names the top folder {manifest.name!r}")
+    try:
+        stem, suffix, variant = _expected_name(manifest)
+        if stem + suffix != name:
+            diffs.append(
+                f"{name}: the manifest's upstream/series/platform/cuda fields give the name {stem + suffix}"
+            )
+        if manifest.variant != variant:
+            diffs.append(
+                f"{name}: the manifest's variant {manifest.variant!r} does not "
+                f"follow from its fields ({variant!r})"
+            )
+    except ReleaseError as e:
+        diffs.append(f"{name}: cannot recompute the archive name from the manifest ({str(e)[:200]})")
+    diffs += _check_members(name, root, entries, manifest.files)
+    diffs += _check_runpaths(name, root, entries)
+    diffs += bundle.verify_imports(dist, name, root, manifest)
+    mtime = manifest.source_date_epoch
+    if 0 <= mtime < 1 << 40:
+        diffs += [f"{name}: {p}" for p in check_archive(path, entries, root=root, mtime=mtime)]
+    else:
+        diffs.append(f"{name}: the manifest has no (valid) source_date_epoch")
+    if isinstance(manifest, ReleaseManifest):
+        status = manifest.smoke.status if manifest.smoke is not None else None
+        if status != "passed" and "unsmoked" not in manifest.waivers:
+            diffs.append(f"{name}: smoke {status or 'not run'} but the manifest records no 'unsmoked' waiver")
     return diffs
 
 

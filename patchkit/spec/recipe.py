@@ -2,6 +2,12 @@
 
 Every problem is reported as one line naming the file and the key, with a
 "did you mean" for unknown keys, sections and patch names.
+
+Two steps: the TOML tables are read into records (``_RecipeFile`` and its tables) by
+patchkit.core.record, which says which key is unknown, missing or of the wrong type;
+then the checks no type can say (names and their patterns, a 40-hex commit, a patch in
+the series, a toolchain inside the project, stack sizes, CUDA archs) resolve them into
+the :class:`Recipe`.
 """
 
 from __future__ import annotations
@@ -10,11 +16,13 @@ import dataclasses
 import os
 import re
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from patchkit.core.errors import PEError, RecipeError
 from patchkit.core.fs import read_capped, sha256_bytes
+from patchkit.core.record import RecordError, decode
 from patchkit.core.text import did_you_mean
 from patchkit.core.units import PAGE_SIZE, parse_size
 from patchkit.spec.cuda import CudaArchs, check_cuda_build, resolve_archs
@@ -46,38 +54,6 @@ OS_NAMES = ("linux", "windows", "macos")
 BUILD_TYPES = ("Release", "RelWithDebInfo", "Debug", "MinSizeRel")
 LAUNCHERS = ("ccache", "sccache", "none")  # build.launcher (patchkit.builder.compcache)
 
-# section -> allowed keys (None = top level)
-_SCHEMA: dict[str | None, tuple[str, ...]] = {
-    None: (
-        "name",
-        "description",
-        "patches",
-        "allow_experimental",
-        "upstream",
-        "build",
-        "platform",
-        "cuda",
-        "windows",
-        "smoke",
-        "release",
-    ),
-    "upstream": ("url", "commit", "ref"),
-    "build": (
-        "targets",
-        "defines",
-        "build_type",
-        "generator",
-        "toolchain",
-        "sparse_exclude",
-        "cache_remote",
-        "launcher",
-    ),
-    "platform": ("os", "arch"),
-    "cuda": ("archs", "toolkit_root", "host_compiler", "fa_all_quants"),
-    "windows": ("stack_reserve", "stack_commit", "rpc_clients"),
-    "smoke": ("enabled", "skip", "tools"),
-    "release": ("allow_system",),
-}
 # a library file name a release may take from the target system (release.imports)
 _LIBRARY = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]{0,127}$")
 
@@ -153,6 +129,79 @@ class Recipe:
         return tuple(p.name for p in self.patches)
 
 
+# -- the file: its tables as records (what core.record checks: keys, required, types) ------
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class _UpstreamTable:
+    url: str
+    commit: str
+    ref: str | None = None
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class _BuildTable:
+    targets: tuple[str, ...]
+    defines: Mapping[str, Any] = dataclasses.field(default_factory=dict)  # values: _define_value
+    build_type: str = "Release"
+    generator: str = "Ninja"
+    toolchain: str | None = None
+    sparse_exclude: tuple[str, ...] = ()
+    cache_remote: str | None = None
+    launcher: str | None = None
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class _PlatformTable:
+    os: str = "linux"
+    arch: str = "x86_64"
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class _CudaTable:
+    archs: tuple[str | int, ...]  # families or SM numbers (spec.cuda.resolve_archs)
+    toolkit_root: str | None = None
+    host_compiler: str | None = None
+    fa_all_quants: bool = False
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class _WindowsTable:
+    stack_reserve: str = "256MiB"
+    stack_commit: str | None = None
+    rpc_clients: tuple[str, ...] = ()
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class _SmokeTable:
+    enabled: bool = True
+    skip: tuple[str, ...] = ()
+    tools: tuple[str, ...] = ()
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class _ReleaseTable:
+    allow_system: tuple[str, ...] = ()
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class _RecipeFile:
+    name: str
+    upstream: _UpstreamTable
+    allow_experimental: bool = False
+    patches: tuple[str, ...] | None = None  # None: every patch with `Default: yes`
+    build: _BuildTable
+    platform: _PlatformTable = dataclasses.field(default_factory=_PlatformTable)
+    cuda: _CudaTable | None = None
+    windows: _WindowsTable | None = None
+    smoke: _SmokeTable = dataclasses.field(default_factory=_SmokeTable)
+    release: _ReleaseTable = dataclasses.field(default_factory=_ReleaseTable)
+    description: str = ""
+
+
+# -- the checks after: names, patterns, files ----------------------------------------------
+
+
 class _Ctx:
     def __init__(self, path: Path, project: Path, sha256: str = "") -> None:
         self.path = path
@@ -166,53 +215,29 @@ class _Ctx:
     def fail(self, key: str, msg: str) -> RecipeError:
         return RecipeError(f"{self.label}: {key}: {msg}")
 
-    def check_keys(self, table: dict[str, Any], section: str | None) -> None:
-        allowed = _SCHEMA[section]
-        for key in table:
-            if key not in allowed:
-                where = f"{section}.{key}" if section else key
-                raise self.fail(where, "unknown key" + did_you_mean(key, allowed))
+    def record_error(self, e: RecordError) -> RecipeError:
+        """The one line for what the converter found: an unknown key (did you mean), a
+        missing one, a value of the wrong type (a list item: "must be a string")."""
+        if e.problem == "unknown":
+            return self.fail(e.path, "unknown key" + did_you_mean(str(e.value), e.allowed))
+        if e.problem == "missing":
+            return self.fail(e.path, "is required")
+        if e.path.endswith("]"):
+            return self.fail(e.path, f"must be a string, not {e.value!r}")
+        return self.fail(e.path, f"must be {e.expected}, not {type(e.value).__name__} {e.value!r}")
 
-    def get(
+    def names(
         self,
-        table: dict[str, Any],
-        key: str,
-        typ: type | tuple[type, ...],
-        section: str | None,
-        *,
-        required: bool = False,
-        default: Any = None,
-    ) -> Any:
-        where = f"{section}.{key}" if section else key
-        if key not in table:
-            if required:
-                raise self.fail(where, "is required")
-            return default
-        value = table[key]
-        # bool is an int in Python; never accept it where int/str is asked
-        if not isinstance(value, typ) or (isinstance(value, bool) and typ is not bool):
-            want = typ.__name__ if isinstance(typ, type) else " or ".join(t.__name__ for t in typ)
-            raise self.fail(where, f"must be {want}, not {type(value).__name__} {value!r}")
-        return value
-
-    def str_list(
-        self,
-        table: dict[str, Any],
-        key: str,
-        section: str | None,
+        values: tuple[str | int, ...],
+        where: str,
         *,
         required: bool = False,
         pattern: re.Pattern[str] | None = None,
-        allow_int: bool = False,
     ) -> tuple[str, ...]:
-        where = f"{section}.{key}" if section else key
-        value = self.get(table, key, list, section, required=required, default=[])
+        """A list of names: each matching ``pattern``, none twice; not empty if ``required``."""
         out: list[str] = []
-        kinds = (str, int) if allow_int else (str,)
-        for i, item in enumerate(value):
-            if isinstance(item, bool) or not isinstance(item, kinds):
-                raise self.fail(f"{where}[{i}]", f"must be a string, not {item!r}")
-            item = str(item)
+        for i, value in enumerate(values):
+            item = str(value)
             if pattern is not None and not pattern.match(item):
                 raise self.fail(f"{where}[{i}]", f"{item!r} is not a valid name")
             if item in out:
@@ -221,6 +246,13 @@ class _Ctx:
         if required and not out:
             raise self.fail(where, "must not be empty")
         return tuple(out)
+
+    def one_of(self, value: str, choices: tuple[str, ...], where: str) -> str:
+        if value not in choices:
+            raise self.fail(
+                where, f"{value!r} is not one of {', '.join(choices)}" + did_you_mean(value, choices)
+            )
+        return value
 
     def project_path(self, value: str, key: str) -> Path:
         p = Path(value)
@@ -232,12 +264,6 @@ class _Ctx:
         if not resolved.is_file():
             raise self.fail(key, f"{value!r} does not exist")
         return resolved
-
-    def section(self, data: dict[str, Any], name: str, *, required: bool = False) -> dict[str, Any] | None:
-        table: dict[str, Any] | None = self.get(data, name, dict, None, required=required)
-        if table is not None:
-            self.check_keys(table, name)
-        return table
 
 
 def _define_value(ctx: _Ctx, key: str, value: Any) -> str:
@@ -268,110 +294,86 @@ def _check_stack_sizes(ctx: _Ctx, w: WindowsSpec) -> None:
         )
 
 
-def _parse(ctx: _Ctx, data: dict[str, Any], series: Series) -> Recipe:
-    ctx.check_keys(data, None)
-    name = ctx.get(data, "name", str, None, required=True)
-    if not _NAME.match(name):
-        raise ctx.fail("name", f"{name!r} must be lowercase letters, digits, '.', '_' or '-'")
+def _patches(ctx: _Ctx, f: _RecipeFile, series: Series) -> tuple[Patch, ...]:
+    if f.patches is None:
+        return tuple(p for p in series.patches if p.default)
+    names = ctx.names(f.patches, "patches")
+    for i, pname in enumerate(names):
+        try:
+            patch = series.get(pname)
+        except KeyError:
+            raise ctx.fail(
+                f"patches[{i}]", f"{pname!r} is not in patches/series" + series.suggest(pname)
+            ) from None
+        if patch.experimental and not f.allow_experimental:
+            raise ctx.fail(
+                f"patches[{i}]", f"{pname!r} is experimental: set allow_experimental = true to opt in"
+            )
+    return series.select(tuple(series.get(n).name for n in names))
 
-    up = ctx.section(data, "upstream", required=True)
-    assert up is not None
-    url = ctx.get(up, "url", str, "upstream", required=True).strip()
-    if not url:
-        raise ctx.fail("upstream.url", "must not be empty")
-    commit = ctx.get(up, "commit", str, "upstream", required=True).strip()
-    if not _COMMIT.match(commit):
-        raise ctx.fail("upstream.commit", f"{commit!r} must be a full 40-hex-digit commit sha (lowercase)")
-    ref = ctx.get(up, "ref", str, "upstream")
 
-    allow_exp = ctx.get(data, "allow_experimental", bool, None, default=False)
-    if "patches" in data:
-        names = ctx.str_list(data, "patches", None)
-        for i, pname in enumerate(names):
-            try:
-                patch = series.get(pname)
-            except KeyError:
-                raise ctx.fail(
-                    f"patches[{i}]", f"{pname!r} is not in patches/series" + series.suggest(pname)
-                ) from None
-            if patch.experimental and not allow_exp:
-                raise ctx.fail(
-                    f"patches[{i}]", f"{pname!r} is experimental: set allow_experimental = true to opt in"
-                )
-        patches = series.select(tuple(series.get(n).name for n in names))
-    else:
-        patches = tuple(p for p in series.patches if p.default)
-
-    b = ctx.section(data, "build", required=True)
-    assert b is not None
-    targets = ctx.str_list(b, "targets", "build", required=True, pattern=_TARGET)
-    raw_defines = ctx.get(b, "defines", dict, "build", default={})
+def _build(ctx: _Ctx, b: _BuildTable) -> BuildSpec:
+    targets = ctx.names(b.targets, "build.targets", required=True, pattern=_TARGET)
     defines = []
-    for key, value in raw_defines.items():
+    for key, value in b.defines.items():
         if not _DEFINE.match(key):
             raise ctx.fail(f"build.defines.{key}", "is not a valid CMake variable name")
         defines.append((key, _define_value(ctx, key, value)))
-    build_type = ctx.get(b, "build_type", str, "build", default="Release")
-    if build_type not in BUILD_TYPES:
-        raise ctx.fail(
-            "build.build_type",
-            f"{build_type!r} is not one of {', '.join(BUILD_TYPES)}" + did_you_mean(build_type, BUILD_TYPES),
-        )
-    generator = ctx.get(b, "generator", str, "build", default="Ninja")
-    toolchain = ctx.get(b, "toolchain", str, "build")
-    sparse = ctx.str_list(b, "sparse_exclude", "build")
-    launcher = ctx.get(b, "launcher", str, "build")
-    if launcher is not None and launcher not in LAUNCHERS:
-        raise ctx.fail(
-            "build.launcher",
-            f"{launcher!r} is not one of {', '.join(LAUNCHERS)}" + did_you_mean(launcher, LAUNCHERS),
-        )
-    build = BuildSpec(
+    build_type = ctx.one_of(b.build_type, BUILD_TYPES, "build.build_type")
+    sparse = ctx.names(b.sparse_exclude, "build.sparse_exclude")
+    if b.launcher is not None:
+        ctx.one_of(b.launcher, LAUNCHERS, "build.launcher")
+    return BuildSpec(
         targets=targets,
         defines=tuple(defines),
         build_type=build_type,
-        generator=generator,
-        toolchain=ctx.project_path(toolchain, "build.toolchain") if toolchain else None,
+        generator=b.generator,
+        toolchain=ctx.project_path(b.toolchain, "build.toolchain") if b.toolchain else None,
         sparse_exclude=sparse,
-        cache_remote=ctx.get(b, "cache_remote", str, "build"),
-        launcher=launcher,
+        cache_remote=b.cache_remote,
+        launcher=b.launcher,
     )
 
-    plat = ctx.section(data, "platform") or {}
-    os_name = ctx.get(plat, "os", str, "platform", default="linux")
-    if os_name not in OS_NAMES:
-        raise ctx.fail(
-            "platform.os",
-            f"{os_name!r} is not one of {', '.join(OS_NAMES)}" + did_you_mean(os_name, OS_NAMES),
-        )
-    arch = ctx.get(plat, "arch", str, "platform", default="x86_64")
+
+def _windows(ctx: _Ctx, w: _WindowsTable, targets: tuple[str, ...]) -> WindowsSpec:
+    clients = ctx.names(w.rpc_clients, "windows.rpc_clients", pattern=_TARGET)
+    for i, t in enumerate(clients):
+        if t not in targets:
+            raise ctx.fail(
+                f"windows.rpc_clients[{i}]", f"{t!r} is not in build.targets" + did_you_mean(t, targets)
+            )
+    windows = WindowsSpec(stack_reserve=w.stack_reserve, stack_commit=w.stack_commit, rpc_clients=clients)
+    _check_stack_sizes(ctx, windows)
+    return windows
+
+
+def _parse(ctx: _Ctx, data: dict[str, Any], series: Series) -> Recipe:
+    try:
+        f = decode(_RecipeFile, data, unknown="forbid")
+    except RecordError as e:
+        raise ctx.record_error(e) from None
+    if not _NAME.match(f.name):
+        raise ctx.fail("name", f"{f.name!r} must be lowercase letters, digits, '.', '_' or '-'")
+    url = f.upstream.url.strip()
+    if not url:
+        raise ctx.fail("upstream.url", "must not be empty")
+    commit = f.upstream.commit.strip()
+    if not _COMMIT.match(commit):
+        raise ctx.fail("upstream.commit", f"{commit!r} must be a full 40-hex-digit commit sha (lowercase)")
+    patches = _patches(ctx, f, series)
+    build = _build(ctx, f.build)
+    os_name = ctx.one_of(f.platform.os, OS_NAMES, "platform.os")
 
     cuda = None
-    c = ctx.section(data, "cuda")
-    if c is not None:
-        raw_archs = ctx.str_list(c, "archs", "cuda", required=True, allow_int=True)
+    if f.cuda is not None:
+        raw_archs = ctx.names(f.cuda.archs, "cuda.archs", required=True)
         cuda = CudaSpec(
             archs=resolve_archs(raw_archs, source=ctx.label),
-            toolkit_root=ctx.get(c, "toolkit_root", str, "cuda"),
-            host_compiler=ctx.get(c, "host_compiler", str, "cuda"),
-            fa_all_quants=ctx.get(c, "fa_all_quants", bool, "cuda", default=False),
+            toolkit_root=f.cuda.toolkit_root,
+            host_compiler=f.cuda.host_compiler,
+            fa_all_quants=f.cuda.fa_all_quants,
         )
-
-    windows = None
-    w = ctx.section(data, "windows")
-    if w is not None:
-        clients = ctx.str_list(w, "rpc_clients", "windows", pattern=_TARGET)
-        for i, t in enumerate(clients):
-            if t not in targets:
-                raise ctx.fail(
-                    f"windows.rpc_clients[{i}]", f"{t!r} is not in build.targets" + did_you_mean(t, targets)
-                )
-        windows = WindowsSpec(
-            stack_reserve=ctx.get(w, "stack_reserve", str, "windows", default="256MiB"),
-            stack_commit=ctx.get(w, "stack_commit", str, "windows"),
-            rpc_clients=clients,
-        )
-        _check_stack_sizes(ctx, windows)
+    windows = _windows(ctx, f.windows, build.targets) if f.windows is not None else None
 
     check_cuda_build(
         ctx.label,
@@ -381,27 +383,23 @@ def _parse(ctx: _Ctx, data: dict[str, Any], series: Series) -> Recipe:
         cross_toolchain=build.toolchain is not None,
         generator=build.generator,
     )
-
-    s = ctx.section(data, "smoke") or {}
     return Recipe(
-        name=name,
-        description=ctx.get(data, "description", str, None, default=""),
+        name=f.name,
+        description=f.description,
         path=ctx.path,
         sha256=ctx.sha256,
-        upstream=Upstream(url=url, commit=commit, ref=ref),
+        upstream=Upstream(url=url, commit=commit, ref=f.upstream.ref),
         patches=patches,
-        allow_experimental=allow_exp,
+        allow_experimental=f.allow_experimental,
         build=build,
         os=os_name,
-        arch=arch,
+        arch=f.platform.arch,
         cuda=cuda,
         windows=windows,
-        smoke_enabled=ctx.get(s, "enabled", bool, "smoke", default=True),
-        smoke_skip=ctx.str_list(s, "skip", "smoke"),
-        smoke_tools=ctx.str_list(s, "tools", "smoke", pattern=_TARGET),
-        release_allow_system=ctx.str_list(
-            ctx.section(data, "release") or {}, "allow_system", "release", pattern=_LIBRARY
-        ),
+        smoke_enabled=f.smoke.enabled,
+        smoke_skip=ctx.names(f.smoke.skip, "smoke.skip"),
+        smoke_tools=ctx.names(f.smoke.tools, "smoke.tools", pattern=_TARGET),
+        release_allow_system=ctx.names(f.release.allow_system, "release.allow_system", pattern=_LIBRARY),
     )
 
 

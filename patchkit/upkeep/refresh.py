@@ -29,11 +29,11 @@ import shutil
 import stat
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TypeVar
 
 from patchkit.core.errors import PatchError, RecipeError
 from patchkit.core.fs import atomic_write_json, atomic_write_many, sha256_bytes, sha256_file
 from patchkit.core.proc import RunResult
+from patchkit.core.record import RecordError, decode, encode, meta
 from patchkit.git.repo import Git, TreeEntry
 from patchkit.git.runner import run_git, scratch_env
 from patchkit.spec.patchfile import parse_diff
@@ -98,6 +98,9 @@ def _out(tree: Path, *args: str) -> str:
 
 
 # -- state ---------------------------------------------------------------------------------
+# refresh-state.json is a RefreshState record (patchkit.core.record): its fields are the
+# file format, one converter reads and writes it, and ``load`` adds what no type says (the
+# counters agree, the files it will rewrite are a patches/ folder's and recipes).
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class PatchState:
     name: str
@@ -110,40 +113,28 @@ class PatchState:
 class RefreshState:
     """A refresh in progress (``WORKDIR/refresh-state.json``), advanced one patch at a time."""
 
+    version: int = _STATE_VERSION  # another version's state is not read (load says so)
     repo: str
     onto: str
     base: str  # the scratch commit the patches are replayed onto
     patches_dir: str
-    recipe: str | None
+    recipe: str | None = dataclasses.field(metadata=meta(absent=None))
     move_pin: bool
     patches: list[PatchState]
-    next: int = 0  # the patch to do next
-    commits: list[str | None] = dataclasses.field(default_factory=list)  # one per patch done
-    old_commits: list[str | None] = dataclasses.field(default_factory=list)  # on the old base
-    more_recipes: list[str] = dataclasses.field(default_factory=list)  # pins moved with recipe's
+    next: int = dataclasses.field(default=0, metadata=meta(required=True))  # the patch to do next
+    # one per patch done
+    commits: list[str | None] = dataclasses.field(default_factory=list, metadata=meta(required=True))
+    # on the old base
+    old_commits: list[str | None] = dataclasses.field(default_factory=list, metadata=meta(required=True))
+    # pins moved with recipe's; the key only when there are any
+    more_recipes: list[str] = dataclasses.field(default_factory=list, metadata=meta(omit="empty"))
 
     @property
     def recipes(self) -> list[str]:
         return ([self.recipe] if self.recipe else []) + self.more_recipes
 
-    def to_json(self) -> dict[str, object]:
-        return {
-            "version": _STATE_VERSION,
-            "repo": self.repo,
-            "onto": self.onto,
-            "base": self.base,
-            "patches_dir": self.patches_dir,
-            "recipe": self.recipe,
-            "move_pin": self.move_pin,
-            "patches": [dataclasses.asdict(p) for p in self.patches],
-            "next": self.next,
-            "commits": list(self.commits),
-            "old_commits": list(self.old_commits),
-            **({"more_recipes": list(self.more_recipes)} if self.more_recipes else {}),
-        }
-
     def save(self, workdir: Path) -> None:
-        atomic_write_json(workdir / STATE_FILE, self.to_json())
+        atomic_write_json(workdir / STATE_FILE, encode(self))
 
     @classmethod
     def load(cls, workdir: Path) -> RefreshState:
@@ -163,28 +154,8 @@ class RefreshState:
         if not isinstance(data, dict) or data.get("version") != _STATE_VERSION:
             raise PatchError(f"{path} was written by another patchkit version", hint=_ABORT)
         try:
-            state = cls(
-                repo=_typed(data["repo"], str),
-                onto=_typed(data["onto"], str),
-                base=_typed(data["base"], str),
-                patches_dir=_typed(data["patches_dir"], str),
-                recipe=_typed(data.get("recipe"), (str, type(None))),
-                move_pin=_typed(data["move_pin"], bool),
-                patches=[
-                    PatchState(
-                        name=_typed(p["name"], str),
-                        file=_typed(p["file"], str),
-                        sha256=_typed(p["sha256"], str),
-                        skip=_typed(p["skip"], bool),
-                    )
-                    for p in _typed(data["patches"], list)
-                ],
-                next=_typed(data["next"], int),
-                commits=[_typed(c, (str, type(None))) for c in _typed(data["commits"], list)],
-                old_commits=[_typed(c, (str, type(None))) for c in _typed(data["old_commits"], list)],
-                more_recipes=[_typed(r, str) for r in _typed(data.get("more_recipes", []), list)],
-            )
-        except (KeyError, TypeError, ValueError):
+            state = decode(cls, data)
+        except RecordError:
             raise PatchError(
                 f"{path} is damaged (a field is missing or of the wrong type)", hint=_ABORT
             ) from None
@@ -221,14 +192,6 @@ class RefreshState:
 
 _ABORT = "run `patchkit refresh --abort` and start again"
 _MAX_STATE = 16 << 20
-_T = TypeVar("_T")
-
-
-def _typed(value: object, typ: type[_T] | tuple[type, ...]) -> _T:
-    types = typ if isinstance(typ, tuple) else (typ,)
-    if not isinstance(value, types) or (isinstance(value, bool) and bool not in types):
-        raise TypeError(value)
-    return value  # type: ignore[return-value]
 
 
 def _check_sources_unchanged(state: RefreshState) -> None:

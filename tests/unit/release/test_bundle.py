@@ -18,6 +18,8 @@ from patchkit.release.bundle import (
     select_wheels,
 )
 from patchkit.release.verify import verify_dir
+from patchkit.spec.buildinfo import BuildInfo
+from tests.fixtures.buildinfo import build_info_json
 from tests.fixtures.elf import make_elf
 from tests.fixtures.release import do_release, make_build
 from tests.fixtures.wheels import LICENSE_TEXT, make_wheel, runtime_wheels, set_binary
@@ -39,8 +41,13 @@ def cuda_build(tmp_path: Path, *needed: str) -> Path:
     return build
 
 
+def _cuda_info(nvcc: str, tools: dict[str, str | None] | None = None) -> BuildInfo:
+    cuda = {"archs": [86], "cmake_architectures": "86-real", "nvcc": nvcc}
+    return BuildInfo.from_json(build_info_json(cuda=cuda, tools=tools or {}))
+
+
 def test_spec_names_and_platforms() -> None:
-    info = {"cuda": {"nvcc": "13.0"}, "tools": {}, "platform": {"os": "linux", "arch": "x86_64"}}
+    info = _cuda_info("13.0")
     spec = runtime_spec(info)
     assert (spec.major, spec.minor, spec.name) == (13, 0, "cudart-llama-linux-x86_64-cuda13.0")
     assert distributions(spec) == ("nvidia-cuda-runtime", "nvidia-cublas")
@@ -51,8 +58,9 @@ def test_spec_names_and_platforms() -> None:
     plats = pip_platforms(spec)
     assert "manylinux_2_27_x86_64" in plats and "manylinux2014_x86_64" in plats
     assert pip_platforms(RuntimeSpec(os="windows", arch="x86_64", major=12, minor=4)) == ["win_amd64"]
+    assert runtime_spec(_cuda_info("", {"nvcc": "V12.4.131"})).version == "12.4"  # from the tools
     with pytest.raises(ReleaseError, match="cannot tell the CUDA version"):
-        runtime_spec({"cuda": {"nvcc": None}, "tools": {}, "platform": info["platform"]})
+        runtime_spec(_cuda_info(""))
 
 
 def test_select_wheels_takes_the_toolkits_minor_and_platform(tmp_path: Path) -> None:

@@ -43,7 +43,7 @@ def test_origin_system_and_driver_resolve() -> None:
         files=["bin/llama-cli", "bin/libllama.so", "bin/libggml.so", "LICENSE"],
     )
     assert report.ok, report.problems
-    assert report.summary() == {
+    assert report.summary().to_json() == {
         "system": ["libc.so.6", "libgomp.so.1", "libm.so.6", "libstdc++.so.6"],
         "driver": ["libcuda.so.1"],
     }
@@ -152,7 +152,7 @@ def test_allow_system_extends_the_set_and_is_recorded() -> None:
         [exe], os_name="linux", files=["bin/llama-cli"], allow=["libssl.so.3", "libcrypto.so.3"]
     )
     assert report.ok
-    assert report.summary() == {
+    assert report.summary().to_json() == {
         "system": ["libc.so.6", "libcrypto.so.3", "libssl.so.3"],
         "driver": [],
         "allowed_extra": ["libcrypto.so.3", "libssl.so.3"],

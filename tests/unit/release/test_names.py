@@ -1,14 +1,17 @@
-"""Release names from a build-info's fields (release.names)."""
+"""Release names from a build-info's or a manifest's fields (release.names)."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from patchkit.core.errors import ReleaseError
+from patchkit.core.errors import ConfigError, ReleaseError
 from patchkit.release.names import archive_name, variant_name
+from patchkit.spec.buildinfo import BuildInfo, read_build_info
+from tests.fixtures.buildinfo import build_info_json
 from tests.fixtures.release import (
     make_build,
 )
@@ -17,57 +20,57 @@ from tests.fixtures.release import (
 
 
 def test_names_cpu_cuda_windows(tmp_path: Path) -> None:
-    cpu = json.loads((make_build(tmp_path / "a") / "build-info.json").read_text())
+    cpu = read_build_info(make_build(tmp_path / "a"))
     assert archive_name(cpu) == ("llama-82bb485-pk5f3c2a1b-linux-x86_64-cpu-rpc", ".tar.gz")
-    cu = json.loads(
-        (make_build(tmp_path / "b", name="cuda-pascal-ampere", cuda=True) / "build-info.json").read_text()
-    )
+    cu = read_build_info(make_build(tmp_path / "b", name="cuda-pascal-ampere", cuda=True))
     assert variant_name(cu) == "cuda12-sm60-61-75-86"  # sorted, from the build's archs
     assert archive_name(cu)[0] == "llama-82bb485-pk5f3c2a1b-linux-x86_64-cuda12-sm60-61-75-86"
-    win = json.loads(
-        (
-            make_build(tmp_path / "c", name="win-cuda", os_name="windows", cuda=True) / "build-info.json"
-        ).read_text()
-    )
+    win = read_build_info(make_build(tmp_path / "c", name="win-cuda", os_name="windows", cuda=True))
     assert archive_name(win) == ("llama-82bb485-pk5f3c2a1b-windows-x86_64-cuda12-sm60-61-75-86", ".zip")
 
 
-def test_variant_reads_arch_spellings() -> None:
-    info = {
-        "recipe": {"name": "x"},
-        "tools": {"nvcc": "Cuda compilation tools, release 13.0"},
-        "cuda": {"archs": ["86-real", "sm_75", "120a-real", "75-virtual"], "nvcc": None},
-    }
-    assert variant_name(info) == "cuda13-sm75-86-120a"
+def _cuda(archs: list[Any], nvcc: str) -> dict[str, Any]:
+    return {"archs": archs, "cmake_architectures": "x", "nvcc": nvcc}
 
 
-def _info(**over: object) -> dict[str, object]:
-    info: dict[str, object] = {
-        "recipe": {"name": "cpu-rpc"},
-        "tools": {"nvcc": None},
-        "cuda": None,
-        "upstream": {"commit": "82bb48500a9a6b3374da2cf5811695369278e4d3"},
-        "series_hash": "5f3c2a1b" + "0" * 56,
-        "platform": {"os": "linux", "arch": "aarch64"},
-    }
-    info.update(over)
-    return info
+def _info(**over: Any) -> BuildInfo:
+    data: dict[str, Any] = build_info_json(platform={"os": "linux", "arch": "aarch64"}, tools={"nvcc": None})
+    data.update(over)
+    return BuildInfo.from_json(data)
+
+
+def test_variant_takes_nvcc_from_the_tools_when_cuda_does_not_say() -> None:
+    info = _info(
+        recipe={"name": "x", "sha256": "0"},
+        tools={"nvcc": "Cuda compilation tools, release 13.0"},
+        cuda=_cuda([86, 75, 120], ""),
+    )
+    assert variant_name(info) == "cuda13-sm75-86-120"
+
+
+def test_archs_are_sm_numbers_and_anything_else_is_refused_when_read() -> None:
+    """A build-info's archs are whole SM numbers (spec.cuda resolved the recipe's
+    spellings); a spelling in the file is refused when it is read, naming the key."""
+    with pytest.raises(ConfigError, match=r"cuda\.archs is missing or not the expected type"):
+        _info(cuda=_cuda(["86-real", "sm_75"], "12.4"))
 
 
 def test_cpu_names_use_the_recipe_and_the_platform() -> None:
     assert variant_name(_info()) == "cpu-rpc"
     assert archive_name(_info()) == ("llama-82bb485-pk5f3c2a1b-linux-aarch64-cpu-rpc", ".tar.gz")
-    win = _info(platform={"os": "windows", "arch": "x86_64"}, recipe={"name": "windows-cpu-rpc"})
+    win = _info(
+        platform={"os": "windows", "arch": "x86_64"}, recipe={"name": "windows-cpu-rpc", "sha256": "0"}
+    )
     assert archive_name(win) == ("llama-82bb485-pk5f3c2a1b-windows-x86_64-windows-cpu-rpc", ".zip")
 
 
 @pytest.mark.parametrize(
     ("cuda", "tools", "want"),
     [
-        ({"archs": [86, 61, "sm_61", "compute_86"], "nvcc": "12.4"}, {}, "cuda12-sm61-86"),  # deduplicated
-        ({"archs": [86], "nvcc": None}, {"nvcc": "V11.8.89"}, "cuda11-sm86"),  # from tools.nvcc
-        ({"archs": [86], "nvcc": "13"}, {}, "cuda13-sm86"),  # a bare major version
-        ({"archs": ["120a-real", "120-real", "90"], "nvcc": "12.8.61"}, {}, "cuda12-sm90-120-120a"),
+        (_cuda([86, 61, 61, 86], "12.4"), {}, "cuda12-sm61-86"),  # deduplicated
+        (_cuda([86], ""), {"nvcc": "V11.8.89"}, "cuda11-sm86"),  # from tools.nvcc
+        (_cuda([86], "13"), {}, "cuda13-sm86"),  # a bare major version
+        (_cuda([120, 90, 120], "12.8.61"), {}, "cuda12-sm90-120"),  # numeric order
     ],
 )
 def test_cuda_variants(cuda: dict[str, object], tools: dict[str, object], want: str) -> None:
@@ -77,9 +80,8 @@ def test_cuda_variants(cuda: dict[str, object], tools: dict[str, object], want: 
 @pytest.mark.parametrize(
     ("cuda", "message"),
     [
-        ({"archs": [], "nvcc": "12.4"}, "build-info.json: cuda.archs is empty"),
-        ({"archs": ["x86"], "nvcc": "12.4"}, "build-info.json: cuda.archs entry 'x86' is not a CUDA arch"),
-        ({"archs": [86], "nvcc": "weird"}, "build-info.json: cannot tell the CUDA version from nvcc 'weird'"),
+        (_cuda([], "12.4"), "build-info.json: cuda.archs is empty"),
+        (_cuda([86], "weird"), "build-info.json: cannot tell the CUDA version from nvcc 'weird'"),
     ],
 )
 def test_cuda_variant_refusals_are_one_line(cuda: dict[str, object], message: str) -> None:
@@ -108,8 +110,17 @@ def test_parse_build_number_reads_both_upstream_formats(text: str, want: tuple[i
     assert parse_build_number(text) == want
 
 
+def _upstream(**kw: object) -> dict[str, object]:
+    return {
+        "url": "u",
+        "commit": "82bb48500a9a6b3374da2cf5811695369278e4d3",
+        "commit_date": "2026-08-07T12:34:56+00:00",
+        **kw,
+    }
+
+
 def test_names_carry_the_build_number_when_recorded() -> None:
-    info = _info(upstream={"commit": "82bb48500a9a6b3374da2cf5811695369278e4d3", "build_number": 10309})
+    info = _info(upstream=_upstream(build_number=10309))
     assert archive_name(info) == ("llama-b10309-82bb485-pk5f3c2a1b-linux-aarch64-cpu-rpc", ".tar.gz")
     # an older build-info without it keeps the old name (old manifests still verify)
     assert archive_name(_info())[0] == "llama-82bb485-pk5f3c2a1b-linux-aarch64-cpu-rpc"
@@ -117,8 +128,10 @@ def test_names_carry_the_build_number_when_recorded() -> None:
 
 @pytest.mark.parametrize("bad", [0, -3, True, "10309", 1.5, 10**12])
 def test_a_bad_build_number_is_refused(bad: object) -> None:
-    info = _info(upstream={"commit": "82bb48500a9a6b3374da2cf5811695369278e4d3", "build_number": bad})
+    """Refused when the build-info is read (not a positive whole number) or when the
+    name is made (more digits than any build number), naming the key either way."""
     with pytest.raises(ReleaseError, match="build_number"):
+        info = BuildInfo.from_json(build_info_json(upstream=_upstream(build_number=bad)), error=ReleaseError)
         archive_name(info)
 
 

@@ -17,6 +17,7 @@ from patchkit.release.provenance import (
     statement_for,
 )
 from patchkit.release.verify import verify_dir
+from patchkit.spec.manifest import ReleaseManifest, load_manifest
 from patchkit.spec.recipe import load_recipe
 from patchkit.spec.series import load_series
 from tests.fixtures.project import write_patch, write_recipe
@@ -85,11 +86,13 @@ def test_statement_schema(tmp_path: Path) -> None:
 
 def test_statement_follows_from_the_manifest(tmp_path: Path) -> None:
     _, r = _released(tmp_path)
-    manifest = json.loads(r.manifest.read_text())
+    manifest = load_manifest(r.manifest.read_bytes())
+    assert isinstance(manifest, ReleaseManifest)
     st = statement_for(
         r.archive.name, r.sha256, manifest, hashlib.sha256(r.manifest.read_bytes()).hexdigest()
     )
-    assert st == _statement(r)
+    assert st.to_json() == _statement(r)
+    assert dump_statement(st) == (r.manifest.parent / f"{r.name}.intoto.json").read_bytes()
 
 
 def _edit_statement(dist: Path, name: str, edit: Any, *, resum: bool = True) -> None:

@@ -297,21 +297,27 @@ def test_a_build_folder_file_linked_to_a_host_file_is_never_packed(tmp_path: Pat
         assert not dist.exists() or not list(dist.iterdir())
 
 
+def _cuda(nvcc: str) -> dict[str, Any]:
+    return {"archs": [86], "cmake_architectures": "86-real", "nvcc": nvcc}
+
+
 @pytest.mark.parametrize(
     ("info", "any_folder", "why"),
     [
         ({}, True, "source paths relative"),
-        ({"compile_cache": {"launcher": "ccache"}, "cuda": {"nvcc": "13.0"}}, True, "SOURCE_DATE_EPOCH"),
+        ({"compile_cache": {"launcher": "ccache"}, "cuda": _cuda("13.0")}, True, "SOURCE_DATE_EPOCH"),
         ({"compile_cache": {"launcher": "sccache"}}, False, "compiled through sccache"),
-        ({"cuda": {"nvcc": "11.8"}}, False, "nvcc 11.8 names its temporary host files"),
-        ({"cuda": {"nvcc": "12.0"}}, True, "nvcc's temporary files named after the object"),
+        ({"cuda": _cuda("11.8")}, False, "nvcc 11.8 names its temporary host files"),
+        ({"cuda": _cuda("12.0")}, True, "nvcc's temporary files named after the object"),
     ],
 )
 def test_the_manifest_says_whether_another_folder_rebuilds_the_bytes(
     info: dict[str, Any], any_folder: bool, why: str
 ) -> None:
     from patchkit.release.release import reproducibility
+    from patchkit.spec.buildinfo import BuildInfo
+    from tests.fixtures.buildinfo import build_info_json
 
-    r = reproducibility(info)
-    assert r["any_folder"] is any_folder and why in r["why"]
-    assert r["launcher"] == (info.get("compile_cache") or {}).get("launcher", "none")
+    r = reproducibility(BuildInfo.from_json(build_info_json(**info)))
+    assert r.any_folder is any_folder and why in r.why
+    assert r.launcher == (info.get("compile_cache") or {}).get("launcher", "none")

@@ -23,10 +23,17 @@ from hypothesis import strategies as st
 from patchkit.cli import main
 from patchkit.core.errors import ReleaseError
 from patchkit.core.fs import sha256_file
-from patchkit.release.archive import ArchiveRefused, Limits, check_archive, read_archive
-from patchkit.release.release import write_sums
+from patchkit.release.archive import (
+    ArchiveRefused,
+    Limits,
+    Member,
+    check_archive,
+    read_archive,
+    write_archive,
+)
+from patchkit.release.release import dump_manifest, write_sums
 from patchkit.release.verify import verify_dir
-from tests.fixtures.release import do_release, make_build
+from tests.fixtures.release import COMMIT_EPOCH, do_release, make_build
 
 MIB = 1 << 20
 ROOT = "llama-x"
@@ -304,7 +311,18 @@ def test_a_deeply_nested_manifest_is_a_difference_not_a_traceback(tmp_path: Path
     assert code == 12 and out.count("error: ") == 1
 
 
+def _archive_with_manifest(dist: Path, manifest: bytes) -> Path:
+    path = dist / f"{ROOT}.tar.gz"
+    with gzip.GzipFile(path, "wb", mtime=0) as gz, tarfile.open(fileobj=gz, mode="w") as tar:
+        info = tarfile.TarInfo(f"{ROOT}/manifest.json")
+        info.size = len(manifest)
+        tar.addfile(info, io.BytesIO(manifest))
+    return path
+
+
 def test_a_manifest_that_is_json_but_hostile_in_shape(tmp_path: Path) -> None:
+    """A manifest that does not fit the manifest's record is one line naming the key; the
+    checks that need its fields are not made (nothing it names is opened)."""
     dist = tmp_path / "dist"
     dist.mkdir()
     manifest = json.dumps(
@@ -316,14 +334,29 @@ def test_a_manifest_that_is_json_but_hostile_in_shape(tmp_path: Path) -> None:
             "waivers": 5,
         }
     ).encode()
-    path = dist / f"{ROOT}.tar.gz"
-    with gzip.GzipFile(path, "wb", mtime=0) as gz, tarfile.open(fileobj=gz, mode="w") as tar:
-        info = tarfile.TarInfo(f"{ROOT}/manifest.json")
-        info.size = len(manifest)
-        tar.addfile(info, io.BytesIO(manifest))
-    dist_with(tmp_path, path)
+    dist_with(tmp_path, _archive_with_manifest(dist, manifest))
     code, out = verify_cli(dist)
-    assert code == 12 and "../../etc/passwd is in the manifest but missing" in out
+    assert code == 12
+    assert f"{ROOT}.tar.gz: manifest.json: name is missing or not the expected type" in out
+    assert "passwd" not in out
+
+
+def test_a_well_formed_manifest_naming_a_path_outside_is_a_missing_member(tmp_path: Path) -> None:
+    """A manifest that fits its record but lists ``../../etc/passwd``: a name compared with
+    the archive's members (missing), never a path opened on this host."""
+    dist = tmp_path / "dist"
+    r = do_release(make_build(tmp_path / "b"), dist)
+    entries = read_archive(r.archive, keep=[e.name for e in read_archive(r.archive)])
+    files = {e.name[len(r.name) + 1 :]: e.data or b"" for e in entries}
+    m = json.loads(files["manifest.json"])
+    m["files"].append(dict(m["files"][0], path="../../etc/passwd"))
+    files["manifest.json"] = dump_manifest(m)
+    members = [
+        Member(name=n, mode=0o755 if n.startswith("bin/") else 0o644, data=d) for n, d in files.items()
+    ]
+    write_archive(r.archive, r.name, members, mtime=COMMIT_EPOCH)
+    diffs = verify_dir(dist).differences
+    assert f"{r.archive.name}: ../../etc/passwd is in the manifest but missing from the archive" in diffs
 
 
 # -- fuzz: whatever a tampered manifest holds, verify lists differences (never a traceback) --
