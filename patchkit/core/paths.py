@@ -11,7 +11,14 @@ from pathlib import Path
 
 from patchkit.core.errors import ConfigError
 
-__all__ = ["CacheLayout", "WorkDirs", "cache_dir", "cache_layout", "find_project_dir"]
+__all__ = [
+    "CacheLayout",
+    "WorkDirs",
+    "cache_dir",
+    "cache_layout",
+    "default_out_dir",
+    "find_project_dir",
+]
 
 
 def _looks_like_project(p: Path) -> bool:
@@ -161,5 +168,12 @@ class CacheLayout:
         return self.root / "wheels" / _slug(label)
 
 
-def cache_layout() -> CacheLayout:
-    return CacheLayout(root=cache_dir())
+def cache_layout(root: Path | None = None) -> CacheLayout:
+    """The cache at ``root`` (already resolved by the caller), else at :func:`cache_dir`."""
+    return CacheLayout(root=cache_dir() if root is None else root)
+
+
+def default_out_dir(recipe: str) -> Path:
+    """Where a build of ``recipe`` goes without ``--out``: ``out/<recipe>``, relative to the
+    current directory (the one rule for `build`, `release` and `bump`)."""
+    return Path("out") / recipe
