@@ -2,7 +2,7 @@
 build -> (CUDA proof) -> output (with the shipping check and PE edits) -> smoke.
 
 Each stage is a function of its own module (builder.source, builder.configure,
-builder.cmake, builder.cuda, builder.ship, builder.output, smoke); this module
+builder.cmake, builder.cuda, builder.ship, builder.output, builder.verdict); this module
 only sequences them under the cache lock, times them and hands each what the earlier ones
 found. Its inputs are all in BuildOptions (the cache, the output folder, the environment
 the tools run in: resolved by the caller, never read from the process here); its results
@@ -52,6 +52,7 @@ class BuildOptions:
     jobs: int | None = None
     clean: bool = False
     smoke: bool = True
+    resmoke: bool = False  # run the smoke checks even when their verdict would be reused
     cuda_root: Path | None = None
     on_check: Callable[[CheckResult], None] | None = None  # each smoke check, as it ends
     # smoke=True builds the smoke tools (they set defines); False here skips only the checks
@@ -200,7 +201,7 @@ def _run_locked(
         )
         log.info(f"wrote {opts.out}/ ({len(artifacts)} files + build-info.json)")
     if smoke and opts.smoke_checks:
-        info = _smoke(opts, info, work.build / "bin", runtime_env, stages)
+        info = _smoke(opts, info, work.build / "bin", work.smoke, runtime_env, stages)
     elif smoke:
         log.info("smoke: its tools were built (the same configuration), its checks not run")
     else:
@@ -227,19 +228,25 @@ def _smoke(
     opts: BuildOptions,
     info: BuildInfo,
     tool_dir: Path,
+    record: Path,
     runtime_env: Mapping[str, str],
     stages: _Stages,
 ) -> BuildInfo:
-    """The smoke stage; exit 7 if it failed."""
-    from patchkit.smoke.runner import raise_if_failed, run_smoke
+    """The smoke stage (builder.verdict: run, or the kept verdict reused); exit 7 if it failed."""
+    from patchkit.builder.verdict import run_or_reuse
+    from patchkit.smoke.runner import raise_if_failed
 
     with stages.step("smoke", "smoke"):
-        report = run_smoke(
+        report = run_or_reuse(
             opts.out,
-            skip=opts.recipe.smoke_skip,
+            info,
+            record_path=record,
             tool_dirs=(tool_dir,),
-            on_result=opts.on_check,
-            extra_env=dict(runtime_env),
+            tools=opts.recipe.smoke_tools,
+            skip=opts.recipe.smoke_skip,
+            runtime_env=runtime_env,
+            on_check=opts.on_check,
+            rerun=opts.resmoke,
         )
     log.info(f"smoke {report.status.value}")
     raise_if_failed(report)

@@ -51,6 +51,7 @@ def check_source(recipe: Recipe, url: str, cache_root: Path, work: WorkDirs, *, 
         remove_worktree(repo, work.src)
         shutil.rmtree(work.build, ignore_errors=True)
         work.state.unlink(missing_ok=True)
+        work.smoke.unlink(missing_ok=True)
     state = read_state(work.state)
     patches = recipe.patches
     for p in patches:

@@ -58,6 +58,12 @@ def _check_parallel_env(jobs: int | None) -> None:
 @click.option("--clean", is_flag=True, help="Start fresh: new worktree, new build dir.")
 @click.option("--no-smoke", is_flag=True, help="Do not run the smoke checks after building.")
 @click.option(
+    "--resmoke",
+    is_flag=True,
+    help="Run the smoke checks even when nothing they depend on changed since they last "
+    "passed (the artifacts, smoke tools, real model, checks).",
+)
+@click.option(
     "--configure-only",
     is_flag=True,
     help="Stop after the CMake configure (source, patches, CUDA preflight): checks "
@@ -101,6 +107,7 @@ def build_cmd(
     launcher: str | None,
     dist: str | None,
     configure_only: bool = False,
+    resmoke: bool = False,
 ) -> None:
     _check_parallel_env(jobs)
     project, _, rec = load_recipe_arg(ctx, recipe)
@@ -129,6 +136,7 @@ def build_cmd(
             jobs=jobs,
             clean=clean,
             smoke=not no_smoke,
+            resmoke=resmoke,
             cuda_root=cuda_root,
             on_check=_print_check,
             configure_only=configure_only,
@@ -142,8 +150,8 @@ def build_cmd(
 
 
 def _print_check(r: CheckResult) -> None:
-    """`patchkit smoke`'s line per check (imported when a check ran: a build that does not
-    run the checks does not load them)."""
+    """`patchkit smoke`'s line per check (imported when a check ran: a build that reuses
+    the smoke verdict does not load the checks)."""
     from patchkit.cli.smoke import print_check
 
     print_check(r)

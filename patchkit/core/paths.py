@@ -129,6 +129,11 @@ class WorkDirs:
     def log(self) -> Path:
         return self.root / "build.log"
 
+    @property
+    def smoke(self) -> Path:
+        """The last passed smoke verdict and what it depends on (builder.verdict)."""
+        return self.root / "smoke.json"
+
 
 def _slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "_", text) or "_"
@@ -140,7 +145,7 @@ class CacheLayout:
 
     <cache>/lock, lock.owner            one run at a time (core.lock)
     <cache>/repos/<slug>-<hash>.git     one bare clone per upstream (git.cache)
-    <cache>/work/<recipe>-<hash>/       worktree src/, build/, state.json, build.log
+    <cache>/work/<recipe>-<hash>/       worktree src/, build/, state.json, build.log, smoke.json
     <cache>/refresh/<recipe>/           a refresh in progress (upkeep.refresh)
     <cache>/models/<name>/              real model weights (weights.store)
     <cache>/wheels/<os>-<arch>-cuda<X.Y>/  NVIDIA runtime wheels (release.bundle)
