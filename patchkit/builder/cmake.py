@@ -5,39 +5,46 @@
   detection and the ``-C`` init-cache file holding the recipe's defines.
 - Configure and build run with their output kept in a log on disk (the path is
   printed); the build drives a progress bar from ninja's ``[n/N]`` lines.
-- Artifacts come from the File API codemodel (``load_reply_dir``), not globbing.
+- Artifacts come from the File API codemodel (``load_reply_dir``), not globbing. What
+  patchkit needs of it (each target's artifacts and dependencies, the compilers) is kept
+  beside the reply, keyed by the reply's index file: CMake writes a new one on every
+  configure, so a build dir that was not configured again is not parsed again.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import re
 import shutil
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from packaging.specifiers import SpecifierSet
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from scikit_build_core.cmake import CMake, CMaker
 from scikit_build_core.errors import CMakeConfigError, CMakeNotFoundError
-from scikit_build_core.file_api.model.index import Index
-from scikit_build_core.file_api.reply import load_reply_dir
 from scikit_build_core.program_search import best_program, get_ninja_programs
 
 from patchkit.core.errors import BuildError, ToolMissing
+from patchkit.core.fs import atomic_write_json
 from patchkit.core.log import log
 from patchkit.core.proc import run_streaming
 from patchkit.core.text import did_you_mean
 
+if TYPE_CHECKING:
+    from scikit_build_core.file_api.model.index import Index
+
 __all__ = [
     "Artifact",
     "BuildTools",
+    "CodeModel",
+    "Target",
     "build",
-    "compiler_versions",
     "configure",
     "find_tools",
-    "load_index",
+    "read_codemodel",
     "target_artifacts",
 ]
 
@@ -59,9 +66,10 @@ class Artifact:
     path: Path  # absolute, in the build dir
 
 
-def find_tools() -> BuildTools:
+def find_tools(env: Mapping[str, str]) -> BuildTools:
+    """cmake, ninja and ccache, searched on ``env``'s PATH (ninja: the wheel's, else PATH)."""
     try:
-        cmake = CMake.default_search(version=SpecifierSet(">=3.21"))
+        cmake = CMake.default_search(version=SpecifierSet(">=3.21"), env=env)
     except CMakeNotFoundError:
         raise ToolMissing(
             "no CMake >= 3.21 found", hint="pip install 'cmake>=3.28' (patchkit depends on it)"
@@ -69,7 +77,7 @@ def find_tools() -> BuildTools:
     ninja = best_program(get_ninja_programs(), version=SpecifierSet(">=1.10"))
     if ninja is None:
         raise ToolMissing("no ninja >= 1.10 found", hint="pip install ninja")
-    ccache = shutil.which("ccache")
+    ccache = shutil.which("ccache", path=env.get("PATH"))
     return BuildTools(
         cmake=cmake,
         ninja=ninja.path,
@@ -87,6 +95,8 @@ def _run_logged(
     """Run ``cmd``, appending all output to ``log_path``; follow ninja's [n/N] if asked."""
     if not progress_label:
         return run_streaming(cmd, log_path=log_path, env=env)
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
     bar = Progress(
         TextColumn(progress_label),
         BarColumn(),
@@ -182,21 +192,152 @@ def build(
         raise BuildError(f"the build failed (exit {rc}); full log: {log_path}", detail=_tail(log_path))
 
 
-def load_index(build_dir: Path) -> Index:
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Target:
+    """One target of the codemodel, as patchkit uses it."""
+
+    name: str
+    type: str  # EXECUTABLE | SHARED_LIBRARY | MODULE_LIBRARY | STATIC_LIBRARY | ...
+    artifacts: tuple[str, ...]  # as the File API gives them (relative to the build dir, or absolute)
+    dependencies: tuple[str, ...]  # target ids
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class CodeModel:
+    """What a configured build dir holds, from its File API reply."""
+
+    targets: Mapping[str, Target] | None  # by id; None: the reply has no codemodel
+    compilers: Mapping[str, str | None]  # ``c_compiler: GNU 12.2.0``, ..., ``cmake``: its version
+
+    @property
+    def names(self) -> frozenset[str]:
+        return frozenset(t.name for t in (self.targets or {}).values())
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "targets": None
+            if self.targets is None
+            else {
+                i: {
+                    "name": t.name,
+                    "type": t.type,
+                    "artifacts": list(t.artifacts),
+                    "deps": list(t.dependencies),
+                }
+                for i, t in self.targets.items()
+            },
+            "compilers": dict(self.compilers),
+        }
+
+    @classmethod
+    def from_json(cls, data: Any) -> CodeModel:
+        """The form :meth:`to_json` writes; ValueError for anything else."""
+        if not isinstance(data, dict) or not isinstance(data.get("compilers"), dict):
+            raise ValueError("not a codemodel record")
+        raw = data.get("targets")
+        targets: dict[str, Target] | None = None
+        if raw is not None:
+            if not isinstance(raw, dict):
+                raise ValueError("targets is not an object")
+            targets = {}
+            for i, t in raw.items():
+                if not isinstance(t, dict):
+                    raise ValueError("a target is not an object")
+                targets[str(i)] = Target(
+                    name=_text(t.get("name")),
+                    type=_text(t.get("type")),
+                    artifacts=tuple(_text(a) for a in _list(t.get("artifacts"))),
+                    dependencies=tuple(_text(d) for d in _list(t.get("deps"))),
+                )
+        compilers = {str(k): (None if v is None else _text(v)) for k, v in data["compilers"].items()}
+        return cls(targets=targets, compilers=compilers)
+
+
+def _text(v: object) -> str:
+    if not isinstance(v, str):
+        raise ValueError(f"{v!r} is not a string")
+    return v
+
+
+def _list(v: object) -> list[object]:
+    if not isinstance(v, list):
+        raise ValueError(f"{v!r} is not a list")
+    return v
+
+
+_CODEMODEL = ".patchkit-codemodel.json"  # in the build dir, beside CMake's own files
+_CODEMODEL_FORMAT = 1
+
+
+def _reply_key(reply: Path) -> str | None:
+    """The newest index file's name, size and mtime: a new configure writes a new one."""
+    try:
+        newest = max(reply.glob("index-*.json"), key=lambda p: p.name)
+        st = newest.stat()
+    except (ValueError, OSError):
+        return None
+    return f"{_CODEMODEL_FORMAT}:{newest.name}:{st.st_size}:{st.st_mtime_ns}"
+
+
+def read_codemodel(build_dir: Path) -> CodeModel:
+    """The build dir's codemodel: from the record beside the reply when that reply has not
+    changed since, else parsed from the reply (scikit-build-core) and recorded."""
     reply = build_dir / ".cmake" / "api" / "v1" / "reply"
     if not reply.is_dir():
         raise BuildError(f"CMake wrote no File API reply in {reply}", hint="rerun with --clean")
+    key = _reply_key(reply)
+    record = build_dir / _CODEMODEL
+    if key is not None:
+        try:
+            data = json.loads(record.read_text(encoding="utf-8"))
+            if isinstance(data, dict) and data.get("reply") == key:
+                return CodeModel.from_json(data.get("model"))
+        except (OSError, ValueError):
+            pass  # missing or not ours: parse the reply
+    model = _from_index(_load_index(reply))
+    if key is not None and key == _reply_key(reply):
+        try:
+            atomic_write_json(record, {"reply": key, "model": model.to_json()})
+        except OSError:
+            pass  # only a cache: the next build parses the reply again
+    return model
+
+
+def _load_index(reply: Path) -> Index:
+    from scikit_build_core.file_api.reply import load_reply_dir  # slow to import: only here
+
     return load_reply_dir(reply)
 
 
-def target_artifacts(index: Index, targets: Sequence[str], build_dir: Path) -> list[Artifact]:
-    """The recipe targets' files plus the shared libraries they link, from the codemodel."""
+def _from_index(index: Index) -> CodeModel:
     codemodel = index.reply.codemodel_v2
-    if codemodel is None or not codemodel.configurations:
+    targets: dict[str, Target] | None = None
+    if codemodel is not None and codemodel.configurations:
+        targets = {
+            t.id: Target(
+                name=t.name,
+                type=t.type,
+                artifacts=tuple(str(a.path) for a in t.artifacts),
+                dependencies=tuple(d.id for d in t.dependencies),
+            )
+            for t in codemodel.configurations[0].targets
+        }
+    compilers: dict[str, str | None] = {}
+    tc = index.reply.toolchains_v1
+    for tool in tc.toolchains if tc else ():
+        c = tool.compiler
+        if c.id:
+            compilers[f"{tool.language.lower()}_compiler"] = " ".join(x for x in (c.id, c.version) if x)
+    compilers["cmake"] = index.cmake.version.string
+    return CodeModel(targets=targets, compilers=compilers)
+
+
+def target_artifacts(model: CodeModel, targets: Sequence[str], build_dir: Path) -> list[Artifact]:
+    """The recipe targets' files plus the shared libraries they link, from the codemodel."""
+    if not model.targets:
         raise BuildError("the CMake File API reply has no codemodel", hint="rerun with --clean")
-    config = codemodel.configurations[0]
-    by_name = {t.name: t for t in config.targets}
-    by_id = {t.id: t for t in config.targets}
+    by_id = model.targets
+    by_name = {t.name: i for i, t in by_id.items()}
     missing = [t for t in targets if t not in by_name]
     if missing:
         names = sorted(by_name)
@@ -214,28 +355,16 @@ def target_artifacts(index: Index, targets: Sequence[str], build_dir: Path) -> l
         t = by_id[target_id]
         if top or t.type in ("SHARED_LIBRARY", "MODULE_LIBRARY"):
             for a in t.artifacts:
-                p = a.path if a.path.is_absolute() else build_dir / a.path
+                p = Path(a) if Path(a).is_absolute() else build_dir / a
                 if t.type != "EXECUTABLE" and not p.name.endswith(_RUNTIME_SUFFIXES) and ".so." not in p.name:
                     continue  # import libraries (.lib/.dll.a), debug files
                 if p.suffix == ".pdb":
                     continue
                 out.append(Artifact(target=t.name, type=t.type, path=p))
         for dep in t.dependencies:
-            if dep.id in by_id:
-                add(dep.id, False)
+            if dep in by_id:
+                add(dep, False)
 
     for name in targets:
-        add(by_name[name].id, True)
-    return out
-
-
-def compiler_versions(index: Index) -> dict[str, str | None]:
-    """The compilers CMake found (``cxx_compiler: GNU 12.2.0``) and CMake's own version."""
-    out: dict[str, str | None] = {}
-    tc = index.reply.toolchains_v1
-    for t in tc.toolchains if tc else ():
-        c = t.compiler
-        if c.id:
-            out[f"{t.language.lower()}_compiler"] = " ".join(x for x in (c.id, c.version) if x)
-    out["cmake"] = index.cmake.version.string
+        add(by_name[name], True)
     return out

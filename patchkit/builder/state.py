@@ -2,7 +2,8 @@
 
 ``state.json`` (in the recipe's work folder, see core.paths.CacheLayout) records what
 patchkit made there: the source id (commit, URL, patch hashes, sparse patterns), the
-tree the worktree had after patching, each patch's result, and the configure id. It is
+tree the worktree had after patching, each patch's result, the pinned commit's build
+number, and the configure id. It is
 written only after a stage succeeded, so an interrupted run redoes that stage; an
 unreadable state is an empty one (everything is redone).
 """
@@ -34,6 +35,9 @@ class BuildState:
     results: tuple[str, ...] = ()  # each patch's ApplyResult value, in order
     commit_date: str = ""
     subject: str = ""
+    # llama.cpp's build number of the pinned commit (git.cache.build_number); 0: none (a
+    # shallow clone), -1: not counted yet
+    build_number: int = -1
     config_id: str | None = None  # None: configure has not succeeded with these inputs
 
     def to_json(self) -> dict[str, Any]:
@@ -43,6 +47,7 @@ class BuildState:
             "results": list(self.results),
             "commit_date": self.commit_date,
             "subject": self.subject,
+            "build_number": self.build_number,
             "config_id": self.config_id,
         }
 
@@ -63,10 +68,15 @@ def read_state(path: Path) -> BuildState:
             results=tuple(results),
             commit_date=str(data.get("commit_date") or ""),
             subject=str(data.get("subject") or ""),
+            build_number=_count(data.get("build_number")),
             config_id=data.get("config_id") if isinstance(data.get("config_id"), str) else None,
         )
     except (OSError, ValueError, AttributeError, TypeError):
         return BuildState()
+
+
+def _count(v: object) -> int:
+    return v if isinstance(v, int) and not isinstance(v, bool) and v >= 0 else -1
 
 
 def write_state(path: Path, state: BuildState) -> None:

@@ -4,15 +4,19 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from patchkit.builder import compcache
 from patchkit.builder.pipeline import BuildOptions, run_build
 from patchkit.cli._common import DEFAULT_RECIPE, load_recipe_arg
-from patchkit.cli.smoke import print_check
 from patchkit.core.errors import ConfigError
 from patchkit.core.log import log
+from patchkit.core.paths import cache_dir, default_out_dir
+
+if TYPE_CHECKING:
+    from patchkit.spec.buildinfo import CheckResult
 
 __all__ = ["COMMANDS"]
 
@@ -53,6 +57,12 @@ def _check_parallel_env(jobs: int | None) -> None:
 )
 @click.option("--clean", is_flag=True, help="Start fresh: new worktree, new build dir.")
 @click.option("--no-smoke", is_flag=True, help="Do not run the smoke checks after building.")
+@click.option(
+    "--resmoke",
+    is_flag=True,
+    help="Run the smoke checks even when nothing they depend on changed since they last "
+    "passed (the artifacts, smoke tools, real model, checks).",
+)
 @click.option(
     "--configure-only",
     is_flag=True,
@@ -97,6 +107,7 @@ def build_cmd(
     launcher: str | None,
     dist: str | None,
     configure_only: bool = False,
+    resmoke: bool = False,
 ) -> None:
     _check_parallel_env(jobs)
     project, _, rec = load_recipe_arg(ctx, recipe)
@@ -117,22 +128,33 @@ def build_cmd(
         BuildOptions(
             recipe=rec,
             project=project,
+            cache=cache_dir(),
+            out=out or default_out_dir(rec.name),
+            compile_cache=settings,
+            env=dict(os.environ),
             upstream=upstream,
-            out=out,
             jobs=jobs,
             clean=clean,
             smoke=not no_smoke,
+            resmoke=resmoke,
             cuda_root=cuda_root,
-            compile_cache=settings,
-            on_check=print_check,
+            on_check=_print_check,
             configure_only=configure_only,
         )
     )
-    total = sum(v for v in log.timings.values())
+    total = sum(result.timings.values())
     if configure_only:
         log.info(f"configured in {total:.1f}s: {result.out_dir}/ (nothing built)")
         return
     log.info(f"done in {total:.1f}s: {result.out_dir}/")
+
+
+def _print_check(r: CheckResult) -> None:
+    """`patchkit smoke`'s line per check (imported when a check ran: a build that reuses
+    the smoke verdict does not load the checks)."""
+    from patchkit.cli.smoke import print_check
+
+    print_check(r)
 
 
 def _label(path: Path, project: Path) -> str:

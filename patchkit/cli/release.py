@@ -9,6 +9,7 @@ import click
 
 from patchkit.cli._common import load_recipe_arg
 from patchkit.core.log import log
+from patchkit.core.paths import default_out_dir
 from patchkit.release.release import ReleaseOptions, release, source_date_epoch_from_env
 
 __all__ = ["COMMANDS"]
@@ -90,7 +91,7 @@ def release_cmd(
     loaded = project = None
     if recipe is not None or build_dir is None:
         project, _, loaded = load_recipe_arg(ctx, recipe)
-        build_dir = build_dir or Path("out") / loaded.name
+        build_dir = build_dir or default_out_dir(loaded.name)
     else:
         log.warning(f"no recipe given: {build_dir} is not checked against a recipe file")
     assert build_dir is not None

@@ -10,7 +10,7 @@ import contextlib
 import os
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from rich.console import Console
 
@@ -31,7 +31,6 @@ class Logger:
         if not self.console.is_terminal:  # logs and CI: no 80-column squeeze
             self.console.width = max(160, self.console.width)
         self.verbose = False
-        self.timings: dict[str, float] = {}
 
     def info(self, msg: str) -> None:
         self.console.print(msg, markup=False)
@@ -47,10 +46,13 @@ class Logger:
         self.console.print(f"error: {msg}", markup=False, style="bold red")
 
     @contextlib.contextmanager
-    def step(self, name: str, key: str | None = None) -> Iterator[None]:
+    def step(
+        self, name: str, key: str | None = None, *, on_time: Callable[[str, float], None] | None = None
+    ) -> Iterator[None]:
         """Run a stage: fold it in CI, time it, end with ✓ or ✕.
 
-        ``key`` (default: ``name``) is where the duration is kept in ``timings``.
+        ``on_time(key, seconds)`` is told the duration (rounded to ms) when the stage ends,
+        also when it fails; ``key`` defaults to ``name``. The logger keeps nothing.
         """
         ci = _in_ci()
         # fold markers go to stderr with the rest of the log: stdout stays clean for --json
@@ -66,7 +68,8 @@ class Logger:
             ok = True
         finally:
             took = time.perf_counter() - start
-            self.timings[key or name] = round(took, 3)
+            if on_time is not None:
+                on_time(key or name, round(took, 3))
             if ci == "github":
                 print("::endgroup::", file=sys.stderr, flush=True)
             elif ci == "azure":

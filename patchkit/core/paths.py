@@ -11,7 +11,14 @@ from pathlib import Path
 
 from patchkit.core.errors import ConfigError
 
-__all__ = ["CacheLayout", "WorkDirs", "cache_dir", "cache_layout", "find_project_dir"]
+__all__ = [
+    "CacheLayout",
+    "WorkDirs",
+    "cache_dir",
+    "cache_layout",
+    "default_out_dir",
+    "find_project_dir",
+]
 
 
 def _looks_like_project(p: Path) -> bool:
@@ -122,6 +129,11 @@ class WorkDirs:
     def log(self) -> Path:
         return self.root / "build.log"
 
+    @property
+    def smoke(self) -> Path:
+        """The last passed smoke verdict and what it depends on (builder.verdict)."""
+        return self.root / "smoke.json"
+
 
 def _slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "_", text) or "_"
@@ -133,7 +145,7 @@ class CacheLayout:
 
     <cache>/lock, lock.owner            one run at a time (core.lock)
     <cache>/repos/<slug>-<hash>.git     one bare clone per upstream (git.cache)
-    <cache>/work/<recipe>-<hash>/       worktree src/, build/, state.json, build.log
+    <cache>/work/<recipe>-<hash>/       worktree src/, build/, state.json, build.log, smoke.json
     <cache>/refresh/<recipe>/           a refresh in progress (upkeep.refresh)
     <cache>/models/<name>/              real model weights (weights.store)
     <cache>/wheels/<os>-<arch>-cuda<X.Y>/  NVIDIA runtime wheels (release.bundle)
@@ -161,5 +173,12 @@ class CacheLayout:
         return self.root / "wheels" / _slug(label)
 
 
-def cache_layout() -> CacheLayout:
-    return CacheLayout(root=cache_dir())
+def cache_layout(root: Path | None = None) -> CacheLayout:
+    """The cache at ``root`` (already resolved by the caller), else at :func:`cache_dir`."""
+    return CacheLayout(root=cache_dir() if root is None else root)
+
+
+def default_out_dir(recipe: str) -> Path:
+    """Where a build of ``recipe`` goes without ``--out``: ``out/<recipe>``, relative to the
+    current directory (the one rule for `build`, `release` and `bump`)."""
+    return Path("out") / recipe

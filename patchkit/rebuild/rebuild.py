@@ -21,13 +21,12 @@ differing file and each tool whose version differs (the likely cause).
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import json
 import os
 import shutil
 import tempfile
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -220,20 +219,6 @@ def _sources(
     return out, recipe_rel
 
 
-@contextlib.contextmanager
-def _patchkit_cache(path: Path) -> Iterator[None]:
-    """PATCHKIT_CACHE set to ``path`` while the build runs (the pipeline reads it)."""
-    old = os.environ.get("PATCHKIT_CACHE")
-    os.environ["PATCHKIT_CACHE"] = str(path)
-    try:
-        yield
-    finally:
-        if old is None:
-            os.environ.pop("PATCHKIT_CACHE", None)
-        else:
-            os.environ["PATCHKIT_CACHE"] = old
-
-
 def _compare(manifest: Mapping[str, Any], out_dir: Path, info: Mapping[str, Any]) -> tuple[int, list[str]]:
     want = {
         f["path"]: f
@@ -304,20 +289,28 @@ def rebuild_archive(
                 f"{recipe.upstream.commit[:12]}, {len(recipe.patches)} patch(es), "
                 f"cache {cache}"
             )
-        with _patchkit_cache(cache):
-            result = run_build(
-                BuildOptions(
-                    recipe=recipe,
-                    project=project,
-                    upstream=upstream,
-                    out=out,
-                    jobs=opts.jobs,
-                    clean=True,
-                    smoke=smoked,
-                    smoke_checks=opts.smoke,
-                    compile_cache=opts.compile_cache,
-                )
+        env = dict(os.environ)  # what cmake and the compilers run with, as for `patchkit build`
+        result = run_build(
+            BuildOptions(
+                recipe=recipe,
+                project=project,
+                cache=cache.expanduser().resolve(),
+                out=out,
+                compile_cache=opts.compile_cache
+                or compcache.resolve(
+                    env=env,
+                    recipe_remote=recipe.build.cache_remote,
+                    recipe_launcher=recipe.build.launcher,
+                    recipe_label=recipe_rel,
+                ),
+                env=env,
+                upstream=upstream,
+                jobs=opts.jobs,
+                clean=True,
+                smoke=smoked,
+                smoke_checks=opts.smoke,
             )
+        )
         assert result.info is not None  # a full build, never configure-only
         info = result.info.to_json()
         count, diffs = _compare(manifest, result.out_dir, info)

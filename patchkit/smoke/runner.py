@@ -8,6 +8,8 @@ skipped (with why) on a machine without one. Everything listens on 127.0.0.1.
 from __future__ import annotations
 
 import dataclasses
+import functools
+import hashlib
 import os
 import shutil
 import sys
@@ -17,9 +19,8 @@ from pathlib import Path
 
 from patchkit.core.errors import SmokeError
 from patchkit.core.proc import run
-from patchkit.smoke.checks import CHECKS
 from patchkit.smoke.env import SmokeEnv
-from patchkit.smoke.realmodel import NO_MODEL, find_model
+from patchkit.smoke.realmodel import NO_MODEL, RealModel, find_model
 from patchkit.spec.buildinfo import (
     BuildInfo,
     CheckResult,
@@ -30,7 +31,29 @@ from patchkit.spec.buildinfo import (
     write_build_info,
 )
 
-__all__ = ["raise_if_failed", "run_smoke"]
+__all__ = ["SUITE_PACKAGES", "raise_if_failed", "run_smoke", "suite_id"]
+
+# The code a smoke verdict depends on: the checks, their settings and limits, the data they
+# read (smoke/), and what they may import (the dependency rules: core, spec, rpc, weights).
+SUITE_PACKAGES = ("smoke", "rpc", "weights", "spec", "core")
+
+
+@functools.cache
+def suite_id() -> str:
+    """A digest of every file of :data:`SUITE_PACKAGES` as installed: it changes when a
+    check, a threshold, a setting or the text a check reads changes."""
+    root = Path(__file__).resolve().parent.parent  # the patchkit package
+    h = hashlib.sha256()
+    for pkg in SUITE_PACKAGES:
+        files = sorted(
+            p
+            for p in (root / pkg).rglob("*")
+            if p.is_file() and "__pycache__" not in p.parts and p.suffix != ".pyc"
+        )
+        for f in files:
+            h.update(f"{f.relative_to(root).as_posix()}\0".encode())
+            h.update(hashlib.sha256(f.read_bytes()).digest())
+    return h.hexdigest()
 
 
 def _nvidia_driver_present() -> bool:
@@ -101,16 +124,19 @@ def run_smoke(
     extra_env: dict[str, str] | None = None,
     reference: Path | None = None,
     partial: bool = False,
-    model: Path | None = None,
+    model: Path | RealModel | None = None,
 ) -> SmokeReport:
     """Run the checks against a build output dir; record the report in its build-info.json.
 
     ``partial``: some checks are left out on request (``--only``/``--skip``); a run that
     would pass is then recorded as "partial", which `patchkit release` does not accept.
-    ``model``: the real GGUF of the kld and speed checks (else smoke.realmodel finds one).
+    ``model``: the real GGUF of the kld and speed checks, as a path or as already found by
+    smoke.realmodel (else smoke.realmodel finds one).
     """
+    from patchkit.smoke.checks import CHECKS  # the checks and what they use: only to run them
+
     info = read_build_info(out_dir)
-    real = find_model(model)
+    real = model if isinstance(model, RealModel) else find_model(model)
     launcher: tuple[str, ...] = ()
     # what the build says its binaries need at run time (CUDA: the toolkit's library path)
     extra_env = {**info.runtime_env, **(extra_env or {})}

@@ -5,7 +5,7 @@ The recipe's archs are resolved when it loads (``recipe.cuda.archs``, patchkit.s
 The pipeline calls ``prepare`` (the first three steps) or, in order::
 
     archs = recipe.cuda.archs
-    tk = find_toolkit(recipe.cuda, cuda_root, os.environ)  # patchkit.builder.cuda.toolkit
+    tk = find_toolkit(recipe.cuda, cuda_root, env)  # patchkit.builder.cuda.toolkit
     notes = preflight(archs, tk)                          # raises CudaError / ToolMissing
     defines = cmake_defines(recipe, archs, tk)            # merged over the recipe's defines
     ... configure, build ...

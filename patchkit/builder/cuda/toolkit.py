@@ -339,9 +339,9 @@ def _candidates(
     return out
 
 
-def _default_roots(windows: bool) -> list[Path]:
+def _default_roots(windows: bool, env: Mapping[str, str]) -> list[Path]:
     if windows:
-        program_files = os.environ.get("ProgramFiles", r"C:\Program Files")  # noqa: SIM112
+        program_files = env.get("ProgramFiles", r"C:\Program Files")
         base = Path(program_files) / "NVIDIA GPU Computing Toolkit" / "CUDA"
         return sorted(base.glob("v*"), reverse=True)
     return [Path("/usr/local/cuda"), *sorted(Path("/usr/local").glob("cuda-*"), reverse=True)]
@@ -369,7 +369,7 @@ def find_nvcc(
     hit = shutil.which("nvcc", path=env.get("PATH", ""))
     if hit:
         return Path(hit), "PATH"
-    for root in _default_roots(windows) if default_roots is None else default_roots:
+    for root in _default_roots(windows, env) if default_roots is None else default_roots:
         if (root / "bin" / name).is_file():
             return root / "bin" / name, "default location"
     raise ToolMissing(

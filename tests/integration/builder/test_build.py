@@ -242,9 +242,10 @@ def test_ctrl_c_in_any_stage_leaves_the_cache_usable(
     project: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, stage: str
 ) -> None:
     import patchkit.builder.pipeline as pl
+    import patchkit.builder.source as source
 
     target = {
-        "apply_series": (pl, "apply_series"),
+        "apply_series": (source, "apply_series"),
         "configure": (pl.cm, "configure"),
         "build": (pl.cm, "build"),
         "write_output": (pl, "write_output"),

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from patchkit.builder.pipeline import X86_64_ISA_DEFINES, offline_defines
+from patchkit.builder.configure import X86_64_ISA_DEFINES, offline_defines
 from patchkit.spec.recipe import load_recipe
 from patchkit.spec.series import load_series
 from tests.fixtures.project import write_recipe

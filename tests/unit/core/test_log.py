@@ -9,14 +9,19 @@ from patchkit.core.log import Logger
 
 def test_step_times_and_marks(capsys: pytest.CaptureFixture[str]) -> None:
     lg = Logger()
-    with lg.step("configure", "configure"):
+    took: dict[str, float] = {}
+    with lg.step("configure", "configure", on_time=took.__setitem__):
         pass
-    with pytest.raises(RuntimeError), lg.step("build", "build"):
+    with pytest.raises(RuntimeError), lg.step("build all", "build", on_time=took.__setitem__):
         raise RuntimeError("boom")
+    with lg.step("untimed"):
+        pass
     out, err = capsys.readouterr()
     assert out == ""
-    assert "✓ configure" in err and "✕ build" in err
-    assert set(lg.timings) == {"configure", "build"}
+    assert "✓ configure" in err and "✕ build all" in err and "✓ untimed" in err
+    assert set(took) == {"configure", "build"}  # a failed step is timed too; the key names it
+    assert all(isinstance(v, float) and v >= 0 for v in took.values())
+    assert not hasattr(lg, "timings")  # the logger keeps no data
 
 
 def test_github_fold_groups_go_to_stderr(
