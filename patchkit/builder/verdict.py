@@ -23,6 +23,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import json
+import os
 import platform
 import sys
 from collections.abc import Callable, Mapping
@@ -236,14 +237,19 @@ def run_or_reuse(
     runtime_env: Mapping[str, str],
     on_check: Callable[[CheckResult], None] | None,
     rerun: bool,
+    env: Mapping[str, str] | None = None,
 ) -> SmokeReport:
     """The smoke report of the build in ``out_dir`` (``info``: its build-info as written):
     the kept one when every input is unchanged (and not ``rerun``), else a fresh run, kept
-    when it passed. Either way it is recorded in the output's build-info.json."""
+    when it passed. Either way it is recorded in the output's build-info.json.
+
+    ``env``: the environment the checks run with and whose PATCHKIT_MODEL names the real
+    model (the build's, BuildOptions.env); None: this process's."""
     from patchkit.smoke.realmodel import find_model
     from patchkit.smoke.runner import run_smoke, suite_id
 
-    real: RealModel | None = find_model()
+    env = os.environ if env is None else env
+    real: RealModel | None = find_model(env=env)
     previous = read_record(record_path)
     inputs, hashes = smoke_inputs(
         info,
@@ -268,6 +274,7 @@ def run_or_reuse(
         on_result=on_check,
         extra_env=dict(runtime_env),
         model=real,
+        env=env,
     )
     if report.status is SmokeStatus.PASSED:
         try:

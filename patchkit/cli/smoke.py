@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import click
@@ -67,6 +68,7 @@ def smoke_cmd(
     tool_dirs = [tools] if tools else []
     if info.build_dir:
         tool_dirs.append(Path(info.build_dir) / "bin")
+    env = dict(os.environ)  # what the binaries run with (and PATCHKIT_MODEL: the real model)
     with log.step("smoke"):
         report = run_smoke(
             outdir,
@@ -78,6 +80,7 @@ def smoke_cmd(
             reference=reference,
             partial=bool(skip or only),
             model=model,
+            env=env,
         )
     log.info(f"smoke {report.status.value}")
     raise_if_failed(report)

@@ -17,15 +17,13 @@ is stopped when its check ends.
 
 from __future__ import annotations
 
-import os
 import re
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 from patchkit.core.errors import RpcError, ServerStartError
-from patchkit.core.net import LOOPBACK, free_port
-from patchkit.core.proc import Processes, RunResult
+from patchkit.core.proc import RunResult
 from patchkit.rpc.probe import probe_zero_nbytes_guard
 from patchkit.smoke.env import SmokeEnv
 from patchkit.smoke.kld import check_kld
@@ -149,25 +147,11 @@ def generated_text(r: RunResult) -> str:
     return "\n".join(keep).strip()
 
 
-def _rpc_server(env: SmokeEnv, procs: Processes, name: str = "rpc") -> str:
-    server = env.exe("ggml-rpc-server")
-    assert server is not None
-    port = free_port()
-    procs.start_server(
-        env.cmd(server, "-d", "CPU", "-H", LOOPBACK, "-p", str(port)),
-        port,
-        name=name,
-        timeout=min(env.timeout, 60 if env.launcher else 20),
-        env={**os.environ, **env.env},
-    )
-    return f"{LOOPBACK}:{port}"
-
-
 def _rpc_generate(env: SmokeEnv, server_env: SmokeEnv, cli: Path, model: Path, name: str) -> RunResult | str:
     """Generate with ``env``'s llama-cli through one ggml-rpc-server of ``server_env``."""
     with servers(env.workdir / "logs") as procs:
         try:
-            addr = _rpc_server(server_env, procs, name)
+            addr = server_env.rpc_server(procs, name)
         except ServerStartError as e:
             return str(e)
         return _generate(env, cli, model, "--rpc", addr, "-dev", "RPC0")
@@ -227,7 +211,7 @@ def check_tensor_split(env: SmokeEnv) -> CheckResult:
         return _result("tensor-split", start, SKIP, why)
     with servers(env.workdir / "logs") as procs:
         try:
-            a, b = _rpc_server(env, procs, "rpc-a"), _rpc_server(env, procs, "rpc-b")
+            a, b = env.rpc_server(procs, "rpc-a"), env.rpc_server(procs, "rpc-b")
         except ServerStartError as e:
             return _result("tensor-split", start, FAIL, str(e))
         r = env.run(
@@ -266,7 +250,7 @@ def check_rpc_guard(env: SmokeEnv) -> CheckResult:
         return _result("rpc-guard", start, SKIP, "ggml-rpc-server is not in this build")
     with servers(env.workdir / "logs") as procs:
         try:
-            addr = _rpc_server(env, procs)
+            addr = env.rpc_server(procs)
         except ServerStartError as e:
             return _result("rpc-guard", start, FAIL, str(e))
         host, port = addr.rsplit(":", 1)
@@ -292,7 +276,7 @@ def check_meta_ot(env: SmokeEnv) -> CheckResult:
         return _result("meta-ot", start, FAIL, f"CPU run: {cpu.brief()}: {telling_line(cpu)}")
     with servers(env.workdir / "logs") as procs:
         try:
-            a, b, c = (_rpc_server(env, procs, f"rpc-{n}") for n in "abc")
+            a, b, c = (env.rpc_server(procs, f"rpc-{n}") for n in "abc")
         except ServerStartError as e:
             return _result("meta-ot", start, FAIL, str(e))
         # every RPC buffer type is named RPC0[host:port], whatever the device's index

@@ -4,7 +4,7 @@ Windows build on Linux), the environment its binaries need, a private work folde
 from __future__ import annotations
 
 import dataclasses
-import os
+from collections.abc import Mapping
 from pathlib import Path
 
 from patchkit.core.errors import ServerStartError
@@ -21,8 +21,9 @@ class SmokeEnv:
     info: BuildInfo
     workdir: Path
     timeout: float
+    base_env: Mapping[str, str]  # the caller's environment (a snapshot): what every run starts from
     launcher: tuple[str, ...] = ()  # e.g. the wine loader for Windows builds
-    env: dict[str, str] = dataclasses.field(default_factory=dict)
+    env: dict[str, str] = dataclasses.field(default_factory=dict)  # this build's, over base_env
     tool_dirs: tuple[Path, ...] = ()  # where helper tools (test-llama-archs) may be
     reference: Path | None = None  # another build (e.g. Linux for a Windows one) to compare
     model: Path | None = None  # a real GGUF model for the kld and speed checks
@@ -39,6 +40,11 @@ class SmokeEnv:
         return dataclasses.replace(
             self, out_dir=self.reference, info=info, launcher=(), env={}, tool_dirs=tools, reference=None
         )
+
+    @property
+    def run_env(self) -> dict[str, str]:
+        """The environment this build's binaries run with."""
+        return {**self.base_env, **self.env}
 
     @property
     def windows(self) -> bool:
@@ -63,7 +69,7 @@ class SmokeEnv:
         return run(
             self.cmd(exe, *args),
             timeout=timeout or self.timeout,
-            env={**os.environ, **self.env},
+            env=self.run_env,
             start_error="result",
         )
 
@@ -78,7 +84,7 @@ class SmokeEnv:
             port,
             name=name,
             timeout=min(self.timeout, 60 if self.launcher else 20),
-            env={**os.environ, **self.env},
+            env=self.run_env,
         )
         return f"{LOOPBACK}:{port}"
 

@@ -1,15 +1,16 @@
 """Which real GGUF model the measuring checks (kld, speed) use, found without a hub.
 
 In order: ``--model PATH`` (``patchkit smoke``), the ``PATCHKIT_MODEL`` environment variable
-(a path, or the name of a known model such as ``smollm2``), then the known model in patchkit's
-cache (``patchkit model get smollm2``) or in an installed copy of its package. Without one the
+(a path, or the name of a known model such as ``smollm2``) of the environment the caller
+passes (the CLI's snapshot of its own), then the known model in patchkit's cache
+(``patchkit model get smollm2``) or in an installed copy of its package. Without one the
 checks skip, saying which command gets it.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import os
+from collections.abc import Mapping
 from pathlib import Path
 
 from patchkit.core.errors import ConfigError
@@ -58,11 +59,12 @@ def _given(value: str, where: str) -> RealModel:
     return RealModel(path=path.resolve(), label=f"{path.name} sha256={sha256_file(path)}")
 
 
-def find_model(explicit: Path | None = None) -> RealModel | None:
-    """The real model to measure with, or None (the checks then skip with ``NO_MODEL``)."""
+def find_model(explicit: Path | None = None, *, env: Mapping[str, str]) -> RealModel | None:
+    """The real model to measure with, or None (the checks then skip with ``NO_MODEL``);
+    ``env``: the environment whose ``PATCHKIT_MODEL`` counts."""
     if explicit is not None:
         return _given(str(explicit), "--model")
-    value = os.environ.get(ENV_VAR, "").strip()
+    value = env.get(ENV_VAR, "").strip()
     if value:
         return _given(value, ENV_VAR)
     return _known(DEFAULT)

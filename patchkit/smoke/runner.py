@@ -10,11 +10,10 @@ from __future__ import annotations
 import dataclasses
 import functools
 import hashlib
-import os
 import shutil
 import sys
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from patchkit.core.errors import SmokeError
@@ -90,7 +89,7 @@ def _wine() -> tuple[tuple[str, ...], dict[str, str], str]:
     return (), {}, "wine is not installed (apt-get install wine64)"
 
 
-def _stop_wineserver(env: dict[str, str]) -> None:
+def _stop_wineserver(env: Mapping[str, str]) -> None:
     """The prefix's wineserver outlives the last wine process by a few seconds and keeps
     writing into the prefix: stop it and wait for it, or removing the temp folder fails
     ("wineprefix: Directory not empty")."""
@@ -109,7 +108,7 @@ def _stop_wineserver(env: dict[str, str]) -> None:
     if not server or "WINEPREFIX" not in env:
         return
     for arg in ("-k", "-w"):
-        run([server, arg], env={**os.environ, **env}, timeout=30, start_error="result")
+        run([server, arg], env=env, timeout=30, start_error="result")
 
 
 def run_smoke(
@@ -125,18 +124,21 @@ def run_smoke(
     reference: Path | None = None,
     partial: bool = False,
     model: Path | RealModel | None = None,
+    env: Mapping[str, str],
 ) -> SmokeReport:
     """Run the checks against a build output dir; record the report in its build-info.json.
 
     ``partial``: some checks are left out on request (``--only``/``--skip``); a run that
     would pass is then recorded as "partial", which `patchkit release` does not accept.
     ``model``: the real GGUF of the kld and speed checks, as a path or as already found by
-    smoke.realmodel (else smoke.realmodel finds one).
+    smoke.realmodel (else smoke.realmodel finds one, ``env``'s PATCHKIT_MODEL first).
+    ``env``: the environment the binaries run with (the caller's snapshot), under
+    ``extra_env`` and what the build says it needs.
     """
     from patchkit.smoke.checks import CHECKS  # the checks and what they use: only to run them
 
     info = read_build_info(out_dir)
-    real = model if isinstance(model, RealModel) else find_model(model)
+    real = model if isinstance(model, RealModel) else find_model(model, env=env)
     launcher: tuple[str, ...] = ()
     # what the build says its binaries need at run time (CUDA: the toolkit's library path)
     extra_env = {**info.runtime_env, **(extra_env or {})}
@@ -153,11 +155,12 @@ def run_smoke(
                 results.append(CheckResult(name="all", status=CheckStatus.SKIP, why=missing))
             else:
                 extra_env["WINEPREFIX"] = str(Path(tmp) / "wineprefix")
-        env = SmokeEnv(
+        smoke_env = SmokeEnv(
             out_dir=out_dir,
             info=info,
             workdir=Path(tmp),
             timeout=timeout,
+            base_env=env,
             launcher=launcher,
             env=extra_env,
             tool_dirs=tool_dirs,
@@ -175,11 +178,11 @@ def run_smoke(
                 if name in skip or (only and name not in only):
                     res = CheckResult(name=name, status=CheckStatus.SKIP, why="skipped on request")
                 else:
-                    res = check(env)
+                    res = check(smoke_env)
                 results.append(res)
                 if on_result is not None:
                     on_result(res)
-            _stop_wineserver(extra_env)
+            _stop_wineserver(smoke_env.run_env)
     statuses = {r.status for r in results}
     status = (
         SmokeStatus.FAILED

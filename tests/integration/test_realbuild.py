@@ -27,7 +27,7 @@ def test_real_build_smoke_matches_its_patches() -> None:
     info = read_build_info(out)
     patches = info.in_build
     tools = (Path(info.build_dir) / "bin",) if info.build_dir else ()
-    report = run_smoke(out, tool_dirs=tools, record=False)
+    report = run_smoke(out, env=dict(os.environ), tool_dirs=tools, record=False)
     st = {c.name: c for c in report.checks}
     assert st["version"].status == "pass", st["version"].why
     assert st["generate"].status == "pass", st["generate"].why

@@ -40,7 +40,7 @@ def _model_at_import() -> Path | None:
     # looked up when the module is imported: the hermetic conftest later gives every test an
     # empty cache and no PATCHKIT_MODEL, so this is the user's real cache / setting
     try:
-        found = find_model() if REAL else None
+        found = find_model(env=os.environ) if REAL else None
     except ConfigError:
         return None
     return found.path if found else None
@@ -62,7 +62,9 @@ def _check(report, name: str):
 
 def test_kld_of_every_setup_is_within_its_limits(model: Path) -> None:
     out = Path(REAL or ".")
-    report = run_smoke(out, only=("kld",), tool_dirs=_tools(out), record=False, model=model)
+    report = run_smoke(
+        out, env=dict(os.environ), only=("kld",), tool_dirs=_tools(out), record=False, model=model
+    )
     c = _check(report, "kld")
     assert c.status == "pass", c.why
     kinds = {r.setup: r for r in c.kld}
@@ -74,7 +76,13 @@ def test_kld_of_every_setup_is_within_its_limits(model: Path) -> None:
 def test_against_the_reference_build(model: Path) -> None:
     out, ref = Path(REAL or "."), Path(REFERENCE or ".")
     report = run_smoke(
-        out, only=("kld", "speed"), tool_dirs=_tools(out), record=False, model=model, reference=ref
+        out,
+        env=dict(os.environ),
+        only=("kld", "speed"),
+        tool_dirs=_tools(out),
+        record=False,
+        model=model,
+        reference=ref,
     )
     c, s = _check(report, "kld"), _check(report, "speed")
     assert c.status == "pass", c.why
@@ -85,7 +93,15 @@ def test_against_the_reference_build(model: Path) -> None:
 @pytest.mark.skipif(not PERTURBED, reason="set PATCHKIT_REALBUILD_PERTURBED=out/<negative control>")
 def test_negative_control_fails_against_a_correct_build(model: Path) -> None:
     bad, good = Path(PERTURBED or "."), Path(REAL or ".")
-    report = run_smoke(bad, only=("kld",), tool_dirs=_tools(bad), record=False, model=model, reference=good)
+    report = run_smoke(
+        bad,
+        env=dict(os.environ),
+        only=("kld",),
+        tool_dirs=_tools(bad),
+        record=False,
+        model=model,
+        reference=good,
+    )
     c = _check(report, "kld")
     assert c.status == "fail" and report.status == "failed", c.why
     cross = c.kld[-1]

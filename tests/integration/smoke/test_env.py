@@ -4,6 +4,7 @@ time limit, and a binary that cannot start as a result (exit 127), never an exce
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -27,6 +28,7 @@ def make_env(tmp_path: Path, **kw: object) -> SmokeEnv:
         info=BuildInfo.from_json(data),
         workdir=tmp_path / "work",
         timeout=kw.pop("timeout", 10),
+        base_env=kw.pop("base_env", dict(os.environ)),
         **kw,
     )  # type: ignore[arg-type]
 
@@ -41,8 +43,12 @@ def script(env: SmokeEnv, name: str, body: str, mode: int = 0o755) -> Path:
 def test_runs_with_the_builds_environment_and_arguments(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("FROM_OUTSIDE", "kept")
-    env = make_env(tmp_path, env={"LD_LIBRARY_PATH": "/opt/cuda/lib64"})
+    monkeypatch.setenv("FROM_OUTSIDE", "not this process's")  # the caller's environment counts
+    env = make_env(
+        tmp_path,
+        base_env={**os.environ, "FROM_OUTSIDE": "kept", "LD_LIBRARY_PATH": "/usr/lib"},
+        env={"LD_LIBRARY_PATH": "/opt/cuda/lib64"},  # the build's, over the caller's
+    )
     tool = script(
         env,
         "llama-cli",

@@ -78,7 +78,7 @@ def _check(report, name: str):
 
 def test_kld_setups_pass_and_are_recorded(tmp_path: Path, model: Path) -> None:
     out = make_out(tmp_path / "a")
-    report = run_smoke(out, only=("kld",), model=model)
+    report = run_smoke(out, env=dict(os.environ), only=("kld",), model=model)
     kld = _check(report, "kld")
     assert kld.status == "pass", kld.why
     assert [(r.setup, r.kind, r.passed) for r in kld.kld] == [
@@ -104,14 +104,14 @@ def test_kld_setups_pass_and_are_recorded(tmp_path: Path, model: Path) -> None:
 
 def test_meta_ot_setup_runs_with_patch_2(tmp_path: Path, model: Path) -> None:
     out = make_out(tmp_path / "a", patches=(checks.GUARD_PATCH, checks.META_OT_PATCH))
-    kld = _check(run_smoke(out, only=("kld",), model=model), "kld")
+    kld = _check(run_smoke(out, env=dict(os.environ), only=("kld",), model=model), "kld")
     assert kld.status == "pass", kld.why
     assert kld.kld[-1].setup == "tensor split + layer 5 -ot on a third"
 
 
 def test_tensor_split_beyond_its_threshold_fails(tmp_path: Path, model: Path) -> None:
     out = make_out(tmp_path / "a", kld=[("tensor", WRONG), ("", ZERO)])
-    report = run_smoke(out, only=("kld",), model=model)
+    report = run_smoke(out, env=dict(os.environ), only=("kld",), model=model)
     kld = _check(report, "kld")
     assert kld.status == "fail" and report.status == "failed"
     assert "tensor split over two: mean KLD" in kld.why and "FAIL: tensor-split allows" in kld.why
@@ -122,32 +122,34 @@ def test_negative_control_against_a_reference(tmp_path: Path, model: Path) -> No
     correct reference: the cross-build comparison fails."""
     good = make_out(tmp_path / "good")
     bad = make_out(tmp_path / "bad", kld=[("reference", WRONG), ("tensor", TENSOR), ("", ZERO)])
-    report = run_smoke(bad, only=("kld",), model=model, reference=good)
+    report = run_smoke(bad, env=dict(os.environ), only=("kld",), model=model, reference=good)
     kld = _check(report, "kld")
     assert kld.status == "fail"
     assert [r.passed for r in kld.kld] == [True, True, True, False]
     assert kld.kld[-1].kind == "cross-build" and "CPU vs the reference's CPU" in kld.why
-    same = run_smoke(good, only=("kld",), model=model, reference=make_out(tmp_path / "twin"))
+    same = run_smoke(
+        good, env=dict(os.environ), only=("kld",), model=model, reference=make_out(tmp_path / "twin")
+    )
     assert _check(same, "kld").status == "pass"
 
 
 def test_a_crashing_perplexity_run_fails_naming_the_setup(tmp_path: Path, model: Path) -> None:
     out = make_out(tmp_path / "a", kld=[("nothing matches", ZERO)])
-    kld = _check(run_smoke(out, only=("kld",), model=model), "kld")
+    kld = _check(run_smoke(out, env=dict(os.environ), only=("kld",), model=model), "kld")
     assert kld.status == "fail" and kld.why.startswith("one RPC server: llama-perplexity exit 1")
 
 
 def test_speed_against_a_reference(tmp_path: Path, model: Path) -> None:
     ref = make_out(tmp_path / "ref", rates=(300.0, 100.0))
     same = make_out(tmp_path / "same", rates=(290.0, 98.0))
-    spd = _check(run_smoke(same, only=("speed",), model=model, reference=ref), "speed")
+    spd = _check(run_smoke(same, env=dict(os.environ), only=("speed",), model=model, reference=ref), "speed")
     assert spd.status == "pass", spd.why
     assert [(r.test, r.samples) for r in spd.speed] == [("decode tg16", 9), ("prompt pp64", 9)]
     calls = [json.loads(ln) for ln in (tmp_path / "same" / "calls.jsonl").read_text().splitlines()]
     ref_calls = [json.loads(ln) for ln in (tmp_path / "ref" / "calls.jsonl").read_text().splitlines()]
     assert len(calls) == len(ref_calls) == 3 and calls[0] == ref_calls[0]  # same args, threads
     slow = make_out(tmp_path / "slow", rates=(290.0, 20.0))  # decode 5x slower
-    bad = _check(run_smoke(slow, only=("speed",), model=model, reference=ref), "speed")
+    bad = _check(run_smoke(slow, env=dict(os.environ), only=("speed",), model=model, reference=ref), "speed")
     assert bad.status == "fail" and "decode tg16 20.0 tok/s vs 100.0 (0.20x" in bad.why
     assert [r.passed for r in bad.speed] == [False, True]
     assert "noisy machine" not in bad.why  # the fake's samples spread 2 %: tolerance 25 %
@@ -155,6 +157,6 @@ def test_speed_against_a_reference(tmp_path: Path, model: Path) -> None:
 
 def test_speed_without_a_reference_measures_and_skips(tmp_path: Path, model: Path) -> None:
     out = make_out(tmp_path / "a")
-    spd = _check(run_smoke(out, only=("speed",), model=model), "speed")
+    spd = _check(run_smoke(out, env=dict(os.environ), only=("speed",), model=model), "speed")
     assert spd.status == "skip" and spd.why.startswith("no --reference to compare with; measured")
     assert [r.tps for r in spd.speed] == [100.0, 300.0]

@@ -62,7 +62,7 @@ def statuses(report) -> dict[str, str]:
 
 def test_all_checks_pass_and_servers_are_stopped(tmp_path: Path) -> None:
     out = make_out(tmp_path)
-    report = run_smoke(out, skip=("rpc-guard",), tool_dirs=(out / "bin",))
+    report = run_smoke(out, env=dict(os.environ), skip=("rpc-guard",), tool_dirs=(out / "bin",))
     st = statuses(report)
     assert st == {
         "version": "pass",
@@ -87,7 +87,7 @@ def test_all_checks_pass_and_servers_are_stopped(tmp_path: Path) -> None:
 
 def test_unguarded_server_abort_is_reported(tmp_path: Path) -> None:
     out = make_out(tmp_path, mode="rpc-abort")
-    report = run_smoke(out, only=("tensor-split",), tool_dirs=(out / "bin",))
+    report = run_smoke(out, env=dict(os.environ), only=("tensor-split",), tool_dirs=(out / "bin",))
     ts = next(c for c in report.checks if c.name == "tensor-split")
     assert ts.status == "fail"
     assert "2 RPC servers died" in ts.why and "GGML_ASSERT" in ts.why
@@ -97,7 +97,7 @@ def test_unguarded_server_abort_is_reported(tmp_path: Path) -> None:
 
 def test_abort_without_the_patch_is_expected_not_a_failure(tmp_path: Path) -> None:
     out = make_out(tmp_path, mode="rpc-abort", patches=())
-    report = run_smoke(out, only=("tensor-split",), tool_dirs=(out / "bin",))
+    report = run_smoke(out, env=dict(os.environ), only=("tensor-split",), tool_dirs=(out / "bin",))
     ts = next(c for c in report.checks if c.name == "tensor-split")
     assert ts.status == "skip"
     assert "is not in this build; as expected" in ts.why and "died" in ts.why
@@ -105,14 +105,14 @@ def test_abort_without_the_patch_is_expected_not_a_failure(tmp_path: Path) -> No
 
 def test_rpc_tokens_differing_fails(tmp_path: Path) -> None:
     out = make_out(tmp_path, mode="differ")
-    report = run_smoke(out, only=("generate",))
+    report = run_smoke(out, env=dict(os.environ), only=("generate",))
     gen = next(c for c in report.checks if c.name == "generate")
     assert gen.status == "fail" and "tokens differ" in gen.why
 
 
 def test_crashing_binaries_fail_version(tmp_path: Path) -> None:
     out = make_out(tmp_path, mode="crash")
-    report = run_smoke(out, only=("version",))
+    report = run_smoke(out, env=dict(os.environ), only=("version",))
     assert statuses(report)["version"] == "fail"
     assert "exit 1" in report.checks[0].why
 
@@ -120,7 +120,7 @@ def test_crashing_binaries_fail_version(tmp_path: Path) -> None:
 def test_missing_tool_skips_with_reason(tmp_path: Path) -> None:
     out = make_out(tmp_path)
     (out / "bin" / "test-llama-archs").unlink()
-    report = run_smoke(out, only=("tensor-split",))
+    report = run_smoke(out, env=dict(os.environ), only=("tensor-split",))
     ts = next(c for c in report.checks if c.name == "tensor-split")
     assert ts.status == "skip" and "test-llama-archs was not built" in ts.why
 
@@ -136,7 +136,7 @@ def test_ctrl_c_during_a_check_still_stops_servers(tmp_path: Path, monkeypatch: 
 
     monkeypatch.setattr(SmokeEnv, "run", interrupted)
     with pytest.raises(KeyboardInterrupt):
-        run_smoke(out, only=("generate",))
+        run_smoke(out, env=dict(os.environ), only=("generate",))
     assert len(list((tmp_path / "pids").iterdir())) == 1
     assert alive_pids(tmp_path) == []
 
@@ -164,7 +164,7 @@ def test_smoke_cli_exit_code(tmp_path: Path) -> None:
 )
 def test_rpc_guard_check(tmp_path: Path, mode: str, patches: tuple[str, ...], status: str, text: str) -> None:
     out = make_out(tmp_path, mode=mode, patches=patches)
-    report = run_smoke(out, only=("rpc-guard",))
+    report = run_smoke(out, env=dict(os.environ), only=("rpc-guard",))
     guard = next(c for c in report.checks if c.name == "rpc-guard")
     assert guard.status == status, guard.why
     assert text in guard.why
@@ -174,13 +174,13 @@ def test_rpc_guard_check(tmp_path: Path, mode: str, patches: tuple[str, ...], st
 def test_reference_build_tokens_and_cross_rpc(tmp_path: Path) -> None:
     ours = make_out(tmp_path / "a")
     ref = make_out(tmp_path / "b")
-    report = run_smoke(ours, only=("generate",), reference=ref)
+    report = run_smoke(ours, env=dict(os.environ), only=("generate",), reference=ref)
     gen = next(c for c in report.checks if c.name == "generate")
     assert gen.status == "pass", gen.why
     assert "CPU == RPC == reference CPU == client -> reference RPC server" in gen.why
     # a reference whose RPC generation differs is caught
     other = make_out(tmp_path / "c", mode="differ")
-    report = run_smoke(other, only=("generate",), reference=ref)
+    report = run_smoke(other, env=dict(os.environ), only=("generate",), reference=ref)
     assert report.checks[1].status == "fail" and "tokens differ" in report.checks[1].why
 
 
@@ -199,7 +199,7 @@ def test_partial_run_from_the_cli_is_recorded_as_partial(tmp_path: Path) -> None
 def test_a_binary_that_cannot_run_fails_its_check(tmp_path: Path) -> None:
     out = make_out(tmp_path)
     (out / "bin" / "llama-cli").chmod(0o644)  # unpacked without the exec bit
-    report = run_smoke(out, only=("version",))
+    report = run_smoke(out, env=dict(os.environ), only=("version",))
     v = report.checks[0]
     assert v.status == "fail" and "cannot run" in v.why
 
@@ -218,11 +218,11 @@ def test_cuda_build_linking_the_driver_skips_without_one(
     }
     (out / "build-info.json").write_text(json.dumps(info))
     monkeypatch.setattr(smoke, "_nvidia_driver_present", lambda: False)
-    report = run_smoke(out)
+    report = run_smoke(out, env=dict(os.environ))
     assert report.status == "skipped"
     assert [c.name for c in report.checks] == ["all"]
     assert "links the NVIDIA driver" in report.checks[0].why
     # built with GGML_CUDA_NO_VMM (no libcuda): the CPU checks run
     info["cuda"]["toolkit"]["no_vmm"] = True
     (out / "build-info.json").write_text(json.dumps(info))
-    assert run_smoke(out, only=("version",)).checks[0].status == "pass"
+    assert run_smoke(out, env=dict(os.environ), only=("version",)).checks[0].status == "pass"

@@ -3,6 +3,7 @@ check fails saying why (the server's assert, the probe's error), the run goes on
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -30,7 +31,7 @@ def test_a_server_that_asserts_at_start_fails_the_checks_that_need_it(tmp_path: 
         "print('[New LWP 81231]', flush=True)\n"
         "raise SystemExit(134)\n"
     )
-    report = run_smoke(out, only=("generate", "rpc-guard", "meta-ot"))
+    report = run_smoke(out, env=dict(os.environ), only=("generate", "rpc-guard", "meta-ot"))
     got = {c.name: (c.status, c.why) for c in report.checks}
     want = f"rpc did not listen on 127.0.0.1:<port> within 20s: {ASSERT}"
     assert got["rpc-guard"] == ("fail", want)
@@ -40,7 +41,7 @@ def test_a_server_that_asserts_at_start_fails_the_checks_that_need_it(tmp_path: 
 
 def test_a_server_that_does_not_speak_rpc_fails_the_guard_probe(tmp_path: Path) -> None:
     out = make_out(tmp_path)  # fake_llama's plain server: accepts, reads, hangs up
-    report = run_smoke(out, only=("rpc-guard",))
+    report = run_smoke(out, env=dict(os.environ), only=("rpc-guard",))
     guard = next(c for c in report.checks if c.name == "rpc-guard")
     assert (guard.status, guard.why) == (
         "fail",

@@ -169,11 +169,14 @@ class FakeRun:
 
     def __call__(self, out_dir: Path, **kw: Any) -> SmokeReport:
         self.runs += 1
+        self.kw = kw
         write_build_info(out_dir, dataclasses.replace(read_build_info(out_dir), smoke=self.report))
         return self.report
 
 
-def _stage(case: Case, out: Path, record: Path, *, rerun: bool = False) -> SmokeReport:
+def _stage(
+    case: Case, out: Path, record: Path, *, rerun: bool = False, env: dict[str, str] | None = None
+) -> SmokeReport:
     info = read_build_info(out)
     return run_or_reuse(
         out,
@@ -185,6 +188,7 @@ def _stage(case: Case, out: Path, record: Path, *, rerun: bool = False) -> Smoke
         runtime_env={},
         on_check=None,
         rerun=rerun,
+        env=env,
     )
 
 
@@ -237,3 +241,28 @@ def test_reused_message_names_when_and_how_many(
     _stage(case, out, record)
     assert f"smoke: unchanged since {when}, 2 checks" in capsys.readouterr().err
     assert read_build_info(out).smoke == PASSED
+
+
+def test_the_checks_run_in_the_environment_passed_in(
+    case: Case, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The build's environment (BuildOptions.env), not the process's: what the binaries run
+    with, and its PATCHKIT_MODEL names the real model (an input of the verdict)."""
+    import patchkit.smoke.runner as runner
+    from patchkit.smoke.realmodel import ENV_VAR
+
+    out = tmp_path / "out"
+    out.mkdir()
+    write_build_info(out, case.info)
+    record = tmp_path / "smoke.json"
+    fake = FakeRun(PASSED)
+    monkeypatch.setattr(runner, "run_smoke", fake)
+    monkeypatch.setenv("FROM_THE_PROCESS", "1")
+    assert case.model is not None
+    env = {"PATH": "/usr/bin", ENV_VAR: str(case.model)}
+    assert _stage(case, out, record, env=env) == PASSED and fake.runs == 1
+    assert fake.kw["env"] == env and "FROM_THE_PROCESS" not in fake.kw["env"]
+    assert fake.kw["model"].path == case.model.resolve()
+    # without PATCHKIT_MODEL there it is another input (no model): the checks run again
+    assert _stage(case, out, record, env={"PATH": "/usr/bin"}) == PASSED and fake.runs == 2
+    assert fake.kw["model"] is None

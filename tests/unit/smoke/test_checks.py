@@ -35,7 +35,9 @@ def _env(
         else []
     )
     data = build_info_json(patches=[patch_json(p) for p in patches], artifacts=arts)
-    return SmokeEnv(out_dir=out, info=BuildInfo.from_json(data), workdir=tmp_path / "work", timeout=5)
+    return SmokeEnv(
+        out_dir=out, info=BuildInfo.from_json(data), workdir=tmp_path / "work", timeout=5, base_env={}
+    )
 
 
 def _text(stdout: str) -> str:

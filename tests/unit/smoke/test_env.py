@@ -25,6 +25,9 @@ ARTIFACTS = [
 ]
 
 
+BASE = {"PATH": "/usr/bin", "HOME": "/home/someone"}  # what a caller passes: its environment
+
+
 def make_env(root: Path, *, os_name: str = "linux", **kw: object) -> SmokeEnv:
     out = root / "out"
     (out / "bin").mkdir(parents=True, exist_ok=True)
@@ -34,7 +37,14 @@ def make_env(root: Path, *, os_name: str = "linux", **kw: object) -> SmokeEnv:
         patches=[patch_json("guard"), patch_json("meta", "already-present")],
     )
     (out / "build-info.json").write_text(json.dumps(data))
-    return SmokeEnv(out_dir=out, info=BuildInfo.from_json(data), workdir=root / "work", timeout=5, **kw)  # type: ignore[arg-type]
+    return SmokeEnv(
+        out_dir=out,
+        info=BuildInfo.from_json(data),
+        workdir=root / "work",
+        timeout=5,
+        base_env=BASE,
+        **kw,  # type: ignore[arg-type]
+    )
 
 
 def test_exe_looks_in_bin_then_the_tool_dirs(tmp_path: Path) -> None:
@@ -85,6 +95,9 @@ def test_the_reference_runs_natively_in_the_same_workdir(tmp_path: Path) -> None
     assert (other.out_dir, other.workdir, other.timeout) == (ref.out_dir, env.workdir, env.timeout)
     assert (other.launcher, other.env, other.tool_dirs, other.reference) == ((), {}, (), None)
     assert not other.windows and other.info == ref.info
+    # the build's environment over the caller's; the reference runs with the caller's alone
+    assert env.run_env == {**BASE, "WINEDEBUG": "-all"}
+    assert other.run_env == BASE
 
 
 def test_a_missing_reference_is_a_one_line_error(tmp_path: Path) -> None:
