@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import click
@@ -62,9 +63,10 @@ def rebuild_cmd(
     archives = archives_of(target)
     if out is not None and len(archives) > 1:
         raise click.UsageError(f"--out keeps one rebuild: pass one archive, not a folder of {len(archives)}")
-    settings = compcache.resolve(launcher_flag=launcher) if launcher else None
+    env = dict(os.environ)  # what cmake and the compilers run with, as for `patchkit build`
+    settings = compcache.resolve(launcher_flag=launcher, env=env) if launcher else None
     opts = RebuildOptions(
-        upstream=upstream, cache=cache, out=out, jobs=jobs, smoke=smoke, compile_cache=settings
+        env=env, upstream=upstream, cache=cache, out=out, jobs=jobs, smoke=smoke, compile_cache=settings
     )
     results: list[ArchiveRebuild] = []
     for path in archives:

@@ -23,18 +23,17 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 import shutil
 import tempfile
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
 
 from patchkit.builder import compcache
 from patchkit.builder.pipeline import BuildOptions, run_build
 from patchkit.builder.repro import is_launcher_define
 from patchkit.core.errors import ReleaseError
 from patchkit.core.fs import sha256_bytes, sha256_file
+from patchkit.core.record import RecordError
 from patchkit.release.archive import (
     ARCHIVE_SUFFIXES,
     DEFAULT_LIMITS,
@@ -47,25 +46,34 @@ from patchkit.release.archive import (
 )
 from patchkit.release.sources import PREFIX, SOURCE_MAX
 from patchkit.release.verify import verify_dir
+from patchkit.spec.buildinfo import BuildInfo
+from patchkit.spec.manifest import (
+    Manifest,
+    ReleaseManifest,
+    RuntimeManifest,
+    SourceRecord,
+    load_manifest,
+    parse_manifest,
+)
 from patchkit.spec.recipe import load_recipe
 from patchkit.spec.series import load_series
 
 __all__ = ["ArchiveRebuild", "RebuildOptions", "archives_of", "rebuild_archive"]
 
 _REFUSED_HINT = "it is not an archive `patchkit release` wrote; do not unpack it"
-RUNTIME_PREFIX = "cudart-llama-"  # release.names.runtime_name: the CUDA runtime archive
 SOURCE_FILES = 256  # recipe, series, toolchain (+ helpers) and the patches an archive may carry
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class RebuildOptions:
+    env: Mapping[str, str]  # what cmake and the compilers run with (the caller's, as for a build)
     upstream: str | None = None  # beats the manifest's upstream url (offline mirror)
     cache: Path | None = None  # the fresh patchkit cache; None: a temporary one, removed
     out: Path | None = None  # keep the rebuilt build output here; None: in the scratch dir
     jobs: int | None = None
     smoke: bool = False  # also run the smoke checks (the tools are built either way when
     # the release's build ran its smoke stage)
-    compile_cache: compcache.CacheSettings | None = None
+    compile_cache: compcache.CacheSettings | None = None  # None: resolved with the recipe
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -94,9 +102,7 @@ def archives_of(target: Path) -> list[Path]:
                 detail="\n".join(report.differences[:20]),
                 hint=f"run `patchkit verify {target}` for the list",
             )
-        return [
-            target / a for a in report.archives if not a.startswith(RUNTIME_PREFIX)
-        ]  # NVIDIA's runtime: nothing to rebuild
+        return [target / a for a in report.archives if not _is_runtime(target, a)]
     if not target.name.endswith(ARCHIVE_SUFFIXES):
         raise ReleaseError(f"{target} is neither a release folder nor a .tar.gz/.zip archive")
     if target.is_symlink() or not target.is_file():
@@ -104,14 +110,30 @@ def archives_of(target: Path) -> list[Path]:
     return [target]
 
 
-def _json_object(data: bytes | None, what: str) -> dict[str, Any]:
+def _is_runtime(dist: Path, archive: str) -> bool:
+    """Whether a verified folder's ``archive`` is a CUDA runtime archive (NVIDIA's files:
+    nothing to rebuild), by its manifest's copy beside it (verify_dir checked it is the one
+    inside)."""
+    side = dist / f"{archive[: -len('.' + archive_kind(archive))]}.manifest.json"
+    try:
+        return isinstance(load_manifest(side.read_bytes()), RuntimeManifest)
+    except (OSError, ValueError, UnicodeDecodeError):
+        return False  # not for this check to say: reading the archive itself will
+
+
+def _manifest(data: bytes | None, what: str) -> Manifest:
     try:
         obj = json.loads((data or b"").decode("utf-8"))
     except (ValueError, UnicodeDecodeError, RecursionError):
         obj = None
     if not isinstance(obj, dict):
         raise ReleaseError(f"{what} is not a JSON object", hint=_REFUSED_HINT)
-    return obj
+    try:
+        return parse_manifest(obj)
+    except RecordError as e:
+        raise ReleaseError(
+            f"{what}: {e.key} is missing or not the expected type", hint=_REFUSED_HINT
+        ) from None
 
 
 def _entries(path: Path, keep: list[str], limits: Limits) -> list[EntryInfo]:
@@ -123,7 +145,7 @@ def _entries(path: Path, keep: list[str], limits: Limits) -> list[EntryInfo]:
         raise ReleaseError(f"{path.name}: {e}", hint=_REFUSED_HINT) from None
 
 
-def _read(path: Path) -> tuple[str, dict[str, Any], dict[str, EntryInfo]]:
+def _read(path: Path) -> tuple[str, Manifest, dict[str, EntryInfo]]:
     """(top folder, manifest, {member path: entry}) with the source members' bytes kept.
 
     Two capped passes: the manifest first, then only the (at most SOURCE_FILES) sources it
@@ -139,20 +161,12 @@ def _read(path: Path) -> tuple[str, dict[str, Any], dict[str, EntryInfo]]:
                 hint=_REFUSED_HINT,
             )
         members[entry.name[len(root) + 1 :]] = entry
-    manifest = _json_object(
+    manifest = _manifest(
         members["manifest.json"].data if "manifest.json" in members else None, f"{path.name}: manifest.json"
     )
-    record = manifest.get("source")
-    if isinstance(record, dict):
-        patches, helpers = record.get("patches"), record.get("toolchain_files")
-        named = [
-            record.get("recipe"),
-            record.get("series"),
-            record.get("toolchain"),
-            *(patches if isinstance(patches, list) else []),
-            *(helpers if isinstance(helpers, list) else []),
-        ]
-        keep = sorted({f"{root}/{n}" for n in named if isinstance(n, str)})
+    source = manifest.source if isinstance(manifest, ReleaseManifest) else None
+    if source is not None:
+        keep = sorted({f"{root}/{n}" for n in _named(source)})
         if len(keep) > SOURCE_FILES:
             raise ReleaseError(
                 f"{path.name}: the manifest names {len(keep)} source files (at most {SOURCE_FILES})",
@@ -165,30 +179,35 @@ def _read(path: Path) -> tuple[str, dict[str, Any], dict[str, EntryInfo]]:
     return root, manifest, members
 
 
+def _named(source: SourceRecord) -> list[str]:
+    """Every member path the manifest's ``source`` names: recipe, series, patches, toolchain."""
+    return [
+        source.recipe,
+        source.series,
+        *source.patches,
+        *([source.toolchain] if source.toolchain else []),
+        *source.toolchain_files,
+    ]
+
+
 def _sources(
-    name: str, manifest: Mapping[str, Any], members: Mapping[str, EntryInfo]
-) -> tuple[dict[str, bytes], str]:
-    """{project path: bytes} of the carried sources, checked; and the recipe's project path."""
-    record = manifest.get("source")
-    if not isinstance(record, dict):
+    name: str, manifest: Manifest, members: Mapping[str, EntryInfo]
+) -> tuple[ReleaseManifest, dict[str, bytes], str]:
+    """The build's manifest, the {project path: bytes} of its carried sources, checked, and
+    the recipe's project path."""
+    source = manifest.source if isinstance(manifest, ReleaseManifest) else None
+    if not isinstance(manifest, ReleaseManifest) or source is None:
         raise ReleaseError(
             f"{name} carries no sources (released without its recipe, or from a "
             "stale build): it cannot be rebuilt from the archive alone",
             hint="release it again with `patchkit release RECIPE`",
         )
-    listed = {f.get("path"): f for f in manifest.get("files") or [] if isinstance(f, dict)}
-    wanted = [
-        record.get("recipe"),
-        record.get("series"),
-        *(record.get("patches") or []),
-        *([record["toolchain"]] if record.get("toolchain") else []),
-        *(record.get("toolchain_files") or []),
-    ]  # a list: checked in _read
+    listed = {f.path: f for f in manifest.files}
     out: dict[str, bytes] = {}
-    for rel in wanted:
-        if not isinstance(rel, str) or not rel.startswith(PREFIX) or unsafe_member_name(rel):
+    for rel in _named(source):  # at most SOURCE_FILES: checked in _read
+        if not rel.startswith(PREFIX) or unsafe_member_name(rel):
             raise ReleaseError(
-                f"{name}: manifest source entry {str(rel)[:200]!r} is not a path under {PREFIX}",
+                f"{name}: manifest source entry {rel[:200]!r} is not a path under {PREFIX}",
                 hint=_REFUSED_HINT,
             )
         entry = members.get(rel)
@@ -196,36 +215,31 @@ def _sources(
             raise ReleaseError(
                 f"{name}: {rel} is named by the manifest but not in the archive", hint=_REFUSED_HINT
             )
-        if rel not in listed or listed[rel].get("sha256") != entry.sha256:
+        if rel not in listed or listed[rel].sha256 != entry.sha256:
             raise ReleaseError(
                 f"{name}: {rel} does not match the manifest's files list",
                 hint="run `patchkit verify` on its folder",
             )
         out[rel[len(PREFIX) :]] = entry.data
-    recipe_rel = str(record["recipe"])[len(PREFIX) :]
-    recipe = manifest.get("recipe") or {}
-    if sha256_bytes(out[recipe_rel]) != recipe.get("sha256"):
+    recipe_rel = source.recipe[len(PREFIX) :]
+    if sha256_bytes(out[recipe_rel]) != manifest.recipe.sha256:
         raise ReleaseError(
             f"{name}: the carried recipe is not the one the manifest names "
-            f"(sha256 {recipe.get('sha256')!s:.12}…)",
+            f"(sha256 {manifest.recipe.sha256:.12}…)",
             hint=_REFUSED_HINT,
         )
-    carried = [str(p)[len(PREFIX) :] for p in record.get("patches") or []]
-    shas = [p.get("sha256") for p in manifest.get("patches") or [] if isinstance(p, dict)]
+    carried = [p[len(PREFIX) :] for p in source.patches]
+    shas = [p.sha256 for p in manifest.patches]
     if [sha256_bytes(out[p]) for p in carried] != shas:
         raise ReleaseError(
             f"{name}: the carried patches are not the manifest's (sha256, order)", hint=_REFUSED_HINT
         )
-    return out, recipe_rel
+    return manifest, out, recipe_rel
 
 
-def _compare(manifest: Mapping[str, Any], out_dir: Path, info: Mapping[str, Any]) -> tuple[int, list[str]]:
-    want = {
-        f["path"]: f
-        for f in manifest.get("files") or []
-        if isinstance(f, dict) and isinstance(f.get("path"), str) and not f["path"].startswith(PREFIX)
-    }
-    built = {a["path"] for a in info.get("artifacts") or []} | {"LICENSE"}
+def _compare(manifest: ReleaseManifest, out_dir: Path, info: BuildInfo) -> tuple[int, list[str]]:
+    want = {f.path: f for f in manifest.files if not f.path.startswith(PREFIX)}
+    built = {a.path for a in info.artifacts} | {"LICENSE"}
     diffs: list[str] = []
     for rel in sorted(want):
         path = out_dir / rel
@@ -233,15 +247,15 @@ def _compare(manifest: Mapping[str, Any], out_dir: Path, info: Mapping[str, Any]
             diffs.append(f"{rel}: not made by the rebuild")
             continue
         got = sha256_file(path)
-        if got != want[rel].get("sha256"):
-            diffs.append(f"{rel}: sha256 {got[:16]}… rebuilt, {str(want[rel].get('sha256'))[:16]}… released")
+        if got != want[rel].sha256:
+            diffs.append(f"{rel}: sha256 {got[:16]}… rebuilt, {want[rel].sha256[:16]}… released")
     for rel in sorted(built - set(want)):
         diffs.append(f"{rel}: made by the rebuild but not in the release")
     return len(want), diffs
 
 
-def _tool_diffs(manifest: Mapping[str, Any], info: Mapping[str, Any]) -> list[str]:
-    was, now = manifest.get("tools") or {}, info.get("tools") or {}
+def _tool_diffs(manifest: ReleaseManifest, info: BuildInfo) -> list[str]:
+    was, now = manifest.tools, info.tools
     out = []
     for k in sorted(set(was) | set(now)):
         if k in ("ccache", "sccache"):
@@ -251,16 +265,15 @@ def _tool_diffs(manifest: Mapping[str, Any], info: Mapping[str, Any]) -> list[st
     return out
 
 
-def _config_diffs(manifest: Mapping[str, Any], info: Mapping[str, Any]) -> list[str]:
-    was = (manifest.get("cmake") or {}).get("defines") or {}
-    now = (info.get("cmake") or {}).get("defines") or {}
+def _config_diffs(manifest: ReleaseManifest, info: BuildInfo) -> list[str]:
+    was, now = manifest.cmake.defines, info.cmake.defines
     out = [
         f"define {k}: {was.get(k)!r} in the manifest, {now.get(k)!r} here"
         for k in sorted(set(was) | set(now))
         if was.get(k) != now.get(k) and not is_launcher_define(k)
     ]
-    if list(manifest.get("targets") or []) != list(info.get("targets") or []):
-        out.append(f"targets: {manifest.get('targets')} in the manifest, {info.get('targets')} here")
+    if manifest.targets != info.targets:
+        out.append(f"targets: {list(manifest.targets)} in the manifest, {list(info.targets)} here")
     return out
 
 
@@ -268,8 +281,8 @@ def rebuild_archive(
     path: Path, opts: RebuildOptions, on_build: Callable[[str], None] | None = None
 ) -> ArchiveRebuild:
     """Rebuild one archive in a fresh cache and compare; raises only when it cannot."""
-    _, manifest, members = _read(path)
-    sources, recipe_rel = _sources(path.name, manifest, members)
+    _, found, members = _read(path)
+    manifest, sources, recipe_rel = _sources(path.name, found, members)
     scratch = Path(tempfile.mkdtemp(prefix="patchkit-rebuild-"))
     try:
         project = scratch / "project"
@@ -279,8 +292,8 @@ def rebuild_archive(
             dest.write_bytes(data)
         series = load_series(project / "patches")
         recipe = load_recipe(project / recipe_rel, project, series)
-        upstream = opts.upstream or str((manifest.get("upstream") or {}).get("url"))
-        smoked = manifest.get("smoke") is not None  # the release's build ran its smoke stage
+        upstream = opts.upstream or manifest.upstream.url
+        smoked = manifest.smoke is not None  # the release's build ran its smoke stage
         out = opts.out or scratch / "out" / recipe.name
         cache = opts.cache or scratch / "cache"
         if on_build is not None:
@@ -289,7 +302,6 @@ def rebuild_archive(
                 f"{recipe.upstream.commit[:12]}, {len(recipe.patches)} patch(es), "
                 f"cache {cache}"
             )
-        env = dict(os.environ)  # what cmake and the compilers run with, as for `patchkit build`
         result = run_build(
             BuildOptions(
                 recipe=recipe,
@@ -298,12 +310,12 @@ def rebuild_archive(
                 out=out,
                 compile_cache=opts.compile_cache
                 or compcache.resolve(
-                    env=env,
+                    env=opts.env,
                     recipe_remote=recipe.build.cache_remote,
                     recipe_launcher=recipe.build.launcher,
                     recipe_label=recipe_rel,
                 ),
-                env=env,
+                env=opts.env,
                 upstream=upstream,
                 jobs=opts.jobs,
                 clean=True,
@@ -312,14 +324,10 @@ def rebuild_archive(
             )
         )
         assert result.info is not None  # a full build, never configure-only
-        info = result.info.to_json()
+        info = result.info
         count, diffs = _compare(manifest, result.out_dir, info)
-        repro = manifest.get("reproducible")
-        expected = (
-            str(repro.get("why") or "")
-            if isinstance(repro, dict) and repro.get("any_folder") is False
-            else ""
-        )
+        repro = manifest.reproducible
+        expected = repro.why if repro is not None and not repro.any_folder else ""
         return ArchiveRebuild(
             archive=path.name,
             files=count,

@@ -13,6 +13,8 @@ from patchkit.rebuild.rebuild import SOURCE_FILES, RebuildOptions, archives_of, 
 from patchkit.release.archive import Member, read_archive, write_archive
 from patchkit.release.release import dump_manifest
 from tests.fixtures.release import COMMIT_EPOCH, do_release, make_build
+from tests.fixtures.wheels import runtime_wheels
+from tests.unit.release.test_bundle import cuda_build
 
 
 def _release(tmp_path: Path) -> Any:
@@ -40,7 +42,7 @@ def test_an_archive_without_sources_is_refused_before_building(tmp_path: Path) -
     r = _release(tmp_path)
     assert json.loads(r.manifest.read_text())["source"] is None  # released without a recipe
     with pytest.raises(ReleaseError, match="carries no sources") as e:
-        rebuild_archive(r.archive, RebuildOptions(cache=tmp_path / "cache"))
+        rebuild_archive(r.archive, RebuildOptions(env={}, cache=tmp_path / "cache"))
     assert "patchkit release RECIPE" in e.value.hint
     assert not (tmp_path / "cache").exists()
 
@@ -57,7 +59,7 @@ def test_a_folder_must_verify_and_a_file_must_be_an_archive(tmp_path: Path) -> N
     junk = tmp_path / "junk.tar.gz"
     junk.write_bytes(b"not gzip")
     with pytest.raises(ReleaseError, match="junk.tar.gz: not a readable tar.gz archive"):
-        rebuild_archive(junk, RebuildOptions())
+        rebuild_archive(junk, RebuildOptions(env={}))
 
 
 def _sources(**over: Any) -> dict[str, Any]:
@@ -79,10 +81,10 @@ def test_source_paths_named_by_the_manifest_are_checked(tmp_path: Path) -> None:
         tmp_path / "evil",
     )
     with pytest.raises(ReleaseError, match="is not a path under source/"):
-        rebuild_archive(bad, RebuildOptions())
+        rebuild_archive(bad, RebuildOptions(env={}))
     missing = _with_manifest(r.archive, r.name, lambda m: m.update(source=_sources()), tmp_path / "missing")
     with pytest.raises(ReleaseError, match="named by the manifest but not in the archive"):
-        rebuild_archive(missing, RebuildOptions())
+        rebuild_archive(missing, RebuildOptions(env={}))
     many = _with_manifest(
         r.archive,
         r.name,
@@ -92,7 +94,7 @@ def test_source_paths_named_by_the_manifest_are_checked(tmp_path: Path) -> None:
         tmp_path / "many",
     )
     with pytest.raises(ReleaseError, match=f"names {SOURCE_FILES + 2} source files"):
-        rebuild_archive(many, RebuildOptions())
+        rebuild_archive(many, RebuildOptions(env={}))
     # present, but not what the manifest's files list says
     unlisted = _with_manifest(
         r.archive,
@@ -102,4 +104,41 @@ def test_source_paths_named_by_the_manifest_are_checked(tmp_path: Path) -> None:
         extra={"source/recipes/cpu-rpc.toml": b"name = 'x'\n", "source/patches/series": b""},
     )
     with pytest.raises(ReleaseError, match="does not match the manifest's files list"):
-        rebuild_archive(unlisted, RebuildOptions())
+        rebuild_archive(unlisted, RebuildOptions(env={}))
+
+
+def test_a_manifest_that_does_not_fit_is_one_line_naming_the_key(tmp_path: Path) -> None:
+    r = _release(tmp_path)
+    bad = _with_manifest(
+        r.archive, r.name, lambda m: m.update(source=_sources(patches="not a list")), tmp_path / "bad"
+    )
+    with pytest.raises(ReleaseError) as e:
+        rebuild_archive(bad, RebuildOptions(env={}))
+    assert e.value.message == (
+        f"{bad.name}: manifest.json: source.patches is missing or not the expected type"
+    )
+    missing = _with_manifest(r.archive, r.name, lambda m: m["upstream"].pop("url"), tmp_path / "missing")
+    with pytest.raises(ReleaseError, match=r"manifest.json: upstream\.url is missing or not the expected"):
+        rebuild_archive(missing, RebuildOptions(env={}))
+    listed = _with_manifest(r.archive, r.name, lambda m: m.update(files="all"), tmp_path / "files")
+    with pytest.raises(ReleaseError, match=r"manifest.json: files is missing"):
+        rebuild_archive(listed, RebuildOptions(env={}))
+    for i, junk in enumerate((b"[]", b"not json", b"")):
+        arch = _with_manifest(
+            r.archive, r.name, lambda m: None, tmp_path / f"junk{i}", extra={"manifest.json": junk}
+        )
+        with pytest.raises(ReleaseError, match="manifest.json is not a JSON object"):
+            rebuild_archive(arch, RebuildOptions(env={}))
+
+
+def test_a_folders_cuda_runtime_archive_is_not_rebuilt(tmp_path: Path) -> None:
+    """NVIDIA's files, told by its manifest's kind (not its name)."""
+    wheels = tmp_path / "wheels"
+    runtime_wheels(wheels, major=12, minor=4)
+    dist = tmp_path / "dist"
+    r = do_release(cuda_build(tmp_path / "a"), dist, runtime_wheels=wheels)
+    assert r.runtime is not None and r.runtime.is_file()
+    assert archives_of(dist) == [r.archive]
+    # given by itself, it is refused like any archive without sources
+    with pytest.raises(ReleaseError, match="carries no sources"):
+        rebuild_archive(r.runtime, RebuildOptions(env={}))
