@@ -9,7 +9,7 @@ from pathlib import Path
 import click
 
 from patchkit.builder import compcache
-from patchkit.cli.build import MAX_JOBS
+from patchkit.cli._build_opts import MAX_JOBS
 from patchkit.core.errors import RebuildDiffers
 from patchkit.core.log import log
 from patchkit.rebuild.rebuild import ArchiveRebuild, RebuildOptions, archives_of, rebuild_archive
