@@ -2,18 +2,19 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import click
 
+from patchkit.cli._build_opts import MAX_JOBS, build_options, check_parallel_env, run_logged
 from patchkit.cli._common import DEFAULT_RECIPE, load_recipe_arg, resolve_repo
 from patchkit.core.errors import ConfigError, FatalError, PatchError
 from patchkit.core.fs import atomic_write_text
 from patchkit.core.log import log
 from patchkit.core.paths import cache_layout
-from patchkit.spec.buildinfo import read_build_info
 from patchkit.spec.recipe import list_recipes, load_recipe, resolve_recipe_path
-from patchkit.upkeep.bump import BumpOptions, BumpResult, plan_bump, render_summary, run_bump
+from patchkit.upkeep.bump import BumpOptions, BumpStopped, render_summary, run_bump
 
 __all__ = ["COMMANDS"]
 
@@ -66,7 +67,7 @@ def _emit(text: str, summary: Path | None) -> None:
 @click.option(
     "-j",
     "--jobs",
-    type=click.IntRange(min=1, max=4096),
+    type=click.IntRange(min=1, max=MAX_JOBS),
     default=None,
     help="With --build: parallel compile jobs.",
 )
@@ -133,15 +134,12 @@ def bump_cmd(
         to=to,
         dry_run=dry_run,
     )
-    had_state = (opts.workdir / "refresh-state.json").is_file()
     with log.step(f"bump {len(recipes)} recipe(s) on {rec.upstream.url}" + (" (dry run)" if dry_run else "")):
         try:
             result = run_bump(opts)
-        except PatchError as e:
-            if had_state or not (opts.workdir / "refresh-state.json").is_file():
-                raise
+        except BumpStopped as e:
             # a conflict: the summary so far, then refresh's one-line error (state kept)
-            _emit(render_summary(BumpResult(plan=plan_bump(opts), dry_run=False, stopped=e.message)), summary)
+            _emit(render_summary(e.result), summary)
             raise PatchError(
                 e.message,
                 detail=e.detail,
@@ -163,27 +161,20 @@ def bump_cmd(
 def _build(
     ctx: click.Context, name: str, upstream: str | None, out: Path | None, jobs: int | None, lines: list[str]
 ) -> FatalError | None:
-    from patchkit.cli.build import build_cmd
-
+    """`patchkit build NAME` with its smoke checks, on the moved pin (the recipe read again);
+    its lines for the summary, and its error (raised after the summary is out)."""
     try:
-        ctx.invoke(
-            build_cmd,
-            recipe=name,
-            upstream=upstream,
-            out=out,
-            jobs=jobs,
-            clean=False,
-            no_smoke=False,
-            cuda_root=None,
-            cache_remote=None,
-            launcher=None,
-            dist=None,
+        env = dict(os.environ)  # what cmake and the compilers run with, as for `patchkit build`
+        check_parallel_env(jobs, env)
+        project, _, rec = load_recipe_arg(ctx, name)
+        result = run_logged(
+            build_options(recipe=rec, project=project, env=env, out=out, upstream=upstream, jobs=jobs)
         )
     except FatalError as e:
         lines.append(f"`patchkit build {name}`: **failed** (exit {e.exit_code}): {e.message}")
         return e
-    out_dir = out or Path("out") / name
-    info = read_build_info(out_dir)
+    info = result.info
+    assert info is not None  # a full build, never configure-only
     smoke = info.smoke
     lines.append(
         f"`patchkit build {name}`: ok, upstream `{info.upstream.commit[:12]}`, "

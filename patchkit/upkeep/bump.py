@@ -9,10 +9,11 @@
    target (the series is cumulative).
 2. **Apply** (:func:`run_bump`): ``refresh`` onto the target (a 3-way merge per patch;
    patch files, series hashes and every recipe's pin written in one all-or-nothing step).
-   At a conflict it stops like ``refresh`` does, with its state kept: ``patchkit refresh
-   --continue`` finishes the bump (every pin moves then), ``--abort`` drops it, and
-   nothing in the project was written. ``dry_run`` runs the same refresh on a copy of
-   ``patches/`` in a temp folder (to say whether it would merge cleanly) and writes nothing.
+   At a conflict it stops like ``refresh`` does, with its state kept (:class:`BumpStopped`,
+   carrying the bump so far for the summary): ``patchkit refresh --continue`` finishes
+   the bump (every pin moves then), ``--abort`` drops it, and nothing in the project was
+   written. ``dry_run`` runs the same refresh on a copy of ``patches/`` in a temp folder
+   (to say whether it would merge cleanly) and writes nothing.
 3. **Summary** (:func:`render_summary`): markdown for a pull-request body.
 """
 
@@ -32,13 +33,20 @@ from patchkit.spec.recipe import Recipe
 from patchkit.spec.rpcproto import RPC_HEADER, ProtoVersion, judge, parse_rpc_header
 from patchkit.spec.series import Patch
 from patchkit.upkeep.check import check_series
-from patchkit.upkeep.refresh import RefreshOptions, RefreshResult, move_recipe_pin, refresh_start
+from patchkit.upkeep.refresh import (
+    RefreshOptions,
+    RefreshResult,
+    move_recipe_pin,
+    refresh_in_progress,
+    refresh_start,
+)
 from patchkit.upkeep.scratch import PatchVerdict, Status
 
 __all__ = [
     "BumpOptions",
     "BumpPlan",
     "BumpResult",
+    "BumpStopped",
     "Touching",
     "default_target",
     "plan_bump",
@@ -108,6 +116,16 @@ class BumpResult:
     refresh: RefreshResult | None = None  # what the refresh did (or would do, dry run)
     moved: tuple[str, ...] = ()  # recipe names whose pin moved ("would move" in a dry run)
     stopped: str = ""  # the refresh stopped (conflict): its message
+
+
+class BumpStopped(PatchError):
+    """The refresh stopped at a conflict, its state kept in the work folder (``patchkit
+    refresh --continue`` / ``--abort``); refresh's message, detail and hint, and
+    ``result``: the bump so far (nothing written), for the summary."""
+
+    def __init__(self, error: PatchError, result: BumpResult) -> None:
+        super().__init__(error.message, detail=error.detail, hint=error.hint)
+        self.result = result
 
 
 # -- planning --------------------------------------------------------------------------
@@ -259,8 +277,9 @@ def plan_bump(opts: BumpOptions) -> BumpPlan:
 def run_bump(opts: BumpOptions) -> BumpResult:
     """Plan, then refresh + move every pin (or, dry run, try it on a copy).
 
-    A real run that stops at a conflict raises refresh's PatchError (state kept in
-    ``opts.workdir``); the caller may want :func:`plan_bump`'s summary first.
+    A real run that stops at a conflict raises :class:`BumpStopped` (state kept in
+    ``opts.workdir``); any other refusal of the refresh (one already in progress there)
+    is its PatchError as it is.
     """
     plan = plan_bump(opts)
     if plan.up_to_date:
@@ -270,7 +289,13 @@ def run_bump(opts: BumpOptions) -> BumpResult:
     if not opts.patches:
         _move_pins(plan)
         return BumpResult(plan=plan, dry_run=False, moved=plan.recipes)
-    result = refresh_start(_refresh_options(opts, plan, opts.patches_dir, opts.workdir))
+    had_state = refresh_in_progress(opts.workdir)
+    try:
+        result = refresh_start(_refresh_options(opts, plan, opts.patches_dir, opts.workdir))
+    except PatchError as e:
+        if had_state or not refresh_in_progress(opts.workdir):
+            raise  # refused before it started: nothing of this bump to continue
+        raise BumpStopped(e, BumpResult(plan=plan, dry_run=False, stopped=e.message)) from None
     return BumpResult(
         plan=plan, dry_run=False, refresh=result, moved=plan.recipes if result.pin_moved else ()
     )

@@ -47,6 +47,7 @@ __all__ = [
     "move_recipe_pin",
     "refresh_abort",
     "refresh_continue",
+    "refresh_in_progress",
     "refresh_start",
 ]
 
@@ -202,6 +203,12 @@ def _check_sources_unchanged(state: RefreshState) -> None:
 
 
 # -- start / continue / abort --------------------------------------------------------------
+def refresh_in_progress(workdir: Path) -> bool:
+    """Whether a refresh is in progress in ``workdir`` (stopped at a conflict, its state
+    kept for ``--continue`` / ``--abort``)."""
+    return (workdir / STATE_FILE).is_file()
+
+
 def refresh_start(opts: RefreshOptions) -> RefreshResult:
     """Apply the series onto ``opts.onto``; PatchError (state kept) at the first conflict."""
     if (opts.workdir / STATE_FILE).exists():
