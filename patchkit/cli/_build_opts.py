@@ -107,11 +107,11 @@ def run_logged(opts: BuildOptions) -> BuildResult:
 
 
 def _print_check(r: CheckResult) -> None:
-    """`patchkit smoke`'s line per check (imported when a check ran: a build that reuses
-    the smoke verdict does not load the checks)."""
+    """`patchkit smoke`'s line per check, on stderr with the build's progress (imported when
+    a check ran: a build that reuses the smoke verdict does not load the checks)."""
     from patchkit.cli.smoke import print_check
 
-    print_check(r)
+    print_check(r, err=True)
 
 
 def _label(path: Path, project: Path) -> str:

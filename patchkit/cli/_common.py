@@ -1,5 +1,5 @@
 """What most commands need: the project folder, its series, a recipe; and the result
-printer (``out``, ``out_table``, ``out_json``).
+printer (``out``, ``out_styled``, ``out_table``, ``out_json``).
 
 Results go to stdout, progress and diagnostics to stderr (``core.log``): `patchkit list
 | grep cuda` and `patchkit doctor > report.txt` get the result, a terminal still shows
@@ -28,6 +28,7 @@ from patchkit.spec.series import Patch, Series, load_series
 
 if TYPE_CHECKING:
     from rich.table import Table
+    from rich.text import Text
 
 __all__ = [
     "DEFAULT_RECIPE",
@@ -37,6 +38,7 @@ __all__ = [
     "load_recipe_arg",
     "out",
     "out_json",
+    "out_styled",
     "out_table",
     "repo_options",
     "resolve_repo",
@@ -137,6 +139,19 @@ def out(text: str = "", *, err: bool = False) -> None:
     except UnicodeEncodeError:  # a pipe in a legacy code page (Windows): never a crash
         enc = getattr(sys.stdout, "encoding", None) or "ascii"
         click.echo(text.encode(enc, "backslashreplace").decode(enc))
+
+
+def out_styled(text: Text, *, err: bool = False) -> None:
+    """One result line with styles (a rich Text): styled on a terminal, elsewhere its plain
+    text through :func:`out` (``err``: on stderr with the log, which does the same)."""
+    if err:
+        log.console.print(text)
+        return
+    console = Console(file=sys.stdout, highlight=False, soft_wrap=True)
+    if console.is_terminal:
+        console.print(text)
+    else:
+        out(text.plain)
 
 
 def out_table(table: Table, *, err: bool = False) -> None:

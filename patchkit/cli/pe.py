@@ -1,5 +1,10 @@
 """`patchkit pe-stack` and `patchkit pe-info`: Windows PE header edits on any OS.
 
+`pe-stack` prints one line per file on stdout, the edit made (or that none was needed);
+``--json`` prints ``{"schema": 1, "edits": [...]}`` instead (the lines go to stderr), one
+object per file in argument order with the fields of ``StackEdit`` (``file``,
+``reserve_before``, ``reserve_after``, ``commit_before``, ``commit_after``,
+``checksum_before``, ``checksum_after``, ``changed``, ``signature_removed``).
 `pe-info` prints one line per file on stdout; ``--json`` prints ``{"schema": 1, "files":
 [...]}``, one object per file in argument order with the fields of ``PEInfo`` (``path``,
 ``machine``, ``format``, ``subsystem``, ``is_dll``, ``large_address_aware``,
@@ -9,7 +14,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import click
@@ -82,9 +86,9 @@ def pe_stack_cmd(
             )
     edits = apply_stack_edits(plans, labels=[str(f) for f in files])
     for edit in edits:
-        log.info(edit.describe())
+        out(edit.describe(), err=as_json)
     if as_json:
-        click.echo(json.dumps([e.to_json() for e in edits], indent=2))
+        out_json({"schema": 1, "edits": [e.to_json() for e in edits]})
 
 
 @click.command("pe-info")

@@ -1,4 +1,12 @@
-"""`patchkit rebuild ARCHIVE_OR_DIST`."""
+"""`patchkit rebuild ARCHIVE_OR_DIST`.
+
+The result goes to stdout: per archive ``identical: ARCHIVE (...)`` or ``differs: ARCHIVE
+(...)`` and the lines under it (the differing files, the manifest's reason when it expected
+that, tool and configuration differences, where the rebuild was kept); the progress (what
+it rebuilds, the build's steps) and the error (exit 15) go to stderr. ``--json`` prints a
+list with one object per archive (``archive``, ``identical``, ``files``, ``differs``,
+``tools``, ``config``, ``expected``) instead, and the lines go to stderr.
+"""
 
 from __future__ import annotations
 
@@ -10,6 +18,7 @@ import click
 
 from patchkit.builder import compcache
 from patchkit.cli._build_opts import MAX_JOBS
+from patchkit.cli._common import out as out_line
 from patchkit.core.errors import RebuildDiffers
 from patchkit.core.log import log
 from patchkit.rebuild.rebuild import ArchiveRebuild, RebuildOptions, archives_of, rebuild_archive
@@ -72,7 +81,7 @@ def rebuild_cmd(
     for path in archives:
         res = rebuild_archive(path, opts, on_build=log.info)
         results.append(res)
-        _print(res)
+        _print(res, err=as_json)
     if as_json:
         click.echo(
             json.dumps(
@@ -112,21 +121,22 @@ def rebuild_cmd(
         )
 
 
-def _print(r: ArchiveRebuild) -> None:
+def _print(r: ArchiveRebuild, *, err: bool) -> None:
+    """One archive's result (on stderr with ``err``: stdout then holds the JSON)."""
+    lines = []
     if r.identical:
-        log.info(f"identical: {r.archive} ({r.files} files, every sha256 equal)")
+        lines.append(f"identical: {r.archive} ({r.files} files, every sha256 equal)")
     else:
-        log.warning(f"differs: {r.archive} ({len(r.differs)} of {r.files} files)")
-        for line in r.differs:
-            log.info(f"  {line}")
+        lines.append(f"differs: {r.archive} ({len(r.differs)} of {r.files} files)")
+        lines += [f"  {line}" for line in r.differs]
         if r.expected:
-            log.info(f"  expected, the manifest says: {r.expected}")
-    for line in r.tools:
-        log.info(f"  tool {line}")
-    for line in r.config:
-        log.info(f"  {line}")
+            lines.append(f"  expected, the manifest says: {r.expected}")
+    lines += [f"  tool {line}" for line in r.tools]
+    lines += [f"  {line}" for line in r.config]
     if r.out_dir is not None:
-        log.info(f"  rebuilt output kept in {r.out_dir}/")
+        lines.append(f"  rebuilt output kept in {r.out_dir}/")
+    for line in lines:
+        out_line(line, err=err)
 
 
 COMMANDS = [rebuild_cmd]

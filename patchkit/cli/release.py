@@ -1,4 +1,11 @@
-"""`patchkit release`."""
+"""`patchkit release`.
+
+The result goes to stdout: the files it wrote, one line each (the CUDA runtime archive,
+``ARCHIVE  sha256 HEX``, each provenance statement). The progress, the warnings (waivers,
+no sources), the import check and the errors go to stderr. ``--json`` prints one object
+instead (``name``, ``archive``, ``sha256``, ``manifest``, ``sums``, ``waivers``,
+``provenance``, ``runtime``, ``imports``), and the lines go to stderr.
+"""
 
 from __future__ import annotations
 
@@ -7,7 +14,7 @@ from pathlib import Path
 
 import click
 
-from patchkit.cli._common import load_recipe_arg
+from patchkit.cli._common import load_recipe_arg, out
 from patchkit.core.log import log
 from patchkit.core.paths import default_out_dir
 from patchkit.release.release import ReleaseOptions, release, source_date_epoch_from_env
@@ -122,10 +129,10 @@ def release_cmd(
     if result.note:
         log.info(f"note: {result.note}")
     if result.runtime is not None:
-        log.info(f"{result.runtime}  (the CUDA runtime: unpack it over the build's folder)")
-    log.info(f"{result.archive}  sha256 {result.sha256}")
+        out(f"{result.runtime}  (the CUDA runtime: unpack it over the build's folder)", err=as_json)
+    out(f"{result.archive}  sha256 {result.sha256}", err=as_json)
     for path in result.provenance:
-        log.info(f"{path.name}  (provenance)")
+        out(f"{path.name}  (provenance)", err=as_json)
     if as_json:
         click.echo(
             json.dumps(

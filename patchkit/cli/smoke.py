@@ -1,4 +1,10 @@
-"""`patchkit smoke OUTDIR`."""
+"""`patchkit smoke OUTDIR`.
+
+The result goes to stdout: one line per check as it ends (``  ✓ pass NAME (1.2s): why``,
+``✕ fail``, ``- skip``), then ``smoke passed`` (``failed``, ``skipped``, ``partial``); the
+step and a failure's error (exit 7) go to stderr. A build prints the same check lines on
+stderr, with its progress.
+"""
 
 from __future__ import annotations
 
@@ -6,7 +12,9 @@ import os
 from pathlib import Path
 
 import click
+from rich.text import Text
 
+from patchkit.cli._common import out, out_styled
 from patchkit.core.log import log
 from patchkit.smoke.checks import CHECKS
 from patchkit.smoke.runner import raise_if_failed, run_smoke
@@ -17,9 +25,11 @@ __all__ = ["COMMANDS", "print_check"]
 _MARK = {"pass": "[green]✓ pass[/green]", "fail": "[red]✕ fail[/red]", "skip": "[yellow]- skip[/yellow]"}
 
 
-def print_check(r: CheckResult) -> None:
-    log.console.print(f"  {_MARK[r.status.value]} {r.name} [dim]({r.seconds:.1f}s)[/dim]: ", end="")
-    log.console.print(r.why, markup=False, highlight=False)
+def print_check(r: CheckResult, *, err: bool = False) -> None:
+    """One check's verdict line: on stdout (``err``: on stderr, a build's progress)."""
+    line = Text.from_markup(f"  {_MARK[r.status.value]} {r.name} [dim]({r.seconds:.1f}s)[/dim]: ")
+    line.append(r.why)  # the check's text, never read as markup
+    out_styled(line, err=err)
 
 
 @click.command("smoke")
@@ -82,7 +92,7 @@ def smoke_cmd(
             model=model,
             env=env,
         )
-    log.info(f"smoke {report.status.value}")
+    out(f"smoke {report.status.value}")
     raise_if_failed(report)
 
 

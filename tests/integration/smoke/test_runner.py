@@ -192,7 +192,12 @@ def test_partial_run_from_the_cli_is_recorded_as_partial(tmp_path: Path) -> None
     out = make_out(tmp_path)
     r = CliRunner().invoke(main, ["smoke", str(out), "--only", "version"])
     assert r.exit_code == 0, r.output
-    assert "smoke partial" in r.output
+    # the verdicts are the result: one line per check, then the status, on stdout
+    lines = r.stdout.splitlines()
+    assert lines[0].startswith("  ✓ pass version (") and "): answered: llama-cli" in lines[0]
+    assert lines[1].startswith("  - skip generate (") and lines[1].endswith(": skipped on request")
+    assert lines[-1] == "smoke partial" and len(lines) == len(checks.CHECKS) + 1
+    assert "▸ smoke" in r.stderr and "pass version" not in r.stderr
     assert json.loads((out / "build-info.json").read_text())["smoke"]["status"] == "partial"
 
 

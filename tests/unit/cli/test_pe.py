@@ -34,10 +34,14 @@ def run_cli(*args: str) -> tuple[int, str, str]:
 def test_cli_pe_stack_and_pe_info(tmp_path: Path) -> None:
     exe = write(tmp_path, "a.exe", synth_pe())
     code, out, err = run_cli("pe-stack", str(exe), "--reserve", "256MiB")
-    assert code == 0, err
-    assert "a.exe: stack reserve 2 MiB -> 256 MiB (commit 4 KiB); checksum" in err
+    assert code == 0 and err == ""  # the edit is the result: on stdout, one line per file
+    assert re.fullmatch(
+        r"a\.exe: stack reserve 2 MiB -> 256 MiB \(commit 4 KiB\); checksum 0x[0-9a-f]{8} -> 0x[0-9a-f]{8}\n",
+        out,
+    )
     code, out, err = run_cli("pe-stack", str(exe), "--reserve", "256MiB")
-    assert code == 0 and "a.exe: already 256 MiB (commit 4 KiB); not rewritten" in err
+    assert code == 0 and err == ""
+    assert out == "a.exe: already 256 MiB (commit 4 KiB); not rewritten\n"
     code, out, err = run_cli("pe-info", str(exe))
     assert code == 0 and err == ""  # the result on stdout, one line per file
     assert re.fullmatch(
@@ -84,10 +88,30 @@ def test_cli_pe_info_several_files_in_order(tmp_path: Path) -> None:
 
 def test_cli_pe_stack_json(tmp_path: Path) -> None:
     exe = write(tmp_path, "a.exe", synth_pe())
-    code, out, _ = run_cli("pe-stack", "--json", str(exe), "--reserve", "0x10000000", "--commit", "64KiB")
+    other = write(tmp_path, "b.exe", synth_pe(reserve=256 * MIB, commit=65536))  # already so
+    code, out, err = run_cli(
+        "pe-stack", "--json", str(exe), str(other), "--reserve", "0x10000000", "--commit", "64KiB"
+    )
     assert code == 0
-    (edit,) = json.loads(out)
+    data = json.loads(out)  # stdout holds the JSON alone: the lines went to stderr
+    assert set(data) == {"schema", "edits"} and data["schema"] == 1
+    edit, same = data["edits"]  # in argument order
+    assert edit["file"] == str(exe) and same["file"] == str(other)
     assert edit["changed"] and edit["reserve_after"] == 256 * MIB and edit["commit_after"] == 65536
+    assert not same["changed"]
+    assert set(edit) == {
+        "file",
+        "reserve_before",
+        "reserve_after",
+        "commit_before",
+        "commit_after",
+        "checksum_before",
+        "checksum_after",
+        "changed",
+        "signature_removed",
+    }
+    assert "a.exe: stack reserve 2 MiB -> 256 MiB, commit 4 KiB -> 64 KiB" in err
+    assert "b.exe: already 256 MiB (commit 64 KiB); not rewritten" in err
 
 
 @pytest.mark.parametrize(
@@ -127,9 +151,10 @@ def test_cli_checks_every_file_before_writing_any(tmp_path: Path) -> None:
 
 def test_cli_allow_unsign_warns(tmp_path: Path) -> None:
     exe = write(tmp_path, "s.exe", add_fake_signature(synth_pe()))
-    code, _, err = run_cli("pe-stack", str(exe), "--reserve", "256MiB", "--allow-unsign")
+    code, out, err = run_cli("pe-stack", str(exe), "--reserve", "256MiB", "--allow-unsign")
     assert code == 0
-    assert "removing its Authenticode signature" in err and "signature removed" in err
+    assert "removing its Authenticode signature" in err  # the warning: stderr
+    assert out.endswith("; Authenticode signature removed\n")  # the edit: stdout
     assert not pe_info(exe).signed
 
 

@@ -29,8 +29,9 @@ def test_cli_release_and_verify(tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
         main, ["release", "--build-dir", str(build), "--out", str(dist), "--allow-unsmoked", "--json"]
     )
     assert res.exit_code == 0, res.output
-    out = json.loads(res.stdout)
+    out = json.loads(res.stdout)  # stdout holds the JSON alone: the lines went to stderr
     assert out["waivers"] == ["unsmoked"] and out["archive"].endswith("-cpu-rpc.tar.gz")
+    assert f"{out['archive']}  sha256 {out['sha256']}" in res.stderr
     res = runner.invoke(main, ["verify", str(dist)])
     assert res.exit_code == 0, res.output
     assert res.stderr == "" and res.stdout == (  # the result on stdout
@@ -68,4 +69,9 @@ def test_cli_release_by_recipe_finds_out_dir(
     shutil.move(tmp_path / "b" / "out", tmp_path / "out")
     res = runner.invoke(main, ["--project", str(project), "release", "fixture"])
     assert res.exit_code == 0, res.output
-    assert len(list((tmp_path / "dist").glob("llama-*-fixture.tar.gz"))) == 1
+    (archive,) = (tmp_path / "dist").glob("llama-*-fixture.tar.gz")
+    # the files it wrote are the result, on stdout; the steps, the import check: stderr
+    lines = res.stdout.splitlines()
+    assert lines[0].startswith(f"{Path('dist') / archive.name}  sha256 ") and len(lines[0].split()[-1]) == 64
+    assert lines[1:] == [f"{archive.name.removesuffix('.tar.gz')}.intoto.json  (provenance)"]
+    assert "import check: every library resolves" in res.stderr and "sha256" not in res.stderr
