@@ -1,33 +1,21 @@
 """`patchkit doctor`: prints the survey (patchkit.doctor.survey) on stdout, or ``--json``
-the same report as one object: the survey's ``Report.to_json()`` (``host_os``, ``tools``,
-``cuda``, ``recipes``, ``project_error``) plus ``schema`` (1), ``machine`` and
-``cuda.host_gcc_max`` (the newest gcc that toolkit takes as host compiler; null without
-one), the two things the text shows that the survey does not hold. Doctor always exits 0:
-it reports, it does not build."""
+the same report as one object: the survey's ``Report.to_json()`` (``host_os``,
+``machine``, ``tools``, ``cuda`` with ``host_gcc_max``, the newest gcc that toolkit takes
+as host compiler, null without one; ``recipes``, ``project_error``) plus ``schema`` (1).
+Doctor always exits 0: it reports, it does not build."""
 
 from __future__ import annotations
 
 import os
-import platform
 from pathlib import Path
-from typing import Any
 
 import click
 
-from patchkit.builder.cuda.toolkit import limits_for
 from patchkit.cli._common import out, out_json
 from patchkit.core.errors import FatalError
 from patchkit.doctor.survey import Report, build_report
 
-__all__ = ["COMMANDS", "doctor", "doctor_json", "report_lines"]
-
-
-def doctor_json(r: Report) -> dict[str, Any]:
-    """What `patchkit doctor --json` prints (see the module's docstring)."""
-    data: dict[str, Any] = r.to_json()
-    lim = limits_for(r.toolkit.version) if r.toolkit is not None else None
-    data["cuda"] = {**data["cuda"], "host_gcc_max": lim.gcc_max if lim else None}
-    return data | {"schema": 1, "machine": platform.machine()}
+__all__ = ["COMMANDS", "doctor", "report_lines"]
 
 
 def report_lines(r: Report) -> list[str]:
@@ -37,7 +25,7 @@ def report_lines(r: Report) -> list[str]:
     def _line(label: str, value: str) -> None:
         lines.append(f"  {label:<12} {value}")
 
-    lines.append(f"patchkit doctor ({r.host_os} {platform.machine()})")
+    lines.append(f"patchkit doctor ({r.host_os} {r.machine})")
     lines.append("tools")
     for t in r.tools.values():
         if t.found:
@@ -49,11 +37,11 @@ def report_lines(r: Report) -> list[str]:
     if tk is None:
         _line("nvcc", f"not found: {r.toolkit_error}")
     else:
-        lim = limits_for(tk.version)
         _line("nvcc", f"{'.'.join(map(str, tk.version)):<10} {tk.nvcc} (from {tk.source})")
         _line("root", str(tk.root))
         _line("archs", " ".join(f"sm_{s}" for s in sorted(tk.sms)))
-        _line("host cxx", tk.host.describe() + (f"; accepts gcc <= {lim.gcc_max}" if lim else ""))
+        gcc_max = r.host_gcc_max
+        _line("host cxx", tk.host.describe() + (f"; accepts gcc <= {gcc_max}" if gcc_max is not None else ""))
         _line(
             "cuBLAS",
             f"{tk.cublas.library} ({tk.cublas.source})"
@@ -102,7 +90,7 @@ def doctor(ctx: click.Context, cuda_root: Path | None, as_json: bool) -> None:
         problem = f"cannot read the project: {e.message}"
     report = build_report(project, series, cuda_root=cuda_root, env=dict(os.environ), project_error=problem)
     if as_json:
-        out_json(doctor_json(report))
+        out_json({**report.to_json(), "schema": 1})
     else:
         for line in report_lines(report):
             out(line)

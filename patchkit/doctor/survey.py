@@ -7,6 +7,7 @@ Runner so tests replay real outputs. The CLI renders it (cli.doctor).
 from __future__ import annotations
 
 import dataclasses
+import platform
 import re
 import shutil
 import sys
@@ -14,7 +15,14 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from patchkit.builder.cuda.plan import preflight, toolkits_for
-from patchkit.builder.cuda.toolkit import CudaToolkit, Runner, default_runner, find_toolkit, site_dirs
+from patchkit.builder.cuda.toolkit import (
+    CudaToolkit,
+    Runner,
+    default_runner,
+    find_toolkit,
+    limits_for,
+    site_dirs,
+)
 from patchkit.core.errors import CudaError, RecipeError, ToolMissing
 from patchkit.spec.recipe import Recipe, list_recipes, load_recipe
 from patchkit.spec.series import Series
@@ -55,15 +63,23 @@ class Verdict:
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class Report:
     host_os: str
+    machine: str  # platform.machine(): x86_64, aarch64, AMD64
     tools: dict[str, Tool]
     toolkit: CudaToolkit | None
     toolkit_error: str
     verdicts: tuple[Verdict, ...]
     project_error: str = ""
 
+    @property
+    def host_gcc_max(self) -> int | None:
+        """The newest gcc the toolkit takes as host compiler (None: no toolkit, or not known)."""
+        lim = limits_for(self.toolkit.version) if self.toolkit is not None else None
+        return lim.gcc_max if lim else None
+
     def to_json(self) -> dict[str, object]:
+        """What `patchkit doctor --json` prints (without its ``schema``)."""
         tk = self.toolkit
-        cuda: dict[str, object] = {"error": self.toolkit_error or None}
+        cuda: dict[str, object] = {"error": self.toolkit_error or None, "host_gcc_max": self.host_gcc_max}
         if tk is not None:
             cuda |= {
                 "nvcc": str(tk.nvcc),
@@ -80,6 +96,7 @@ class Report:
             }
         return {
             "host_os": self.host_os,
+            "machine": self.machine,
             "tools": {k: v.to_json() for k, v in self.tools.items()},
             "cuda": cuda,
             "recipes": [v.to_json() for v in self.verdicts],
@@ -257,6 +274,7 @@ def build_report(
             verdicts.append(recipe_verdict(recipe, os_name=os_name, tools=tools, toolkit_for=toolkit_for))
     return Report(
         host_os=os_name,
+        machine=platform.machine(),
         tools=tools,
         toolkit=toolkit,
         toolkit_error=tk_error,

@@ -124,6 +124,7 @@ def test_doctor_json_without_a_toolkit(
         rep = real(project, series, **kw)
         return survey.Report(
             host_os=rep.host_os,
+            machine=rep.machine,
             tools=rep.tools,
             toolkit=None,
             toolkit_error="no nvcc",

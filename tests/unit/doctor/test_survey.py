@@ -4,6 +4,7 @@ replayed outputs, and a verdict per recipe."""
 from __future__ import annotations
 
 import json
+import platform
 from pathlib import Path
 
 from patchkit.doctor.survey import MINGW_CXX, Tool, Verdict, build_report, recipe_verdict, survey
@@ -63,6 +64,9 @@ def test_doctor_with_cuda13_refuses_pascal_and_the_windows_twin(tmp_path: Path) 
     assert rep.tools["cmake"].version == "3.31.6" and not rep.tools["mingw"].found
     data = rep.to_json()
     assert data["cuda"]["version"] == "13.0.88"  # type: ignore[index]
+    # what the text shows beside the survey: the machine, and the host gcc the toolkit takes
+    assert data["machine"] == rep.machine == platform.machine()
+    assert data["cuda"]["host_gcc_max"] == rep.host_gcc_max == 15  # type: ignore[index]
     json.dumps(data)  # serialisable
 
 
