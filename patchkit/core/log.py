@@ -1,7 +1,8 @@
-"""Console output: steps with timing and ✓/✕, CI fold groups, warnings.
+"""Diagnostics and progress: steps with timing and ✓/✕, CI fold groups, warnings, errors.
 
-Everything user-facing goes to stderr through one rich Console so that
-machine output (``--json``) on stdout stays clean.
+They go to stderr through one rich Console. A command's result (a table, a report, the
+lines a user pipes into grep, ``--json``) goes to stdout through ``patchkit.cli._common``'s
+printer, never through this log, so stdout holds the result and nothing else.
 """
 
 from __future__ import annotations
