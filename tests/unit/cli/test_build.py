@@ -44,29 +44,6 @@ def test_no_project_found(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> No
     assert "is not a patchkit project" in r.output
 
 
-def test_list_shows_recipes_and_patches(project: Path) -> None:
-    r = invoke(project, "list")
-    assert r.exit_code == 0, r.output
-    assert "zero-nbytes-guard" in r.output and "fixture" in r.output and "pending" in r.output
-
-
-def test_list_shows_gpu_archs_and_flags_a_bad_family(project: Path, upstream: FixtureUpstream) -> None:
-    write_recipe(
-        project,
-        "gpu",
-        url=str(upstream.path),
-        commit=upstream.head,
-        extra='\n[cuda]\narchs = ["pascal", "turing", 86]\n',
-    )
-    write_recipe(
-        project, "typo", url=str(upstream.path), commit=upstream.head, extra='\n[cuda]\narchs = ["pascall"]\n'
-    )
-    r = invoke(project, "list")
-    assert r.exit_code == 3, r.output
-    assert "CUDA sm_60,61,75,86" in r.output
-    assert "invalid" in r.output and "pascall" in r.output
-
-
 @pytest.mark.parametrize("jobs", ["99999999999999999999", "4097", "-1", "two", "1e3", ""])
 def test_absurd_jobs_are_one_line_exit_2(project: Path, tmp_path: Path, jobs: str) -> None:
     r = invoke(project, "build", "fixture", "--out", str(tmp_path / "out"), "-j", jobs)

@@ -95,3 +95,26 @@ def test_an_invalid_recipe_keeps_its_row_and_exits_3(project: Path, upstream: Fi
     typo = next(x for x in json.loads(r.stdout)["recipes"] if x["name"] == "typo")
     assert set(typo) == RECIPE_KEYS and typo["status"] == "invalid" and "pascall" in typo["error"]
     assert typo["upstream"] is None and typo["targets"] is None
+
+
+def test_list_shows_recipes_and_patches(project: Path) -> None:
+    r = invoke(project, "list")
+    assert r.exit_code == 0, r.output
+    assert "zero-nbytes-guard" in r.output and "fixture" in r.output and "pending" in r.output
+
+
+def test_list_shows_gpu_archs_and_flags_a_bad_family(project: Path, upstream: FixtureUpstream) -> None:
+    write_recipe(
+        project,
+        "gpu",
+        url=str(upstream.path),
+        commit=upstream.head,
+        extra='\n[cuda]\narchs = ["pascal", "turing", 86]\n',
+    )
+    write_recipe(
+        project, "typo", url=str(upstream.path), commit=upstream.head, extra='\n[cuda]\narchs = ["pascall"]\n'
+    )
+    r = invoke(project, "list")
+    assert r.exit_code == 3, r.output
+    assert "CUDA sm_60,61,75,86" in r.output
+    assert "invalid" in r.output and "pascall" in r.output
