@@ -104,13 +104,7 @@ def test_list_shows_recipes_and_patches(project: Path) -> None:
 
 
 def test_list_shows_gpu_archs_and_flags_a_bad_family(project: Path, upstream: FixtureUpstream) -> None:
-    write_recipe(
-        project,
-        "gpu",
-        url=str(upstream.path),
-        commit=upstream.head,
-        extra='\n[cuda]\narchs = ["pascal", "turing", 86]\n',
-    )
+    _gpu_project(project, upstream)
     write_recipe(
         project, "typo", url=str(upstream.path), commit=upstream.head, extra='\n[cuda]\narchs = ["pascall"]\n'
     )
