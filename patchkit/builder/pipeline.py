@@ -247,6 +247,7 @@ def _smoke(
             runtime_env=runtime_env,
             on_check=opts.on_check,
             rerun=opts.resmoke,
+            env=opts.env,
         )
     log.info(f"smoke {report.status.value}")
     raise_if_failed(report)

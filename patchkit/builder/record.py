@@ -14,7 +14,7 @@ from pathlib import Path
 from patchkit import __version__
 from patchkit.builder.patch import AppliedPatch
 from patchkit.builder.state import BuildState, digest
-from patchkit.core.paths import WorkDirs
+from patchkit.core.paths import WorkDirs, relative_label
 from patchkit.spec.buildinfo import (
     BuildInfo,
     CMakeRecord,
@@ -64,13 +64,6 @@ def tool_versions(
     }
 
 
-def _rel(path: Path, base: Path) -> str:
-    try:
-        return path.resolve().relative_to(base.resolve()).as_posix()
-    except ValueError:
-        return str(path)
-
-
 def assemble_build_info(
     *,
     recipe: Recipe,
@@ -92,7 +85,7 @@ def assemble_build_info(
     toolchain = recipe.build.toolchain
     return BuildInfo(
         patchkit_version=__version__,
-        recipe=RecipeRef(name=recipe.name, file=_rel(recipe.path, project), sha256=recipe.sha256),
+        recipe=RecipeRef(name=recipe.name, file=relative_label(recipe.path, project), sha256=recipe.sha256),
         identity=digest({"recipe": recipe.sha256, "source": state.source_id, "config": config_id}),
         upstream=UpstreamRef(
             url=url,
@@ -110,7 +103,7 @@ def assemble_build_info(
             generator=recipe.build.generator,
             build_type=recipe.build.build_type,
             defines=dict(defines),
-            toolchain=_rel(toolchain, project) if toolchain else None,
+            toolchain=relative_label(toolchain, project) if toolchain else None,
         ),
         targets=recipe.build.targets,
         tools=dict(tools),

@@ -23,7 +23,6 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import json
-import os
 import platform
 import sys
 from collections.abc import Callable, Mapping
@@ -237,18 +236,17 @@ def run_or_reuse(
     runtime_env: Mapping[str, str],
     on_check: Callable[[CheckResult], None] | None,
     rerun: bool,
-    env: Mapping[str, str] | None = None,
+    env: Mapping[str, str],
 ) -> SmokeReport:
     """The smoke report of the build in ``out_dir`` (``info``: its build-info as written):
     the kept one when every input is unchanged (and not ``rerun``), else a fresh run, kept
     when it passed. Either way it is recorded in the output's build-info.json.
 
     ``env``: the environment the checks run with and whose PATCHKIT_MODEL names the real
-    model (the build's, BuildOptions.env); None: this process's."""
+    model (the build's, BuildOptions.env)."""
     from patchkit.smoke.realmodel import find_model
     from patchkit.smoke.runner import run_smoke, suite_id
 
-    env = os.environ if env is None else env
     real: RealModel | None = find_model(env=env)
     previous = read_record(record_path)
     inputs, hashes = smoke_inputs(

@@ -18,7 +18,7 @@ from patchkit.builder import compcache
 from patchkit.builder.pipeline import BuildOptions, BuildResult, run_build
 from patchkit.core.errors import ConfigError
 from patchkit.core.log import log
-from patchkit.core.paths import cache_dir, default_out_dir
+from patchkit.core.paths import cache_dir, default_out_dir, relative_label
 from patchkit.spec.recipe import Recipe
 
 if TYPE_CHECKING:
@@ -69,7 +69,7 @@ def build_options(
         env=env,
         recipe_remote=recipe.build.cache_remote,
         recipe_launcher=recipe.build.launcher,
-        recipe_label=_label(recipe.path, project),
+        recipe_label=relative_label(recipe.path, project),
         dist_flag=dist,
     )
     return BuildOptions(
@@ -112,10 +112,3 @@ def _print_check(r: CheckResult) -> None:
     from patchkit.cli.smoke import print_check
 
     print_check(r, err=True)
-
-
-def _label(path: Path, project: Path) -> str:
-    try:
-        return path.resolve().relative_to(project.resolve()).as_posix()
-    except ValueError:
-        return str(path)

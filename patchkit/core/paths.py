@@ -18,6 +18,7 @@ __all__ = [
     "cache_layout",
     "default_out_dir",
     "find_project_dir",
+    "relative_label",
 ]
 
 
@@ -182,3 +183,12 @@ def default_out_dir(recipe: str) -> Path:
     """Where a build of ``recipe`` goes without ``--out``: ``out/<recipe>``, relative to the
     current directory (the one rule for `build`, `release` and `bump`)."""
     return Path("out") / recipe
+
+
+def relative_label(path: Path, base: Path) -> str:
+    """``path`` relative to ``base`` in POSIX form when it lies inside it, else as given
+    (how build-info and the log name a recipe or toolchain file)."""
+    try:
+        return path.resolve().relative_to(base.resolve()).as_posix()
+    except ValueError:
+        return str(path)

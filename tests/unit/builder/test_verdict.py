@@ -188,7 +188,7 @@ def _stage(
         runtime_env={},
         on_check=None,
         rerun=rerun,
-        env=env,
+        env={} if env is None else env,
     )
 
 
