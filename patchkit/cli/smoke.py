@@ -6,6 +6,7 @@ from pathlib import Path
 
 import click
 
+from patchkit.cli._types import FiniteFloatRange
 from patchkit.core.log import log
 from patchkit.smoke.checks import CHECKS
 from patchkit.smoke.runner import raise_if_failed, run_smoke
@@ -32,7 +33,7 @@ def print_check(r: CheckResult) -> None:
 )
 @click.option(
     "--timeout",
-    type=click.FloatRange(min=1),
+    type=FiniteFloatRange(min=1),
     default=300.0,
     show_default=True,
     help="Seconds a single command may take (raise it for slow machines or wine).",
