@@ -117,7 +117,7 @@ def ci_template_cmd(
     if output is None:
         click.echo(text, nl=False)
     else:
-        atomic_write_text(output, text)
+        atomic_write_text(output, text, follow_links=True)
         log.info(f"wrote {output} ({len(entries)} recipe(s))")
 
 
@@ -143,7 +143,7 @@ def _canary(
     if output is None:
         click.echo(text, nl=False)
     else:
-        atomic_write_text(output, text)
+        atomic_write_text(output, text, follow_links=True)
         log.info(f"wrote {output} (canary for {upstream or rec.upstream.url} {branch})")
 
 
