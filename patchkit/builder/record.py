@@ -15,6 +15,7 @@ from patchkit import __version__
 from patchkit.builder.patch import AppliedPatch
 from patchkit.builder.state import BuildState, digest
 from patchkit.core.paths import WorkDirs, relative_label
+from patchkit.core.redact import public_url
 from patchkit.spec.buildinfo import (
     BuildInfo,
     CMakeRecord,
@@ -88,7 +89,7 @@ def assemble_build_info(
         recipe=RecipeRef(name=recipe.name, file=relative_label(recipe.path, project), sha256=recipe.sha256),
         identity=digest({"recipe": recipe.sha256, "source": state.source_id, "config": config_id}),
         upstream=UpstreamRef(
-            url=url,
+            url=public_url(url),
             commit=recipe.upstream.commit,
             commit_date=state.commit_date,
             subject=state.subject,

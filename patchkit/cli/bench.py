@@ -21,6 +21,7 @@ from patchkit.bench.result import Measurement, PointResult
 from patchkit.bench.run import DEMO_SWEEP, BenchOptions, BenchReport, RpcLatency, run_bench, run_demo
 from patchkit.bench.sweep import DIMENSIONS, parse_sweep
 from patchkit.cli._common import out, out_json, out_table
+from patchkit.cli._types import FiniteFloatRange
 from patchkit.core.errors import ConfigError
 from patchkit.core.log import log
 
@@ -165,7 +166,7 @@ def _rpc_list(values: tuple[str, ...]) -> tuple[str, ...]:
 )
 @click.option(
     "--timeout",
-    type=click.FloatRange(min=1),
+    type=FiniteFloatRange(min=1),
     default=900.0,
     show_default=True,
     help="Seconds one setup may take.",

@@ -14,6 +14,7 @@ from pathlib import Path
 import click
 
 from patchkit.cli._common import out, out_json
+from patchkit.cli._types import FiniteFloatRange
 from patchkit.core.errors import RpcError, SmokeError
 from patchkit.core.log import log
 from patchkit.rpc.probe import (
@@ -68,7 +69,7 @@ def _show_guard(report: GuardReport) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 @click.option(
     "--timeout",
-    type=click.FloatRange(min=0.1, max=600),
+    type=FiniteFloatRange(min=0.1, max=600),
     default=5.0,
     show_default=True,
     help="Seconds for the whole exchange with the server (not per reply); --guard adds at most 6x that.",

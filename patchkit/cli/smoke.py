@@ -15,6 +15,7 @@ import click
 from rich.text import Text
 
 from patchkit.cli._common import out, out_styled
+from patchkit.cli._types import FiniteFloatRange
 from patchkit.core.log import log
 from patchkit.smoke.checks import CHECKS
 from patchkit.smoke.runner import raise_if_failed, run_smoke
@@ -43,7 +44,7 @@ def print_check(r: CheckResult, *, err: bool = False) -> None:
 )
 @click.option(
     "--timeout",
-    type=click.FloatRange(min=1),
+    type=FiniteFloatRange(min=1),
     default=300.0,
     show_default=True,
     help="Seconds a single command may take (raise it for slow machines or wine).",

@@ -4,6 +4,24 @@ Every write goes to a temp file in the target's folder, is flushed to disk, and 
 renamed over the target with ``os.replace`` (atomic on POSIX and on Windows, same
 volume): readers see the old file or the new one, never a mix. On any error (Ctrl-C
 included) the temp file is removed and the target is untouched.
+
+Only a regular file (or a new name) is replaced that way; what else a target is gets
+decided first (:func:`_target`), and a device or FIFO is never replaced by a regular file:
+
+- a character device (``/dev/null``, a terminal) or a FIFO: written in place, as a shell's
+  ``>`` would; a FIFO that no process reads is refused at once instead of waiting;
+- this process's own stdout or stderr: written to that stream where it is (a file opened
+  with ``>>`` is appended to, not truncated);
+- a block device, a socket, a folder: refused (``ConfigError``, one line), left as it is;
+- a symlink: replaced, never written through (a link planted in patchkit's cache or output
+  folder cannot redirect a write), unless the caller writes a file the user named
+  (``follow_links=True``: ``ci-template -o``, ``bump --summary``). Then the link is
+  followed: a link to a regular file is written through (that file is replaced, the link
+  stays), to a device, a FIFO or ``/proc/self/fd/1`` (``-o /dev/stdout``) written in place
+  as above; a dangling link is refused.
+
+The writers that need their temp file (:func:`atomic_file`, :func:`atomic_write_many`)
+refuse a device or FIFO.
 """
 
 from __future__ import annotations
@@ -15,12 +33,13 @@ import json
 import os
 import shutil
 import stat
+import sys
 import tempfile
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, NamedTuple
 
-from patchkit.core.errors import FatalError
+from patchkit.core.errors import ConfigError, FatalError
 
 __all__ = [
     "NO_SPACE_ERRNOS",
@@ -66,6 +85,120 @@ def _temp_beside(path: Path) -> tuple[int, Path]:
     return fd, Path(tmp)
 
 
+class _Target(NamedTuple):
+    """Where a write to a path goes: ``file`` (replaced atomically: the path itself or
+    the regular file a link names), ``fd`` (this process's stdout/stderr), ``stream`` (a
+    character device or FIFO, opened and written in place)."""
+
+    kind: str
+    path: Path
+    fd: int = -1
+
+
+_KINDS = (
+    (stat.S_ISDIR, "a folder"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISSOCK, "a socket"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISFIFO, "a FIFO"),
+)
+
+
+def _kind(mode: int) -> str:
+    return next((name for test, name in _KINDS if test(mode)), "not a regular file")
+
+
+def _refused(path: Path, what: str) -> ConfigError:
+    return ConfigError(
+        f"{path} is {what}: refusing to write to it",
+        hint="name a regular file (a new one, or one to replace), or /dev/stdout to print it",
+    )
+
+
+def _target(path: Path, *, follow_links: bool = False) -> _Target:
+    """What writing ``path`` means (see the module docstring); ConfigError if nothing sane."""
+    try:
+        lst = os.lstat(path)
+    except OSError:  # missing (a new file), or unreachable: the write itself says why
+        return _Target("file", path)
+    if stat.S_ISREG(lst.st_mode) or (stat.S_ISLNK(lst.st_mode) and not follow_links):
+        return _Target("file", path)
+    st = lst
+    if stat.S_ISLNK(lst.st_mode):
+        try:
+            st = os.stat(path)  # follows the link (and the kernel's protected_symlinks rule)
+        except FileNotFoundError:
+            raise ConfigError(
+                f"{path} is a symlink to {os.readlink(path)}, which does not exist: "
+                "refusing to write through it",
+                hint="remove the link, or name the file itself",
+            ) from None
+        except OSError as e:
+            raise ConfigError(f"cannot write {path}: {e.strerror or e}") from None
+    for fd in (1, 2):
+        try:
+            own = os.fstat(fd)
+        except OSError:
+            continue
+        if (own.st_dev, own.st_ino) == (st.st_dev, st.st_ino):
+            return _Target("fd", path, fd)
+    if stat.S_ISREG(st.st_mode):  # a link to a regular file: replace that file
+        return _Target("file", Path(os.path.realpath(path)))
+    if stat.S_ISCHR(st.st_mode) or stat.S_ISFIFO(st.st_mode):
+        return _Target("stream", path)
+    raise _refused(path, _kind(st.st_mode))
+
+
+def _replaceable(path: Path) -> Path:
+    """``path`` when it can be replaced by a regular file; ConfigError for a device, FIFO,
+    socket or folder (a link is replaced: see the module docstring)."""
+    t = _target(path)
+    if t.kind != "file":
+        raise ConfigError(
+            f"{path} is {_kind(os.stat(path).st_mode)}: refusing to replace it",
+            hint="name a regular file (or a new one)",
+        )
+    return t.path
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+def _write_stream(t: _Target, data: bytes) -> None:
+    """Write ``data`` into a character device or FIFO (or our stdout/stderr) in place."""
+    if t.kind == "fd":
+        for stream in (sys.stdout, sys.stderr):  # what Python buffered goes first
+            with contextlib.suppress(Exception):
+                stream.flush()
+        _write_all(t.fd, data)
+        return
+    flags = os.O_WRONLY | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_NONBLOCK", 0)
+    try:
+        # O_NONBLOCK: opening a FIFO for writing would otherwise wait for a reader forever
+        fd = os.open(t.path, flags | getattr(os, "O_CLOEXEC", 0))
+    except OSError as e:
+        if e.errno == errno.ENXIO:
+            raise ConfigError(
+                f"{t.path} is a FIFO that no process reads: refusing to wait for one",
+                hint="start its reader first, or name a regular file",
+            ) from None
+        raise ConfigError(f"cannot write {t.path}: {e.strerror or e}") from None
+    try:
+        mode = os.fstat(fd).st_mode
+        if not (stat.S_ISCHR(mode) or stat.S_ISFIFO(mode)):  # swapped since it was looked at
+            raise _refused(t.path, _kind(mode) if not stat.S_ISREG(mode) else "no longer what it was")
+        os.set_blocking(fd, True)
+        try:
+            _write_all(fd, data)
+        except BrokenPipeError:
+            raise ConfigError(f"{t.path}: its reader closed it before everything was written") from None
+    finally:
+        os.close(fd)
+
+
 @contextlib.contextmanager
 def atomic_file(path: Path, *, mode: int | None = None) -> Iterator[tuple[IO[bytes], Path]]:
     """``with atomic_file(p) as (f, tmp):`` write ``f`` (a binary file open for read and
@@ -73,7 +206,10 @@ def atomic_file(path: Path, *, mode: int | None = None) -> Iterator[tuple[IO[byt
 
     ``mode``: the new file's permissions (default: the old file's, else 0o644 minus umask).
     Code in the block may check ``tmp`` (after ``f.flush()``) and raise to keep the old file.
+    A link at ``p`` is replaced; a device, FIFO, socket or folder: ConfigError, nothing
+    written.
     """
+    path = _replaceable(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     if mode is None and path.exists():
         mode = stat.S_IMODE(path.stat().st_mode)
@@ -91,13 +227,22 @@ def atomic_file(path: Path, *, mode: int | None = None) -> Iterator[tuple[IO[byt
         raise
 
 
-def atomic_write_bytes(path: Path, data: bytes, *, mode: int | None = None) -> None:
-    with atomic_file(path, mode=mode) as (f, _):
+def atomic_write_bytes(
+    path: Path, data: bytes, *, mode: int | None = None, follow_links: bool = False
+) -> None:
+    """``data`` into ``path``: replaced atomically, or written in place into a character
+    device, a FIFO or this process's stdout/stderr. ``follow_links``: ``path`` is a name
+    the user gave (``-o FILE``): a link there is followed (see the module docstring)."""
+    t = _target(path, follow_links=follow_links)
+    if t.kind != "file":
+        _write_stream(t, data)
+        return
+    with atomic_file(t.path, mode=mode) as (f, _):
         f.write(data)
 
 
-def atomic_write_text(path: Path, text: str, *, mode: int | None = None) -> None:
-    atomic_write_bytes(path, text.encode("utf-8"), mode=mode)
+def atomic_write_text(path: Path, text: str, *, mode: int | None = None, follow_links: bool = False) -> None:
+    atomic_write_bytes(path, text.encode("utf-8"), mode=mode, follow_links=follow_links)
 
 
 def atomic_write_json(path: Path, obj: Any) -> None:
@@ -106,10 +251,12 @@ def atomic_write_json(path: Path, obj: Any) -> None:
 
 def atomic_write_many(files: Mapping[Path, bytes]) -> None:
     """Write every file to a temp sibling first, then rename them all into place: an
-    error while writing leaves every target as it was (permissions are kept)."""
+    error while writing leaves every target as it was (permissions are kept). A device,
+    FIFO, socket or folder among the targets is refused before anything is written."""
+    targets = {_replaceable(path): data for path, data in files.items()}
     staged: list[tuple[Path, Path]] = []
     try:
-        for path, data in files.items():
+        for path, data in targets.items():
             fd, tmp = _temp_beside(path)
             staged.append((path, tmp))
             with os.fdopen(fd, "wb") as f:

@@ -10,7 +10,11 @@ Rules, the same for every caller:
 - on a timeout, and on any exception while it runs (Ctrl-C, SIGTERM turned into
   ``Terminated`` by :func:`install_signal_handlers`, an error in a callback), the whole
   group is stopped — TERM, a grace period, then KILL — before the exception goes on.
-  Callers hold the cache lock around these calls, so no child outlives the lock.
+  Callers hold the cache lock around these calls, so no child outlives the lock;
+- a signal that arrives while a child is being started (inside ``Popen``, or before the
+  caller holds the child) waits until it does, then is raised: a child is never started
+  that nobody stops. One that Python swallowed (it landed in a ``__del__`` or a weakref
+  callback) is delivered again.
 
 Three shapes: :func:`run` (to completion, output captured, optional timeout),
 :func:`run_streaming` (output appended to a log file line by line, for long builds), and
@@ -27,7 +31,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from types import FrameType, TracebackType
 from typing import IO
@@ -221,6 +225,26 @@ def _argv(args: Sequence[StrPath]) -> list[str]:
     return [os.fspath(a) for a in args]
 
 
+@contextlib.contextmanager
+def _starting() -> Iterator[None]:
+    """While the main thread starts a child and makes it the caller's: a signal waits
+    (:func:`_on_signal` holds it) and is raised when the block ends, where the caller's
+    ``except`` stops the child. Other threads never receive signals: nothing to hold."""
+    global _starting_depth
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    _starting_depth += 1
+    try:
+        yield
+    finally:
+        _starting_depth -= 1
+        if _starting_depth == 0 and _held:
+            signum = _held.pop()
+            _held.clear()
+            _raise_for(signum)
+
+
 def run(
     args: Sequence[StrPath],
     *,
@@ -240,35 +264,35 @@ def run(
     """
     argv = _argv(args)
     start = time.monotonic()
-    try:
-        proc = _popen(
-            argv,
-            env=env,
-            cwd=cwd,
-            stdin=subprocess.PIPE if input is not None else subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT if merge_stderr else subprocess.PIPE,
-        )
-    except OSError as e:
-        if start_error != "result":
-            raise
-        return RunResult(
-            args=tuple(argv),
-            returncode=127,
-            stdout="",
-            stderr=f"cannot run {argv[0]}: {e.strerror or e}",
-            seconds=0.0,
-        )
+    proc: subprocess.Popen[bytes] | None = None
     rc: int | None
     try:
+        with _starting():
+            try:
+                proc = _popen(
+                    argv,
+                    env=env,
+                    cwd=cwd,
+                    stdin=subprocess.PIPE if input is not None else subprocess.DEVNULL,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.STDOUT if merge_stderr else subprocess.PIPE,
+                )
+            except OSError as e:
+                if start_error != "result":
+                    raise
+                failed = f"cannot run {argv[0]}: {e.strerror or e}"
+        if proc is None:
+            return RunResult(args=tuple(argv), returncode=127, stdout="", stderr=failed, seconds=0.0)
         out, err = proc.communicate(input=input, timeout=timeout)
         rc = proc.returncode
     except subprocess.TimeoutExpired:
+        assert proc is not None
         stop(proc, grace=2)
         out, err = proc.communicate()
         rc = None
     except BaseException:
-        stop(proc, grace=0.5)
+        if proc is not None:
+            stop(proc, grace=0.5)
         raise
     return RunResult(
         args=tuple(argv),
@@ -294,11 +318,18 @@ def run_streaming(
     with log_path.open("a", encoding="utf-8", errors="replace", buffering=1) as logf:
         logf.write(f"\n$ {subprocess.list2cmdline(argv)}\n")
         logf.flush()
-        proc = _popen(
-            argv, env=env, cwd=cwd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
-        )
-        assert proc.stdout is not None
+        proc: subprocess.Popen[bytes] | None = None
         try:
+            with _starting():
+                proc = _popen(
+                    argv,
+                    env=env,
+                    cwd=cwd,
+                    stdin=subprocess.DEVNULL,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.STDOUT,
+                )
+            assert proc.stdout is not None
             for raw in iter(proc.stdout.readline, b""):
                 line = raw.decode("utf-8", "replace")
                 logf.write(line)
@@ -306,10 +337,12 @@ def run_streaming(
                     on_line(line)
             return proc.wait()
         except BaseException:
-            stop(proc, grace=2)
+            if proc is not None:
+                stop(proc, grace=2)
             raise
         finally:
-            proc.stdout.close()
+            if proc is not None and proc.stdout is not None:
+                proc.stdout.close()
 
 
 def tool_version(path: StrPath | None, *, timeout: float = 30) -> str | None:
@@ -369,15 +402,15 @@ class Processes:
         argv = _argv(args)
         self.logdir.mkdir(parents=True, exist_ok=True)
         logfile = self.logdir / f"{name}-{port}.log"
-        with logfile.open("wb") as f:
+        with logfile.open("wb") as f, _starting():  # once started, it is in self.procs
             try:
                 proc = _popen(
                     argv, env=env, cwd=None, stdin=subprocess.DEVNULL, stdout=f, stderr=subprocess.STDOUT
                 )
             except OSError as e:
                 raise ServerStartError(f"cannot start {name} ({argv[0]}): {e.strerror or e}") from None
-        self.procs.append(proc)
-        self.logs[proc.pid] = logfile
+            self.procs.append(proc)
+            self.logs[proc.pid] = logfile
         if not net.wait_port(port, time.monotonic() + timeout, alive=lambda: proc.poll() is None):
             tail = self.log_tail(proc)
             stop(proc, grace=1)
@@ -402,23 +435,57 @@ class Processes:
 # -- signals ---------------------------------------------------------------------------------
 
 _stopping = threading.Event()
+_starting_depth = 0  # > 0 while the main thread starts a child (see _starting)
+_held: list[int] = []  # a signal that arrived meanwhile, raised when the child is held
+_last_signal: list[int] = []  # the signal whose exception is on its way (for a redelivery)
+
+
+def _raise_for(signum: int) -> None:
+    if signum == signal.SIGINT:
+        raise KeyboardInterrupt
+    raise Terminated(f"signal {signum}")
 
 
 def _on_signal(signum: int, frame: FrameType | None) -> None:
     if _stopping.is_set():
         return  # already unwinding: let the children be stopped, do not abort the cleanup
     _stopping.set()
-    if signum == signal.SIGINT:
-        raise KeyboardInterrupt
-    raise Terminated(f"signal {signum}")
+    _last_signal[:] = [signum]
+    if _starting_depth > 0:
+        _held.append(signum)  # a child is being started: raised once the caller holds it
+        return
+    _raise_for(signum)
+
+
+def _on_unraisable(unraisable: sys.UnraisableHookArgs) -> None:
+    """Python swallows an exception raised in a ``__del__``, a weakref or GC callback: a
+    Ctrl-C that landed there would be lost (and every later one ignored). Deliver it again:
+    the handler then raises where the program can unwind."""
+    if isinstance(unraisable.exc_value, KeyboardInterrupt) and _last_signal and not sys.is_finalizing():
+        _stopping.clear()
+        # from another thread, a moment later: the handler then runs in the main thread
+        # once it has left the callback (raised here, it would be swallowed again)
+        signum = _last_signal[0]
+        threading.Thread(target=_raise_later, args=(signum,), daemon=True).start()
+        return
+    sys.__unraisablehook__(unraisable)
+
+
+def _raise_later(signum: int) -> None:
+    time.sleep(0.01)
+    signal.raise_signal(signum)
 
 
 def install_signal_handlers() -> None:
     """Ctrl-C, SIGTERM and SIGHUP (SIGBREAK on Windows) raise in the main thread, so every
     ``finally`` runs: children are stopped, then the cache lock is released."""
+    _stopping.clear()
+    _held.clear()
+    _last_signal.clear()
     names = ["SIGINT", "SIGTERM", "SIGHUP", "SIGBREAK"]
     for name in names:
         sig = getattr(signal, name, None)
         if sig is not None:
             with contextlib.suppress(OSError, ValueError):  # ValueError: not the main thread
                 signal.signal(sig, _on_signal)
+    sys.unraisablehook = _on_unraisable

@@ -3,7 +3,9 @@
 The clone is bare and, for remote URLs, partial (``--filter=blob:none``): blobs
 are fetched only for what a checkout needs. A local path (a mirror) is cloned
 plainly, which is how users build offline. Worktrees use a sparse checkout that
-leaves out files a build never reads (model blobs, large CSVs).
+leaves out files a build never reads (model blobs, large CSVs). A URL is shown only
+redacted (``core.redact``: no ``user:TOKEN@``, no ``?token=``); the clone's own git config
+keeps it whole, since later fetches need it.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from patchkit.core.errors import SourceError
 from patchkit.core.lock import cache_lock
 from patchkit.core.log import log
 from patchkit.core.paths import CacheLayout
+from patchkit.core.redact import redact_url
 from patchkit.git.runner import git_out
 
 __all__ = [
@@ -79,7 +82,7 @@ def _check_local(url: str, path: Path) -> Path:
         )
     if not (path / "HEAD").exists() and not (path / ".git").exists():
         raise SourceError(
-            f"{url} is not a git repository",
+            f"{redact_url(url)} is not a git repository",
             hint="point --upstream at a llama.cpp clone or mirror, or a git URL",
         )
     return path.resolve()
@@ -87,7 +90,9 @@ def _check_local(url: str, path: Path) -> Path:
 
 def _clone_dir(cache: Path, url: str) -> Path:
     norm = _normalise(url)
-    return CacheLayout(root=cache).repo(norm.rstrip("/").split("/")[-1] or "upstream", norm)
+    # the folder's name: the URL's last path segment, never its query or userinfo
+    name = norm if is_local(url) else redact_url(norm).split("?", 1)[0].split("#", 1)[0]
+    return CacheLayout(root=cache).repo(name.rstrip("/").split("/")[-1] or "upstream", norm)
 
 
 def ensure_clone(cache: Path, url: str) -> Path:
@@ -108,10 +113,11 @@ def ensure_clone(cache: Path, url: str) -> Path:
     args = ["clone", "--bare", "--quiet"]
     if not local:
         args.append("--filter=blob:none")
-    log.info(f"cloning {url} into the cache ({'local' if local else 'partial, blob:none'})")
+    shown = redact_url(url)
+    log.info(f"cloning {shown} into the cache ({'local' if local else 'partial, blob:none'})")
     try:
         try:
-            git_out(cache, *args, "--", source, str(tmp), what=f"cloning {url}")
+            git_out(cache, *args, "--", source, str(tmp), what=f"cloning {shown}")
         except SourceError as e:
             raise SourceError(
                 e.message,
@@ -134,7 +140,7 @@ def open_upstream(url: str, cache: Path) -> Path:
     path = local_path(url)
     if path is not None:
         return _check_local(url, path)
-    with cache_lock(cache, f"patchkit check ({url})"):
+    with cache_lock(cache, f"patchkit check ({redact_url(url)})"):
         clone = ensure_clone(cache, url)
         update_clone(clone, url)
     return clone
@@ -146,7 +152,7 @@ def update_clone(repo: Path, url: str) -> None:
     try:
         git_out(repo, "fetch", "--quiet", "--tags", *extra, "origin")
     except SourceError as e:
-        log.warning(f"could not fetch {url} ({e.message}): using the cached clone as it is")
+        log.warning(f"could not fetch {redact_url(url)} ({e.message}): using the cached clone as it is")
 
 
 def _has_commit(repo: Path, commit: str) -> bool:
@@ -159,18 +165,19 @@ def _has_commit(repo: Path, commit: str) -> bool:
 
 def ensure_commit(repo: Path, url: str, commit: str, ref: str | None = None) -> None:
     """Make sure ``commit`` is in the clone (fetching it if not) and that ``ref`` names it."""
+    shown = redact_url(url)
     if not _has_commit(repo, commit):
-        log.info(f"fetching {commit[:12]} from {url}")
+        log.info(f"fetching {commit[:12]} from {shown}")
         extra = [] if is_local(url) else ["--filter=blob:none"]
         try:
             git_out(repo, "fetch", "--quiet", *extra, "origin", commit)
         except SourceError as e:
             raise SourceError(
-                f"commit {commit} is not in {url} ({e.message})",
+                f"commit {commit} is not in {shown} ({e.message})",
                 hint="check upstream.commit in the recipe, or --upstream",
             ) from None
         if not _has_commit(repo, commit):
-            raise SourceError(f"commit {commit} is not in {url}")
+            raise SourceError(f"commit {commit} is not in {shown}")
     if ref:
         try:
             git_out(repo, "fetch", "--quiet", "--tags", "origin")
@@ -181,7 +188,7 @@ def ensure_commit(repo: Path, url: str, commit: str, ref: str | None = None) -> 
                 repo, "rev-parse", "--verify", "--quiet", "--end-of-options", f"{ref}^{{commit}}"
             )
         except SourceError:
-            raise SourceError(f"upstream.ref {ref!r} does not exist in {url}") from None
+            raise SourceError(f"upstream.ref {ref!r} does not exist in {shown}") from None
         if resolved != commit:
             raise SourceError(
                 f"upstream.ref {ref!r} resolves to {resolved[:12]}, but the recipe pins {commit[:12]}",

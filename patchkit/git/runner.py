@@ -4,7 +4,8 @@ git runs untranslated (``LC_ALL=C``: the messages patchkit parses, such as ``git
 -v``, stay English), without a pager or a credential prompt (a wrong URL fails in one
 line instead of hanging), and for scratch repositories without the user's config or a
 repository above them. A failure is one line with git's own reason (its ``fatal:`` /
-``error:`` line) and git's whole stderr as detail.
+``error:`` line) and git's whole stderr as detail, every URL in them redacted
+(``core.redact``: git hides a URL's password in most messages, never a token in its query).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from pathlib import Path
 
 from patchkit.core.errors import FatalError, SourceError, ToolMissing
 from patchkit.core.proc import RunResult, run
+from patchkit.core.redact import redact_text
 
 __all__ = ["IDENTITY", "git_env", "git_exe", "git_out", "run_git", "scratch_env"]
 
@@ -99,7 +101,7 @@ def run_git(
         stderr = r.stderr.strip()
         reason = _reason(stderr) or f"exit {r.returncode}"
         label = what or f"git {' '.join(args[:2])}" + (f" in {cwd}" if cwd is not None else "")
-        raise error(f"{label} failed: {reason}", detail=stderr)
+        raise error(redact_text(f"{label} failed: {reason}"), detail=redact_text(stderr))
     return r
 
 

@@ -1,7 +1,9 @@
 """A remote compile cache's URL (and an sccache-dist scheduler's): parsed and checked once,
 its credentials kept apart, and the redaction every message, record and log line goes
-through (:attr:`RemoteUrl.redacted`, :func:`redact`). The credentials go only into the
-launcher's environment (:mod:`patchkit.builder.compcache.launcher`).
+through (:attr:`RemoteUrl.redacted`, :func:`redact`; a URL as typed, malformed or not,
+through :func:`patchkit.core.redact.redact_url`, which masks secret query parameters too).
+The credentials go only into the launcher's environment
+(:mod:`patchkit.builder.compcache.launcher`).
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ import dataclasses
 import urllib.parse
 
 from patchkit.core.errors import ConfigError, RecipeError
+from patchkit.core.redact import MASK, redact_text, redact_url
 
 __all__ = ["OFF", "RemoteUrl", "parse_dist", "parse_remote", "redact"]
 
@@ -33,7 +36,7 @@ _BUCKET = ("s3", "gcs")
 # ccache's remote attributes: a remote that is down costs each compile at most the connect
 # timeout, a slow one the operation timeout; then the compile goes on with the local cache
 _CCACHE_ATTRS = "|connect-timeout=500|operation-timeout=5000"
-_MASK = "***"
+_MASK = MASK
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -196,21 +199,20 @@ def parse_dist(text: str, *, where: str) -> RemoteUrl:
 
 def _redact_raw(text: str) -> str:
     """A URL as typed (maybe malformed), with everything that could be credentials masked:
-    what stands between the scheme and the last ``@`` (or before it, without a scheme)."""
-    if "@" not in text:
-        return text
-    head, sep, rest = text.partition("://")
-    if not sep:
+    the userinfo and secret query values (core.redact); without a scheme, what stands
+    before the last ``@`` (ccache's ``PASSWORD@host`` form)."""
+    if "://" not in text and "@" in text:
         return f"{_MASK}@{text.rpartition('@')[2]}"
-    return f"{head}://{_MASK}@{rest.rpartition('@')[2]}"
+    return redact_url(text)
 
 
 def redact(text: str, remote: RemoteUrl | None) -> str:
-    """``text`` with every credential of ``remote`` (and its raw URL) masked."""
+    """``text`` with every credential of ``remote`` (and its raw URL) masked, and any
+    other URL's userinfo and secret query values."""
     if remote is None:
-        return text
+        return redact_text(text)
     if remote.raw and remote.has_credentials:
         text = text.replace(remote.raw, remote.redacted)
     for s in remote.secrets:
         text = text.replace(s, _MASK)
-    return text
+    return redact_text(text)

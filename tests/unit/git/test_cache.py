@@ -44,3 +44,20 @@ def test_open_upstream_local_refusals_and_success(tmp_path: Path) -> None:
     (work / ".git").mkdir(parents=True)
     assert open_upstream(str(work), cache) == work.resolve()
     assert not cache.exists()  # a local path is used as it is: no cache, no lock
+
+
+def test_a_clone_folder_name_never_holds_credentials(tmp_path: Path) -> None:
+    """Issue 25 item 9: the clone's folder is named after the URL's last path segment,
+    never its userinfo or query (the folder shows up in messages and logs)."""
+    from patchkit.git.cache import _clone_dir
+
+    for url in (
+        "https://TOKEN@github.com",
+        "https://h/llama.cpp?token=TOKEN",
+        "https://u:TOKEN@h/llama.cpp.git",
+    ):
+        d = _clone_dir(tmp_path, url)
+        assert "TOKEN" not in str(d), d
+    assert _clone_dir(tmp_path, "https://u:TOKEN@h/llama.cpp.git").name.startswith("llama.cpp-")
+    # the same upstream with other credentials is another clone (the key is the whole URL)
+    assert _clone_dir(tmp_path, "https://a@h/r") != _clone_dir(tmp_path, "https://b@h/r")
