@@ -47,6 +47,7 @@ __all__ = [
     "parse_patch",
     "patch_name_from_file",
     "rehash_series",
+    "series_files",
     "series_line",
 ]
 
@@ -238,6 +239,19 @@ def _series_file_name(fname: str, n: int) -> str:
             f"patches/series:{n}: {fname!r} must be a file in patches/", hint="name the file only, no folder"
         )
     return fname
+
+
+def series_files(patches_dir: Path) -> list[str]:
+    """The file names ``patches/series`` lists, in order ([] when there is no series)."""
+    series_file = patches_dir / "series"
+    if not series_file.exists() and not series_file.is_symlink():
+        return []
+    names: list[str] = []
+    for n, raw in enumerate(_series_lines(series_file), 1):
+        fields = raw.split("#", 1)[0].split()
+        if fields:
+            names.append(_series_file_name(fields[0], n))
+    return names
 
 
 def load_series(patches_dir: Path) -> Series:
