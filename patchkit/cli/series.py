@@ -46,6 +46,7 @@ import click
 from patchkit.cli._common import DEFAULT_RECIPE, out, out_json
 from patchkit.core.lock import cache_lock
 from patchkit.core.paths import cache_dir, find_project_dir
+from patchkit.core.text import did_you_mean
 from patchkit.git.cache import ensure_clone, ensure_commit, is_local, open_upstream
 from patchkit.git.repo import Git
 from patchkit.spec.recipe import load_recipe, resolve_recipe_path
@@ -69,7 +70,17 @@ def _project(ctx: click.Context) -> Path:
     return find_project_dir(ctx.find_root().obj.get("project"))
 
 
-@click.group("series", invoke_without_command=True)
+class _SeriesGroup(click.Group):
+    """`series` and its subcommands: an unknown one is a usage error with a suggestion."""
+
+    def resolve_command(self, ctx: click.Context, args: list[str]):  # type: ignore[no-untyped-def]
+        name = args[0] if args else ""
+        if name and not name.startswith("-") and name not in self.commands:
+            ctx.fail(f"No such command '{name}'{did_you_mean(name, self.commands)}.")
+        return super().resolve_command(ctx, args)
+
+
+@click.group("series", cls=_SeriesGroup, invoke_without_command=True)
 @click.option("--rehash", is_flag=True, help="Rewrite patches/series with each file's sha256.")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 @click.pass_context

@@ -36,8 +36,10 @@ yes; a field found so is *derived*, and the document says which. The trailer nam
 ``Upstream-Status`` (the trailer OpenEmbedded uses, with the same values) and
 ``Patchkit-Why``, ``Patchkit-When``, ``Patchkit-Default``, ``Patchkit-Experimental``,
 ``Patchkit-Name``; ``git am`` keeps them in the commit message, so the same file serves
-both tools. A file with patchkit's header block followed by a mail (what a conversion
-script or an older ``refresh`` made) is patchkit's form with an author.
+both tools. patchkit's fields may also be extra lines of the mail's header block (under
+their own names or the trailers'; ``git am`` ignores them there). A file with patchkit's
+header block followed by a mail (what a conversion script or an older ``refresh`` made) is
+patchkit's form with an author.
 
 A file is kept as bytes: the parts (head, message, diffstat, diff, signature) are slices
 of it, and the diff is never decoded and encoded again.
@@ -555,10 +557,17 @@ def _trailers(lines: list[str]) -> tuple[tuple[str, str], ...]:
     return tuple(out)
 
 
-def _stated(pairs: tuple[tuple[str, str], ...] | list[tuple[str, str]]) -> dict[str, str]:
+_BARE = {"why": "Why", "when": "When", "default": "Default", "experimental": "Experimental", "name": "Name"}
+
+
+def _stated(
+    pairs: tuple[tuple[str, str], ...] | list[tuple[str, str]], *, bare: bool = False
+) -> dict[str, str]:
+    """patchkit's fields among ``(key, value)`` pairs: trailer names, and with ``bare``
+    (a mail's own header block) patchkit's header names too (``When:``, ``Why:``)."""
     found: dict[str, str] = {}
     for key, value in pairs:
-        field = TRAILERS.get(key.lower())
+        field = TRAILERS.get(key.lower()) or (_BARE.get(key.lower()) if bare else None)
         if field is not None:
             found[field] = value
     return found
@@ -589,7 +598,7 @@ def read_doc(data: bytes, where: str) -> PatchDoc:
     trailers = _trailers(lines) if mail is not None else ()
     stated: dict[str, str] = {}
     if mail is not None and native is None:
-        stated = _stated(list(mail.headers)) | _stated(trailers)
+        stated = _stated(list(mail.headers), bare=True) | _stated(trailers)
     return PatchDoc(
         where=where,
         parts=parts,

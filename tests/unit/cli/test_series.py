@@ -90,7 +90,11 @@ def test_import_and_export_are_subcommands_with_their_own_help(project: Path) ->
     r = invoke(project, "series", "--help")
     assert r.exit_code == 0 and "import" in r.stdout and "export" in r.stdout
     r = invoke(project, "series", "imprt")
-    assert r.exit_code == 2 and "No such command 'imprt'" in r.stderr and r.stdout == ""
+    assert (
+        r.exit_code == 2
+        and "No such command 'imprt' (did you mean \"import\"?)" in r.stderr
+        and r.stdout == ""
+    )
     r = invoke(project, "series", "--json", "import", str(_queue_files()[0]))
     assert_error(r, 2, "--rehash and --json go with `patchkit series` alone")
     r = invoke(project, "series", "import")

@@ -108,6 +108,20 @@ def test_patchkit_fields_as_trailers_or_mail_headers() -> None:
     # as extra mail headers (git am drops those, patchkit reads them)
     hdr = GUARD.replace(b"MIME-Version", b"Patchkit-When: abcdef0..\nMIME-Version", 1)
     assert derive_fields(doc(hdr), "x").when == "abcdef0.."
+    # patchkit's own header lines in the mail's header block: an extra header block
+    block = b"Why: a reason\nUpstream-Status: submitted x\nWhen: abcdef0..\nDefault: no\nExperimental: yes\n"
+    f = derive_fields(doc(GUARD.replace(b"MIME-Version", block + b"MIME-Version", 1)), "x")
+    assert (f.why, f.upstream_status, f.when, f.default, f.experimental) == (
+        "a reason",
+        "submitted x",
+        "abcdef0..",
+        "no",
+        "yes",
+    )
+    assert f.derived == ()
+    # in the message only the trailer names count (a "When:" line there is prose)
+    f = derive_fields(doc(NOTES.replace(b"a date).\n", b"a date).\n\nWhen: never\n", 1)), "x")
+    assert f.when == ".." and "When" in f.derived
 
 
 def test_trailers_are_added_where_git_interpret_trailers_would() -> None:
