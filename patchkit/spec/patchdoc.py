@@ -230,17 +230,21 @@ def _header_block(lines: list[bytes], start: int) -> int:
 
 
 def _looks_like_mail(lines: list[bytes], start: int) -> bool:
-    """A mail starts here: an mbox ``From `` line, or a header block with ``From:``."""
+    """A mail starts here: an mbox ``From `` line, or a header block with ``From:`` and a
+    ``Date:`` or ``Subject:``. After patchkit's header (``start`` > 0) the ``From:`` must
+    also name an address: free text may well begin with "From: ..." prose."""
     if start >= len(lines):
         return False
     if is_from_line(lines[start]):
         return True
-    names = {
-        m.group(1).lower()
-        for ln in lines[start : _header_block(lines, start)]
-        if (m := _HEADER_NAME.match(ln))
-    }
-    return b"from" in names and bool(names & {b"date", b"subject"})
+    block = lines[start : _header_block(lines, start)]
+    names = {m.group(1).lower() for ln in block if (m := _HEADER_NAME.match(ln))}
+    if b"from" not in names or not names & {b"date", b"subject"}:
+        return False
+    if start == 0:
+        return True
+    sender = next(ln for ln in block if ln[:5].lower() == b"from:")
+    return bool(re.search(rb"<[^<>\s]*>\s*$|^from:\s*\S+@\S+\s*$", sender, re.IGNORECASE))
 
 
 def _native_end(lines: list[bytes]) -> int:

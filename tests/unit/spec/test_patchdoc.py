@@ -167,6 +167,12 @@ def test_patchkits_form_with_a_mail_after_its_header() -> None:
         assert getattr(again, field) == getattr(f, field)
 
 
+def test_free_text_that_begins_like_a_header_is_free_text() -> None:
+    prose = NATIVE.replace(b"Details, in a paragraph\n", b"From: the bug report\nSubject: the crash\n", 1)
+    d = doc(prose)
+    assert d.kind == "patchkit" and d.mail is None and d.message.startswith("From: the bug report\n")
+
+
 def test_patchkits_form_rendered_as_a_mail() -> None:
     d = doc(NATIVE)
     f = derive_fields(d, "zero-nbytes")
