@@ -40,6 +40,7 @@ from patchkit.spec.patchfile import parse_diff, refusals
 
 __all__ = [
     "PATCH_MAX",
+    "SERIES_MAX",
     "UPSTREAM_STATUSES",
     "Patch",
     "Series",

@@ -43,7 +43,15 @@ from patchkit.spec.patchdoc import (
     render_mail,
     split_mbox,
 )
-from patchkit.spec.series import PATCH_MAX, Patch, Series, parse_patch, patch_name_from_file, series_files
+from patchkit.spec.series import (
+    PATCH_MAX,
+    SERIES_MAX,
+    Patch,
+    Series,
+    parse_patch,
+    patch_name_from_file,
+    series_files,
+)
 
 __all__ = [
     "IMPORT_MAX_BYTES",
@@ -416,9 +424,8 @@ def import_patches(
     keep: list[str] = []
     series_path = patches_dir / "series"
     if not old and series_path.is_file():  # comments of an empty series stay
-        keep = [
-            ln for ln in series_path.read_text(encoding="utf-8", errors="replace").splitlines() if ln.strip()
-        ]
+        text = read_capped(series_path, limit=SERIES_MAX, error=PatchError).decode("utf-8", "replace")
+        keep = [ln for ln in text.splitlines() if ln.strip()]
     writes[series_path] = ("\n".join([*keep, *lines]) + "\n").encode("utf-8")
     atomic_write_many(writes)
     new_files = {it.file for it in items}
