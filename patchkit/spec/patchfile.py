@@ -41,6 +41,7 @@ _HUNK = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
 _MODE = re.compile(r"^(new file mode|deleted file mode|new mode|old mode) +([0-7]+)\s*$")
 _INDEX = re.compile(r"^index [^.\s]*\.\.\S*?(?: +([0-7]+))?\s*$")
 _NAME_LINE = re.compile(r"^(rename from|rename to|copy from|copy to|rename old|rename new) (.*)$")
+_SIMILARITY = re.compile(r"^similarity index (\d+)%\s*$")
 _ESCAPES = {"a": "\a", "b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t", "v": "\v", "\\": "\\", '"': '"'}
 
 
@@ -64,6 +65,10 @@ class FileDiff:
     deleted: bool = False  # "deleted file mode": the patch removes the file
     binary: bool = False  # "GIT binary patch" / "Binary files ... differ"
     names: tuple[str, ...] = ()  # every other path the headers name (---/+++, rename, copy)
+    # what git's summary says of the file: "A" created, "D" deleted, "R" renamed, "C"
+    # copied, "M" otherwise (changed content and/or mode); similarity: of a rename or copy
+    status: str = "M"
+    similarity: int | None = None
 
     @property
     def makes_symlink(self) -> bool:
@@ -271,10 +276,13 @@ def parse_diff(text: str) -> ParsedDiff:
                 kind, mode = mm.group(1), f"{int(mm.group(2), 8):06o}"
                 if kind in ("new file mode", "new mode"):
                     cur["new_mode"] = mode
+                    if kind == "new file mode":
+                        cur["status"] = "A"
                 else:
                     cur["old_mode"] = mode
                     if kind == "deleted file mode":
                         cur["deleted"] = True
+                        cur["status"] = "D"
                 continue
             if mi := _INDEX.match(line):
                 if mi.group(1):
@@ -284,6 +292,10 @@ def parse_diff(text: str) -> ParsedDiff:
                 continue
             if mn := _NAME_LINE.match(line):
                 names.append(_header_name(mn.group(2)))
+                cur["status"] = "C" if mn.group(1).startswith("copy") else "R"
+                continue
+            if ms := _SIMILARITY.match(line):
+                cur["similarity"] = int(ms.group(1))
                 continue
             if line.startswith(("--- ", "+++ ")):
                 value = _header_name(line[4:])

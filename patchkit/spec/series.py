@@ -1,7 +1,9 @@
 """The patch series: ``patches/series`` lists patch files in order with their sha256.
 
-Each patch file starts with a header of ``Key: value`` lines, a blank line, free
-text, then the diff (``git apply`` skips everything before the first ``diff --git``)::
+A patch file is patchkit's own form or a mail as ``git format-patch`` writes it
+(spec.patchdoc reads both). patchkit's form starts with a header of ``Key: value`` lines,
+a blank line, free text, then the diff (``git apply`` skips everything before the first
+``diff --git``)::
 
     Subject: rpc: let zero-byte tensors pass deserialize_tensor's bounds check
     Why: tensor split over RPC sends zero-element views past a slice's end; the server aborts
@@ -17,6 +19,11 @@ text, then the diff (``git apply`` skips everything before the first ``diff --gi
 open): the patch is meant for commits that descend from FROM and are ancestors of TO.
 The series line is ``FILE sha256=HEX``; the hash covers the whole file and is checked
 before the patch is used.
+
+A mail keeps its author, date and title; its patchkit fields are optional trailers
+(``Upstream-Status``, ``Patchkit-When``, ...) and the ones it leaves out are derived (Why
+from the message, ``pending``, ``..``, Default yes): ``Patch.derived`` names them. Both
+forms are checked the same way (fields, paths, symlinks, hashes).
 """
 
 from __future__ import annotations
@@ -28,14 +35,21 @@ from pathlib import Path
 from patchkit.core.errors import PatchError
 from patchkit.core.fs import contained, read_capped, sha256_bytes
 from patchkit.core.text import did_you_mean
-from patchkit.spec.patchfile import parse_diff, parse_header, refusals
+from patchkit.spec.patchdoc import derive_fields, read_doc
+from patchkit.spec.patchfile import parse_diff, refusals
 
 __all__ = [
+    "PATCH_MAX",
+    "SERIES_MAX",
     "UPSTREAM_STATUSES",
     "Patch",
     "Series",
     "load_series",
+    "parse_patch",
     "patch_name_from_file",
+    "rehash_series",
+    "series_files",
+    "series_line",
 ]
 
 UPSTREAM_STATUSES = ("pending", "submitted", "accepted", "backport", "inappropriate", "denied")
@@ -63,6 +77,10 @@ class Patch:
     default: bool
     experimental: bool
     files: tuple[str, ...]  # repository paths the diff touches
+    kind: str = "patchkit"  # "patchkit" (header block) or "mail" (git format-patch)
+    author: str | None = None  # "Name <mail>" of a mail (or of one after patchkit's header)
+    date: str | None = None  # the mail's Date, as written
+    derived: tuple[str, ...] = ()  # the fields a mail left out, derived (Why, When, ...)
 
     @property
     def filename(self) -> str:
@@ -146,14 +164,18 @@ def _read_patch(path: Path) -> bytes:
     return read_capped(path, limit=PATCH_MAX, error=PatchError, what=where)
 
 
-def _load_patch(path: Path, sha: str) -> Patch:
-    where = f"{path.parent.name}/{path.name}"
-    text = _read_patch(path).decode("utf-8", errors="replace")
-    header = parse_header(text, where)
-    missing = [k for k in _REQUIRED if k not in header]
-    if missing:
-        raise PatchError(f"{where}: header lacks {', '.join(missing)}")
-    status = header["Upstream-Status"].split()[0].lower() if header["Upstream-Status"] else ""
+def parse_patch(data: bytes, path: Path, sha: str, *, where: str | None = None) -> Patch:
+    """A patch from the bytes of its file (``path``: where it is or will be), checked as
+    the series loader checks it: the fields, the diff's paths and symlinks."""
+    where = where or f"{path.parent.name}/{path.name}"
+    doc = read_doc(data, where)
+    text = data.decode("utf-8", errors="replace")
+    fields = derive_fields(doc, patch_name_from_file(path.name))
+    if doc.native is not None:
+        missing = [k for k in _REQUIRED if k not in doc.native]
+        if missing:
+            raise PatchError(f"{where}: header lacks {', '.join(missing)}")
+    status = fields.upstream_status.split()[0].lower() if fields.upstream_status.split() else ""
     if status not in UPSTREAM_STATUSES:
         raise PatchError(
             f"{where}: Upstream-Status {status!r} is not one of {', '.join(UPSTREAM_STATUSES)}"
@@ -167,20 +189,33 @@ def _load_patch(path: Path, sha: str) -> Patch:
     files = parsed.targets
     if not files:
         raise PatchError(f"{where}: holds no `diff --git` section")
-    when_from, when_to = _parse_when(header["When"], where)
+    when_from, when_to = _parse_when(fields.when, where)
     return Patch(
-        name=header.get("Name") or patch_name_from_file(path.name),
+        name=fields.name or patch_name_from_file(path.name),
         path=path,
         sha256=sha.lower(),
-        subject=header["Subject"],
-        why=header["Why"],
-        upstream_status=header["Upstream-Status"],
+        subject=fields.subject,
+        why=fields.why,
+        upstream_status=fields.upstream_status,
         when_from=when_from,
         when_to=when_to,
-        default=_yes_no(header.get("Default", "yes"), where, "Default"),
-        experimental=_yes_no(header.get("Experimental", "no"), where, "Experimental"),
+        default=_yes_no(fields.default, where, "Default"),
+        experimental=_yes_no(fields.experimental, where, "Experimental"),
         files=files,
+        kind=doc.kind,
+        author=str(doc.mail.author) if doc.mail is not None else None,
+        date=doc.mail.date if doc.mail is not None else None,
+        derived=fields.derived,
     )
+
+
+def _load_patch(path: Path, sha: str) -> Patch:
+    return parse_patch(_read_patch(path), path, sha)
+
+
+def series_line(filename: str, data: bytes) -> str:
+    """The series line of a patch file: ``FILE sha256=HEX``."""
+    return f"{filename} sha256={sha256_bytes(data)}"
 
 
 def _series_lines(series_file: Path) -> list[str]:
@@ -205,6 +240,19 @@ def _series_file_name(fname: str, n: int) -> str:
             f"patches/series:{n}: {fname!r} must be a file in patches/", hint="name the file only, no folder"
         )
     return fname
+
+
+def series_files(patches_dir: Path) -> list[str]:
+    """The file names ``patches/series`` lists, in order ([] when there is no series)."""
+    series_file = patches_dir / "series"
+    if not series_file.exists() and not series_file.is_symlink():
+        return []
+    names: list[str] = []
+    for n, raw in enumerate(_series_lines(series_file), 1):
+        fields = raw.split("#", 1)[0].split()
+        if fields:
+            names.append(_series_file_name(fields[0], n))
+    return names
 
 
 def load_series(patches_dir: Path) -> Series:

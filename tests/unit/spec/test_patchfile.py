@@ -117,6 +117,14 @@ def test_parse_diff_modes_hunks_and_targets() -> None:
     assert parsed.targets == ("link", "new.c", "run.sh", "gone.txt", "blob.bin")
     assert parsed.paths == ("link", "old.c", "new.c", "run.sh", "gone.txt", "blob.bin")
     assert parsed.hunks[0].header == "@@ -0,0 +1 @@" and len(parsed.hunks) == 4
+    # what git's summary says of each (the diffstat's create/rename/mode/delete lines)
+    assert [(f.status, f.similarity) for f in parsed.files] == [
+        ("A", None),
+        ("R", 90),
+        ("M", None),
+        ("D", None),
+        ("M", None),
+    ]
 
 
 def test_symlink_by_a_mode_change_and_by_the_index_line() -> None:

@@ -97,3 +97,66 @@ def test_hunks_and_failure_location() -> None:
     assert failed_hunks(BODY, "error: b.c: No such file or directory\n") == [
         "b.c: the file does not exist at this commit"
     ]
+
+
+def test_a_format_patch_file_is_a_patch_as_it_is(tmp_path: Path) -> None:
+    from tests.fixtures.queue import QUEUE_DATA
+
+    d = tmp_path / "patches"
+    d.mkdir()
+    lines = []
+    for mail in sorted(QUEUE_DATA.glob("*.patch")):
+        (d / mail.name).write_bytes(mail.read_bytes())
+        lines.append(f"{mail.name} sha256={sha256_file(d / mail.name)}")
+    (d / "series").write_text("\n".join(lines) + "\n")
+    s = load_series(d)
+    first, notes, move, table, _ = s.patches
+    assert first.kind == "mail" and first.name == "rpc-let-z-ro-byte-views-pass-the-bounds-check"
+    assert first.author == "Jöhannes Gäßler <jg@example.invalid>"
+    assert first.date == "Thu, 6 Nov 2025 10:00:00 +0100"
+    assert first.subject == "rpc: let zëro-byte views pass the bounds check"
+    assert first.why.startswith("Zero-element views carry")
+    assert (first.upstream_status, first.when, first.default, first.experimental) == (
+        "pending",
+        "..",
+        True,
+        False,
+    )
+    assert first.derived == ("Why", "Upstream-Status", "When", "Default")
+    assert (
+        first.files == ("src/rpc.c",) and first.read_verified() == (QUEUE_DATA / first.filename).read_bytes()
+    )
+    assert notes.files == ("docs/howto.txt", "docs/notes.txt", "tests/test.c", "tools/run.sh")
+    assert move.author == "nobody <>" and move.files == ("docs/guide/howto.txt", "tools/run.sh")
+    assert table.upstream_status.startswith("Submitted") and table.derived == ("Why", "When", "Default")
+
+
+@pytest.mark.parametrize(
+    ("trailer", "message"),
+    [
+        ("Upstream-Status: sent", "Upstream-Status 'sent' is not one of"),
+        ("Patchkit-When: main..", "is not a commit sha"),
+        ("Patchkit-Default: maybe", "Default must be yes or no"),
+    ],
+)
+def test_a_mail_states_its_fields_as_trailers_checked_as_headers(
+    tmp_path: Path, trailer: str, message: str
+) -> None:
+    mail = (
+        "From 0000000000000000000000000000000000000000 Mon Sep 17 00:00:00 2001\n"
+        "From: A <a@example.invalid>\nDate: Thu, 6 Nov 2025 10:00:00 +0100\nSubject: [PATCH] s\n\n"
+        f"why it is\n\n{trailer}\n---\n" + BODY
+    )
+    with pytest.raises(PatchError) as exc:
+        load_series(make(tmp_path, header=mail, body=""))
+    assert message in str(exc.value) and str(exc.value).startswith("patches/0001-fix-thing.patch: ")
+
+
+def test_a_mail_that_writes_outside_the_tree_is_refused_as_patchkits_form_is(tmp_path: Path) -> None:
+    mail = (
+        "From 0000000000000000000000000000000000000000 Mon Sep 17 00:00:00 2001\n"
+        "From: A <a@example.invalid>\nDate: Thu, 6 Nov 2025 10:00:00 +0100\nSubject: [PATCH] s\n\n---\n"
+        "diff --git a/../x b/../x\n--- a/../x\n+++ b/../x\n@@ -1 +1 @@\n-a\n+b\n"
+    )
+    with pytest.raises(PatchError, match="refused: the path '../x' has an empty, '.' or '..' component"):
+        load_series(make(tmp_path, header=mail, body=""))

@@ -1,0 +1,630 @@
+"""Patch queues in and out: ``patchkit series import`` and ``patchkit series export``.
+
+Import takes ``git format-patch`` files and mboxes (a folder, files in order, or a quilt
+``series`` file) or the commits of a fork's range (``git format-patch`` of each), keeps
+every mail as it is (author, date, title, message, diff; a quoted-printable or base64
+body decoded, as git am decodes it) and states only what the files cannot say: ``When``
+``BASE..`` when the base is known, ``Upstream-Status: backport`` when an upstream commit
+after the base has the same title or pull request number. The rest is derived when the
+series is loaded. Every patch is checked as the series loader checks it before anything is
+written; then the patch files and ``patches/series`` are written together
+(core.fs.atomic_write_many), never over a series (or a file it does not list) without
+``--replace``.
+
+Export writes the series as mails ``git am`` takes (patchkit's own form gets an author:
+``--author`` or git's identity) with a fresh diffstat (or none), ``NNNN-name.patch`` and
+a quilt ``series`` file; each is read back and must give the same fields. ``--to-branch``
+makes a branch of commits on a recipe's pin with plumbing (a private index, ``git apply
+--cached``, ``write-tree``, ``commit-tree``), no checkout: author and date from the mail,
+committed by patchkit at the author's date (the same queue gives the same commits).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import shutil
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+
+from patchkit.core.errors import ConfigError, PatchError, SourceError
+from patchkit.core.fs import atomic_write_many, read_capped, sha256_bytes
+from patchkit.git.repo import Git, parse_range
+from patchkit.git.runner import git_env, run_git
+from patchkit.spec.mailfmt import PATCH_NAME_MAX, sanitized_subject
+from patchkit.spec.patchdoc import (
+    Ident,
+    add_trailers,
+    commit_of,
+    decode_transfer,
+    derive_fields,
+    read_doc,
+    render_mail,
+    split_mbox,
+)
+from patchkit.spec.series import (
+    PATCH_MAX,
+    SERIES_MAX,
+    Patch,
+    Series,
+    parse_patch,
+    patch_name_from_file,
+    series_files,
+)
+
+__all__ = [
+    "IMPORT_MAX_BYTES",
+    "IMPORT_MAX_PATCHES",
+    "BranchExport",
+    "Exported",
+    "ImportResult",
+    "Imported",
+    "Source",
+    "default_author",
+    "export_branch",
+    "export_folder",
+    "import_patches",
+    "parse_ident",
+    "source_subjects",
+    "sources_from_paths",
+    "sources_from_range",
+    "upstream_matches",
+]
+
+IMPORT_MAX_PATCHES = 5000  # a queue is tens of patches; an mbox of a mailing list is not one
+IMPORT_MAX_BYTES = 256 << 20  # all files read, together
+_PATCH_SUFFIXES = (".patch", ".diff", ".mbox", ".eml")
+_SAFE_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._+-]*$")
+_PR = re.compile(r"\(#(\d+)\)\s*$")
+_HEX = re.compile(r"^[0-9a-f]{7,40}$")
+# git format-patch with everything a user's config could change said outright
+_FORMAT_PATCH = (
+    "format-patch",
+    "--stdout",
+    "--no-signature",
+    "--no-numbered",
+    "--no-attach",
+    "--no-thread",
+    "--no-cover-letter",
+    "--no-color",
+    "--no-notes",
+    "--no-add-header",
+    "--no-signoff",
+    "--no-base",
+    "--no-from",
+    "--no-to",
+    "--no-cc",
+    "--no-relative",
+    "--encoding=UTF-8",
+    "--subject-prefix=PATCH",
+    "--src-prefix=a/",
+    "--dst-prefix=b/",
+    "-M",
+    "-U3",
+    "--inter-hunk-context=0",
+)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Source:
+    filename: str  # the name it gets in patches/
+    data: bytes
+    label: str  # where it came from (a path, "path (mail N)", a commit)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Imported:
+    file: str
+    source: str
+    patch: Patch
+    added: dict[str, str]  # fields import stated (When from the base, Upstream-Status from upstream)
+    derived: dict[str, str]  # fields derived when the series is read, with their values
+    renamed: bool  # the file name was taken: a suffix was added
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class ImportResult:
+    patches: tuple[Imported, ...]
+    series: Path
+    base: str | None
+    dropped: tuple[str, ...]  # files the old series listed that the new one does not (left on disk)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Exported:
+    file: str
+    name: str
+    author: str
+    date: str | None
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class BranchExport:
+    name: str
+    head: str
+    repo: Path
+    base: str
+    commits: tuple[tuple[str, str], ...]  # (patch name, commit)
+
+
+# -- reading the sources ------------------------------------------------------------------------
+
+
+class _Budget:
+    def __init__(self) -> None:
+        self.count = 0
+        self.bytes = 0
+
+    def read(self, path: Path) -> bytes:
+        data = read_capped(path, limit=PATCH_MAX, error=PatchError, what=str(path))
+        self.bytes += len(data)
+        if self.bytes > IMPORT_MAX_BYTES:
+            raise PatchError(
+                f"the files to import hold more than {IMPORT_MAX_BYTES >> 20} MiB: not a patch queue",
+                hint="import the queue's own folder or series file",
+            )
+        return data
+
+    def take(self, n: int = 1) -> None:
+        self.count += n
+        if self.count > IMPORT_MAX_PATCHES:
+            raise PatchError(f"more than {IMPORT_MAX_PATCHES} patches to import: not a patch queue")
+
+
+def _file_name(name: str, mail: bytes | None, n: int) -> str:
+    """A file name for patches/: the source's own when it is a plain name, else git's."""
+    if _SAFE_NAME.match(name) and name.endswith((".patch", ".diff")):
+        return name
+    stem = name.rsplit(".", 1)[0] if "." in name else name
+    if mail is not None:
+        try:
+            doc = read_doc(mail, name)
+        except PatchError:
+            doc = None
+        if doc is not None and doc.mail is not None and doc.mail.subject:
+            stem = sanitized_subject(doc.mail.subject)
+    slug = sanitized_subject(stem) or "patch"
+    return (f"{n:04d}-{slug}"[: 5 + PATCH_NAME_MAX]) + ".patch"
+
+
+def _sources_of_file(path: Path, budget: _Budget, *, mboxrd: bool, index: int) -> list[Source]:
+    """The patches in one file (an mbox: each of its mails); ``index``: the first one's
+    place in the queue (for names made from a title)."""
+    data = budget.read(path)
+    mails = split_mbox(data, mboxrd=mboxrd) if data.startswith(b"From ") or mboxrd else [data]
+    if not mails:
+        raise PatchError(f"{path}: holds no patch")
+    budget.take(len(mails))
+    if len(mails) == 1:
+        return [Source(filename=_file_name(path.name, mails[0], index), data=mails[0], label=str(path))]
+    return [
+        Source(filename=_file_name("", mail, index + i), data=mail, label=f"{path} (mail {i + 1})")
+        for i, mail in enumerate(mails)
+    ]
+
+
+def _quilt_entries(series_file: Path, budget: _Budget) -> list[str]:
+    """The patch files a quilt (or patchkit) series file lists, relative to its folder."""
+    text = budget.read(series_file).decode("utf-8", "replace")
+    names: list[str] = []
+    for n, raw in enumerate(text.splitlines(), 1):
+        fields = raw.split("#", 1)[0].split()
+        if not fields:
+            continue
+        name, opts = fields[0], fields[1:]
+        for opt in opts:
+            if opt.startswith("sha256=") or opt == "-p1":
+                continue
+            raise PatchError(
+                f"{series_file}:{n}: option {opt!r}: patchkit applies git diffs with -p1, forwards",
+                hint="a reversed (-R) or -p0 patch has to be made again with git format-patch",
+            )
+        parts = name.split("/")
+        if name.startswith(("/", "\\")) or "\\" in name or any(p in ("", ".", "..") for p in parts):
+            raise PatchError(f"{series_file}:{n}: {name!r} is not a file below the series file's folder")
+        names.append(name)
+    return names
+
+
+def sources_from_paths(
+    paths: Sequence[Path], *, series_file: Path | None = None, mboxrd: bool = False
+) -> list[Source]:
+    """The patches of files, folders (their ``series`` file, else their patch files in
+    sorted order) or a quilt ``series`` file, in order; an mbox gives each of its mails."""
+    budget = _Budget()
+    out: list[Source] = []
+
+    def from_series(sfile: Path) -> None:
+        folder = sfile.parent
+        for name in _quilt_entries(sfile, budget):
+            path = folder / name
+            if not path.resolve().is_relative_to(folder.resolve()):
+                raise PatchError(f"{sfile}: {name!r} leads out of {folder} (a link?): not reading it")
+            out.extend(_sources_of_file(path, budget, mboxrd=mboxrd, index=len(out) + 1))
+
+    if series_file is not None:
+        from_series(series_file)
+    for p in paths:
+        if p.is_dir():
+            if (p / "series").is_file():
+                from_series(p / "series")
+                continue
+            files = sorted(f for f in p.iterdir() if f.name.endswith(_PATCH_SUFFIXES) and f.is_file())
+            if not files:
+                raise PatchError(
+                    f"{p} holds no patch files ({', '.join('*' + s for s in _PATCH_SUFFIXES)}) and no series"
+                )
+            for f in files:
+                out += _sources_of_file(f, budget, mboxrd=mboxrd, index=len(out) + 1)
+        elif p.name == "series" and p.is_file():
+            from_series(p)
+        else:
+            out += _sources_of_file(p, budget, mboxrd=mboxrd, index=len(out) + 1)
+    if not out:
+        raise ConfigError("nothing to import: name patch files, folders or a series file")
+    return out
+
+
+def sources_from_range(repo: Path, rng: str) -> tuple[str, list[Source]]:
+    """The commits of ``BASE..BRANCH`` in ``repo`` as format-patch mails (oldest first), and
+    BASE's sha. The range must be linear and BASE an ancestor of BRANCH."""
+    old, new = parse_range(rng)
+    git = Git(repo)
+    base, tip = git.resolve(old), git.resolve(new)
+    if not git.is_ancestor(base, tip):
+        raise SourceError(
+            f"{old} is not an ancestor of {new} in {repo}: a queue is the commits BASE..BRANCH on BASE",
+            hint="BASE is the upstream commit the fork's branch starts from (git merge-base)",
+        )
+    merges = git.run("rev-list", "--merges", f"{base}..{tip}", "--").split()
+    if merges:
+        raise PatchError(
+            f"{old}..{new} holds merge commit {merges[0][:12]}: a patch queue is a line of commits",
+            hint="rebase the branch onto BASE first (git rebase BASE), then import it",
+        )
+    listing = git.run("log", "--reverse", "--topo-order", "--format=%H%x00%f", f"{base}..{tip}", "--")
+    rows = [ln.split("\0", 1) for ln in listing.splitlines() if ln]
+    if not rows:
+        raise PatchError(f"{old}..{new} holds no commit: nothing to import")
+    if len(rows) > IMPORT_MAX_PATCHES:
+        raise PatchError(f"{old}..{new} holds {len(rows)} commits: not a patch queue")
+    out: list[Source] = []
+    for i, (sha, slug) in enumerate(rows, 1):
+        mail = run_git(repo, *_FORMAT_PATCH, "-1", sha, "--", binary=True, env=git_env()).data
+        if not mail.strip():
+            raise PatchError(
+                f"commit {sha[:12]} of {old}..{new} changes nothing: git format-patch leaves it out"
+            )
+        name = f"{i:04d}-{slug or 'patch'}"[: 5 + PATCH_NAME_MAX] + ".patch"
+        out.append(Source(filename=name, data=mail, label=f"commit {sha[:12]}"))
+    return base, out
+
+
+# -- upstream look-up -------------------------------------------------------------------------
+
+
+def source_subjects(sources: Sequence[Source]) -> list[str]:
+    """The title of each source ("" for one that is no mail)."""
+    out: list[str] = []
+    for src in sources:
+        doc = read_doc(decode_transfer(src.data, src.label), src.label)
+        out.append(doc.mail.subject if doc.mail is not None else (doc.native or {}).get("Subject", ""))
+    return out
+
+
+def upstream_matches(git: Git, base: str, ref: str, subjects: Sequence[str]) -> dict[int, tuple[str, str]]:
+    """For each subject (by index) an upstream commit in ``base..ref`` with the same title,
+    or the same pull request number ``(#N)`` at its end: (sha, why)."""
+    tip = git.resolve(ref)
+    listing = git.run("log", "--format=%H%x00%s", f"{base}..{tip}", "--")
+    by_subject: dict[str, str] = {}
+    by_pr: dict[str, str] = {}
+    for line in listing.splitlines():
+        sha, _, subject = line.partition("\0")
+        by_subject.setdefault(subject.strip(), sha)
+        m = _PR.search(subject)
+        if m:
+            by_pr.setdefault(m.group(1), sha)
+    found: dict[int, tuple[str, str]] = {}
+    for i, subject in enumerate(subjects):
+        if subject.strip() in by_subject:
+            found[i] = (by_subject[subject.strip()], "same title")
+            continue
+        m = _PR.search(subject)
+        if m and m.group(1) in by_pr:
+            found[i] = (by_pr[m.group(1)], f"same pull request #{m.group(1)}")
+    return found
+
+
+# -- import -------------------------------------------------------------------------------------
+
+
+def _unique(filename: str, taken: set[str], names: dict[str, str]) -> str:
+    """``filename``, or ``stem-N.suffix``: a file name not taken whose patch name (the
+    file name's) is not taken either."""
+    stem, dot, suffix = filename.rpartition(".")
+    candidate, n = filename, 2
+    while candidate in taken or patch_name_from_file(candidate) in names:
+        candidate = f"{stem}-{n}{dot}{suffix}"
+        n += 1
+    return candidate
+
+
+def import_patches(
+    project: Path,
+    sources: Sequence[Source],
+    *,
+    base: str | None = None,
+    matches: dict[int, tuple[str, str]] | None = None,
+    replace: bool = False,
+) -> ImportResult:
+    """Check every source as a patch of the series and write them all (with
+    ``patches/series``) or nothing. ``base``: When becomes ``BASE..`` where a mail does not
+    say; ``matches``: sources (by index) found upstream, stated ``backport``."""
+    if base is not None and not _HEX.match(base):
+        raise ConfigError(f"--base {base!r} is not a commit sha (7-40 hex digits)")
+    patches_dir = project / "patches"
+    old = series_files(patches_dir)
+    if old and not replace:
+        raise ConfigError(
+            f"{patches_dir / 'series'} already lists {len(old)} patch(es): not replacing the series",
+            hint="pass --replace to write the imported queue in its place (the old files stay in patches/)",
+        )
+    taken: set[str] = {"series"}
+    names: dict[str, str] = {}
+    items: list[Imported] = []
+    writes: dict[Path, bytes] = {}
+    for i, src in enumerate(sources):
+        data = decode_transfer(src.data, src.label)
+        doc = read_doc(data, src.label)
+        add: dict[str, str] = {}
+        if doc.mail is not None and doc.native is None:
+            if base is not None and "When" not in doc.stated:
+                add["When"] = f"{base}.."
+            hit = (matches or {}).get(i)
+            if hit is not None and "Upstream-Status" not in doc.stated:
+                add["Upstream-Status"] = f"backport {hit[0][:12]} ({hit[1]} upstream)"
+            if add:
+                data = add_trailers(data, add, src.label)
+        filename = src.filename if src.filename not in taken else _unique(src.filename, taken, names)
+        patch = parse_patch(data, patches_dir / filename, sha256_bytes(data), where=src.label)
+        if patch.name in names:
+            if (doc.native is not None and doc.native.get("Name")) or "Name" in doc.stated:
+                raise PatchError(
+                    f"{src.label}: patch name {patch.name!r} is {names[patch.name]}'s too",
+                    hint="give one of them another Name",
+                )
+            filename = _unique(filename, taken, names)
+            patch = parse_patch(data, patches_dir / filename, sha256_bytes(data), where=src.label)
+        taken.add(filename)
+        names[patch.name] = filename
+        target = patches_dir / filename
+        if (target.exists() or target.is_symlink()) and filename not in old:
+            raise ConfigError(
+                f"{target} exists and the series does not list it: not overwriting it",
+                hint="move it away, or import into another project",
+            )
+        if target.is_dir():
+            raise ConfigError(f"{target} is a folder: not overwriting it")
+        writes[target] = data
+        fields = derive_fields(read_doc(data, src.label), patch_name_from_file(filename))
+        derived = {k: fields.get(k) or "" for k in fields.derived}
+        items.append(
+            Imported(
+                file=filename,
+                source=src.label,
+                patch=patch,
+                added=add,
+                derived=derived,
+                renamed=filename != src.filename,
+            )
+        )
+    lines = [f"{it.file} sha256={it.patch.sha256}" for it in items]
+    keep: list[str] = []
+    series_path = patches_dir / "series"
+    if not old and series_path.is_file():  # comments of an empty series stay
+        text = read_capped(series_path, limit=SERIES_MAX, error=PatchError).decode("utf-8", "replace")
+        keep = [ln for ln in text.splitlines() if ln.strip()]
+    writes[series_path] = ("\n".join([*keep, *lines]) + "\n").encode("utf-8")
+    atomic_write_many(writes)
+    new_files = {it.file for it in items}
+    return ImportResult(
+        patches=tuple(items),
+        series=series_path,
+        base=base,
+        dropped=tuple(f for f in old if f not in new_files),
+    )
+
+
+# -- export -------------------------------------------------------------------------------------
+
+
+def parse_ident(text: str) -> Ident:
+    """``Name <mail>`` (the form of --author); ConfigError otherwise."""
+    m = re.match(r"^\s*([^<>\n]*?)\s*<([^<>\n]*)>\s*$", text)
+    if not m or not m.group(1):
+        raise ConfigError(
+            f"--author {text!r} must be `Name <mail>`", hint='e.g. --author "Ann Smith <ann@example.org>"'
+        )
+    return Ident(name=m.group(1), email=m.group(2))
+
+
+def default_author() -> Ident | None:
+    """git's author identity here (``git var GIT_AUTHOR_IDENT``), or None without one."""
+    r = run_git(None, "var", "GIT_AUTHOR_IDENT", check=False, env=git_env())
+    m = re.match(r"^(.*?) <([^<>]*)> \d+ [+-]\d{4}$", r.stdout.strip())
+    if not r.ok or not m or not m.group(1):
+        return None
+    return Ident(name=m.group(1), email=m.group(2))
+
+
+def _export_name(patch: Patch) -> str:
+    """The name part of an exported file: the patch's name, made safe for a file name
+    (a name that changes so is stated in the mail as Patchkit-Name)."""
+    return patch.name if _SAFE_NAME.match(patch.name) else (sanitized_subject(patch.name) or "patch")
+
+
+def _render(patch: Patch, filename: str, author: Ident | None, *, with_diffstat: bool = True) -> bytes:
+    """The patch as the mail ``filename`` of an export, checked to read back the same."""
+    data = patch.read_verified()
+    doc = read_doc(data, f"patches/{patch.filename}")
+    fields = dataclasses.replace(derive_fields(doc, patch_name_from_file(patch.filename)), name=patch.name)
+    if doc.mail is None and author is None:
+        raise ConfigError(
+            f"{patch.filename} is in patchkit's form and names no author, and git has no identity here",
+            hint='pass --author "Name <mail>" (the author its mail says)',
+        )
+    mail = render_mail(
+        doc, fields, name_from_file=patch_name_from_file(filename), author=author, with_diffstat=with_diffstat
+    )
+    _check_round_trip(patch, filename, mail)
+    return mail
+
+
+def _check_round_trip(patch: Patch, filename: str, mail: bytes) -> None:
+    """The rendered mail must read back as the same patch (same fields, same diff)."""
+    back = parse_patch(mail, Path(filename), sha256_bytes(mail), where=f"the export of {patch.filename}")
+    for attr in ("name", "subject", "why", "when_from", "when_to", "default", "experimental", "files"):
+        if getattr(back, attr) != getattr(patch, attr):
+            raise PatchError(
+                f"{patch.filename}: its mail would read back with another {attr} "
+                f"({getattr(back, attr)!r}, not {getattr(patch, attr)!r})"
+            )
+    if back.upstream_status.split()[:1] != patch.upstream_status.split()[:1]:
+        raise PatchError(f"{patch.filename}: its mail would read back with another Upstream-Status")
+
+
+def _check_outdir(outdir: Path, project: Path, replace: bool) -> list[Path]:
+    """The files of a previous export in ``outdir`` (replaced), after the refusals."""
+    patches = (project / "patches").resolve()
+    real = outdir.resolve()
+    if real == patches or real.is_relative_to(patches) or patches.is_relative_to(real):
+        raise ConfigError(f"{outdir} is (or holds) the project's patches/: export somewhere else")
+    if not outdir.exists():
+        return []
+    if not outdir.is_dir() or outdir.is_symlink():
+        raise ConfigError(f"{outdir} exists and is not a folder")
+    entries = sorted(outdir.iterdir())
+    if not entries:
+        return []
+    foreign = [
+        e
+        for e in entries
+        if not (e.is_file() and not e.is_symlink() and (e.suffix == ".patch" or e.name == "series"))
+    ]
+    if foreign:
+        raise ConfigError(
+            f"{outdir} holds {foreign[0].name}, which an export does not write: not writing there",
+            hint="export into an empty (or new) folder",
+        )
+    if not replace:
+        raise ConfigError(
+            f"{outdir} already holds {len(entries)} file(s): not replacing them",
+            hint="pass --replace to replace its .patch files and series (a previous export)",
+        )
+    return entries
+
+
+def export_folder(
+    series: Series,
+    outdir: Path,
+    *,
+    project: Path,
+    author: Ident | None,
+    with_diffstat: bool = True,
+    replace: bool = False,
+) -> list[Exported]:
+    """Every patch of the series as a mail in ``outdir`` (``NNNN-name.patch``) and a
+    ``series`` file listing them; all written or none."""
+    old = _check_outdir(outdir, project, replace)
+    writes: dict[Path, bytes] = {}
+    done: list[Exported] = []
+    for n, patch in enumerate(series.patches, 1):
+        filename = f"{n:04d}-{_export_name(patch)}.patch"
+        mail = _render(patch, filename, author, with_diffstat=with_diffstat)
+        writes[outdir / filename] = mail
+        who, date, _ = commit_of(mail, filename)
+        done.append(Exported(file=filename, name=patch.name, author=str(who), date=date))
+    writes[outdir / "series"] = "".join(e.file + "\n" for e in done).encode("utf-8")
+    outdir.mkdir(parents=True, exist_ok=True)
+    atomic_write_many(writes)
+    for stale in old:
+        if stale not in writes:
+            stale.unlink(missing_ok=True)
+    return done
+
+
+def export_branch(
+    series: Series,
+    *,
+    repo: Path,
+    base: str,
+    branch: str,
+    author: Ident | None,
+    force: bool = False,
+) -> BranchExport:
+    """The series as commits on ``base`` in ``repo``, on branch ``branch`` (moved only with
+    ``force``); nothing is written to the repository but objects until every patch is in."""
+    check = run_git(None, "check-ref-format", f"refs/heads/{branch}", check=False)
+    if not check.ok or branch.startswith("-"):
+        raise ConfigError(f"--to-branch {branch!r} is not a valid branch name")
+    ref = f"refs/heads/{branch}"
+    git = Git(repo)
+    old = run_git(repo, "rev-parse", "--verify", "--quiet", ref, check=False).stdout.strip()
+    if old and not force:
+        raise ConfigError(
+            f"branch {branch} already exists in {repo} (at {old[:12]}): not moving it",
+            hint="pass --force to move it, or name another branch",
+        )
+    base_date = git.run("show", "-s", "--format=%cD", base).strip()
+    commits: list[tuple[str, str]] = []
+    parent = base
+    tmp = Path(tempfile.mkdtemp(prefix="patchkit-export-"))
+    try:
+        env = git_env({"GIT_INDEX_FILE": str(tmp / "index")})
+        run_git(repo, "read-tree", base, env=env, what=f"reading {base[:12]}")
+        for n, patch in enumerate(series.patches, 1):
+            filename = f"{n:04d}-{_export_name(patch)}.patch"
+            mail = _render(patch, filename, author)
+            pfile = tmp / filename
+            pfile.write_bytes(mail)
+            applied = run_git(
+                repo, "apply", "--cached", "--whitespace=nowarn", str(pfile), check=False, env=env
+            )
+            if not applied.ok:
+                reason = applied.stderr.strip().splitlines()
+                raise PatchError(
+                    f"patch {patch.filename} does not apply on {base[:12]} after the ones before it: "
+                    + (reason[-1] if reason else "git apply failed"),
+                    detail=applied.stderr,
+                    hint="`patchkit check` says which patch no longer applies at the pin",
+                )
+            tree = run_git(repo, "write-tree", env=env).stdout.strip()
+            who, date, message = commit_of(mail, filename)
+            when = date or base_date
+            cenv = git_env(
+                {
+                    "GIT_AUTHOR_NAME": who.name,
+                    "GIT_AUTHOR_EMAIL": who.email,
+                    "GIT_AUTHOR_DATE": when,
+                    "GIT_COMMITTER_NAME": "patchkit",
+                    "GIT_COMMITTER_EMAIL": "patchkit@localhost",
+                    "GIT_COMMITTER_DATE": when,
+                }
+            )
+            parent = run_git(
+                repo,
+                "commit-tree",
+                "--no-gpg-sign",
+                tree,
+                "-p",
+                parent,
+                input=message.encode("utf-8"),
+                env=cenv,
+            ).stdout.strip()
+            commits.append((patch.name, parent))
+        run_git(repo, "update-ref", "-m", "patchkit series export", ref, parent, old or "0" * 40)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return BranchExport(name=branch, head=parent, repo=repo, base=base, commits=tuple(commits))
