@@ -22,6 +22,7 @@ from patchkit import __version__
 from patchkit.builder import cmake as cm
 from patchkit.builder import compcache, repro
 from patchkit.builder.configure import available_tools, config_id, configure, defines_and_env
+from patchkit.builder.variants import build_targets, check_variants
 from patchkit.builder.output import check_out_dir, write_output
 from patchkit.builder.record import assemble_build_info, rpc_enabled, tool_versions
 from patchkit.builder.ship import post_output
@@ -143,7 +144,9 @@ def _run_locked(
                 tools, recipe, work, state, config=config, defines=defines, env=ccs.env, launcher=cc.launcher
             )
             state = configured.state
-            artifacts = cm.target_artifacts(configured.model, recipe.build.targets, work.build)
+            check_variants(recipe, configured.model)
+            targets = build_targets(recipe)  # + the CPU variants' modules (builder.variants)
+            artifacts = cm.target_artifacts(configured.model, targets, work.build)
             smoke_tools = available_tools(configured.model, recipe.smoke_tools) if smoke else []
         if opts.configure_only:
             log.info(
@@ -157,7 +160,7 @@ def _run_locked(
             cm.build(
                 tools,
                 build_dir=work.build,
-                targets=[*recipe.build.targets, *smoke_tools],
+                targets=[*targets, *smoke_tools],
                 jobs=opts.jobs,
                 log_path=work.log,
                 env=ccs.env,
