@@ -22,11 +22,11 @@ from patchkit import __version__
 from patchkit.builder import cmake as cm
 from patchkit.builder import compcache, repro
 from patchkit.builder.configure import available_tools, config_id, configure, defines_and_env
-from patchkit.builder.variants import build_targets, check_variants
 from patchkit.builder.output import check_out_dir, write_output
 from patchkit.builder.record import assemble_build_info, rpc_enabled, tool_versions
 from patchkit.builder.ship import post_output
 from patchkit.builder.source import apply_patches, check_source
+from patchkit.builder.variants import build_targets, check_variants, variants_record
 from patchkit.core.lock import cache_lock
 from patchkit.core.log import log
 from patchkit.core.paths import CacheLayout, cache_layout
@@ -191,6 +191,7 @@ def _run_locked(
         compile_cache=compile_cache,
         # the protocol its RPC clients and server speak: `rpc-probe --build`, bench, release
         rpc_protocol=read_rpc_protocol(work.src) if rpc_enabled(defines) else None,
+        cpu_variants=variants_record(recipe, artifacts),
     )
     with stages.step("output", "output"):
         info = write_output(

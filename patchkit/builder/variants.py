@@ -19,12 +19,14 @@ configure (a name the pin does not define is a recipe error, exit 3).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from patchkit.builder import cmake as cm
-from patchkit.core.errors import RecipeError
+from patchkit.core.errors import BuildError, RecipeError
 from patchkit.core.fs import atomic_write_text, sha256_bytes
+from patchkit.spec import cpuvariants
+from patchkit.spec.buildinfo import CpuModelRecord, CpuVariantRecord, CpuVariantsRecord
 from patchkit.spec.recipe import Recipe
 
 __all__ = [
@@ -35,6 +37,7 @@ __all__ = [
     "configure_defines",
     "include_define",
     "variant_defines",
+    "variants_record",
 ]
 
 VARIANTS_CMAKE = """\
@@ -127,3 +130,33 @@ def check_variants(recipe: Recipe, model: cm.CodeModel) -> None:
             + " for this compiler (no target ggml-cpu-<name>)",
             hint="remove it from build.cpu_variants (see ggml/src/CMakeLists.txt at the pin)",
         )
+
+
+def variants_record(recipe: Recipe, artifacts: Sequence[cm.Artifact]) -> CpuVariantsRecord | None:
+    """build-info's ``cpu_variants``: each chosen variant's module among the artifacts
+    (``bin/<file>``, its sha256 in ``artifacts``), and the variant each known CPU model
+    loads from them; None without variants. BuildError when a chosen variant built no
+    module (the configure defined its target, so this is upstream's CMake changing)."""
+    if not recipe.build.cpu_variants:
+        return None
+    files: dict[str, str] = {}
+    for a in artifacts:
+        name = cpuvariants.variant_of_target(a.target)
+        if name is not None and a.type == "MODULE_LIBRARY":
+            files.setdefault(name, f"bin/{a.path.name}")
+    missing = [n for n in recipe.build.cpu_variants if n not in files]
+    if missing:
+        raise BuildError(
+            f"the CPU variant(s) {', '.join(missing)} are targets but build no loadable module "
+            "(MODULE_LIBRARY) in the File API reply",
+            hint="check the pin's ggml_add_backend_library (GGML_BACKEND_DL)",
+        )
+    built = tuple(v.name for v in cpuvariants.VARIANTS if v.name in recipe.build.cpu_variants)
+    return CpuVariantsRecord(
+        variants=tuple(
+            CpuVariantRecord(name=n, file=files[n], features=cpuvariants.variant(n).features) for n in built
+        ),
+        models=tuple(
+            CpuModelRecord(model=m.name, qemu=m.qemu, variant=v) for m, v in cpuvariants.model_table(built)
+        ),
+    )

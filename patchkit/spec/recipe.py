@@ -363,10 +363,9 @@ def _check_cpu_variants(ctx: _Ctx, build: BuildSpec, arch: str) -> None:
     known = tuple(v.name for v in cpuvariants.VARIANTS)
     for i, name in enumerate(build.cpu_variants):
         if name not in known:
+            hint = did_you_mean(name, known) or f" (it has {', '.join(known)})"
             raise ctx.fail(
-                f"build.cpu_variants[{i}]",
-                f"{name!r} is not a CPU variant of ggml at the pin ({', '.join(known)})"
-                + did_you_mean(name, known),
+                f"build.cpu_variants[{i}]", f"{name!r} is not a CPU variant of ggml at the pin{hint}"
             )
     defines = build.defines_dict
     for key, need in _VARIANT_DEFINES.items():
