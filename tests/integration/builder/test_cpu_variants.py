@@ -94,6 +94,14 @@ def test_only_the_chosen_variants_are_built_shipped_recorded_and_loaded(
     r = invoke(vproject, "verify", str(dist))
     assert r.exit_code == 0, r.output
 
+    # rebuild from the archive alone: the same variants, every module's bytes compared
+    r = invoke(
+        tmp_path, "rebuild", str(dist), "--cache", str(tmp_path / "rb"), "-j", "2", "--launcher", "none"
+    )
+    assert r.exit_code == 0, r.output
+    assert r.stdout.startswith("identical: "), r.output
+    assert "patchkit: CPU variant" not in r.stdout
+
 
 def test_a_variant_the_compiler_cannot_build_fails_the_build(
     vproject: Path, vup: FixtureUpstream, tmp_path: Path

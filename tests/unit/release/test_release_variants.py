@@ -174,3 +174,43 @@ def test_build_info_and_manifest_read_with_and_without_variants() -> None:
         ConfigError, match=r"cpu_variants.variants\[0\].file 'bin/libggml-cpu-x64.so' is not in artifacts"
     ):
         BuildInfo.from_json(build_info_json(artifacts=[{**art, "path": "bin/other.so"}], cpu_variants=one))
+
+
+def test_verify_flags_an_archive_whose_module_cannot_resolve_its_imports(tmp_path: Path) -> None:
+    """An archive repacked with a module that imports a library no machine is promised:
+    verify recomputes the import check over every file of bin/, modules included."""
+    from patchkit.release.archive import Member, read_archive, write_archive
+    from patchkit.release.release import SUMS, write_sums
+    from patchkit.spec.manifest import dump_manifest
+
+    build = _with_variants(tmp_path)
+    dist = tmp_path / "dist"
+    r = do_release(build, dist)
+    root = r.archive.name.removesuffix(".tar.gz")
+    entries = read_archive(r.archive, keep=[e.name for e in read_archive(r.archive)])
+    files = {e.name[len(root) + 1 :]: (e.data or b"", e.mode) for e in entries}
+    bad = make_elf(needed=("libggml-base.so", "libopenblas.so.0"), runpath="$ORIGIN") + b" bad\n" * 40
+    rel = "bin/libggml-cpu-haswell.so"
+    files[rel] = (bad, files[rel][1])
+    manifest = json.loads(files["manifest.json"][0])
+    for f in manifest["files"]:
+        if f["path"] == rel:
+            f["sha256"], f["size"] = sha256_bytes(bad), len(bad)
+    data = dump_manifest(manifest)
+    files["manifest.json"] = (data, 0o644)
+    write_archive(
+        r.archive,
+        root,
+        [Member(name=n, mode=m, data=d) for n, (d, m) in files.items()],
+        mtime=manifest["source_date_epoch"],
+    )
+    r.manifest.write_bytes(data)
+    # SHA256SUMS made to agree too: only the import check is left to see it
+    from patchkit.core.fs import sha256_file
+
+    sums = {p.name: sha256_file(p) for p in dist.iterdir() if p.name.startswith(root)}
+    write_sums(dist / SUMS, sums)
+    report = verify_dir(dist)
+    assert any("bin/libggml-cpu-haswell.so needs libopenblas.so.0" in d for d in report.differences), (
+        report.differences
+    )
