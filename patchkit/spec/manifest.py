@@ -12,8 +12,9 @@ Two kinds, one reader (:func:`parse_manifest` / :func:`load_manifest`) and one w
 
 Manifests written by older patchkits still read: the keys added since (``rpc_protocol``,
 ``reproducible``, ``source``, ``imports``, ``runtime``, ``upstream.build_number``,
-``source.toolchain_files``, ``cpu_variants``) take their defaults when absent. Keys a manifest has but
-these records do not are ignored (verify compares the bytes and the copy beside it).
+``source.toolchain_files``, ``cpu_variants``) take their defaults when absent. Keys a
+manifest has but these records do not are ignored (verify compares the bytes and the
+copy beside it).
 """
 
 from __future__ import annotations
