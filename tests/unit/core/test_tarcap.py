@@ -33,7 +33,9 @@ def test_a_header_claiming_16_mib_is_refused_before_it_is_read(tmp_path: Path, k
     bomb = header_bomb_tar_gz(tmp_path / "b.tar.gz", 16 * MIB, kind=kind)
     tracemalloc.start()
     try:
-        with pytest.raises(tarcap.TarRefused, match=r"a tar header record of 16777216 bytes, more than 1048576"):
+        with pytest.raises(
+            tarcap.TarRefused, match=r"a tar header record of 16777216 bytes, more than 1048576"
+        ):
             _names(bomb)
         peak = tracemalloc.get_traced_memory()[1]
     finally:
@@ -45,7 +47,10 @@ def test_a_header_under_the_cap_and_a_plain_archive_read_as_usual(tmp_path: Path
     info = tarfile.TarInfo("r/x")
     info.pax_headers = {"comment": "c" * (512 * 1024)}  # half a MiB: allowed
     path = tmp_path / "ok.tar.gz"
-    with gzip.GzipFile(path, "wb") as gz, tarfile.open(fileobj=gz, mode="w", format=tarfile.PAX_FORMAT) as tar:
+    with (
+        gzip.GzipFile(path, "wb") as gz,
+        tarfile.open(fileobj=gz, mode="w", format=tarfile.PAX_FORMAT) as tar,
+    ):
         tar.addfile(info, io.BytesIO(b""))
         data = tarfile.TarInfo("r/y")
         data.size = 3 * MIB
@@ -55,7 +60,10 @@ def test_a_header_under_the_cap_and_a_plain_archive_read_as_usual(tmp_path: Path
         for i in tarcap.capped_members(tar):
             f = tar.extractfile(i)
             assert f is not None
-            got[i.name] = b"".join(iter(lambda: f.read(tarcap.HEADER_CAP), b""))
+            chunks = []
+            while chunk := f.read(tarcap.HEADER_CAP):
+                chunks.append(chunk)
+            got[i.name] = b"".join(chunks)
             assert tar.members == []  # forgotten: memory stays flat over many members
     assert got == {"r/x": b"", "r/y": b"y" * (3 * MIB)}
 
