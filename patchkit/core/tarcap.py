@@ -77,7 +77,7 @@ class CappedReader(io.RawIOBase):
 
 @contextlib.contextmanager
 def open_tar_gz(
-    path: Path, *, header_cap: int = HEADER_CAP, seconds: float | None = 120.0
+    path: Path, *, header_cap: int = HEADER_CAP, seconds: float | None = 600.0
 ) -> Iterator[tarfile.TarFile]:
     """``path`` (gzip-compressed tar) open for reading through a :class:`CappedReader`.
 
