@@ -586,7 +586,7 @@ def run_bench(
         demo=demo,
         links=tuple(calibrated.values()),
     )
-    _check_out_dir(opts.out_dir)  # again: nothing was written into it since the first check
+    _check_out_dir(opts.out_dir)  # again, right before the first write (the checks above took time)
     _claim_out_dir(opts.out_dir)
     _clear_raw(opts.out_dir / "raw")  # a previous bench's, in our folder
     done: list[PointResult] = []

@@ -18,6 +18,7 @@ import dataclasses
 import itertools
 import re
 from collections.abc import Sequence
+from typing import NoReturn
 
 from patchkit.core.errors import ConfigError
 from patchkit.core.text import did_you_mean
@@ -169,7 +170,7 @@ def parse_sweep(specs: Sequence[str]) -> tuple[Dimension, ...]:
     return dims
 
 
-def _too_many(n: int, what: str) -> None:
+def _too_many(n: int, what: str) -> NoReturn:
     raise ConfigError(
         f"--sweep makes {n:,} setups ({what}), more than {MAX_SETUPS:,}: each is one llama-bench run",
         hint="sweep fewer values, or split the sweep over several benches",
@@ -178,7 +179,7 @@ def _too_many(n: int, what: str) -> None:
 
 def count_setups(dims: Sequence[Dimension]) -> int:
     """How many points ``dims`` expand to; ConfigError (exit 2) above :data:`MAX_SETUPS`,
-    counted without expanding (and stopping as soon as the count is too big)."""
+    counted without expanding (the product stops growing as soon as it is too big)."""
     n = 1
     for d in dims:
         n *= len(d.values)
