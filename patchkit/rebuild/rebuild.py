@@ -34,6 +34,7 @@ from patchkit.builder.repro import is_launcher_define
 from patchkit.core.errors import ReleaseError
 from patchkit.core.fs import sha256_bytes, sha256_file
 from patchkit.core.record import RecordError
+from patchkit.core.text import printable
 from patchkit.release.archive import (
     ARCHIVE_SUFFIXES,
     DEFAULT_LIMITS,
@@ -45,7 +46,7 @@ from patchkit.release.archive import (
     unsafe_member_name,
 )
 from patchkit.release.sources import PREFIX, SOURCE_MAX
-from patchkit.release.verify import verify_dir
+from patchkit.release.verify import check_members, verify_dir
 from patchkit.spec.buildinfo import BuildInfo
 from patchkit.spec.manifest import (
     Manifest,
@@ -148,8 +149,11 @@ def _entries(path: Path, keep: list[str], limits: Limits) -> list[EntryInfo]:
 def _read(path: Path) -> tuple[str, Manifest, dict[str, EntryInfo]]:
     """(top folder, manifest, {member path: entry}) with the source members' bytes kept.
 
-    Two capped passes: the manifest first, then only the (at most SOURCE_FILES) sources it
-    names, each at most SOURCE_MAX bytes, so a hostile archive costs bounded memory.
+    Two capped passes: the manifest first (every member hashed), then only the (at most
+    SOURCE_FILES) sources it names, each at most SOURCE_MAX bytes, so a hostile archive
+    costs bounded memory. A name twice is refused (``tar x`` keeps the last one, so the
+    hashes of the first would not be what an unpacker gets); a source read in the second
+    pass must have the bytes it had in the first.
     """
     root = path.name[: -len("." + archive_kind(path.name))]
     members: dict[str, EntryInfo] = {}
@@ -157,10 +161,18 @@ def _read(path: Path) -> tuple[str, Manifest, dict[str, EntryInfo]]:
         why = unsafe_member_name(entry.name)
         if why or not entry.name.startswith(f"{root}/") or not entry.is_file:
             raise ReleaseError(
-                f"{path.name}: member {entry.name[:200]!r}: {why or 'not a file in the top folder ' + root}",
+                f"{path.name}: member {printable(entry.name[:200])!r}: "
+                f"{why or 'not a file in the top folder ' + printable(root)}",
                 hint=_REFUSED_HINT,
             )
-        members[entry.name[len(root) + 1 :]] = entry
+        rel = entry.name[len(root) + 1 :]
+        if rel in members:
+            raise ReleaseError(
+                f"{path.name}: member {printable(entry.name[:200])!r} appears twice "
+                "(an unpacker keeps the last one)",
+                hint=_REFUSED_HINT,
+            )
+        members[rel] = entry
     manifest = _manifest(
         members["manifest.json"].data if "manifest.json" in members else None, f"{path.name}: manifest.json"
     )
@@ -174,8 +186,11 @@ def _read(path: Path) -> tuple[str, Manifest, dict[str, EntryInfo]]:
             )
         limits = dataclasses.replace(DEFAULT_LIMITS, keep=SOURCE_MAX)
         for entry in _entries(path, keep, limits):
-            if entry.name in keep:
-                members[entry.name[len(root) + 1 :]] = entry
+            rel = entry.name[len(root) + 1 :]
+            if entry.name in keep and members[rel].sha256 == entry.sha256:
+                members[rel] = entry
+            elif entry.name in keep:
+                raise ReleaseError(f"{path.name}: {rel} changed while it was read", hint=_REFUSED_HINT)
     return root, manifest, members
 
 
@@ -237,6 +252,28 @@ def _sources(
     return manifest, out, recipe_rel
 
 
+def _check_members(
+    path: Path, root: str, manifest: ReleaseManifest, members: Mapping[str, EntryInfo]
+) -> None:
+    """The archive holds exactly the files its manifest lists, with their bytes: the rebuild
+    is compared with the manifest, so a member swapped behind an untouched manifest must be
+    caught here (as `verify` catches it), never reported as "identical"."""
+    diffs = check_members(
+        path.name,
+        root,
+        [dataclasses.replace(e, name=f"{root}/{n}") for n, e in members.items()],
+        manifest.files,
+    )
+    if diffs:
+        n = len(diffs)
+        raise ReleaseError(
+            f"{path.name}: its members are not the files its manifest lists "
+            f"({n} difference{'s' if n != 1 else ''}): not rebuilding it",
+            detail="\n".join(printable(d) for d in diffs[:20]),
+            hint=f"run `patchkit verify` on its folder; {_REFUSED_HINT}",
+        )
+
+
 def _compare(manifest: ReleaseManifest, out_dir: Path, info: BuildInfo) -> tuple[int, list[str]]:
     want = {f.path: f for f in manifest.files if not f.path.startswith(PREFIX)}
     built = {a.path for a in info.artifacts} | {"LICENSE"}
@@ -281,8 +318,9 @@ def rebuild_archive(
     path: Path, opts: RebuildOptions, on_build: Callable[[str], None] | None = None
 ) -> ArchiveRebuild:
     """Rebuild one archive in a fresh cache and compare; raises only when it cannot."""
-    _, found, members = _read(path)
+    root, found, members = _read(path)
     manifest, sources, recipe_rel = _sources(path.name, found, members)
+    _check_members(path, root, manifest, members)
     scratch = Path(tempfile.mkdtemp(prefix="patchkit-rebuild-"))
     try:
         project = scratch / "project"

@@ -102,7 +102,7 @@ def _short(sha: str) -> str:
     return f"{sha[:12]}…"
 
 
-def _check_members(
+def check_members(
     label: str, root: str, entries: list[EntryInfo], files: Sequence[FileEntry | RuntimeFile]
 ) -> list[str]:
     diffs: list[str] = []
@@ -238,7 +238,7 @@ def _check_manifest(
             )
     except ReleaseError as e:
         diffs.append(f"{name}: cannot recompute the archive name from the manifest ({str(e)[:200]})")
-    diffs += _check_members(name, root, entries, manifest.files)
+    diffs += check_members(name, root, entries, manifest.files)
     diffs += _check_runpaths(name, root, entries)
     diffs += bundle.verify_imports(dist, name, root, manifest)
     mtime = manifest.source_date_epoch

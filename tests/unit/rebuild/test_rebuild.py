@@ -12,7 +12,7 @@ from patchkit.core.errors import ReleaseError
 from patchkit.rebuild.rebuild import SOURCE_FILES, RebuildOptions, archives_of, rebuild_archive
 from patchkit.release.archive import Member, read_archive, write_archive
 from patchkit.release.release import dump_manifest
-from tests.fixtures.release import COMMIT_EPOCH, do_release, make_build
+from tests.fixtures.release import COMMIT_EPOCH, do_release, make_build, project_build
 from tests.fixtures.wheels import runtime_wheels
 from tests.unit.release.test_bundle import cuda_build
 
@@ -142,3 +142,51 @@ def test_a_folders_cuda_runtime_archive_is_not_rebuilt(tmp_path: Path) -> None:
     # given by itself, it is refused like any archive without sources
     with pytest.raises(ReleaseError, match="carries no sources"):
         rebuild_archive(r.runtime, RebuildOptions(env={}))
+
+
+def _tar_gz(dest: Path, entries: list[tuple[str, bytes, int]], mtime: int) -> Path:
+    """A tar.gz with exactly ``entries`` (full name, bytes, mode) in that order, duplicates kept."""
+    import gzip
+    import io
+    import tarfile
+
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    with gzip.GzipFile(dest, mode="wb", mtime=0) as gz, tarfile.open(fileobj=gz, mode="w") as tar:
+        for name, data, mode in entries:
+            info = tarfile.TarInfo(name)
+            info.size, info.mtime, info.mode = len(data), mtime, mode
+            tar.addfile(info, io.BytesIO(data))
+    return dest
+
+
+def test_a_member_swapped_behind_its_manifest_is_refused_before_building(
+    project: Path, tmp_path: Path
+) -> None:
+    """Issue 25 item 1: the rebuild is compared with the manifest's sha256s, so the archive's
+    own members must be those: a trojaned bin/ file (manifest untouched), or a second member
+    of the same name (``tar x`` keeps the last), is refused, never "identical"."""
+    recipe, _, build = project_build(project, tmp_path)
+    r = do_release(build, tmp_path / "dist", recipe=recipe, project=project)
+    entries = read_archive(r.archive, keep=[e.name for e in read_archive(r.archive)])
+    assert any(e.name.endswith("/source/recipes/fixture.toml") for e in entries)  # it carries sources
+    cli = f"{r.name}/bin/llama-cli"
+    whole = [(e.name, e.data or b"", e.mode) for e in entries]
+    epoch = json.loads(r.manifest.read_text())["source_date_epoch"]
+    swapped = _tar_gz(
+        tmp_path / "swapped" / r.archive.name,
+        [(n, b"\x7fELF trojan" if n == cli else d, m) for n, d, m in whole],
+        epoch,
+    )
+    twice = _tar_gz(tmp_path / "twice" / r.archive.name, [*whole, (cli, b"\x7fELF trojan", 0o755)], epoch)
+    opts = RebuildOptions(env={}, cache=tmp_path / "cache")
+    with pytest.raises(ReleaseError, match="its members are not the files its manifest lists") as e:
+        rebuild_archive(swapped, opts)
+    assert "bin/llama-cli: sha256 is" in e.value.detail and "patchkit verify" in e.value.hint
+    with pytest.raises(ReleaseError, match=r"member '.*/bin/llama-cli' appears twice"):
+        rebuild_archive(twice, opts)
+    # a member the manifest does not list is refused the same way
+    extra = _tar_gz(tmp_path / "extra" / r.archive.name, [*whole, (f"{r.name}/bin/zz", b"x", 0o755)], epoch)
+    with pytest.raises(ReleaseError, match="its members are not the files") as e:
+        rebuild_archive(extra, opts)
+    assert "bin/zz is in the archive but not in the manifest" in e.value.detail
+    assert not (tmp_path / "cache").exists()  # refused before anything was built
