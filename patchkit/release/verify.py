@@ -61,6 +61,7 @@ __all__ = ["VerifyReport", "verify_dir"]
 
 _MAX_KEYS = 6
 SUMS_MAX = 1 << 20  # SHA256SUMS: a line per file
+SIGNERS_MAX = 1 << 20  # --allowed-signers: a line per trusted key
 _REFUSED_HINT = "it is not an archive `patchkit release` wrote; do not unpack it"
 
 
@@ -253,10 +254,31 @@ def _check_manifest(
     return diffs
 
 
+def _check_signers_file(path: Path) -> None:
+    """``--allowed-signers`` is read by ssh-keygen once per statement: a FIFO (or a device)
+    would stall each read until its deadline, /dev/zero would never end. It must be a
+    regular file (a link to one is the user's own choice) of at most SIGNERS_MAX bytes."""
+    try:
+        st = os.stat(path)
+    except OSError as e:
+        raise ReleaseError(f"--allowed-signers {path}: cannot be read ({e.strerror or e})") from None
+    if not stat.S_ISREG(st.st_mode):
+        raise ReleaseError(
+            f"--allowed-signers {path}: not a regular file (a FIFO or device is never read)",
+            hint="pass an OpenSSH allowed-signers file (man ssh-keygen, ALLOWED SIGNERS)",
+        )
+    if st.st_size > SIGNERS_MAX:
+        raise ReleaseError(
+            f"--allowed-signers {path}: larger than {SIGNERS_MAX >> 20} MiB, so not an allowed-signers file"
+        )
+
+
 def verify_dir(dist: Path, *, allowed_signers: Path | None = None) -> VerifyReport:
     """Every difference between what DIR claims and what it holds (empty: all good)."""
     if not dist.is_dir():
         raise ReleaseError(f"{dist} is not a folder", hint="pass the --out folder of `patchkit release`")
+    if allowed_signers is not None:
+        _check_signers_file(allowed_signers)
     diffs: list[str] = []
     sums_path = dist / SUMS
     sums: dict[str, str] = {}
