@@ -31,7 +31,7 @@ from pathlib import Path
 from patchkit.builder import compcache
 from patchkit.builder.pipeline import BuildOptions, run_build
 from patchkit.builder.repro import is_launcher_define
-from patchkit.core.errors import ReleaseError
+from patchkit.core.errors import FatalError, ReleaseError
 from patchkit.core.fs import sha256_bytes, sha256_file
 from patchkit.core.record import RecordError
 from patchkit.core.text import printable
@@ -317,7 +317,29 @@ def _config_diffs(manifest: ReleaseManifest, info: BuildInfo) -> list[str]:
 def rebuild_archive(
     path: Path, opts: RebuildOptions, on_build: Callable[[str], None] | None = None
 ) -> ArchiveRebuild:
-    """Rebuild one archive in a fresh cache and compare; raises only when it cannot."""
+    """Rebuild one archive in a fresh cache and compare; raises only when it cannot.
+
+    Everything it reports (member names, manifest fields, tool versions, the build log's
+    tail) is the archive's text: every control character in it is escaped."""
+    try:
+        res = _rebuild(path, opts, on_build)
+    except FatalError as e:
+        e.message = printable(e.message)
+        e.detail = "\n".join(printable(line) for line in e.detail.splitlines())
+        raise
+    return dataclasses.replace(
+        res,
+        archive=printable(res.archive),
+        differs=tuple(printable(d) for d in res.differs),
+        tools=tuple(printable(t) for t in res.tools),
+        config=tuple(printable(c) for c in res.config),
+        expected=printable(res.expected),
+    )
+
+
+def _rebuild(
+    path: Path, opts: RebuildOptions, on_build: Callable[[str], None] | None = None
+) -> ArchiveRebuild:
     root, found, members = _read(path)
     manifest, sources, recipe_rel = _sources(path.name, found, members)
     _check_members(path, root, manifest, members)

@@ -35,7 +35,7 @@ from patchkit.binary.elf import rpath_problems
 from patchkit.core.errors import ReleaseError
 from patchkit.core.fs import sha256_file
 from patchkit.core.record import JsonValue, RecordError
-from patchkit.core.text import diff_keys
+from patchkit.core.text import diff_keys, printable
 from patchkit.release import bundle, provenance
 from patchkit.release.archive import (
     ARCHIVE_SUFFIXES,
@@ -152,7 +152,7 @@ def _check_archive_file(dist: Path, name: str, allowed_signers: Path | None = No
     try:
         entries = read_archive(path, keep=[f"{root}/manifest.json"], inspect_elf=True)
     except ArchiveRefused as e:
-        raise ReleaseError(f"{name}: refused: {e}", hint=_REFUSED_HINT) from None
+        raise ReleaseError(printable(f"{name}: refused: {e}"), hint=_REFUSED_HINT) from None
     except ValueError as e:
         return [f"{name}: {e}"]
     inner = next((e for e in entries if e.name == f"{root}/manifest.json"), None)
@@ -329,4 +329,8 @@ def verify_dir(dist: Path, *, allowed_signers: Path | None = None) -> VerifyRepo
         diffs.append(f"{dist}: no archives to verify")
     for name in archives:
         diffs += _check_archive_file(dist, name, allowed_signers)
-    return VerifyReport(directory=dist, archives=tuple(archives), differences=tuple(diffs))
+    # member names, manifest and statement fields, file names in DIR: all someone else's
+    # text, shown on a terminal: every control character escaped (one line each, no ESC)
+    return VerifyReport(
+        directory=dist, archives=tuple(archives), differences=tuple(printable(d) for d in diffs)
+    )

@@ -190,3 +190,20 @@ def test_a_member_swapped_behind_its_manifest_is_refused_before_building(
         rebuild_archive(extra, opts)
     assert "bin/zz is in the archive but not in the manifest" in e.value.detail
     assert not (tmp_path / "cache").exists()  # refused before anything was built
+
+
+def test_what_rebuild_reports_from_an_archive_is_escaped(project: Path, tmp_path: Path) -> None:
+    """Issue 25 item 13: member names (and every other string of the archive) in rebuild's
+    errors reach the terminal with their control characters escaped."""
+    recipe, _, build = project_build(project, tmp_path)
+    r = do_release(build, tmp_path / "dist", recipe=recipe, project=project)
+    entries = read_archive(r.archive, keep=[e.name for e in read_archive(r.archive)])
+    whole = [(e.name, e.data or b"", e.mode) for e in entries]
+    epoch = json.loads(r.manifest.read_text())["source_date_epoch"]
+    evil = _tar_gz(
+        tmp_path / "evil" / r.archive.name, [*whole, (f"{r.name}/bin/\x1b]0;pwned\x07", b"x", 0o755)], epoch
+    )
+    with pytest.raises(ReleaseError) as e:
+        rebuild_archive(evil, RebuildOptions(env={}, cache=tmp_path / "cache"))
+    assert "bin/\\x1b]0;pwned\\x07 is in the archive but not in the manifest" in e.value.detail
+    assert "\x1b" not in e.value.detail + e.value.message
