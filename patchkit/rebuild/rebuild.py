@@ -28,11 +28,13 @@ import tempfile
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
-from patchkit.builder import compcache
+from patchkit.builder import compcache, sandbox
 from patchkit.builder.pipeline import BuildOptions, run_build
 from patchkit.builder.repro import is_launcher_define
-from patchkit.core.errors import FatalError, ReleaseError
+from patchkit.builder.sandbox import Sandbox
+from patchkit.core.errors import ConfigError, ReleaseError
 from patchkit.core.fs import sha256_bytes, sha256_file
+from patchkit.core.paths import cache_layout
 from patchkit.core.record import RecordError
 from patchkit.core.text import printable
 from patchkit.release.archive import (
@@ -75,6 +77,9 @@ class RebuildOptions:
     smoke: bool = False  # also run the smoke checks (the tools are built either way when
     # the release's build ran its smoke stage)
     compile_cache: compcache.CacheSettings | None = None  # None: resolved with the recipe
+    # run the release's configure and build in builder.sandbox (bubblewrap): False only
+    # when the user trusts the release (--no-sandbox)
+    sandbox: bool = True
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -252,6 +257,34 @@ def _sources(
     return manifest, out, recipe_rel
 
 
+def _refuse_command_defines(name: str, recipe_rel: str, defines: Mapping[str, str]) -> None:
+    """A carried recipe's defines may not name a program, a script or a command line the
+    build would run (builder.sandbox.command_define), sandbox or not: the rebuild would run
+    what the release chose on this machine."""
+    for key, value in sorted(defines.items()):
+        why = sandbox.command_define(key, value)
+        if why:
+            raise ReleaseError(
+                f"{name}: its recipe {recipe_rel} sets build.defines {why}: not rebuilding it",
+                hint="a release's recipe may not choose what runs on the machine that rebuilds it "
+                "(docs/release.md, rebuild)",
+            )
+
+
+def _sandbox_cache_settings(opts: RebuildOptions, env: Mapping[str, str]) -> compcache.CacheSettings:
+    """The compile cache inside the sandbox: no remote (no network there, and the carried
+    recipe's remote is someone else's server), no sccache (its server runs outside and is
+    reached over TCP); ccache or none, as the user says, never as the recipe says."""
+    settings = opts.compile_cache or compcache.resolve(env=env, remote_flag="off", dist_flag="off")
+    if settings.launcher == "sccache" or settings.dist is not None:
+        raise ConfigError(
+            f"{settings.launcher_from} asks for sccache, which cannot work in the rebuild's sandbox "
+            "(its server is outside, and there is no network)",
+            hint=f"--launcher ccache or none, or {sandbox.NO_SANDBOX} if you trust this release",
+        )
+    return dataclasses.replace(settings, remote=None)
+
+
 def _check_members(
     path: Path, root: str, manifest: ReleaseManifest, members: Mapping[str, EntryInfo]
 ) -> None:
@@ -319,14 +352,10 @@ def rebuild_archive(
 ) -> ArchiveRebuild:
     """Rebuild one archive in a fresh cache and compare; raises only when it cannot.
 
-    Everything it reports (member names, manifest fields, tool versions, the build log's
-    tail) is the archive's text: every control character in it is escaped."""
-    try:
-        res = _rebuild(path, opts, on_build)
-    except FatalError as e:
-        e.message = printable(e.message)
-        e.detail = "\n".join(printable(line) for line in e.detail.splitlines())
-        raise
+    Everything it reports (member names, manifest fields, tool versions) is the archive's
+    text: every control character in it is escaped (an error's text is escaped where it
+    is shown, in cli.rebuild)."""
+    res = _rebuild(path, opts, on_build)
     return dataclasses.replace(
         res,
         archive=printable(res.archive),
@@ -340,6 +369,11 @@ def rebuild_archive(
 def _rebuild(
     path: Path, opts: RebuildOptions, on_build: Callable[[str], None] | None = None
 ) -> ArchiveRebuild:
+    if opts.smoke and opts.sandbox:
+        raise ConfigError(
+            "--smoke runs the rebuilt binaries (the release's code) on this host, outside the sandbox",
+            hint=f"add {sandbox.NO_SANDBOX} only if you trust this release (comparing bytes needs no smoke)",
+        )
     root, found, members = _read(path)
     manifest, sources, recipe_rel = _sources(path.name, found, members)
     _check_members(path, root, manifest, members)
@@ -352,10 +386,26 @@ def _rebuild(
             dest.write_bytes(data)
         series = load_series(project / "patches")
         recipe = load_recipe(project / recipe_rel, project, series)
+        _refuse_command_defines(path.name, recipe_rel, recipe.build.defines_dict)
         upstream = opts.upstream or manifest.upstream.url
         smoked = manifest.smoke is not None  # the release's build ran its smoke stage
         out = opts.out or scratch / "out" / recipe.name
-        cache = opts.cache or scratch / "cache"
+        cache = (opts.cache or scratch / "cache").expanduser().resolve()
+        env = dict(opts.env)
+        box: Sandbox | None = None
+        if opts.sandbox:
+            settings = _sandbox_cache_settings(opts, env)
+            # a compile cache of its own in the rebuild's cache: the user's stays untouched
+            env["CCACHE_DIR"] = str(cache / "ccache")
+            work = cache_layout(cache).work(recipe.name, upstream).root
+            box = sandbox.prepare([work, cache / "ccache"], env, readonly=[project])
+        else:
+            settings = opts.compile_cache or compcache.resolve(
+                env=opts.env,
+                recipe_remote=recipe.build.cache_remote,
+                recipe_launcher=recipe.build.launcher,
+                recipe_label=recipe_rel,
+            )
         if on_build is not None:
             on_build(
                 f"rebuilding {path.name}: recipe {recipe.name}, upstream "
@@ -366,21 +416,16 @@ def _rebuild(
             BuildOptions(
                 recipe=recipe,
                 project=project,
-                cache=cache.expanduser().resolve(),
+                cache=cache,
                 out=out,
-                compile_cache=opts.compile_cache
-                or compcache.resolve(
-                    env=opts.env,
-                    recipe_remote=recipe.build.cache_remote,
-                    recipe_launcher=recipe.build.launcher,
-                    recipe_label=recipe_rel,
-                ),
-                env=opts.env,
+                compile_cache=settings,
+                env=env,
                 upstream=upstream,
                 jobs=opts.jobs,
                 clean=True,
                 smoke=smoked,
                 smoke_checks=opts.smoke,
+                sandbox=box,
             )
         )
         assert result.info is not None  # a full build, never configure-only

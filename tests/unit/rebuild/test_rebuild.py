@@ -7,7 +7,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from click.testing import CliRunner
 
+from patchkit.cli import main
 from patchkit.core.errors import ReleaseError
 from patchkit.rebuild.rebuild import SOURCE_FILES, RebuildOptions, archives_of, rebuild_archive
 from patchkit.release.archive import Member, read_archive, write_archive
@@ -207,3 +209,67 @@ def test_what_rebuild_reports_from_an_archive_is_escaped(project: Path, tmp_path
         rebuild_archive(evil, RebuildOptions(env={}, cache=tmp_path / "cache"))
     assert "bin/\\x1b]0;pwned\\x07 is in the archive but not in the manifest" in e.value.detail
     assert "\x1b" not in e.value.detail + e.value.message
+    # and what the command shows: the error's every line
+    res = CliRunner().invoke(main, ["rebuild", str(evil), "--cache", str(tmp_path / "c2")])
+    assert res.exit_code == 12, res.output
+    assert "bin/\\x1b]0;pwned\\x07" in res.output and "\x1b" not in res.output
+
+
+@pytest.mark.parametrize(
+    ("define", "why"),
+    [
+        (
+            'CMAKE_C_COMPILER_LAUNCHER = "/bin/sh;-c;touch /tmp/y;true"',
+            "CMAKE_C_COMPILER_LAUNCHER names a program",
+        ),
+        ('CMAKE_C_COMPILER = "/bin/sh"', "CMAKE_C_COMPILER names a program"),
+        ('CMAKE_PROJECT_INCLUDE = "/tmp/evil.cmake"', "CMAKE_PROJECT_INCLUDE names a program, script"),
+        ('CMAKE_TOOLCHAIN_FILE = "/tmp/evil.cmake"', "CMAKE_TOOLCHAIN_FILE names"),
+        ('CMAKE_C_CLANG_TIDY = "/bin/sh;-c;id"', "CMAKE_C_CLANG_TIDY names"),
+        (
+            'CMAKE_C_FLAGS = "-O2 -wrapper /bin/sh,-c,id"',
+            "CMAKE_C_FLAGS holds the compiler option '-wrapper'",
+        ),
+    ],
+    ids=["launcher", "compiler", "project-include", "toolchain", "clang-tidy", "gcc-wrapper"],
+)
+def test_a_carried_recipe_naming_a_program_to_run_is_refused(
+    project: Path, tmp_path: Path, define: str, why: str
+) -> None:
+    """Issue 25 item 3: a carried recipe's `[build.defines]` ran a launcher of its choosing
+    (`/bin/sh -c touch /tmp/y`) on the rebuilding machine; refused before anything runs."""
+    recipe_path = project / "recipes" / "fixture.toml"
+    recipe_path.write_text(recipe_path.read_text() + f"{define}\n")
+    recipe, _, build = project_build(project, tmp_path)
+    r = do_release(build, tmp_path / "dist", recipe=recipe, project=project)
+    for sandboxed in (True, False):
+        with pytest.raises(ReleaseError) as e:
+            rebuild_archive(r.archive, RebuildOptions(env={}, cache=tmp_path / "cache", sandbox=sandboxed))
+        assert e.value.message.startswith(
+            f"{r.archive.name}: its recipe recipes/fixture.toml sets build.defines {why}"
+        ), e.value.message
+    assert not (tmp_path / "cache").exists()
+
+
+def test_an_ordinary_define_passes_the_rule() -> None:
+    from patchkit.builder.sandbox import command_define
+
+    for name, value in (
+        ("GGML_RPC", "ON"),
+        ("CMAKE_CUDA_ARCHITECTURES", "60-real;86-real"),
+        ("CMAKE_EXPORT_COMPILE_COMMANDS", "ON"),
+        ("CMAKE_EXE_LINKER_FLAGS", "-Wl,-Bsymbolic -Wl,--as-needed"),
+        ("CMAKE_C_FLAGS", "-O2 -march=x86-64-v3 -fno-plt"),
+        ("CMAKE_INSTALL_RPATH", "$ORIGIN"),
+        ("BUILD_SHARED_LIBS", "OFF"),
+    ):
+        assert command_define(name, value) == "", name
+    # and every shipped recipe's defines: a release of one rebuilds
+    import tomllib
+
+    from tests.fixtures.paths import REPO
+
+    for path in sorted((REPO / "recipes").glob("*.toml")):
+        defines = tomllib.loads(path.read_text()).get("build", {}).get("defines", {})
+        for name, value in defines.items():
+            assert command_define(name, str(value)) == "", (path.name, name)
