@@ -265,9 +265,9 @@ def _refuse_command_defines(name: str, recipe_rel: str, defines: Mapping[str, st
         why = sandbox.command_define(key, value)
         if why:
             raise ReleaseError(
-                f"{name}: its recipe {recipe_rel} sets build.defines {why}: not rebuilding it",
+                f"{name}: carried recipe {recipe_rel}: [build.defines] {why}; not rebuilding it",
                 hint="a release's recipe may not choose what runs on the machine that rebuilds it "
-                "(docs/release.md, rebuild)",
+                '(docs/release.md, "Trust")',
             )
 
 
@@ -409,8 +409,12 @@ def _rebuild(
         if on_build is not None:
             on_build(
                 f"rebuilding {path.name}: recipe {recipe.name}, upstream "
-                f"{recipe.upstream.commit[:12]}, {len(recipe.patches)} patch(es), "
-                f"cache {cache}"
+                f"{recipe.upstream.commit[:12]}, {len(recipe.patches)} patch(es), cache {cache}, "
+                + (
+                    "in a sandbox (bubblewrap: no network, the host read-only)"
+                    if box
+                    else "NOT sandboxed (--no-sandbox)"
+                )
             )
         result = run_build(
             BuildOptions(

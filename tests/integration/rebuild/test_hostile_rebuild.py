@@ -76,6 +76,7 @@ def test_a_carried_patch_runs_its_commands_only_inside_the_sandbox(
     r = invoke(project, "rebuild", str(archive), "--cache", str(rb), "-j", "2")
     assert r.exit_code == 0, r.output
     assert r.stdout.startswith(f"identical: {archive.name} (")
+    assert "in a sandbox (bubblewrap: no network, the host read-only)" in r.stderr
     assert list(marks.iterdir()) == []
     (net,) = rb.glob("work/*/build/net.txt")  # what the configure step saw: a loopback only
     interfaces = [ln.split(":")[0].strip() for ln in net.read_text().splitlines() if ":" in ln]
@@ -86,6 +87,7 @@ def test_a_carried_patch_runs_its_commands_only_inside_the_sandbox(
     # the explicit opt-out runs the release's code as the user: what the sandbox stopped
     r = invoke(project, "rebuild", str(archive), "--cache", str(tmp_path / "rb2"), "-j", "2", "--no-sandbox")
     assert r.exit_code == 0, r.output
+    assert "NOT sandboxed (--no-sandbox)" in r.stderr
     assert (marks / "configure").exists() and (marks / "build").exists()
 
 

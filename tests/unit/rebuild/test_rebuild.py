@@ -246,7 +246,7 @@ def test_a_carried_recipe_naming_a_program_to_run_is_refused(
         with pytest.raises(ReleaseError) as e:
             rebuild_archive(r.archive, RebuildOptions(env={}, cache=tmp_path / "cache", sandbox=sandboxed))
         assert e.value.message.startswith(
-            f"{r.archive.name}: its recipe recipes/fixture.toml sets build.defines {why}"
+            f"{r.archive.name}: carried recipe recipes/fixture.toml: [build.defines] {why}"
         ), e.value.message
     assert not (tmp_path / "cache").exists()
 
