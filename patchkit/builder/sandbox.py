@@ -68,10 +68,11 @@ _COMMAND_DEFINES = re.compile(
 )
 # Compiler-driver options that run or load another program: gcc's -wrapper, -fplugin, -B
 # (where it finds cc1, as, ld), -specs (a spec file can run commands); clang's -fuse-ld=/
-# --ld-path= a path, -Xclang -load; nvcc's -ccbin. Checked in every define's value (flags).
+# --ld-path= a path, -Xclang -load; nvcc's -ccbin; an @file of more options (the patches
+# can write one into the build dir). Checked in every define's value (flags).
 _COMMAND_FLAGS = re.compile(
     r"(?:^|[\s;])(?:-wrapper|-f(?:pass-)?plugin\S*|--?specs\S*|-B\S*|--ld-path\S*|-fuse-ld=\S*/\S*"
-    r"|-load|-ccbin|--compiler-bindir\S*|-Xclang|-Xlinker|-Wl,\S*-plugin\S*)(?=$|[\s;])"
+    r"|-load|-ccbin|--compiler-bindir\S*|-Xclang|-Xlinker|-Wl,\S*-plugin\S*|@\S+)(?=$|[\s;])"
 )
 
 

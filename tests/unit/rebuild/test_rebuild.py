@@ -230,8 +230,17 @@ def test_what_rebuild_reports_from_an_archive_is_escaped(project: Path, tmp_path
             'CMAKE_C_FLAGS = "-O2 -wrapper /bin/sh,-c,id"',
             "CMAKE_C_FLAGS holds the compiler option '-wrapper'",
         ),
+        ('CMAKE_C_FLAGS = "-O2 @opts.rsp"', "CMAKE_C_FLAGS holds the compiler option '@opts.rsp'"),
     ],
-    ids=["launcher", "compiler", "project-include", "toolchain", "clang-tidy", "gcc-wrapper"],
+    ids=[
+        "launcher",
+        "compiler",
+        "project-include",
+        "toolchain",
+        "clang-tidy",
+        "gcc-wrapper",
+        "response-file",
+    ],
 )
 def test_a_carried_recipe_naming_a_program_to_run_is_refused(
     project: Path, tmp_path: Path, define: str, why: str
