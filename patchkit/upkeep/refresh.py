@@ -509,6 +509,7 @@ def refresh_continue(workdir: Path, *, skip: bool = False, drop: Sequence[str] =
             f"{patch.file}: conflict markers left: {markers[0].split(':')[0]}",
             hint=f"edit the file in {tree}, `git add` it, then `{cmd} --continue`",
         )
+    _graft(workdir, state)
     _learn(state, workdir)
     _clear_stop(state, workdir)
     _commit(tree, patch.name)
@@ -518,7 +519,50 @@ def refresh_continue(workdir: Path, *, skip: bool = False, drop: Sequence[str] =
     return _run(workdir, state)
 
 
-_OURS = {STATE_FILE, "tree", "patches", "conflicts", "cascade.index", "effect.patch"}
+def _graft(workdir: Path, state: RefreshState) -> None:
+    """Files the person staged that the scratch tree lacked but upstream has at ``onto``
+    (a resolution that reaches beyond the series' files, e.g. a CMakeLists.txt): put
+    upstream's version of them into the new base and every commit since, so that the
+    patch's diff edits them instead of creating them."""
+    tree = workdir / "tree"
+    added = [
+        ln.split("\t", 1)[1]
+        for ln in _out(tree, "diff", "--cached", "--name-status", "--no-renames", "HEAD").splitlines()
+        if ln.startswith("A\t")
+    ]
+    if not added:
+        return
+    try:
+        entries = Git(Path(state.repo)).tree_entries([state.onto], added)[0]
+    except SourceError:
+        return
+    if not entries:
+        return
+    index = workdir / "graft.index"
+    chain = [state.base, *(c for c in state.commits if c)]
+    remap: dict[str, str] = {}
+    parent = ""
+    try:
+        for c in chain:
+            _scratch_git(tree, "read-tree", c, index=index)
+            info = "".join(f"{e.mode} {e.oid}\t{p}\n" for p, e in entries.items())
+            _scratch_git(tree, "update-index", "--index-info", input=info.encode("utf-8"), index=index)
+            tid = _scratch_git(tree, "write-tree", index=index).stdout.strip()
+            msg = _out(tree, "log", "-1", "--format=%B", c)
+            args = ["commit-tree", tid, "-m", msg.strip() or "graft"]
+            if parent:
+                args[2:2] = ["-p", parent]
+            parent = _scratch_git(tree, *args).stdout.strip()
+            remap[c] = parent
+    finally:
+        index.unlink(missing_ok=True)
+    state.base = remap[state.base]
+    state.commits = [remap[c] if c else None for c in state.commits]
+    _scratch_git(tree, "reset", "-q", "--soft", parent)
+    log.info(f"took upstream's {', '.join(sorted(entries))} into the refresh (the resolution edits them)")
+
+
+_OURS = {STATE_FILE, "tree", "patches", "conflicts", "cascade.index", "graft.index", "effect.patch"}
 
 
 def refresh_abort(workdir: Path) -> None:
@@ -817,10 +861,13 @@ def _duplicates(workdir: Path, state: RefreshState, i: int) -> list[str]:
         merged = _show(tree, f":{path}")
         if upstream is None or merged is None:
             continue
-        for line, run in duplicated_runs(diff, path, before=before or "", upstream=upstream, merged=merged):
+        for at, run in duplicated_runs(diff, path, before=before or "", upstream=upstream, merged=merged):
             commit = _blame_added(state, _as_diff(path, run))
             who = f" (upstream {commit.short} {commit.subject[:80]} added them)" if commit else ""
-            out.append(f"{path}:{line}: {len(run)} lines the patch adds are there twice now{who}")
+            where = ", ".join(str(n) for n in at)
+            out.append(
+                f"{path}:{at[0]}: {len(run)} lines the patch adds are there twice now (lines {where}){who}"
+            )
             out += [f"    | {r.rstrip()[:160]}" for r in run[:6]]
     return out
 

@@ -209,16 +209,17 @@ def _significant(run: Sequence[str]) -> bool:
 
 def duplicated_runs(
     diff: str, path: str, *, before: str, upstream: str, merged: str
-) -> list[tuple[int, list[str]]]:
+) -> list[tuple[list[int], list[str]]]:
     """Runs of lines the patch adds to ``path`` that a merge put in twice: absent (or fewer)
     where the patch was made (``before``), added meanwhile (``upstream``: the file the merge
-    started from), and one more time in ``merged``. (1-based line in ``merged``, the run)."""
+    started from), and one more time in ``merged``. (1-based lines of every copy in
+    ``merged``, the run)."""
     b, u, m = (t.splitlines() for t in (before, upstream, merged))
-    out: list[tuple[int, list[str]]] = []
+    out: list[tuple[list[int], list[str]]] = []
     for run in added_runs(diff, path):
         if not _significant(run):
             continue
         n_before, n_up, hits = len(find_run(b, run)), len(find_run(u, run)), find_run(m, run)
         if n_up > n_before and len(hits) > n_up:
-            out.append((hits[-1] + 1, run))
+            out.append(([h + 1 for h in hits], run))
     return out
