@@ -225,3 +225,44 @@ def test_the_stop_message(rq: RefreshQueue, tmp_path: Path) -> None:
         "patch    |     return 3;",
     )
     assert "patch 0" not in res.output and "(patch " not in res.output
+
+
+def test_a_resolution_may_edit_a_file_outside_the_series(rq: RefreshQueue, tmp_path: Path) -> None:
+    proj = make_project(tmp_path, rq, pin=rq.c["r1"], patches=patches_for(rq, "conflict"))
+    res = run_cli(proj, "refresh", "fixture", "--onto", rq.c["u6"])
+    assert_error(res, 5, "refresh stopped at 0001-conflict.patch")
+    tree = Path(os.environ["PATCHKIT_CACHE"]) / "refresh" / "fixture" / "tree"
+    assert not (tree / "src" / "a.c").exists()  # the scratch tree holds the series' files only
+    (tree / "src" / "b.c").write_text(B_U5.replace("return 2;", "return alpha(2);"))
+    a_new = git(rq.path, "show", f"{rq.c['u6']}:src/a.c") + "\nint extra(void) { return 0; }\n"
+    (tree / "src" / "a.c").write_text(a_new)
+    git(tree, "add", "src/b.c", "src/a.c")
+    res = invoke(proj, "refresh", "fixture", "--continue")
+    assert res.exit_code == 0, res.output
+    assert "took upstream's src/a.c into the refresh" in res.stderr
+    text = (proj / "patches" / "0001-conflict.patch").read_text()
+    assert "diff --git a/src/a.c b/src/a.c" in text and "new file" not in text
+    assert "+int extra(void) { return 0; }" in text
+    # what check says: it applies at the new commit
+    res = invoke(proj, "check", "fixture", "--ref", rq.c["u6"])
+    assert res.exit_code == 0, res.output
+
+
+def test_bump_drops_what_is_upstream_and_its_hint_names_the_workdir(rq: RefreshQueue, tmp_path: Path) -> None:
+    proj = make_project(tmp_path, rq, pin=rq.c["r1"], patches=patches_for(rq, "pid", "base"))
+    res = invoke(proj, "bump", "fixture", "--upstream", str(rq.path), "--to", rq.c["u6"], "--drop-upstreamed")
+    assert res.exit_code == 0, res.output
+    assert "dropped   0001-pid.patch: already upstream (patch-id" in res.stderr
+    assert series_files(proj) == ["0002-base.patch"]
+    assert rq.c["u6"] in (proj / "recipes" / "fixture.toml").read_text()
+    # a stop in a bump: the hint's command (with --workdir) finishes it
+    proj2 = make_project(tmp_path / "b", rq, pin=rq.c["r1"], patches=patches_for(rq, "conflict"))
+    workdir = tmp_path / "bw"
+    res = invoke(
+        proj2, "bump", "fixture", "--upstream", str(rq.path), "--to", rq.c["u6"], "--workdir", str(workdir)
+    )
+    assert_error(res, 5, "refresh stopped at 0001-conflict.patch", f"upstream {rq.c['u5'][:12]}")
+    res = invoke(proj2, *hint_command(res.output, "--skip"))
+    assert res.exit_code == 0, res.output
+    assert rq.c["u6"] in (proj2 / "recipes" / "fixture.toml").read_text()  # the pins moved
+    assert series_files(proj2) == []
