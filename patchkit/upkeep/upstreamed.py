@@ -9,7 +9,9 @@ Rules, strongest first (:func:`find_upstreamed`, one pass over the upstream comm
 - ``pull-request``: the patch's title ends in ``(#N)`` or its message links llama.cpp's
   pull request N, and an upstream commit's title ends in ``(#N)``;
 - ``subject``: the same title (case, ``[PATCH]`` and a trailing ``(#N)`` aside; at least
-  :data:`MIN_SUBJECT` characters) as an upstream commit that touched one of its files.
+  :data:`MIN_SUBJECT` characters), or the same words in another order (at least
+  :data:`MIN_WORDS` of them: "Nemotron Nano 3" / "Nemotron 3 Nano"), as an upstream commit
+  that touched one of its files.
 
 The fifth rule, ``effect`` (the change is there: the patch reverse-applies on the new
 tree, or merges to nothing), needs the tree as the patches before it left it, so the
@@ -39,6 +41,7 @@ __all__ = [
 ]
 
 MIN_SUBJECT = 12  # shorter titles ("fix build") match too much to mean anything
+MIN_WORDS = 5  # words of a title matched in any order
 _PR_IN_TITLE = re.compile(r"\(#(\d+)\)\s*$")
 _PR_URL = re.compile(r"github\.com/(?:ggml-org|ggerganov)/llama\.cpp/pull/(\d+)", re.IGNORECASE)
 _CHERRY = re.compile(r"cherry[- ]picked from commit ([0-9a-f]{7,40})", re.IGNORECASE)
@@ -81,6 +84,10 @@ def normalise_subject(text: str) -> str:
     s = re.sub(r"^\s*(\[[^\]]*\]\s*)+", "", text)
     s = _PR_IN_TITLE.sub("", s)
     return re.sub(r"\s+", " ", s).strip().rstrip(".").lower()
+
+
+def _words(subject: str) -> tuple[str, ...]:
+    return tuple(sorted(re.findall(r"[a-z0-9_]+", normalise_subject(subject))))
 
 
 def _range_commits(git: Git, old: str, new: str, files: Sequence[str]) -> list[tuple[CommitInfo, set[str]]]:
@@ -151,15 +158,17 @@ def find_upstreamed(git: Git, old: str, new: str, patches: Sequence[Candidate]) 
         pass
     by_pr: dict[str, CommitInfo] = {}
     by_subject: dict[str, list[tuple[CommitInfo, set[str]]]] = {}
+    by_words: dict[tuple[str, ...], list[tuple[CommitInfo, set[str]]]] = {}
     for c, touched in commits:
         m = _PR_IN_TITLE.search(c.subject)
         if m:
             by_pr.setdefault(m.group(1), c)
         by_subject.setdefault(normalise_subject(c.subject), []).append((c, touched))
+        by_words.setdefault(_words(c.subject), []).append((c, touched))
 
     found: dict[str, Upstreamed] = {}
     for p in patches:
-        hit = _match(git, p, ids, by_sha, by_pr, by_subject)
+        hit = _match(git, p, ids, by_sha, by_pr, by_subject, by_words)
         if hit is not None:
             found[p.file] = hit
     return found
@@ -172,6 +181,7 @@ def _match(
     by_sha: dict[str, CommitInfo],
     by_pr: dict[str, CommitInfo],
     by_subject: dict[str, list[tuple[CommitInfo, set[str]]]],
+    by_words: dict[tuple[str, ...], list[tuple[CommitInfo, set[str]]]],
 ) -> Upstreamed | None:
     try:
         own = _patch_ids(git, p.diff)
@@ -198,6 +208,11 @@ def _match(
         for c, touched in by_subject.get(subj, []):
             if touched & set(p.files):
                 return Upstreamed(file=p.file, rule="subject", commit=c)
+    words = _words(p.subject)
+    if len(words) >= MIN_WORDS:
+        for c, touched in by_words.get(words, []):
+            if touched & set(p.files):
+                return Upstreamed(file=p.file, rule="subject", commit=c, detail="same words")
     return None
 
 

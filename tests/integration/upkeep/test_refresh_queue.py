@@ -51,6 +51,7 @@ def hint_command(output: str, action: str) -> list[str]:
         ("pid", "patch-id", "u1"),
         ("subject", "subject", "u2"),
         ("pr", "pull-request #102", "u3"),
+        ("words", "subject same words", "u3"),
         ("effect", "effect", "u4"),
     ],
 )
