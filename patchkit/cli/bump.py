@@ -134,8 +134,6 @@ def bump_cmd(
     repo = resolve_repo(repo=None, upstream=upstream, recipe=rec)
     label = recipe or DEFAULT_RECIPE
     command = "patchkit refresh" + (f" {shlex.quote(recipe)}" if recipe else "")
-    if workdir is not None:
-        command += f" --workdir {shlex.quote(str(workdir))}"
     opts = BumpOptions(
         repo=repo,
         upstream=upstream or rec.upstream.url,
@@ -147,6 +145,7 @@ def bump_cmd(
         dry_run=dry_run,
         drop_upstreamed=drop_upstreamed,
         command=command,
+        hint_workdir=workdir is not None,
         rerere=cache_layout().rerere,
     )
     with log.step(f"bump {len(recipes)} recipe(s) on {rec.upstream.url}" + (" (dry run)" if dry_run else "")):

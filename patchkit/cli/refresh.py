@@ -105,10 +105,9 @@ def refresh_cmd(
         raise ConfigError("--drop-upstreamed goes with --onto COMMIT (it decides what the refresh merges)")
     label = recipe or DEFAULT_RECIPE
     command = "patchkit refresh" + (f" {shlex.quote(recipe)}" if recipe else "")
+    hint_workdir = workdir is not None
     if workdir is None:
         workdir = cache_layout().refresh(Path(label).stem)
-    else:
-        command += f" --workdir {shlex.quote(str(workdir))}"
     if abort:
         refresh_abort(workdir)
         log.info(f"refresh aborted; removed {workdir}")
@@ -138,6 +137,7 @@ def refresh_cmd(
                     drop_upstreamed=drop_upstreamed,
                     drop=drop,
                     command=command,
+                    hint_workdir=hint_workdir,
                     rerere=cache_layout().rerere,
                 )
             )

@@ -68,7 +68,8 @@ class BumpOptions:
     to: str | None = None  # None: the newest commit of the default branch
     dry_run: bool = False
     drop_upstreamed: bool = False  # refresh drops the patches found already upstream
-    command: str = ""  # how refresh's hints address this refresh (`patchkit refresh NAME ...`)
+    command: str = ""  # how refresh's hints name this refresh (`patchkit refresh NAME`)
+    hint_workdir: bool = True  # refresh's hints say --workdir (bump was given one)
     rerere: Path | None = None  # recorded conflict resolutions (refresh's)
 
 
@@ -320,6 +321,7 @@ def _refresh_options(
         more_recipes=tuple(paths[1:]),
         drop_upstreamed=opts.drop_upstreamed,
         command=opts.command if move else "",
+        hint_workdir=opts.hint_workdir,
         rerere=opts.rerere if move else None,
     )
 

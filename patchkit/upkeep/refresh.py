@@ -45,7 +45,7 @@ import re
 import shlex
 import shutil
 import stat
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from patchkit.core.errors import ConfigError, PatchError, RecipeError, SourceError
@@ -100,7 +100,8 @@ class RefreshOptions:
     more_recipes: tuple[Path, ...] = ()
     drop_upstreamed: bool = False  # drop the patches found upstream instead of merging them
     drop: tuple[str, ...] = ()  # patches (names or files) to leave out from the start
-    command: str = ""  # how to address this refresh in hints ("patchkit refresh NAME --workdir W")
+    command: str = ""  # how hints name this refresh ("patchkit refresh NAME"; '' plain)
+    hint_workdir: bool = True  # hints say --workdir (the user gave one)
     rerere: Path | None = None  # the recorded resolutions (None: none kept or replayed)
 
 
@@ -239,6 +240,7 @@ class RefreshState:
     # pins moved with recipe's; the key only when there are any
     more_recipes: list[str] = dataclasses.field(default_factory=list, metadata=meta(omit="empty"))
     command: str = ""
+    hint_workdir: bool = True
     drop_upstreamed: bool = False
     to_drop: list[str] = dataclasses.field(default_factory=list)  # files to drop when reached
     found: list[FoundState] = dataclasses.field(default_factory=list)
@@ -315,13 +317,25 @@ class RefreshState:
         return state
 
 
-def _command(state_or_cmd: RefreshState | str, workdir: Path) -> str:
-    cmd = state_or_cmd.command if isinstance(state_or_cmd, RefreshState) else state_or_cmd
-    return cmd or f"patchkit refresh --workdir {shlex.quote(str(workdir))}"
+def _command(of: RefreshState | RefreshOptions, workdir: Path) -> Callable[[str], str]:
+    """The command line that does ``action`` to this refresh, as the user can type it: the
+    prefix the CLI gave (``patchkit refresh NAME``), ``--workdir`` when one was given."""
+    prefix = of.command or "patchkit refresh"
+    where = f" --workdir {shlex.quote(str(workdir))}" if of.hint_workdir or not of.command else ""
+
+    def cmd(action: str) -> str:
+        return f"{prefix} {action}{where}"
+
+    return cmd
 
 
-def _abort(workdir: Path, cmd: str = "") -> str:
-    return f"run `{_command(cmd, workdir)} --abort` and start again"
+def _abort(workdir: Path, of: RefreshState | None = None) -> str:
+    action = (
+        _command(of, workdir)("--abort")
+        if of
+        else f"patchkit refresh --abort --workdir {shlex.quote(str(workdir))}"
+    )
+    return f"run `{action}` and start again"
 
 
 _MAX_STATE = 16 << 20
@@ -333,10 +347,10 @@ def _check_sources_unchanged(state: RefreshState, workdir: Path) -> None:
             continue  # it leaves the series: its bytes do not matter
         path = Path(state.patches_dir) / p.file
         if not path.is_file() or sha256_file(path) != p.sha256:
-            raise PatchError(f"{path} changed since the refresh started", hint=_abort(workdir, state.command))
+            raise PatchError(f"{path} changed since the refresh started", hint=_abort(workdir, state))
 
 
-def _resolve_names(patches: Sequence[PatchState], names: Sequence[str], workdir: Path, cmd: str) -> list[int]:
+def _resolve_names(patches: Sequence[PatchState], names: Sequence[str]) -> list[int]:
     """Indexes of the patches ``names`` (patch names or file names) designate."""
     out: list[int] = []
     for n in names:
@@ -357,11 +371,11 @@ def refresh_in_progress(workdir: Path) -> bool:
 
 def refresh_start(opts: RefreshOptions) -> RefreshResult:
     """Apply the series onto ``opts.onto``; PatchError (state kept) at the first stop."""
-    cmd = _command(opts.command, opts.workdir)
+    cmd = _command(opts, opts.workdir)
     if (opts.workdir / STATE_FILE).exists():
         raise PatchError(
             f"a refresh is already in progress in {opts.workdir}",
-            hint=f"finish it with `{cmd} --continue` or drop it with `{cmd} --abort`",
+            hint=f"finish it with `{cmd('--continue')}` or drop it with `{cmd('--abort')}`",
         )
     if not opts.patches:
         raise PatchError("no patches to refresh")
@@ -373,7 +387,7 @@ def refresh_start(opts: RefreshOptions) -> RefreshResult:
         PatchState(name=p.name, file=p.filename, sha256=sha256_bytes(d), skip=s)
         for p, d, s in zip(opts.patches, datas, skip)
     ]
-    to_drop = [pstates[i].file for i in _resolve_names(pstates, opts.drop, opts.workdir, cmd)]
+    to_drop = [pstates[i].file for i in _resolve_names(pstates, opts.drop)]
     paths: list[str] = []
     for data, s in zip(datas, skip):
         if not s:
@@ -426,6 +440,7 @@ def refresh_start(opts: RefreshOptions) -> RefreshResult:
         patches=pstates,
         old_commits=old_commits,
         command=opts.command,
+        hint_workdir=opts.hint_workdir,
         drop_upstreamed=opts.drop_upstreamed,
         to_drop=to_drop,
         found=[FoundState.of(found[p.file]) for p in pstates if p.file in found],
@@ -461,15 +476,15 @@ def refresh_continue(workdir: Path, *, skip: bool = False, drop: Sequence[str] =
     _check_sources_unchanged(state, workdir)
     tree = workdir / "tree"
     if state.next >= len(state.patches):
-        raise PatchError(f"{workdir}: every patch is done; nothing to continue", hint=_abort(workdir, cmd))
-    idxs = _resolve_names(state.patches, drop, workdir, cmd)
+        raise PatchError(f"{workdir}: every patch is done; nothing to continue", hint=_abort(workdir, state))
+    idxs = _resolve_names(state.patches, drop)
     named_current = state.next in idxs
     for i in idxs:
         if i < state.next:
             raise ConfigError(
                 f"--drop {state.patches[i].file}: it is refreshed already (the refresh stands at "
                 f"{state.patches[state.next].file})",
-                hint=f"`{cmd} --abort`, then start again with --drop {state.patches[i].name}",
+                hint=f"`{cmd('--abort')}`, then start again with --drop {state.patches[i].name}",
             )
         if i == state.next:
             skip = True
@@ -489,15 +504,15 @@ def refresh_continue(workdir: Path, *, skip: bool = False, drop: Sequence[str] =
     if unmerged:
         raise PatchError(
             f"{patch.file}: still unmerged: {', '.join(unmerged)}",
-            hint=f"fix them in {tree}, `git -C {shlex.quote(str(tree))} add` them, then `{cmd} --continue` "
-            f"(or `{cmd} --skip` to drop {patch.file})",
+            hint=f"fix them in {tree}, `git -C {shlex.quote(str(tree))} add` them, then "
+            f"`{cmd('--continue')}` (or `{cmd('--skip')}` to drop {patch.file})",
         )
     unstaged = _out(tree, "diff", "--name-only").split()
     if unstaged:
         raise PatchError(
             f"{patch.file}: changes not staged: {', '.join(unstaged)}",
             hint=f"`git -C {shlex.quote(str(tree))} add` them (or `git -C {shlex.quote(str(tree))} checkout` "
-            f"them away), then `{cmd} --continue`",
+            f"them away), then `{cmd('--continue')}`",
         )
     markers = [
         ln
@@ -507,7 +522,7 @@ def refresh_continue(workdir: Path, *, skip: bool = False, drop: Sequence[str] =
     if markers:
         raise PatchError(
             f"{patch.file}: conflict markers left: {markers[0].split(':')[0]}",
-            hint=f"edit the file in {tree}, `git add` it, then `{cmd} --continue`",
+            hint=f"edit the file in {tree}, `git add` it, then `{cmd('--continue')}`",
         )
     _graft(workdir, state)
     _learn(state, workdir)
@@ -819,8 +834,8 @@ def _merge(workdir: Path, state: RefreshState, i: int) -> None:
         raise PatchError(
             f"refresh stopped at {p.file}: merged onto {state.onto[:12]} it changes nothing: "
             f"{found.describe()}",
-            hint=f"`{cmd} --skip` drops it; `{cmd} --continue` goes on (an empty patch leaves "
-            f"the series at the end); `{cmd} --abort` stops (a refresh started with "
+            hint=f"`{cmd('--skip')}` drops it; `{cmd('--continue')}` goes on (an empty patch leaves "
+            f"the series at the end); `{cmd('--abort')}` stops (a refresh started with "
             "--drop-upstreamed drops such patches without stopping)",
         )
     dups = _duplicates(workdir, state, i)
@@ -835,7 +850,7 @@ def _merge(workdir: Path, state: RefreshState, i: int) -> None:
             "added meanwhile a second time",
             detail="\n".join([*detail, f"the merged files are in {tree} (staged)"]),
             hint=f"remove the second copy, `git -C {shlex.quote(str(tree))} add` the file, then "
-            f"`{cmd} --continue`; `{cmd} --skip` drops {p.file}",
+            f"`{cmd('--continue')}`; `{cmd('--skip')}` drops {p.file}",
         )
 
 
@@ -1031,7 +1046,7 @@ def _stop(workdir: Path, state: RefreshState, i: int, proc: RunResult, unmerged:
     lines: list[str] = []
     found = state.finding(p.file)
     if found is not None:
-        lines.append(f"{p.file} is {found.describe()}: `{cmd} --skip` drops it")
+        lines.append(f"{p.file} is {found.describe()}: `{cmd('--skip')}` drops it")
     cascade = _cascade(workdir, state, i)
     if cascade:
         why = {d.file: d.reason for d in state.dropped}
@@ -1072,8 +1087,8 @@ def _stop(workdir: Path, state: RefreshState, i: int, proc: RunResult, unmerged:
         raise PatchError(
             f"refresh stopped at {p.file}: {what}",
             detail="\n".join(lines),
-            hint=f"fix them, `git -C {qtree} add` them, then `{cmd} --continue`; "
-            f"`{cmd} --skip` drops {p.file}; `{cmd} --abort` stops the refresh",
+            hint=f"fix them, `git -C {qtree} add` them, then `{cmd('--continue')}`; "
+            f"`{cmd('--skip')}` drops {p.file}; `{cmd('--abort')}` stops the refresh",
         )
     text = proc.stdout + proc.stderr
     errors = [ln.removeprefix("error: ") for ln in text.splitlines() if ln.startswith("error: ")]
@@ -1083,7 +1098,7 @@ def _stop(workdir: Path, state: RefreshState, i: int, proc: RunResult, unmerged:
         + (f" (a cascade of {', '.join(cascade)})" if cascade else ""),
         detail="\n".join([*lines, *errors[1:]]),
         hint=f"apply it by hand in {tree}, `git -C {qtree} add` the files, then "
-        f"`{cmd} --continue`; `{cmd} --skip` drops {p.file}; `{cmd} --abort` stops the refresh",
+        f"`{cmd('--continue')}`; `{cmd('--skip')}` drops {p.file}; `{cmd('--abort')}` stops the refresh",
     )
 
 

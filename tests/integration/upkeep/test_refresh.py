@@ -66,7 +66,7 @@ def test_refresh_conflict_then_continue(drift: DriftUpstream, tmp_path: Path) ->
     res = run_cli(proj, "refresh", "fixture", "--onto", drift.c["d5"], "--workdir", str(workdir))
     assert res.exit_code == 5
     assert "refresh stopped at 0001-guard.patch: conflicts in src/rpc.c" in res.stderr
-    assert f"`patchkit refresh fixture --workdir {workdir} --continue`" in res.stderr
+    assert f"`patchkit refresh fixture --continue --workdir {workdir}`" in res.stderr
     assert snapshot(proj / "patches") == before  # nothing written yet
     tree = workdir / "tree"
     conflicted = (tree / "src" / "rpc.c").read_text()

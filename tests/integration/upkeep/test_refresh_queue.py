@@ -38,7 +38,7 @@ def series_files(proj: Path) -> list[str]:
 
 def hint_command(output: str, action: str) -> list[str]:
     """The argv of the hint's `patchkit refresh ... ACTION` command (without `patchkit`)."""
-    m = re.search(r"`(patchkit refresh [^`]*" + re.escape(action) + r")`", output)
+    m = re.search(r"`(patchkit refresh [^`]*" + re.escape(action) + r"[^`]*)`", output)
     assert m, output
     argv = shlex.split(m.group(1))
     assert argv[0] == "patchkit"

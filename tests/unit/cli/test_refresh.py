@@ -92,4 +92,4 @@ def test_continue_or_abort_without_a_refresh(project: Path, tmp_path: Path) -> N
 
 def test_exactly_one_action(project: Path, tmp_path: Path) -> None:
     r = invoke(project, "refresh", "--continue", "--abort", "--workdir", str(tmp_path))
-    assert_error(r, 2, "give exactly one of --onto COMMIT, --continue, --abort")
+    assert_error(r, 2, "give exactly one of --onto COMMIT, --continue, --skip, --drop PATCH, --abort")
