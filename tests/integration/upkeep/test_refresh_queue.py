@@ -267,3 +267,16 @@ def test_bump_drops_what_is_upstream_and_its_hint_names_the_workdir(rq: RefreshQ
     assert res.exit_code == 0, res.output
     assert rq.c["u6"] in (proj2 / "recipes" / "fixture.toml").read_text()  # the pins moved
     assert series_files(proj2) == []
+
+
+def test_a_patch_found_upstream_that_still_changes_something_is_kept_and_proposed(
+    rq: RefreshQueue, tmp_path: Path
+) -> None:
+    proj = make_project(tmp_path, rq, pin=rq.c["r1"], patches=patches_for(rq, "pr"))
+    res = invoke(proj, "refresh", "fixture", "--onto", rq.c["u6"])
+    assert res.exit_code == 0, res.output
+    assert (
+        f"kept      0001-pr.patch, already upstream (pull-request #102): {rq.c['u3'][:12]} "
+        "tests: a case for gamma (#102): proposed for dropping" in res.stderr
+    )
+    assert series_files(proj) == ["0001-pr.patch"]
