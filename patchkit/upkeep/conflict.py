@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from patchkit.core.errors import SourceError
@@ -270,8 +270,14 @@ def describe_file(
     text: str,
     new_text: str | None,
     patch_diff: str,
+    head_text: str | None = None,
+    blame_head: Callable[[str, int, int], list[str]] | None = None,
 ) -> tuple[list[str], list[CommitInfo]]:
-    """The stop message's lines for one conflicted file, and the upstream commits named."""
+    """The stop message's lines for one conflicted file, and the upstream commits named.
+
+    Where no upstream commit in ``old..new`` touched a block's lines, ``blame_head(path,
+    first, count)`` (lines of ``head_text``, the file the merge started from) names what
+    did: the earlier patches of this refresh (their commits carry the patch's name)."""
     parts = parse_conflicts(text)
     blocks = [(n, p) for n, p in enumerate(parts) if isinstance(p, Block)]
     hunks = hunk_headers(patch_diff, path)
@@ -290,16 +296,21 @@ def describe_file(
         if git is not None and new_text is not None:
             first, count = _new_lines(new_text, block, before, after)
             culprits = last_touched(git, old, new, path, first, count)
-        if culprits:
-            for c in culprits[:3]:
-                lines.append(
-                    f"  upstream {c.commit.short} {c.commit.subject[:100]} "
-                    f"(last touched {c.lines} of these lines)"
-                )
-                named.append(c.commit)
-            if len(culprits) > 3:
-                lines.append(f"  … and {len(culprits) - 3} more upstream commits")
-        else:
+        for c in culprits[:3]:
+            lines.append(
+                f"  upstream {c.commit.short} {c.commit.subject[:100]} "
+                f"(last touched {c.lines} of these lines)"
+            )
+            named.append(c.commit)
+        if len(culprits) > 3:
+            lines.append(f"  … and {len(culprits) - 3} more upstream commits")
+        who: list[str] = []
+        if blame_head is not None and head_text is not None and block.ours:
+            first, count = _new_lines(head_text, block, before, after)
+            who = blame_head(path, first, count) if count else []
+        if who:
+            lines.append(f"  the earlier patch {', '.join(who[:3])} did too (as refreshed here)")
+        if not culprits:
             lines.append(f"  no upstream commit in {old[:12]}..{new[:12]} last touched these lines")
         lines += _side("upstream", block.ours)
         lines += _side("patch   ", block.theirs)

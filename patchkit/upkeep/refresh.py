@@ -1038,6 +1038,31 @@ def _cascade(workdir: Path, state: RefreshState, i: int) -> list[str]:
         index.unlink(missing_ok=True)
 
 
+def _blame_head(workdir: Path, state: RefreshState, path: str, first: int, count: int) -> list[str]:
+    """The patches of this refresh (their commits' names) that last touched those lines of
+    ``path`` at the scratch HEAD, most lines first; the new base's lines are upstream's."""
+    tree = workdir / "tree"
+    proc = _scratch_git(
+        tree, "blame", "--porcelain", "-L", f"{first},+{min(count, 400)}", "HEAD", "--", path, check=False
+    )
+    if not proc.ok:
+        return []
+    per: dict[str, int] = {}
+    names: dict[str, str] = {}
+    cur = ""
+    for line in proc.stdout.splitlines():
+        m = re.match(r"^([0-9a-f]{40}) \d+ \d+", line)
+        if m:
+            cur = m.group(1)
+        elif line.startswith("summary ") and cur:
+            names[cur] = line.removeprefix("summary ")
+        elif line.startswith("\t") and cur:
+            per[cur] = per.get(cur, 0) + 1
+    files = {p.name: p.file for p in state.patches} | {p.file: p.file for p in state.patches}
+    ranked = sorted((c for c in per if names.get(c) in files), key=lambda c: -per[c])
+    return list(dict.fromkeys(files[names[c]] for c in ranked))
+
+
 def _stop(workdir: Path, state: RefreshState, i: int, proc: RunResult, unmerged: list[str]) -> None:
     tree = workdir / "tree"
     p = state.patches[i]
@@ -1073,6 +1098,8 @@ def _stop(workdir: Path, state: RefreshState, i: int, proc: RunResult, unmerged:
                 text=text,
                 new_text=_show(tree, f"{state.base}:{path}"),
                 patch_diff=diff,
+                head_text=_show(tree, f"HEAD:{path}"),
+                blame_head=lambda path, first, count: _blame_head(workdir, state, path, first, count),
             )
             lines += flines
             for c in commits:
@@ -1083,6 +1110,14 @@ def _stop(workdir: Path, state: RefreshState, i: int, proc: RunResult, unmerged:
             what += f" (a cascade of {', '.join(cascade)})"
         elif named:
             what += f" (upstream {', '.join(named[:3])})"
+        else:
+            earlier = [
+                ln.split("the earlier patch ", 1)[1].split(" did", 1)[0]
+                for ln in lines
+                if "the earlier patch " in ln
+            ]
+            if earlier:
+                what += f" (lines from the earlier patch {earlier[0]})"
         lines.append(f"the files with conflict markers are in {tree}")
         raise PatchError(
             f"refresh stopped at {p.file}: {what}",

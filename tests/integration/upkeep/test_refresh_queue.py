@@ -280,3 +280,23 @@ def test_a_patch_found_upstream_that_still_changes_something_is_kept_and_propose
         "tests: a case for gamma (#102): proposed for dropping" in res.stderr
     )
     assert series_files(proj) == ["0001-pr.patch"]
+
+
+def test_a_conflict_with_an_earlier_patchs_resolution_names_that_patch(
+    rq: RefreshQueue, tmp_path: Path
+) -> None:
+    proj = make_project(tmp_path, rq, pin=rq.c["r1"], patches=patches_for(rq, "conflict", "onconflict"))
+    res = run_cli(proj, "refresh", "fixture", "--onto", rq.c["u6"])
+    assert_error(res, 5, "refresh stopped at 0001-conflict.patch")
+    tree = Path(os.environ["PATCHKIT_CACHE"]) / "refresh" / "fixture" / "tree"
+    (tree / "src" / "b.c").write_text(B_U5.replace("return 2;", "return 2 + 3;"))
+    git(tree, "add", "src/b.c")
+    res = invoke(proj, "refresh", "fixture", "--continue")
+    # upstream never had `return 2 + 3;`: the lines are the first patch's, as resolved here
+    # (and upstream's commit that changed that line before it)
+    assert_error(
+        res,
+        5,
+        f"refresh stopped at 0002-onconflict.patch: conflicts in src/b.c (upstream {rq.c['u5'][:12]})",
+        "the earlier patch 0001-conflict.patch did too (as refreshed here)",
+    )
