@@ -114,7 +114,7 @@ def refresh_cmd(
         return
     if resume:
         with log.step("refresh: " + ("skip" if skip or not cont else "continue")):
-            result = refresh_continue(workdir, skip=skip, drop=drop)
+            result = refresh_continue(workdir, skip=skip, drop=drop, drop_only=not (cont or skip))
     else:
         need_recipe = not all_ or move_pin or (repo is None and upstream is None)
         _project, series, rec = load_optional_recipe(ctx, recipe, need_recipe)

@@ -467,10 +467,13 @@ def _candidate(p: Patch, data: bytes) -> Candidate:
     )
 
 
-def refresh_continue(workdir: Path, *, skip: bool = False, drop: Sequence[str] = ()) -> RefreshResult:
+def refresh_continue(
+    workdir: Path, *, skip: bool = False, drop: Sequence[str] = (), drop_only: bool = False
+) -> RefreshResult:
     """Go on after a stop: commit the person's resolution of the stopped patch (record it),
     or with ``skip`` drop the stopped patch; ``drop`` names more patches (the stopped one:
-    the same as ``skip``, later ones: left out when reached)."""
+    the same as ``skip``, later ones: left out when reached). ``drop_only`` (neither
+    --continue nor --skip given): ``drop`` must name the stopped patch."""
     state = RefreshState.load(workdir)
     cmd = _command(state, workdir)
     _check_sources_unchanged(state, workdir)
@@ -479,6 +482,12 @@ def refresh_continue(workdir: Path, *, skip: bool = False, drop: Sequence[str] =
         raise PatchError(f"{workdir}: every patch is done; nothing to continue", hint=_abort(workdir, state))
     idxs = _resolve_names(state.patches, drop)
     named_current = state.next in idxs
+    if drop_only and not named_current:
+        raise ConfigError(
+            f"the refresh stands at {state.patches[state.next].file}: --drop alone drops that one; "
+            "a later patch goes with --continue or --skip",
+            hint=f"e.g. `{cmd('--continue --drop ' + shlex.quote(drop[0]))}`",
+        )
     for i in idxs:
         if i < state.next:
             raise ConfigError(

@@ -120,6 +120,11 @@ def test_skip_and_drop_at_a_stop(rq: RefreshQueue, tmp_path: Path) -> None:
     # a patch already refreshed cannot be dropped; an unknown one is named
     res = invoke(proj, "refresh", "fixture", "--drop", "nope")
     assert_error(res, 2, "--drop nope: no such patch")
+    # --drop alone takes the stopped patch only
+    res = invoke(proj, "refresh", "fixture", "--drop", "cascade")
+    assert_error(
+        res, 2, "--drop alone drops that one", "`patchkit refresh fixture --continue --drop cascade`"
+    )
     # --skip drops the stopped patch, --drop a later one (with it)
     res = invoke(proj, "refresh", "fixture", "--skip", "--drop", "cascade")
     assert res.exit_code == 0, res.output
