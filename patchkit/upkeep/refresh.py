@@ -1005,12 +1005,21 @@ def _cascade(workdir: Path, state: RefreshState, i: int) -> list[str]:
     base without them (its conflicts are its own) or nothing is known."""
     if not state.old_root or not state.old_commits[i]:
         return []
-    out_idx = [j for j in range(i) if (state.commits[j] is None and state.old_commits[j] is not None)]
+    pdir = workdir / "patches"
+
+    def files(j: int) -> set[str]:
+        return set(parse_diff((pdir / f"{j:04d}.patch").read_bytes().decode("utf-8", "replace")).paths)
+
+    mine = files(i)
+    out_idx = [
+        j
+        for j in range(i)
+        if state.commits[j] is None and state.old_commits[j] is not None and files(j) & mine
+    ]
     if not out_idx:
         return []
     tree = workdir / "tree"
     index = workdir / "cascade.index"
-    pdir = workdir / "patches"
 
     def applies_without(skip: set[int]) -> bool:
         _scratch_git(tree, "read-tree", state.old_root, index=index)
