@@ -305,3 +305,13 @@ def test_a_conflict_with_an_earlier_patchs_resolution_names_that_patch(
         f"refresh stopped at 0002-onconflict.patch: conflicts in src/b.c (upstream {rq.c['u5'][:12]})",
         "the earlier patch 0001-conflict.patch did too (as refreshed here)",
     )
+
+
+def test_a_cherry_picked_patch_is_found_by_the_commit_it_names(rq: RefreshQueue, tmp_path: Path) -> None:
+    (file, header, body), base = patches_for(rq, "conflict", "base")
+    header += f"Taken from upstream.\n\n(cherry picked from commit {rq.c['u5'][:10]})\n\n"
+    proj = make_project(tmp_path, rq, pin=rq.c["r1"], patches=[(file, header, body), base])
+    res = invoke(proj, "refresh", "fixture", "--onto", rq.c["u6"], "--drop-upstreamed")
+    assert res.exit_code == 0, res.output
+    assert f"dropped 0001-conflict.patch: already upstream (cherry-pick {rq.c['u5'][:10]})" in res.stderr
+    assert series_files(proj) == ["0002-base.patch"]
