@@ -309,6 +309,11 @@ class RefreshState:
                 for r in state.recipes
             )
             or any(Path(c).name != c or not re.fullmatch(r"[0-9a-f]{64}\.txt", c) for c in state.conflicts)
+            # a dropped patch's file is removed at the end: only ever one of the series'
+            or any(
+                f not in {p.file for p in state.patches}
+                for f in [*state.to_drop, *(d.file for d in state.dropped)]
+            )
         ):
             raise PatchError(
                 f"{path} is damaged (it names files outside a patches/ folder or a recipe that is not there)",
