@@ -350,6 +350,7 @@ def _manifest(
         source=src.record,
         imports=checked.imports,
         runtime=checked.runtime_ref,
+        cpu_variants=info.cpu_variants,
     )
 
 

@@ -48,6 +48,7 @@ from patchkit.release.archive import (
 )
 from patchkit.release.names import archive_name, runtime_name, variant_name
 from patchkit.release.release import SUMS, read_sums
+from patchkit.spec import cpuvariants
 from patchkit.spec.manifest import (
     FileEntry,
     Manifest,
@@ -251,6 +252,30 @@ def _check_manifest(
         status = manifest.smoke.status if manifest.smoke is not None else None
         if status != "passed" and "unsmoked" not in manifest.waivers:
             diffs.append(f"{name}: smoke {status or 'not run'} but the manifest records no 'unsmoked' waiver")
+        diffs += _check_cpu_variants(name, manifest)
+    return diffs
+
+
+def _check_cpu_variants(name: str, manifest: ReleaseManifest) -> list[str]:
+    """The CPU variants a manifest names are modules of its archive, and its CPU model
+    table is the one they give (spec.cpuvariants; models this patchkit does not know are
+    left as they are)."""
+    record = manifest.cpu_variants
+    if record is None:
+        return []
+    types = {f.path: f.type for f in manifest.files}
+    diffs = [
+        f"{name}: cpu_variants names {v.file}, which is not a module (MODULE_LIBRARY) of the archive"
+        for v in record.variants
+        if types.get(v.file) != "MODULE_LIBRARY"
+    ]
+    want = {m.name: v for m, v in cpuvariants.model_table(record.names)}
+    for m in record.models:
+        if m.model in want and want[m.model] != m.variant:
+            diffs.append(
+                f"{name}: cpu_variants says {m.model} loads {m.variant or 'none'}, but the built "
+                f"variants give {want[m.model] or 'none'}"
+            )
     return diffs
 
 
