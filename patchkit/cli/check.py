@@ -110,27 +110,21 @@ def _key(r: PatchVerdict) -> tuple[str, tuple[str, ...]]:
     return r.label, r.cascade_of if isinstance(r, CheckVerdict) else ()
 
 
-def render_check(report: CheckReport, *, group: bool) -> tuple[Table, list[str]]:
+def render_check(report: CheckReport, *, group: bool) -> tuple[list[str], Table, list[str]]:
     """One row per patch. Refs (``--ref``): a column per ref. A range (``group``): the
     verdict at its first and last commit, and the commit since which the last one holds.
-    Then one line per patch that does not apply at the last ref, with the whole verdict."""
+    Before it the title lines; after it one line per patch that does not apply at the last
+    ref, with the whole verdict (each line at most 120 columns)."""
     numbers = {name: i for i, name in enumerate(report.patches, 1)}
     refs = report.refs
-    caption = None
+    title = [f"patch check against {report.repo}"]
     if group and refs:
-        caption = (
+        title.append(
             f"{len(report.patches)} patches x {len(refs)} first-parent commits "
             f"{refs[0].commit.short}..{refs[-1].commit.short}; since: the commit from which "
             "the last verdict holds"
         )
-    table = Table(
-        title=escape(f"patch check against {report.repo}"),
-        title_justify="left",
-        caption=escape(caption) if caption else None,
-        caption_justify="left",
-        box=box.SIMPLE_HEAD,
-        pad_edge=False,
-    )
+    table = Table(box=box.SIMPLE_HEAD, pad_edge=False)
     table.add_column("#", justify="right", no_wrap=True)
     table.add_column("patch", no_wrap=True, overflow="ellipsis", max_width=_NAME_WIDTH)
     cols: list[RefResult]
@@ -139,7 +133,7 @@ def render_check(report: CheckReport, *, group: bool) -> tuple[Table, list[str]]
         heads = [f"first {refs[0].commit.short}", f"last {refs[-1].commit.short}"][: len(cols)]
     else:
         cols = list(refs)
-        heads = [r.name for r in refs]
+        heads = [r.name if len(r.name) <= _CELL_WIDTH else r.commit.short for r in refs]
     for h in heads:
         table.add_column(escape(h), no_wrap=True, overflow="ellipsis", max_width=_CELL_WIDTH)
     if group and len(refs) > 1:
@@ -156,13 +150,8 @@ def render_check(report: CheckReport, *, group: bool) -> tuple[Table, list[str]]
         if r is None or r.status is not Status.CONFLICTS:
             continue
         if isinstance(r, CheckVerdict) and r.cascade_of:
-            what = (
-                "cascade of "
-                + ", ".join(f"#{numbers[n]} {n}" for n in r.cascade_of)
-                + " (its conflicts: "
-                + _where(r, full=True)
-                + ")"
-            )
+            nums = ", ".join(f"#{numbers[n]}" for n in r.cascade_of)
+            what = f"cascade of {nums}: needs lines {nums} adds at " + _where(r, full=True)
         else:
             what = "conflicts " + _where(r, full=True)
             left = [n for n in report.patches if n in r.note]
@@ -175,7 +164,7 @@ def render_check(report: CheckReport, *, group: bool) -> tuple[Table, list[str]]
     if lines:
         at = end.commit.short if end is not None else ""
         lines.insert(0, f"at {at} (--json or --bisect say all):")
-    return table, lines
+    return title, table, lines
 
 
 def _since(refs: Sequence[RefResult], i: int) -> str:
@@ -307,7 +296,9 @@ def check_cmd(
             raise ConfigError("nothing to check against: pass --ref REF or a recipe")
         with log.step(f"check {len(patches)} patches against {len(targets)} ref(s)"):
             report = check_series(repo_path, patches, targets)
-    table, lines = render_check(report, group=bool(range_))
+    title, table, lines = render_check(report, group=bool(range_))
+    for line in title:
+        out(line, err=as_json)
     out_table(table, err=as_json)
     for line in lines:
         out(line, err=as_json)

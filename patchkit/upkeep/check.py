@@ -228,7 +228,9 @@ class _Engine:
         self.files: dict[str, set[str]] = {}
         self.order: list[tuple[str, ...]] = []
         self.texts: list[PatchText | None] = []
-        self.added: list[dict[str, frozenset[bytes]]] = []
+        self.added: list[dict[str, frozenset[bytes]]] = []  # per patch: file -> lines it adds
+        # per patch: (file, hunk number) -> the hunk's preimage lines (context and "-")
+        self.preimages: list[dict[tuple[str, int], tuple[bytes, ...]]] = []
         self.creates: list[frozenset[str]] = []
         paths: list[str] = []
         for name, data in self.data:
@@ -239,11 +241,18 @@ class _Engine:
             self.order.append(tuple(files))
             self.texts.append(prepare(data, parsed))
             added: dict[str, set[bytes]] = {}
+            pres: dict[tuple[str, int], list[bytes]] = {}
             for f in parsed.files:
+                number = 0
                 for ln in f.body:
-                    if ln.startswith("+") and (s := significant(ln[1:].encode("utf-8", "replace"))):
+                    if ln.startswith("@@"):
+                        number += 1
+                    elif ln.startswith("+") and (s := significant(ln[1:].encode("utf-8", "replace"))):
                         added.setdefault(f.new_path, set()).add(s)
+                    elif number and ln[:1] in (" ", "-", ""):
+                        pres.setdefault((f.new_path, number), []).append(ln[1:].encode("utf-8", "replace"))
             self.added.append({f: frozenset(v) for f, v in added.items()})
+            self.preimages.append({key: tuple(v) for key, v in pres.items()})
             self.creates.append(frozenset(f.new_path for f in parsed.files if f.status in ("A", "R", "C")))
             paths.extend(f for f in files if f not in paths)
         self.paths = tuple(paths)
@@ -399,8 +408,7 @@ class _Engine:
     def _missing(self, k: int, step: _Step) -> tuple[tuple[str, int | None, frozenset[bytes]], ...]:
         """Per conflict of a conflicting step: (file, hunk, the significant lines of its
         preimage the file lacks); () when a conflict is none a cascade could explain."""
-        text = self.texts[k]
-        hunks = {(f.path, h.number): h for f in text.files for h in f.hunks} if text else {}
+        hunks = self.preimages[k]
         missing: list[tuple[str, int | None, frozenset[bytes]]] = []
         for c in step.verdict.conflicts:
             if c.hunk is None:
@@ -412,7 +420,7 @@ class _Engine:
             if h is None:
                 return ()
             have = self._line_set(step.inputs.get(c.file))
-            need = {s for ln in h.pre if (s := significant(ln)) and ln.rstrip(b"\n") not in have}
+            need = {s for ln in h if (s := significant(ln)) and ln.rstrip(b"\n") not in have}
             missing.append((c.file, c.hunk, frozenset(need)))
         return tuple(missing)
 
