@@ -29,6 +29,7 @@ from patchkit.cli._common import (
 )
 from patchkit.core.errors import CheckFailed, ConfigError
 from patchkit.core.log import log
+from patchkit.core.text import printable
 from patchkit.git.repo import parse_range
 from patchkit.upkeep.check import (
     BisectReport,
@@ -177,7 +178,7 @@ def _since(refs: Sequence[RefResult], i: int) -> str:
     if k == 0:
         return ""
     c = refs[k].commit
-    return f"{c.short[:10]} {c.date[:10]} {c.subject}"
+    return f"{c.short[:10]} {c.date[:10]} {printable(c.subject)}"
 
 
 def render_bisect(report: BisectReport) -> list[str]:
@@ -193,7 +194,7 @@ def render_bisect(report: BisectReport) -> list[str]:
         res = r.result.label if r.result else ""
         if r.verdict in (Verdict.BROKEN, Verdict.MERGED_UPSTREAM) and c is not None:
             what = "broken by" if r.verdict is Verdict.BROKEN else "merged upstream by"
-            lines.append(f"{head}{what} {c.short} {c.date} {c.subject}")
+            lines.append(f"{head}{what} {c.short} {c.date} {printable(c.subject)}")
             pad = " " * len(head)
             if r.files:
                 lines.append(f"{pad}which touched {', '.join(r.files)}")

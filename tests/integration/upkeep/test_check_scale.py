@@ -139,3 +139,31 @@ def test_python_matcher_gives_git_apply_verdicts(
     assert [[v.to_json() for v in r.results] for r in fast.refs] == [
         [v.to_json() for v in r.results] for r in slow.refs
     ]
+
+
+def test_upstream_subjects_reach_the_terminal_escaped(tmp_path: Path) -> None:
+    """A hostile commit subject (ESC, BEL, a bidi override) is printed as visible escapes in
+    the table's since column and in --bisect's lines."""
+    repo = tmp_path / "up"
+    repo.mkdir()
+    git(repo, "init", "-q", "-b", "master")
+    base = commit_files(repo, {"a.c": "one\ntwo\nthree\n"}, "base")
+    commit_files(repo, {"b.c": "b\n"}, "unrelated")
+    commit_files(repo, {"a.c": "one\nTWO\nthree\n"}, "\x1b[2J\x07 \u202etxt.exe")
+    proj = tmp_path / "project"
+    (proj / "recipes").mkdir(parents=True)
+    (proj / "patches").mkdir()
+    f = proj / "patches" / "0001-p.patch"
+    f.write_text(
+        patch_header("p")
+        + "diff --git a/a.c b/a.c\n--- a/a.c\n+++ b/a.c\n@@ -1,3 +1,3 @@\n one\n-two\n+2\n three\n"
+    )
+    (proj / "patches" / "series").write_text(f"{f.name} sha256={sha256_file(f)}\n")
+    (proj / "recipes" / "r.toml").write_text(
+        f'name = "r"\n[upstream]\nurl = "{repo}"\ncommit = "{base}"\n[build]\ntargets = ["x"]\n'
+    )
+    for extra in ([], ["--bisect"]):
+        res = run_cli(proj, "check", "r", "--range", f"{base}..master", *extra)
+        assert res.exit_code == 11, res.output
+        assert "\x1b" not in res.output and "\x07" not in res.output and "\u202e" not in res.output
+        assert ("\\x1b[2J\\x07 \\u202etxt.exe" if extra else "\\x1b[2J") in res.stdout
