@@ -213,9 +213,23 @@ def prepare(data: bytes, parsed: ParsedDiff) -> PatchText | None:
     return PatchText(files=tuple(out))
 
 
-@functools.lru_cache(maxsize=64)
+_SPLIT: dict[bytes, tuple[bytes, ...]] = {}  # the lines of the contents last seen
+_SPLIT_KEPT = 128
+
+
 def _split(data: bytes) -> tuple[bytes, ...]:
-    return tuple(_lines(data))
+    got = _SPLIT.get(data)
+    if got is None:
+        got = _remember(data, tuple(_lines(data)))
+    return got
+
+
+def _remember(data: bytes, lines: tuple[bytes, ...]) -> tuple[bytes, ...]:
+    """Keep ``data``'s lines (a patch's result is split once, where it was made)."""
+    if len(_SPLIT) >= _SPLIT_KEPT:
+        del _SPLIT[next(iter(_SPLIT))]
+    _SPLIT[data] = lines
+    return lines
 
 
 def _lines(data: bytes) -> list[bytes]:
@@ -390,7 +404,11 @@ def _apply_hunks_indexed(
         parts += post
         prev = e
     parts += orig[prev:]
-    return b"".join(parts), offsets, conflicts
+    result = b"".join(parts)
+    # the parts are the result's lines when only the last may lack its newline
+    if not conflicts and b"" not in parts and result.count(b"\n") >= len(parts) - 1:
+        _remember(result, tuple(parts))
+    return result, offsets, conflicts
 
 
 def _apply_hunks_walk(
