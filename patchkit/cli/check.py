@@ -152,7 +152,7 @@ def render_check(report: CheckReport, *, group: bool) -> tuple[list[str], Table,
             continue
         if isinstance(r, CheckVerdict) and r.cascade_of:
             nums = ", ".join(f"#{numbers[n]}" for n in r.cascade_of)
-            what = f"cascade of {nums}: needs lines {nums} adds at " + _where(r, full=True)
+            what = f"cascade of {nums} (needs what it adds), fails at " + _where(r, full=True)
         else:
             what = "conflicts " + _where(r, full=True)
             left = [n for n in report.patches if n in r.note]

@@ -99,7 +99,7 @@ def test_forty_patches_fit_120_columns_one_row_each(queue: tuple[Path, Path, lis
     assert ok.count("applies") == 2 and "…" in ok  # long names cut, the row still one line
     # below the table, the whole verdicts, each on one line, at most 120 columns
     (c40,) = [ln for ln in lines if ln.startswith("#40 ")]
-    assert "cascade of #37: needs lines #37 adds at src/big.c:1" in c40
+    assert "cascade of #37 (needs what it adds), fails at src/big.c:1" in c40
     (c33,) = [ln for ln in lines if ln.startswith("#33 ")]
     assert "conflicts src/big.c:1" in c33 and "cascade" not in c33
     res = run_cli(proj, "check", "fixture", "--range", f"{shas[0]}..master", "--json")
