@@ -26,12 +26,9 @@ compares both on randomised edits (tests/integration/upkeep/test_textapply.py), 
 
 from __future__ import annotations
 
-import bisect
 import dataclasses
-import functools
 import hashlib
 import io
-import itertools
 import re
 from collections.abc import Mapping, Sequence
 
@@ -213,25 +210,6 @@ def prepare(data: bytes, parsed: ParsedDiff) -> PatchText | None:
     return PatchText(files=tuple(out))
 
 
-_SPLIT: dict[bytes, tuple[bytes, ...]] = {}  # the lines of the contents last seen
-_SPLIT_KEPT = 128
-
-
-def _split(data: bytes) -> tuple[bytes, ...]:
-    got = _SPLIT.get(data)
-    if got is None:
-        got = _remember(data, tuple(_lines(data)))
-    return got
-
-
-def _remember(data: bytes, lines: tuple[bytes, ...]) -> tuple[bytes, ...]:
-    """Keep ``data``'s lines (a patch's result is split once, where it was made)."""
-    if len(_SPLIT) >= _SPLIT_KEPT:
-        del _SPLIT[next(iter(_SPLIT))]
-    _SPLIT[data] = lines
-    return lines
-
-
 def _lines(data: bytes) -> list[bytes]:
     """The file's lines as git splits them: at ``\\n`` only (not ``\\r``), each with its
     newline (the last may have none)."""
@@ -313,25 +291,6 @@ def _next(seq: list[bytes], item: bytes, start: int) -> int:
         return -1
 
 
-@functools.lru_cache(maxsize=64)
-def _starts(data: bytes) -> tuple[int, ...]:
-    """The byte offset where each line of the file starts (and its length at the end)."""
-    return (0, *itertools.accumulate(map(len, _split(data))))
-
-
-def _places(data: bytes, line: bytes) -> list[int]:
-    """The line numbers (0-based) of the file's lines equal to ``line`` (which ends with
-    its newline), found with bytes.find (C speed)."""
-    starts = _starts(data)
-    out: list[int] = []
-    at = data.find(line)
-    while at >= 0:
-        if at == 0 or data[at - 1] == 0x0A:
-            out.append(bisect.bisect_left(starts, at))
-        at = data.find(line, at + 1)
-    return out
-
-
 def _apply_hunks(
     data: bytes, path: str, hunks: Sequence[TextHunk]
 ) -> tuple[bytes, list[Offset], list[Conflict]]:
@@ -340,24 +299,47 @@ def _apply_hunks(
     return _apply_hunks_indexed(data, path, hunks)
 
 
+_BLOCK = 8192
+_INDEX: dict[bytes, list[int]] = {}  # a file's newline counts at each block start
+_INDEX_KEPT = 64
+
+
+def _line_index(data: bytes) -> list[int]:
+    """How many newlines precede each ``_BLOCK``-byte block of ``data`` (and the total,
+    last): a byte offset's line number then costs a count within one block."""
+    got = _INDEX.get(data)
+    if got is None:
+        got = [0]
+        for i in range(0, len(data), _BLOCK):
+            got.append(got[-1] + data.count(b"\n", i, i + _BLOCK))
+        if len(_INDEX) >= _INDEX_KEPT:
+            del _INDEX[next(iter(_INDEX))]
+        _INDEX[data] = got
+    return got
+
+
 def _apply_hunks_indexed(
     data: bytes, path: str, hunks: Sequence[TextHunk]
 ) -> tuple[bytes, list[Offset], list[Conflict]]:
-    """The same as :func:`_apply_hunks_walk`, in the file's own line numbers.
+    """The same as :func:`_apply_hunks_walk`, on the file's bytes in its own line numbers.
 
     Lines an applied hunk wrote can never match again, and every hunk here keeps at least
     one line, so a hunk can only match lines of the file as it was, none of them consumed
     by an earlier hunk: candidates are the places of the preimage's longest line in the
-    original file (bytes.find), each mapped to where it is now.
+    original bytes (bytes.find), each mapped to where it is now; a candidate is compared
+    with bytes.startswith. Nothing is split into lines, nothing copied but the result.
     """
-    orig = _split(data)
-    nr = len(orig)
-    edits: list[tuple[int, int, tuple[bytes, ...]]] = []  # (start, end) in orig, the lines put there
+    nl = 0x0A
+    index = _line_index(data)
+    nr0 = index[-1] + (1 if data and not data.endswith(b"\n") else 0)
+    nr = nr0
+    # (first line, end line) in the original, (first byte, end byte), the lines put there
+    edits: list[tuple[int, int, int, int, bytes, int]] = []
     offsets: list[Offset] = []
     conflicts: list[Conflict] = []
 
-    def now(q: int) -> int:  # where orig line q is now
-        return q + sum(len(post) - (e - s) for s, e, post in edits if e <= q)
+    def now(q: int) -> int:  # where original line q is now
+        return q + sum(npost - (qe - qs) for qs, qe, _s, _e, _p, npost in edits if qe <= q)
 
     for h in hunks:
         pre, npre = h.pre, len(h.pre)
@@ -366,56 +348,63 @@ def _apply_hunks_indexed(
         line = min(pos, nr)
         # the longest full line of the preimage is the likeliest to be rare
         a = max((j for j in range(npre) if pre[j].endswith(b"\n")), key=lambda j: len(pre[j]))
-        found: list[tuple[int, bool, int, int]] = []  # (distance, before, now, q)
-        for at in _places(data, pre[a]):
-            q = at - a
-            if q < 0 or q + npre > len(orig):
-                continue
-            c = now(q)
-            if (match_beginning and c) or (match_end and c + npre != nr):
-                continue
-            found.append((abs(c - line), c < line, c, q))
+        anchor, before = pre[a], sum(len(pre[j]) for j in range(a))
+        partial = not pre[-1].endswith(b"\n")
+        head = b"".join(pre[:-1]) if partial else b"".join(pre)
+        found: list[tuple[int, bool, int, int, int]] = []  # (distance, before, now, q, byte)
+        at = data.find(anchor)
+        while at >= 0:
+            if at == 0 or data[at - 1] == nl:
+                block = at // _BLOCK
+                q = index[block] + data.count(b"\n", block * _BLOCK, at) - a
+                off = at - before
+                if q >= 0 and off >= 0 and q + npre <= nr0:
+                    c = now(q)
+                    if not ((match_beginning and c) or (match_end and c + npre != nr)):
+                        found.append((abs(c - line), c < line, c, q, off))
+            at = data.find(anchor, at + 1)
         found.sort()
         hit = None
-        for _d, _b, c, q in found:
-            if any(s < q + npre and q < e for s, e, _ in edits):
+        for _d, _b, c, q, off in found:
+            if any(qs < q + npre and q < qe for qs, qe, _s, _e, _p, _n in edits):
                 continue  # an earlier hunk wrote some of these lines
-            if any(orig[q + j] != pre[j] for j in range(npre - 1)):
+            if (off and data[off - 1] != nl) or not data.startswith(head, off):
                 continue
-            last, want = orig[q + npre - 1], pre[-1]
-            if last != want and (match_end or not last.startswith(want) or not last[len(want) :].isspace()):
-                continue
-            hit = (c, q)
+            stop = off + len(head)
+            if partial:  # the file's last line, or one that only adds blanks to it
+                eol = data.find(b"\n", stop)
+                stop = len(data) if eol < 0 else eol + 1
+                last, want = data[off + len(head) : stop], pre[-1]
+                if last != want and (
+                    match_end or not last.startswith(want) or not last[len(want) :].isspace()
+                ):
+                    continue
+            hit = (c, q, off, stop)
             break
         if hit is None:
             conflicts.append(
                 Conflict(file=path, hunk=h.number, header=h.header, reason="context does not match")
             )
             continue
-        c, q = hit
+        c, q, off, stop = hit
         if c != pos:
             offsets.append(Offset(file=path, hunk=h.number, lines=c - pos))
-        edits.append((q, q + npre, h.post))
+        edits.append((q, q + npre, off, stop, b"".join(h.post), len(h.post)))
         nr += len(h.post) - npre
     parts: list[bytes] = []
     prev = 0
-    for s, e, post in sorted(edits):
-        parts += orig[prev:s]
-        parts += post
-        prev = e
-    parts += orig[prev:]
-    result = b"".join(parts)
-    # the parts are the result's lines when only the last may lack its newline
-    if not conflicts and b"" not in parts and result.count(b"\n") >= len(parts) - 1:
-        _remember(result, tuple(parts))
-    return result, offsets, conflicts
+    for _qs, _qe, first, stop, post, _n in sorted(edits, key=lambda e: e[2]):
+        parts += (data[prev:first], post)
+        prev = stop
+    parts.append(data[prev:])
+    return b"".join(parts), offsets, conflicts
 
 
 def _apply_hunks_walk(
     data: bytes, path: str, hunks: Sequence[TextHunk]
 ) -> tuple[bytes, list[Offset], list[Conflict]]:
     """Hunk after hunk on the file's lines, searched as git's find_pos walks."""
-    img = list(_split(data))
+    img = _lines(data)
     patched = [False] * len(img)
     offsets: list[Offset] = []
     conflicts: list[Conflict] = []
