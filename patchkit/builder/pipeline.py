@@ -24,6 +24,7 @@ from patchkit.builder import compcache, repro
 from patchkit.builder.configure import available_tools, config_id, configure, defines_and_env
 from patchkit.builder.output import check_out_dir, write_output
 from patchkit.builder.record import assemble_build_info, rpc_enabled, tool_versions
+from patchkit.builder.sandbox import Sandbox
 from patchkit.builder.ship import post_output
 from patchkit.builder.source import apply_patches, check_source
 from patchkit.core.lock import cache_lock
@@ -59,6 +60,8 @@ class BuildOptions:
     # (a rebuild: the same configuration as the release's build, without its tests)
     smoke_checks: bool = True
     configure_only: bool = False  # source, patches, CUDA preflight, CMake configure; no compile
+    # run CMake's configure and build inside it (set by `rebuild` only: someone else's code)
+    sandbox: Sandbox | None = None
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -89,6 +92,8 @@ def run_build(opts: BuildOptions) -> BuildResult:
     check_out_dir(opts.out, cache.root)
     stages = _Stages()
     tools = cm.find_tools(opts.env)
+    if opts.sandbox is not None:
+        tools = dataclasses.replace(tools, wrap=tuple(opts.sandbox.argv()))
     cc = compcache.plan(opts.compile_cache, ccache=tools.ccache, cache_root=cache.root, env=opts.env)
     cuda_plan = None
     if recipe.cuda is not None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shlex
 from pathlib import Path
 
 import click
@@ -10,6 +11,7 @@ import click
 from patchkit.builder.output import check_out_dir
 from patchkit.cli._build_opts import MAX_JOBS, build_options, check_parallel_env, run_logged
 from patchkit.cli._common import DEFAULT_RECIPE, load_recipe_arg, resolve_repo
+from patchkit.cli.refresh import report as report_refresh
 from patchkit.core.errors import BuildError, ConfigError, FatalError, PatchError
 from patchkit.core.fs import atomic_write_text, check_writable, read_capped
 from patchkit.core.log import log
@@ -107,6 +109,12 @@ def _check_outputs(summary: Path | None, build: Recipe | None, out: Path | None)
     help="The refresh's scratch folder (default: refresh's, in the cache, per "
     "recipe: `patchkit refresh [RECIPE] --continue/--abort` find it).",
 )
+@click.option(
+    "--drop-upstreamed",
+    is_flag=True,
+    help="Drop the patches found already upstream in the range instead of merging them "
+    "(as `patchkit refresh --drop-upstreamed`).",
+)
 @click.pass_context
 def bump_cmd(
     ctx: click.Context,
@@ -119,6 +127,7 @@ def bump_cmd(
     jobs: int | None,
     summary: Path | None,
     workdir: Path | None,
+    drop_upstreamed: bool,
 ) -> None:
     """Move every recipe on RECIPE's upstream to a newer upstream commit.
 
@@ -151,6 +160,7 @@ def bump_cmd(
         check_parallel_env(jobs, dict(os.environ))
     repo = resolve_repo(repo=None, upstream=upstream, recipe=rec)
     label = recipe or DEFAULT_RECIPE
+    command = "patchkit refresh" + (f" {shlex.quote(recipe)}" if recipe else "")
     opts = BumpOptions(
         repo=repo,
         upstream=upstream or rec.upstream.url,
@@ -160,6 +170,10 @@ def bump_cmd(
         workdir=workdir or cache_layout().refresh(Path(label).stem),
         to=to,
         dry_run=dry_run,
+        drop_upstreamed=drop_upstreamed,
+        command=command,
+        hint_workdir=workdir is not None,
+        rerere=cache_layout().rerere,
     )
     with log.step(f"bump {len(recipes)} recipe(s) on {rec.upstream.url}" + (" (dry run)" if dry_run else "")):
         try:
@@ -167,13 +181,13 @@ def bump_cmd(
         except BumpStopped as e:
             # a conflict: the summary so far, then refresh's one-line error (state kept)
             _emit(render_summary(e.result), summary)
+            # refresh's hint names the exact command (recipe, --workdir); --continue also
+            # moves every recipe's pin
             raise PatchError(
-                e.message,
-                detail=e.detail,
-                hint=f"fix the files, `git add` them, then `patchkit refresh "
-                f"{label} --continue` (moves every recipe's pin) or "
-                f"`patchkit refresh {label} --abort`",
+                e.message, detail=e.detail, hint=f"{e.hint} (--continue also moves every recipe's pin)"
             ) from None
+    if result.refresh is not None and not dry_run:
+        report_refresh(result.refresh)  # what was dropped, kept though upstream, reused (stderr)
     build_lines: list[str] = []
     errors: list[PatchErrors] = []
     error: FatalError | None = None

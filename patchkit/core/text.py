@@ -3,16 +3,34 @@
 from __future__ import annotations
 
 import difflib
-import re
+import unicodedata
 from collections.abc import Iterable
 from typing import Any
 
 __all__ = ["did_you_mean", "diff_keys", "printable"]
 
-# C0 controls (ESC, BEL, CR, backspace...), DEL, C1 controls (a lone 0x9b is a CSI on many
-# terminals), and the Unicode marks that reorder or hide text (bidi overrides and isolates,
-# zero-width characters, the line and paragraph separators)
-_UNPRINTABLE = re.compile("[\x00-\x1f\x7f-\x9f\u200b-\u200f\u2028-\u202e\u2060-\u2069\ufeff]")
+# control (Cc: ESC, BEL, CR, C1's CSI...), format (Cf: bidi overrides, zero-width) and line
+# / paragraph separators: what can move a terminal's cursor, recolour it, set its title or
+# reorder what is shown
+_HIDDEN = frozenset(("Cc", "Cf", "Zl", "Zp", "Cs"))
+
+
+def printable(text: str) -> str:
+    """``text`` safe to show on a terminal, on one line: every control or format character
+    (ESC, BEL, newline, C1 controls, bidi overrides, zero-width characters...) written as
+    its escape (``\\x1b``, ``\\u202e``); everything else, non-ASCII letters included, as is.
+    For strings that come from input patchkit does not trust (archive member names,
+    manifest and statement fields) before they are printed, as text or in messages."""
+    if text.isprintable():
+        return text  # the common case: nothing to escape (isprintable is False for all above)
+    out = []
+    for c in text:
+        if unicodedata.category(c) in _HIDDEN:
+            n = ord(c)
+            out.append(f"\\x{n:02x}" if n < 0x100 else f"\\u{n:04x}" if n < 0x10000 else f"\\U{n:08x}")
+        else:
+            out.append(c)
+    return "".join(out)
 
 
 def did_you_mean(word: str, choices: Iterable[str]) -> str:
@@ -34,18 +52,3 @@ def diff_keys(a: Any, b: Any, prefix: str = "") -> list[str]:
             out += diff_keys(x, y, f"{prefix}[{i}]")
         return out
     return [] if a == b else [prefix or "(whole)"]
-
-
-def printable(text: str, *, keep_newlines: bool = False) -> str:
-    """Text from outside (commit subjects, names in archives) safe to print on a terminal or
-    in a document: every control or invisible reordering character becomes a visible escape
-    (``\\x1b``, ``\\u202e``), so no escape sequence, bell or hidden text reaches the reader.
-    ``keep_newlines``: ``\\n`` stays a line break."""
-
-    def esc(m: re.Match[str]) -> str:
-        c = m.group(0)
-        if keep_newlines and c == "\n":
-            return c
-        return f"\\x{ord(c):02x}" if ord(c) < 0x100 else f"\\u{ord(c):04x}"
-
-    return _UNPRINTABLE.sub(esc, text)

@@ -76,6 +76,10 @@ class BumpOptions:
     workdir: Path  # refresh's scratch folder (its --continue / --abort find it there)
     to: str | None = None  # None: the newest commit of the default branch
     dry_run: bool = False
+    drop_upstreamed: bool = False  # refresh drops the patches found already upstream
+    command: str = ""  # how refresh's hints name this refresh (`patchkit refresh NAME`)
+    hint_workdir: bool = True  # refresh's hints say --workdir (bump was given one)
+    rerere: Path | None = None  # recorded conflict resolutions (refresh's)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -336,6 +340,10 @@ def _refresh_options(
         recipe_path=paths[0] if paths else None,
         move_pin=bool(paths),
         more_recipes=tuple(paths[1:]),
+        drop_upstreamed=opts.drop_upstreamed,
+        command=opts.command if move else "",
+        hint_workdir=opts.hint_workdir,
+        rerere=opts.rerere if move else None,
     )
 
 

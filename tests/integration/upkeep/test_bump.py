@@ -105,8 +105,8 @@ def test_conflict_keeps_state_and_abort_restores_everything(bup: BumpUpstream, t
         res,
         5,
         "refresh stopped at 0001-guard.patch: conflicts in src/rpc.c",
-        "patchkit refresh fixture --continue",
-        "--abort",
+        f"`patchkit refresh fixture --continue --workdir {workdir}`",
+        f"`patchkit refresh fixture --abort --workdir {workdir}`",
     )
     assert "Status: stopped at a conflict: nothing was written yet" in res.stdout
     assert snapshot(proj) == before  # recipes and patches untouched
