@@ -542,6 +542,27 @@ def _relative(file: str, src: Path, build: Path | None) -> str | None:
         return None
 
 
+def _upstreamed_lines(result: BumpResult, web: str) -> list[str]:
+    """The patches the refresh dropped (already upstream, ``--skip``, ``--drop``) and those
+    found upstream but kept (proposed for dropping), each with the upstream commit that
+    has it: a reviewer sees why the series got shorter."""
+    r = result.refresh
+    if r is None or not (r.dropped or r.upstream):
+        return []
+    out = ["", "### Patches dropped or found upstream", ""]
+    for d in r.dropped:
+        at = f" {_commit(d.commit, web)} {_subject(d.commit.subject, web)}" if d.commit else ""
+        out.append(f"- {md_code(d.file)} dropped: {md_code(d.reason)}{at}")
+    for u in r.upstream:
+        rule = u.rule + (f" {u.detail}" if u.detail else "")
+        at = f" {_commit(u.commit, web)} {_subject(u.commit.subject, web)}" if u.commit else ""
+        out.append(
+            f"- {md_code(u.file)} kept, though upstream has it ({md_code(rule)}):{at}; "
+            "`--drop-upstreamed` drops it"
+        )
+    return out
+
+
 def render_summary(
     result: BumpResult, *, build_lines: Sequence[str] = (), errors: Sequence[PatchErrors] = ()
 ) -> str:
@@ -597,6 +618,8 @@ def render_summary(
             refreshed[f] = "unchanged"
         for f in result.refresh.skipped:
             refreshed[f] = "skipped (outside When)"
+        for d in result.refresh.dropped:
+            refreshed[d.file] = "dropped"
     files_of = dict(p.patch_files)
     for v in p.verdicts:
         verdict, where = _verdict_cell(v)
@@ -608,6 +631,7 @@ def render_summary(
         lines.append(f"| {md_code(v.patch, cell=True)} | {verdict} | {md_code(where, cell=True)} | {how} |")
     if result.stopped:
         lines += ["", f"Refresh: {md_code(result.stopped)}"]
+    lines += _upstreamed_lines(result, web)
     files = ", ".join(md_code(f) for f in p.files) or "-"
     lines += [
         "",

@@ -9,8 +9,9 @@ from patchkit.git.repo import CommitInfo
 from patchkit.spec.patchfile import Offset
 from patchkit.spec.rpcproto import ProtoVersion
 from patchkit.upkeep.bump import BumpPlan, BumpResult, Touching, render_summary
-from patchkit.upkeep.refresh import RefreshResult
+from patchkit.upkeep.refresh import Dropped, RefreshResult
 from patchkit.upkeep.scratch import PatchVerdict, Status
+from patchkit.upkeep.upstreamed import Upstreamed
 
 OLD = CommitInfo(sha="8" * 40, date="2026-08-07T10:00:00+00:00", subject="old")
 NEW = CommitInfo(sha="b" * 40, date="2026-08-21T10:00:00+00:00", subject="llama.cpp : bump | version <b>")
@@ -200,3 +201,43 @@ def test_compile_errors_map_to_the_patch_whose_hunk_covers_the_line(tmp_path: Pa
     md = render_summary(r, build_lines=["`patchkit build cpu-rpc`: **failed**"], errors=got)
     assert "### Compile errors in patched code\n\n- `first`: 1 error(s) in lines its hunks cover\n" in md
     assert "  - `src/a.c:25:5`: `implicit declaration of function 'uses_old_name'`\n" in md
+
+
+def test_dropped_and_upstream_patches_are_listed_with_their_commits() -> None:
+    up = CommitInfo(sha="c" * 40, date="2026-08-19T00:00:00+00:00", subject="rpc: guard @octocat (#16769)")
+    r = BumpResult(
+        plan=plan(),
+        dry_run=False,
+        refresh=RefreshResult(
+            onto=NEW.sha,
+            updated=(),
+            unchanged=(),
+            skipped=(),
+            pin_moved=True,
+            dropped=(Dropped(file="0001-guard.patch", reason="already upstream (patch-id)", commit=up),),
+            upstream=(Upstreamed(file="0002-other.patch", rule="pull-request", commit=up, detail="#16769"),),
+        ),
+        moved=("cpu-rpc",),
+    )
+    md = render_summary(r)
+    web = "https://github.com/ggml-org/llama.cpp"
+    assert "| `guard` | applies-with-offset |" in md and md.split("| `guard` |")[1].split("\n")[0].endswith(
+        "| dropped |"
+    )
+    section = md.split("### Patches dropped or found upstream\n\n")[1].split("\n\n")[0].splitlines()
+    assert section[0].startswith("- `0001-guard.patch` dropped: `already upstream (patch-id)` ")
+    assert f"({web}/commit/{up.sha})" in section[0]
+    # upstream's subject is inert (a code span) and its (#N) links to upstream's pull request
+    assert "`rpc: guard @octocat`" in section[0] and f"({web}/pull/16769)" in section[0]
+    assert section[1].startswith("- `0002-other.patch` kept, though upstream has it (`pull-request #16769`):")
+    assert section[1].endswith("`--drop-upstreamed` drops it")
+
+
+def test_no_section_when_nothing_was_dropped() -> None:
+    r = BumpResult(
+        plan=plan(),
+        dry_run=False,
+        refresh=RefreshResult(onto=NEW.sha, updated=(), unchanged=(), skipped=(), pin_moved=True),
+        moved=("cpu-rpc",),
+    )
+    assert "dropped or found upstream" not in render_summary(r)
