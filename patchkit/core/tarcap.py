@@ -8,9 +8,9 @@ the decompressed stream refuses any single read above a cap (a header record lar
 the bytes skipped past are capped, and tarfile's list of every header read is emptied as
 the members go by, so memory stays flat whatever the archive holds.
 
-``patchkit.release.archive`` (verify's reader) guards its reads the same way with its own
-budget; this is the small shared piece for callers that want one member out of a tarball
-(``patchkit model get --from``).
+``patchkit.release.archive`` (verify's reader) reads through the same :class:`CappedReader`
+with its own budget and error class; :func:`open_tar_gz` / :func:`capped_members` are for
+callers that want one member out of a tarball (``patchkit model get --from``).
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ import io
 import tarfile
 import time
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO
 
@@ -40,10 +40,20 @@ class TarRefused(ValueError):
 
 class CappedReader(io.RawIOBase):
     """A forward-only stream that refuses any single read above ``cap`` bytes (and any read
-    after ``deadline``, a :func:`time.monotonic` value)."""
+    after ``deadline``, a :func:`time.monotonic` value). ``tick`` runs before every read (a
+    caller's own budget: verify's reader); ``refused`` makes the caller's error class."""
 
-    def __init__(self, f: IO[bytes], cap: int, deadline: float | None = None) -> None:
+    def __init__(
+        self,
+        f: IO[bytes],
+        cap: int,
+        deadline: float | None = None,
+        *,
+        tick: Callable[[], None] | None = None,
+        refused: Callable[[str], Exception] = TarRefused,
+    ) -> None:
         self.f, self.cap, self.deadline = f, cap, deadline
+        self.tick, self.refused = tick, refused
 
     def readable(self) -> bool:
         return True
@@ -54,11 +64,13 @@ class CappedReader(io.RawIOBase):
     def read(self, size: int | None = -1) -> bytes:
         if size is None or size < 0 or size > self.cap:
             what = "the rest of the stream" if size is None or size < 0 else f"{size} bytes"
-            raise TarRefused(
+            raise self.refused(
                 f"a tar header record of {what}, more than {self.cap - tarfile.BLOCKSIZE} (a bomb?)"
             )
+        if self.tick is not None:
+            self.tick()
         if self.deadline is not None and time.monotonic() > self.deadline:
-            raise TarRefused("reading it took too long")
+            raise self.refused("reading it took too long")
         return self.f.read(size)
 
     def readinto(self, b: bytearray | memoryview) -> int:  # type: ignore[override]
@@ -68,7 +80,7 @@ class CappedReader(io.RawIOBase):
 
     def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
         if whence == io.SEEK_SET and offset < self.f.tell():
-            raise TarRefused("the tar stream asks to be read backwards")
+            raise self.refused("the tar stream asks to be read backwards")
         return self.f.seek(offset, whence)
 
     def tell(self) -> int:

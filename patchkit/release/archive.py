@@ -36,6 +36,7 @@ from typing import IO
 from patchkit.binary.elf import MAGIC as ELF_MAGIC
 from patchkit.binary.elf import ElfDynamic, ElfFormatError, parse_dynamic
 from patchkit.core.fs import atomic_file, sha256_stream
+from patchkit.core.tarcap import CappedReader
 
 __all__ = [
     "ARCHIVE_SUFFIXES",
@@ -272,40 +273,6 @@ def _gib(n: int) -> str:
     return f"{n / (1 << 30):g} GiB"
 
 
-class _CappedReader(io.RawIOBase):
-    """The decompressed tar stream, refusing any single read above ``cap``: tarfile reads a
-    pax or GNU long-name header's whole payload in one call, so a header claiming a
-    gigabyte is refused here instead of being inflated into memory."""
-
-    def __init__(self, f: IO[bytes], cap: int, budget: _Budget) -> None:
-        self.f, self.cap, self.budget = f, cap, budget
-
-    def readable(self) -> bool:
-        return True
-
-    def seekable(self) -> bool:
-        return True
-
-    def read(self, size: int | None = -1) -> bytes:
-        if size is None or size < 0 or size > self.cap:
-            raise ArchiveRefused(f"a tar header record of {size} bytes, more than {self.cap} (a bomb?)")
-        self.budget.tick()
-        return self.f.read(size)
-
-    def readinto(self, b: bytearray | memoryview) -> int:  # type: ignore[override]
-        data = self.read(len(b))
-        b[: len(data)] = data
-        return len(data)
-
-    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
-        if whence == io.SEEK_SET and offset < self.f.tell():
-            raise ArchiveRefused("the tar stream asks to be read backwards")
-        return self.f.seek(offset, whence)
-
-    def tell(self) -> int:
-        return self.f.tell()
-
-
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class _Hashed:
     sha256: str
@@ -351,7 +318,8 @@ def _hash_and_keep(src: IO[bytes], keep: bool, budget: _Budget, declared: int, n
 
 def _read_tar(path: Path, keep: Sequence[str], budget: _Budget) -> Iterator[EntryInfo]:
     with gzip.GzipFile(path, mode="rb") as gz:
-        raw = _CappedReader(gz, budget.limits.header + tarfile.BLOCKSIZE, budget)  # type: ignore[arg-type]
+        cap = budget.limits.header + tarfile.BLOCKSIZE
+        raw = CappedReader(gz, cap, tick=budget.tick, refused=ArchiveRefused)  # type: ignore[arg-type]
         with tarfile.open(fileobj=raw, mode="r:") as tar:
             for info in tar:
                 wanted = info.name in keep
