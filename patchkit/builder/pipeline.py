@@ -135,6 +135,14 @@ def _run_locked(
             nvcc=cuda_plan.toolkit.version if cuda_plan else None,
         )
     )
+    if recipe.build.root is not None:  # the compilers run inside a prepared root (builder.sysroot)
+        from patchkit.builder import sysroot
+
+        root = sysroot.require_root(cache.root, recipe.build.root)
+        wrappers = work.root / "root-bin"
+        sysroot.write_wrappers(root, cache.root, wrappers, binds=(work.root,), env=env)
+        defines.update(sysroot.compiler_defines(root, cache.root, wrappers))
+        log.info(f"building in the root {root.label} ({root.suite}: glibc {root.glibc}, GCC {root.gcc})")
     config = config_id(recipe, defines, tools, work)
     # the remote probed, sccache's server running; no credential in the log or an error
     with compcache.session(cc, work.root, env, log_path=work.log) as ccs:

@@ -150,6 +150,7 @@ class CacheLayout:
     <cache>/refresh/<recipe>/           a refresh in progress (upkeep.refresh)
     <cache>/models/<name>/              real model weights (weights.store)
     <cache>/wheels/<os>-<arch>-cuda<X.Y>/  NVIDIA runtime wheels (release.bundle)
+    <cache>/roots/<name>/               a build root: tree/ and root.json (builder.sysroot)
     """
 
     root: Path
