@@ -36,6 +36,7 @@ from patchkit.spec.rpcproto import read_rpc_protocol
 
 if TYPE_CHECKING:
     from patchkit.builder.cuda.plan import CudaPlan
+    from patchkit.builder.sysroot import RootRecord
 
 __all__ = ["BuildOptions", "BuildResult", "run_build"]
 
@@ -101,8 +102,13 @@ def run_build(opts: BuildOptions) -> BuildResult:
             log.info(f"  {cuda_plan.archs.describe()}")
             for note in cuda_plan.notes:
                 log.info(f"  note: {note}")
+    root = None
+    if recipe.build.root is not None:  # refused before cloning when it is not prepared
+        from patchkit.builder import sysroot
+
+        root = sysroot.require_root(cache.root, recipe.build.root)
     with cache_lock(cache.root, f"patchkit build {recipe.name}"):
-        return _run_locked(opts, url, cache, tools, cuda_plan, cc, stages)
+        return _run_locked(opts, url, cache, tools, cuda_plan, cc, stages, root)
 
 
 def _run_locked(
@@ -113,6 +119,7 @@ def _run_locked(
     cuda_plan: CudaPlan | None,
     cc: compcache.CachePlan,
     stages: _Stages,
+    root: RootRecord | None = None,
 ) -> BuildResult:
     recipe = opts.recipe
     work = cache.work(recipe.name, url)
@@ -135,10 +142,9 @@ def _run_locked(
             nvcc=cuda_plan.toolkit.version if cuda_plan else None,
         )
     )
-    if recipe.build.root is not None:  # the compilers run inside a prepared root (builder.sysroot)
+    if root is not None:  # the compilers run inside a prepared root (builder.sysroot)
         from patchkit.builder import sysroot
 
-        root = sysroot.require_root(cache.root, recipe.build.root)
         wrappers = work.root / "root-bin"
         sysroot.write_wrappers(root, cache.root, wrappers, binds=(work.root,), env=env)
         defines.update(sysroot.compiler_defines(root, cache.root, wrappers))
