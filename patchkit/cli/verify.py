@@ -59,6 +59,10 @@ def verify_cmd(directory: Path, as_json: bool, allowed_signers: Path | None) -> 
         "and provenance" + (" (signed by allowed signers)" if allowed_signers else ""),
         err=as_json,
     )
+    from patchkit.release.floor import floor_lines
+
+    for line in floor_lines(directory, report.archives):
+        out(line, err=as_json)
 
 
 COMMANDS = [verify_cmd]

@@ -175,3 +175,17 @@ def test_a_manifest_without_a_floor_still_reads_and_verifies(tmp_path: Path) -> 
 
 def test_windows_releases_have_no_floor(tmp_path: Path) -> None:
     assert floor_mod.compute_floor({}, {"GLIBC": "2.31"}) is None
+
+
+def test_verify_prints_each_archives_floor(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from patchkit.cli import main
+
+    r = do_release(_build(tmp_path), tmp_path / "dist", recipe=_recipe(glibc="2.31"), allow_stale=True)
+    res = CliRunner().invoke(main, ["verify", str(tmp_path / "dist")])
+    assert res.exit_code == 0, res.output
+    assert res.stdout.splitlines()[-1] == (
+        f"{r.archive.name}: C library floor CXXABI_1.3.11 GLIBC_2.30 GLIBCXX_3.4.26 (within the "
+        "stated GLIBC_2.31); from the system: libc.so.6, libm.so.6, libstdc++.so.6"
+    )
