@@ -1,7 +1,8 @@
 """`patchkit verify DIST`.
 
-The result goes to stdout: one line when everything matches, else one line per
-difference (then the error, exit 12, on stderr). ``--json`` prints ``{"schema": 1,
+The result goes to stdout: one line when everything matches (then one line per archive
+with its C library floor: what its files need, the floor its recipe states, what they take
+from the system), else one line per difference (then the error, exit 12, on stderr). ``--json`` prints ``{"schema": 1,
 "directory", "ok", "archives", "differences"}`` instead, and the line or the error (with
 the differences) goes to stderr.
 """
