@@ -33,6 +33,7 @@ import os
 import re
 import shlex
 import shutil
+import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -246,6 +247,8 @@ def prepare_root(
     found = find_root(cache, name)
     if found is not None and not again:
         return found, False
+    if sys.platform != "linux":
+        raise ConfigError("build roots are Debian roots for Linux builds", hint="prepare one on Linux")
     if os.geteuid() != 0:
         raise ConfigError(
             "preparing a build root needs root (debootstrap creates device nodes and owners)",

@@ -2,9 +2,9 @@
 
 The result goes to stdout: one line when everything matches (then one line per archive
 with its C library floor: what its files need, the floor its recipe states, what they take
-from the system), else one line per difference (then the error, exit 12, on stderr). ``--json`` prints ``{"schema": 1,
-"directory", "ok", "archives", "differences"}`` instead, and the line or the error (with
-the differences) goes to stderr.
+from the system), else one line per difference (then the error, exit 12, on stderr).
+``--json`` prints ``{"schema": 1, "directory", "ok", "archives", "differences"}``
+instead, and the lines or the error (with the differences) go to stderr.
 """
 
 from __future__ import annotations
