@@ -51,3 +51,7 @@ set(PATCHKIT_MINGW_FLAGS "-include \"${PATCHKIT_MINGW_COMPAT_H}\" -Wa,-muse-unal
 set(CMAKE_C_FLAGS_INIT "${PATCHKIT_MINGW_FLAGS}")
 set(CMAKE_CXX_FLAGS_INIT "${PATCHKIT_MINGW_FLAGS}")
 set(CMAKE_EXE_LINKER_FLAGS_INIT "-static")
+# DLLs too (shared ggml/llama, the loadable CPU variants): libstdc++, libgcc and
+# winpthread linked in, so no DLL imports a mingw runtime DLL that is not shipped
+set(CMAKE_SHARED_LINKER_FLAGS_INIT "-static")
+set(CMAKE_MODULE_LINKER_FLAGS_INIT "-static")

@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from patchkit.builder import cmake as cm
-from patchkit.builder import compcache, repro
+from patchkit.builder import compcache, repro, variants
 from patchkit.builder.state import BuildState, digest, write_state
 from patchkit.core.fs import sha256_file
 from patchkit.core.log import log
@@ -70,12 +70,13 @@ X86_64_ISA_DEFINES = {
 
 def offline_defines(recipe: Recipe, smoke: bool = False) -> dict[str, str]:
     defines = dict(OFFLINE_DEFINES)
-    if recipe.arch in ("x86_64", "amd64"):
-        defines.update(X86_64_ISA_DEFINES)
+    if recipe.arch in ("x86_64", "amd64") and not recipe.build.cpu_variants:
+        defines.update(X86_64_ISA_DEFINES)  # with variants each one says its own (builder.variants)
     extra = recipe.smoke_tools if smoke else ()
     if any(t.startswith("test-") for t in (*recipe.build.targets, *extra)):
         defines["LLAMA_BUILD_TESTS"] = "ON"
     defines.update(recipe.build.defines_dict)
+    defines.update(variants.variant_defines(recipe))
     return defines
 
 
@@ -114,6 +115,8 @@ def config_id(recipe: Recipe, defines: Mapping[str, str], tools: cm.BuildTools, 
             "cmake": str(tools.cmake.version),
             "src": str(work.src),
             "repro": repro.SETTINGS_ID,
+            # the variant filter's CMake code (builder.variants), only for builds that use it
+            **({"cpu_variants": variants.INCLUDE_ID} if recipe.build.cpu_variants else {}),
         }
     )
 
@@ -137,6 +140,7 @@ def configure(
 ) -> Configured:
     """Configure the build dir unless it already holds ``config``; without a launcher, once
     more with the include dirs' prefix maps (builder.repro) when they are not in it yet."""
+    defines = variants.configure_defines(recipe, defines, work.root)
     state = _configure(tools, recipe, work, state, config, defines, env)
     model = cm.read_codemodel(work.build)
     if launcher is None:  # include dirs with ../ in them: see builder.repro

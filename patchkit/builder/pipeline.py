@@ -26,6 +26,7 @@ from patchkit.builder.output import check_out_dir, write_output
 from patchkit.builder.record import assemble_build_info, rpc_enabled, tool_versions
 from patchkit.builder.ship import post_output
 from patchkit.builder.source import apply_patches, check_source
+from patchkit.builder.variants import build_targets, check_variants, variants_record
 from patchkit.core.lock import cache_lock
 from patchkit.core.log import log
 from patchkit.core.paths import CacheLayout, cache_layout
@@ -157,7 +158,9 @@ def _run_locked(
                 tools, recipe, work, state, config=config, defines=defines, env=ccs.env, launcher=cc.launcher
             )
             state = configured.state
-            artifacts = cm.target_artifacts(configured.model, recipe.build.targets, work.build)
+            check_variants(recipe, configured.model)
+            targets = build_targets(recipe)  # + the CPU variants' modules (builder.variants)
+            artifacts = cm.target_artifacts(configured.model, targets, work.build)
             smoke_tools = available_tools(configured.model, recipe.smoke_tools) if smoke else []
         if opts.configure_only:
             log.info(
@@ -171,7 +174,7 @@ def _run_locked(
             cm.build(
                 tools,
                 build_dir=work.build,
-                targets=[*recipe.build.targets, *smoke_tools],
+                targets=[*targets, *smoke_tools],
                 jobs=opts.jobs,
                 log_path=work.log,
                 env=ccs.env,
@@ -202,6 +205,7 @@ def _run_locked(
         compile_cache=compile_cache,
         # the protocol its RPC clients and server speak: `rpc-probe --build`, bench, release
         rpc_protocol=read_rpc_protocol(work.src) if rpc_enabled(defines) else None,
+        cpu_variants=variants_record(recipe, artifacts),
     )
     with stages.step("output", "output"):
         info = write_output(

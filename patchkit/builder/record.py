@@ -20,6 +20,7 @@ from patchkit.spec.buildinfo import (
     BuildInfo,
     CMakeRecord,
     CompileCacheRecord,
+    CpuVariantsRecord,
     CudaRecord,
     Platform,
     RecipeRef,
@@ -81,6 +82,7 @@ def assemble_build_info(
     work: WorkDirs,
     compile_cache: CompileCacheRecord | None,
     rpc_protocol: ProtoVersion | None,
+    cpu_variants: CpuVariantsRecord | None = None,
 ) -> BuildInfo:
     """What went into this build; the artifacts, PE edits and smoke report come later."""
     toolchain = recipe.build.toolchain
@@ -115,4 +117,5 @@ def assemble_build_info(
         build_dir=str(work.build),
         compile_cache=compile_cache,
         rpc_protocol=rpc_protocol,
+        cpu_variants=cpu_variants,
     )

@@ -362,6 +362,7 @@ def _manifest(
         imports=checked.imports,
         runtime=checked.runtime_ref,
         floor=floor_summary,
+        cpu_variants=info.cpu_variants,
     )
 
 

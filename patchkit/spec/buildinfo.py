@@ -9,7 +9,8 @@ say (names that become file names, the commit, the series hash).
 
 Files written by older patchkits still read: a field they lack takes its default, and the
 keys newer fields add are left out while they are empty (``compile_cache``,
-``rpc_protocol``, ``upstream.build_number``, a check's ``model``/``kld``/``speed``), so
+``rpc_protocol``, ``cpu_variants``, ``upstream.build_number``, a check's
+``model``/``kld``/``speed``), so
 such a file is written back with the bytes it had.
 """
 
@@ -39,6 +40,9 @@ __all__ = [
     "CheckResult",
     "CheckStatus",
     "CompileCacheRecord",
+    "CpuModelRecord",
+    "CpuVariantRecord",
+    "CpuVariantsRecord",
     "CudaRecord",
     "KldRecord",
     "PatchRecord",
@@ -262,6 +266,36 @@ class CompileCacheRecord(Record):
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
+class CpuVariantRecord(Record):
+    """One CPU backend variant built as a loadable module (spec.cpuvariants)."""
+
+    name: str  # haswell: the target ggml-cpu-haswell
+    file: str  # bin/libggml-cpu-haswell.so; its sha256 and size are in ``artifacts``
+    features: tuple[str, ...]  # the GGML_<feature>s it was compiled with
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class CpuModelRecord(Record):
+    """Which of the built variants a CPU model loads (ggml's score; None: none runs)."""
+
+    model: str
+    qemu: str | None  # qemu-x86_64 -cpu NAME, when qemu has the model
+    variant: str | None
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class CpuVariantsRecord(Record):
+    """ggml's CPU backend as loadable variants: what was built, which CPU loads which."""
+
+    variants: tuple[CpuVariantRecord, ...]
+    models: tuple[CpuModelRecord, ...]
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(v.name for v in self.variants)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class BuildInfo(Record):
     patchkit_version: str = dataclasses.field(metadata=meta(absent=""))
     recipe: RecipeRef
@@ -291,6 +325,8 @@ class BuildInfo(Record):
     rpc_protocol: ProtoVersion | None = dataclasses.field(
         default=None, metadata=meta(omit="none", encode=str, decode=_proto_decode)
     )
+    # the CPU backend's loadable variants ([build] cpu_variants); None: one linked backend
+    cpu_variants: CpuVariantsRecord | None = dataclasses.field(default=None, metadata=meta(omit="none"))
     schema: int = SCHEMA
 
     @property
@@ -330,6 +366,14 @@ class BuildInfo(Record):
             raise error(f"{where}: upstream.commit {info.upstream.commit!r} is not a 40-hex sha")
         if not _HEX.match(info.series_hash):
             raise error(f"{where}: series_hash {info.series_hash!r} is not hex")
+        if info.cpu_variants is not None and info.artifacts:
+            listed = {a.path for a in info.artifacts}
+            for i, v in enumerate(info.cpu_variants.variants):
+                if v.file not in listed:
+                    raise error(
+                        f"{where}: cpu_variants.variants[{i}].file {v.file!r} is not in artifacts",
+                        hint=_REBUILD,
+                    )
         return info
 
 

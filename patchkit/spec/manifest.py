@@ -12,8 +12,9 @@ Two kinds, one reader (:func:`parse_manifest` / :func:`load_manifest`) and one w
 
 Manifests written by older patchkits still read: the keys added since (``rpc_protocol``,
 ``reproducible``, ``source``, ``imports``, ``runtime``, ``upstream.build_number``,
-``source.toolchain_files``, ``floor``) take their defaults when absent. Keys a manifest has but
-these records do not are ignored (verify compares the bytes and the copy beside it).
+``source.toolchain_files``, ``cpu_variants``, ``floor``) take their defaults when absent.
+Keys a manifest has but these records do not are ignored (verify compares the bytes and
+the copy beside it).
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from patchkit.spec.buildinfo import (
     ApplyResult,
     CheckStatus,
     CMakeRecord,
+    CpuVariantsRecord,
     PeEditRecord,
     Platform,
     RecipeRef,
@@ -221,6 +223,9 @@ class ReleaseManifest(Record):
     runtime: RuntimeRef | None = None
     # the C library floor (None: an older patchkit's manifest, or no ELF files)
     floor: FloorSummary | None = dataclasses.field(default=None, metadata=meta(omit="none"))
+    # the CPU backend's loadable variants and the CPU model table, from build-info
+    # (absent: one linked CPU backend, or a manifest older than them)
+    cpu_variants: CpuVariantsRecord | None = dataclasses.field(default=None, metadata=meta(omit="none"))
     schema: int = MANIFEST_SCHEMA
 
 

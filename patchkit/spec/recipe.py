@@ -25,6 +25,7 @@ from patchkit.core.fs import read_capped, sha256_bytes
 from patchkit.core.record import RecordError, decode
 from patchkit.core.text import did_you_mean
 from patchkit.core.units import PAGE_SIZE, parse_size
+from patchkit.spec import cpuvariants
 from patchkit.spec.cuda import CudaArchs, check_cuda_build, resolve_archs
 from patchkit.spec.series import Patch, Series
 
@@ -78,6 +79,8 @@ class BuildSpec:
     cache_remote: str | None = None  # a shared compile cache URL (checked by builder.compcache)
     launcher: str | None = None  # ccache | sccache | none; None: ccache when on PATH
     root: str | None = None  # a build root's name (builder.sysroot): compile inside it
+    # ggml's CPU backend as loadable variants (spec.cpuvariants): () is one linked backend
+    cpu_variants: tuple[str, ...] = ()
 
     @property
     def defines_dict(self) -> dict[str, str]:
@@ -155,6 +158,7 @@ class _BuildTable:
     cache_remote: str | None = None
     launcher: str | None = None
     root: str | None = None
+    cpu_variants: tuple[str, ...] = ()
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -344,7 +348,45 @@ def _build(ctx: _Ctx, b: _BuildTable) -> BuildSpec:
         cache_remote=b.cache_remote,
         launcher=b.launcher,
         root=b.root,
+        cpu_variants=ctx.names(b.cpu_variants, "build.cpu_variants"),
     )
+
+
+# defines that loadable CPU variants need (patchkit sets them; a recipe may not say otherwise)
+_VARIANT_DEFINES = {
+    "GGML_BACKEND_DL": "ON",
+    "GGML_CPU_ALL_VARIANTS": "ON",
+    "GGML_NATIVE": "OFF",
+    "BUILD_SHARED_LIBS": "ON",
+    "GGML_CPU": "ON",
+}
+
+
+def _check_cpu_variants(ctx: _Ctx, build: BuildSpec, arch: str) -> None:
+    """``[build] cpu_variants``: names of the pin's x86-64 variants, on an x86-64 recipe,
+    with no define that contradicts loadable backends."""
+    if not build.cpu_variants:
+        return
+    if arch not in ("x86_64", "amd64"):
+        raise ctx.fail(
+            "build.cpu_variants",
+            f"lists x86-64 CPU variants, but platform.arch is {arch!r}: remove it (one CPU backend)",
+        )
+    known = tuple(v.name for v in cpuvariants.VARIANTS)
+    for i, name in enumerate(build.cpu_variants):
+        if name not in known:
+            hint = did_you_mean(name, known) or f" (it has {', '.join(known)})"
+            raise ctx.fail(
+                f"build.cpu_variants[{i}]", f"{name!r} is not a CPU variant of ggml at the pin{hint}"
+            )
+    defines = build.defines_dict
+    for key, need in _VARIANT_DEFINES.items():
+        if key in defines and defines[key] != need:
+            raise ctx.fail(
+                f"build.defines.{key}",
+                f"is {defines[key]}, but build.cpu_variants needs {key}={need} "
+                "(loadable backends): remove the define, or set cpu_variants = [] for one CPU backend",
+            )
 
 
 def _windows(ctx: _Ctx, w: _WindowsTable, targets: tuple[str, ...]) -> WindowsSpec:
@@ -386,6 +428,7 @@ def _parse(ctx: _Ctx, data: dict[str, Any], series: Series) -> Recipe:
             fa_all_quants=f.cuda.fa_all_quants,
         )
     windows = _windows(ctx, f.windows, build.targets) if f.windows is not None else None
+    _check_cpu_variants(ctx, build, f.platform.arch)
 
     check_cuda_build(
         ctx.label,

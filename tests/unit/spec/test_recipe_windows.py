@@ -47,7 +47,6 @@ def test_windows_cpu_rpc_recipe(tmp_path: Path) -> None:
     for key, value in {
         "GGML_RPC": "ON",
         "LLAMA_BUILD_SERVER": "ON",
-        "BUILD_SHARED_LIBS": "OFF",
         "GGML_NATIVE": "OFF",
         "LLAMA_BUILD_UI": "OFF",
         "LLAMA_USE_PREBUILT_UI": "OFF",
@@ -55,6 +54,9 @@ def test_windows_cpu_rpc_recipe(tmp_path: Path) -> None:
         "LLAMA_OPENSSL": "OFF",
     }.items():
         assert d[key] == value, key
+    # loadable CPU variants (ggml-cpu-<name>.dll) need shared libraries
+    assert "BUILD_SHARED_LIBS" not in d
+    assert r.build.cpu_variants[0] == "x64" and "haswell" in r.build.cpu_variants
     assert r.windows is not None
     assert r.windows.stack_reserve_bytes == 256 * MIB
     assert r.windows.stack_commit_bytes is None
