@@ -61,6 +61,9 @@ class BuildOptions:
     # (a rebuild: the same configuration as the release's build, without its tests)
     smoke_checks: bool = True
     configure_only: bool = False  # source, patches, CUDA preflight, CMake configure; no compile
+    # the cache whose build roots (builder.sysroot) a `[build] root` recipe uses; None: ``cache``
+    # (a rebuild in a fresh cache uses the user's prepared roots)
+    roots: Path | None = None
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -107,7 +110,7 @@ def run_build(opts: BuildOptions) -> BuildResult:
     if recipe.build.root is not None:  # refused before cloning when it is not prepared
         from patchkit.builder import sysroot
 
-        root = sysroot.require_root(cache.root, recipe.build.root)
+        root = sysroot.require_root(opts.roots or cache.root, recipe.build.root)
     with cache_lock(cache.root, f"patchkit build {recipe.name}"):
         return _run_locked(opts, url, cache, tools, cuda_plan, cc, stages, root)
 
@@ -147,8 +150,9 @@ def _run_locked(
         from patchkit.builder import sysroot
 
         wrappers = work.root / "root-bin"
-        sysroot.write_wrappers(root, cache.root, wrappers, binds=(work.root,), env=env)
-        defines.update(sysroot.compiler_defines(root, cache.root, wrappers))
+        roots = opts.roots or cache.root
+        sysroot.write_wrappers(root, roots, wrappers, binds=(work.root,), env=env)
+        defines.update(sysroot.compiler_defines(root, roots, wrappers))
         log.info(f"building in the root {root.label} ({root.suite}: glibc {root.glibc}, GCC {root.gcc})")
     config = config_id(recipe, defines, tools, work)
     # the remote probed, sccache's server running; no credential in the log or an error

@@ -64,3 +64,32 @@ def test_an_unprepared_root_is_refused_before_cloning(
     r = build(project, tmp_path / "out")
     assert_error(r, 6, "the build root 'debian11' is not prepared", "patchkit root prepare debian11")
     assert not (cache_dir() / "repos").exists()
+
+
+def test_a_root_release_states_its_floor_and_rebuilds_in_the_users_root(
+    project: Path, upstream: FixtureUpstream, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tests.fixtures.project import invoke
+
+    bin_dir = _fake_bwrap(tmp_path / "fakebin")
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    fake_root(cache_dir())
+    write_recipe(
+        project,
+        "fixture",
+        url=str(upstream.path),
+        commit=upstream.head,
+        targets=TARGETS,
+        extra='\n[release]\nglibc = "2.99"\n',
+    )
+    out = tmp_path / "out"
+    assert build(project, out, "--no-smoke").exit_code == 0
+    dist = tmp_path / "dist"
+    r = invoke(project, "release", "fixture", "--out", str(dist), "--build-dir", str(out), "--allow-unsmoked")
+    assert r.exit_code == 0, r.output
+    assert "C library: the files need " in r.stderr and "(the recipe's floor: GLIBC_2.99)" in r.stderr
+    # a fresh cache for the rebuild: the root comes from the user's cache (PATCHKIT_CACHE)
+    r = invoke(project, "rebuild", str(dist), "--cache", str(tmp_path / "rb"), "-j", "2")
+    assert r.exit_code == 0, r.output
+    assert r.stdout.startswith("identical: ")
+    assert not (tmp_path / "rb" / "roots").exists()
