@@ -311,19 +311,37 @@ def compiler_defines(record: RootRecord, cache: Path, wrappers: Path) -> dict[st
     }
 
 
+def _sed_replacement(text: str) -> str:
+    """``text`` as the replacement of a sed ``s|…|…|`` expression."""
+    return text.replace("\\", "\\\\").replace("|", "\\|").replace("&", "\\&")
+
+
 def write_wrappers(
     record: RootRecord, cache: Path, wrappers: Path, binds: Sequence[Path], env: Mapping[str, str]
 ) -> None:
-    """``cc`` and ``c++`` in ``wrappers``: exec the root's gcc/g++ under bwrap with
-    ``binds`` (the work folder) at their own paths and the caller's current directory."""
+    """``cc`` and ``c++`` in ``wrappers``: run the root's gcc/g++ under bwrap with
+    ``binds`` (the work folder) at their own paths and the caller's current directory.
+
+    The compiler inside names the root's headers as ``/usr/...`` in the dependency file
+    (``-MF``) it writes, which ninja, on the host, would find missing (or the host's own)
+    and rebuild everything every time: the wrapper rewrites them to the root's folder on
+    the host, where they are."""
     bwrap = _tool("bwrap", env, "the compilers run inside the build root")
     tree = root_dir(cache, record.name) / "tree"
     wrappers.mkdir(parents=True, exist_ok=True)
+    sed = shlex.quote(f"s| /usr/| {_sed_replacement(str(tree))}/usr/|g")
     for name, prog in (("cc", "/usr/bin/gcc"), ("c++", "/usr/bin/g++")):
         argv = bwrap_argv(bwrap, tree, binds)
         text = (
             "#!/bin/sh\n"
             f"# patchkit: {prog} of the build root {record.label} ({record.suite}, glibc {record.glibc})\n"
-            f'exec {shlex.join(argv)} --chdir "$PWD" {prog} "$@"\n'
+            "mf= prev=\n"
+            'for a in "$@"; do\n'
+            '  case "$prev" in -MF) mf=$a;; esac\n'
+            '  case "$a" in -MF?*) mf=${a#-MF};; esac\n'
+            "  prev=$a\n"
+            "done\n"
+            f'{shlex.join(argv)} --chdir "$PWD" {prog} "$@" || exit $?\n'
+            f'if [ -n "$mf" ] && [ -f "$mf" ]; then sed -i -e {sed} "$mf"; fi\n'
         )
         atomic_write_text(wrappers / name, text, mode=0o755)

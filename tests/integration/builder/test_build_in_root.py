@@ -93,3 +93,35 @@ def test_a_root_release_states_its_floor_and_rebuilds_in_the_users_root(
     assert r.exit_code == 0, r.output
     assert r.stdout.startswith("identical: ")
     assert not (tmp_path / "rb" / "roots").exists()
+
+
+def test_the_wrapper_names_the_roots_headers_in_the_dependency_file(tmp_path: Path) -> None:
+    """Compiled in the root, a header is /usr/include/... there: the depfile ninja reads on
+    the host must name the root's copy, or every build recompiles everything."""
+    from patchkit.builder import sysroot
+
+    bin_dir = _fake_bwrap(tmp_path / "fakebin")
+    cache = tmp_path / "cache"
+    fake_root(cache)
+    rec = sysroot.require_root(cache, "debian11")
+    work = tmp_path / "work"
+    sysroot.write_wrappers(rec, cache, work / "root-bin", binds=(work,), env={"PATH": str(bin_dir)})
+    (work / "a.c").write_text('#include <stdio.h>\nint main(void) { return puts("x") < 0; }\n')
+    import subprocess
+
+    res = subprocess.run(
+        [str(work / "root-bin" / "cc"), "-MD", "-MT", "a.o", "-MF", "a.o.d", "-c", "a.c", "-o", "a.o"],
+        cwd=work,
+        capture_output=True,
+        text=True,
+    )
+    assert res.returncode == 0, res.stderr
+    dep = (work / "a.o.d").read_text()
+    tree = cache / "roots" / "debian11" / "tree"
+    assert f" {tree}/usr/include/stdio.h" in dep and " /usr/include/stdio.h" not in dep
+    # a failed compile keeps its exit code
+    (work / "b.c").write_text("syntax error\n")
+    res = subprocess.run(
+        [str(work / "root-bin" / "cc"), "-c", "b.c", "-o", "b.o"], cwd=work, capture_output=True
+    )
+    assert res.returncode != 0
