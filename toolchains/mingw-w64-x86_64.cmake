@@ -52,6 +52,8 @@ set(CMAKE_C_FLAGS_INIT "${PATCHKIT_MINGW_FLAGS}")
 set(CMAKE_CXX_FLAGS_INIT "${PATCHKIT_MINGW_FLAGS}")
 set(CMAKE_EXE_LINKER_FLAGS_INIT "-static")
 # DLLs too (shared ggml/llama, the loadable CPU variants): libstdc++, libgcc and
-# winpthread linked in, so no DLL imports a mingw runtime DLL that is not shipped
-set(CMAKE_SHARED_LINKER_FLAGS_INIT "-static")
-set(CMAKE_MODULE_LINKER_FLAGS_INIT "-static")
+# winpthread linked in, so no DLL imports a mingw runtime DLL that is not shipped. Their
+# symbols stay inside each DLL (--exclude-libs,ALL): exported from ggml-base.dll, libgcc's
+# _Unwind_Resume would clash with the copy each module links ("multiple definition").
+set(CMAKE_SHARED_LINKER_FLAGS_INIT "-static -Wl,--exclude-libs,ALL")
+set(CMAKE_MODULE_LINKER_FLAGS_INIT "-static -Wl,--exclude-libs,ALL")

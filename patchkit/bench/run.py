@@ -15,11 +15,12 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import json
 import os
-import shutil
+import re
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -66,7 +67,12 @@ __all__ = [
 BENCH_JSON = "bench.json"
 DEMO_SWEEP = ("sm=layer,tensor", "dev=none,RPC0,RPC0/RPC1")
 _GRAPH_CMDS = ("GRAPH_COMPUTE", "GRAPH_RECOMPUTE")
-_OUR_FILES = {BENCH_JSON, "bench.md", "bench.png", "raw", "logs", "demo"}
+BENCH_MARKER = ".patchkit-bench"  # written first into a results folder: bench owns it
+_OUR_FILES = {BENCH_JSON, "bench.md", "bench.png", BENCH_MARKER}
+_OUR_DIRS = {"raw", "logs", "demo"}
+_MARKER_MAX = 64 << 10
+_BENCH_JSON_MAX = 64 << 20
+_RAW_NAME = re.compile(r"\d{2,}(?:-[a-z]+)?(?:-r1)?\.(?:out|err)")  # _llama_bench's names
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -200,15 +206,89 @@ def _bench_exe(build_dir: Path, info: BuildInfo) -> Path:
 
 
 def _check_out_dir(out_dir: Path) -> None:
-    if out_dir.is_file():
-        raise ConfigError(f"{out_dir} is a file, not a folder for the results")
-    if out_dir.exists():
-        foreign = [p.name for p in out_dir.iterdir() if p.name not in _OUR_FILES]
-        if foreign:
+    """ConfigError (exit 2) unless ``out_dir`` is absent, empty, or provably a results folder
+    patchkit bench wrote: it holds bench's marker (or a bench.json a previous bench wrote,
+    readable as one), and nothing but bench's own files and folders, none of them a link.
+    A name alone proves nothing: a user's ``raw/`` of camera files is not bench's ``raw/``
+    (issue 25 item 7), so bench's names count only beside its marker."""
+    if not os.path.lexists(out_dir):
+        return
+    if out_dir.is_symlink() or not out_dir.is_dir():
+        raise ConfigError(f"{out_dir} is not a folder for the results", hint=_PICK_OUT)
+    try:
+        entries = sorted(os.listdir(out_dir))
+    except OSError as e:
+        raise ConfigError(f"cannot list {out_dir}: {e.strerror or e}", hint=_PICK_OUT) from None
+    if not entries:
+        return
+    if not _owned(out_dir):
+        raise ConfigError(
+            f"{out_dir} holds {entries[0]}, and patchkit bench did not write that folder "
+            f"(no {BENCH_MARKER}, no {BENCH_JSON} of a previous bench): not writing into it",
+            hint=_PICK_OUT,
+        )
+    for name in entries:
+        p = out_dir / name
+        plain_file = name in _OUR_FILES and not p.is_symlink() and p.is_file()
+        plain_dir = name in _OUR_DIRS and not p.is_symlink() and p.is_dir()
+        if not (plain_file or plain_dir):
+            kind = " (a link)" if p.is_symlink() else ""
             raise ConfigError(
-                f"{out_dir} already holds other files ({foreign[0]}, ...)",
-                hint="give an empty or new folder, or one a previous bench wrote",
+                f"{out_dir} holds {name}{kind}, which patchkit bench did not write there", hint=_PICK_OUT
             )
+
+
+_PICK_OUT = "give an empty or new folder, or one a previous bench wrote"
+
+
+def _owned(out_dir: Path) -> bool:
+    """Whether ``out_dir`` holds bench's marker, or a bench.json that reads as bench's own
+    (a folder a bench wrote before the marker existed)."""
+    marker = out_dir / BENCH_MARKER
+    if not marker.is_symlink() and marker.is_file():
+        data = _read_small(marker, _MARKER_MAX)
+        return isinstance(data, dict) and data.get("written_by") == "patchkit bench"
+    report = out_dir / BENCH_JSON
+    if not report.is_symlink() and report.is_file():
+        data = _read_small(report, _BENCH_JSON_MAX)
+        return (
+            isinstance(data, dict)
+            and data.get("schema") == 1
+            and isinstance(data.get("points"), list)
+            and isinstance(data.get("settings"), dict)
+        )
+    return False
+
+
+def _read_small(path: Path, limit: int) -> object:
+    try:
+        with path.open("rb") as f:
+            raw = f.read(limit + 1)
+        if len(raw) > limit:
+            return None
+        return json.loads(raw.decode("utf-8"))
+    except (OSError, ValueError, UnicodeDecodeError, RecursionError):
+        return None
+
+
+def _claim_out_dir(out_dir: Path) -> None:
+    """Create ``out_dir`` (checked by :func:`_check_out_dir`) and mark it bench's, before
+    anything else is written into it."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    if not (out_dir / BENCH_MARKER).is_file():
+        atomic_write_json(
+            out_dir / BENCH_MARKER,
+            {"written_by": "patchkit bench", "note": "this folder holds patchkit bench's results"},
+        )
+
+
+def _clear_raw(raw: Path) -> None:
+    """A previous bench's raw llama-bench outputs, by their names (anything else stays)."""
+    if raw.is_symlink() or not raw.is_dir():
+        return
+    for p in raw.iterdir():
+        if _RAW_NAME.fullmatch(p.name) and not p.is_symlink() and p.is_file():
+            p.unlink(missing_ok=True)
 
 
 def _tool(exe: Path, *args: str, timeout: float) -> str:
@@ -506,8 +586,9 @@ def run_bench(
         demo=demo,
         links=tuple(calibrated.values()),
     )
-    opts.out_dir.mkdir(parents=True, exist_ok=True)
-    shutil.rmtree(opts.out_dir / "raw", ignore_errors=True)  # a previous bench's, in our folder
+    _check_out_dir(opts.out_dir)  # again, right before the first write (the checks above took time)
+    _claim_out_dir(opts.out_dir)
+    _clear_raw(opts.out_dir / "raw")  # a previous bench's, in our folder
     done: list[PointResult] = []
     seen: dict[tuple[str, ...], str] = {}
     remote_rtt = max((x.median_ms / 1e3 for x in latency if x.ok), default=0.0)
@@ -631,9 +712,11 @@ def run_demo(
     on_latency: Callable[[tuple[RpcLatency, ...]], None] | None = None,
     on_links: Callable[[dict[str, Calibrated]], None] | None = None,
     relay: bool = True,
+    env: Mapping[str, str] | None = None,
 ) -> BenchReport:
     """The whole bench on this machine: the real model when cached (else a tiny one), two
-    loopback CPU RPC servers."""
+    loopback CPU RPC servers, started with ``env`` (the CLI passes its environment: the
+    engine never reads ``os.environ`` itself; None: they inherit this process's)."""
     info = read_build_info(build_dir)
     bench = _bench_exe(build_dir, info)
     server = build_dir / "bin" / f"ggml-rpc-server{bench.suffix}"
@@ -644,6 +727,7 @@ def run_demo(
         )
     _check_out_dir(out_dir)
     dims = parse_sweep(sweep)
+    _claim_out_dir(out_dir)  # demo/ and logs/ go into it next
     model, note = demo_model(out_dir)
     with llama_output.servers(out_dir / "logs") as procs:
         endpoints = []
@@ -655,7 +739,7 @@ def run_demo(
                     port,
                     name=name,
                     timeout=30,
-                    env=dict(os.environ),
+                    env=dict(env) if env is not None else None,
                 )
             except ServerStartError as e:
                 raise ServerStartError(f"demo: {e.message}", detail=e.detail, hint=e.hint) from None

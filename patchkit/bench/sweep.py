@@ -18,17 +18,20 @@ import dataclasses
 import itertools
 import re
 from collections.abc import Sequence
+from typing import NoReturn
 
 from patchkit.core.errors import ConfigError
 from patchkit.core.text import did_you_mean
 
 __all__ = [
     "DIMENSIONS",
+    "MAX_SETUPS",
     "BenchCaps",
     "Device",
     "Dimension",
     "Point",
     "check_supported",
+    "count_setups",
     "expand_sweep",
     "parse_caps",
     "parse_devices",
@@ -40,6 +43,10 @@ __all__ = [
 _RPC_NAME = re.compile(r"^RPC\d+$")
 DEV_TOKENS = ("auto", "none", "local", "remote", "all")
 DEV_ORDERS = ("auto", "remote-first", "local-first")
+# Setups one bench may run (each is one llama-bench run of up to --timeout seconds): the
+# sweep's size is counted before it is expanded, so 200 x 200 x 200 is refused at once
+# instead of building 8 million points (issue 25 item 6).
+MAX_SETUPS = 1000
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -128,9 +135,10 @@ def _check_value(key: str, value: str) -> None:
 
 
 def parse_sweep(specs: Sequence[str]) -> tuple[Dimension, ...]:
-    """``["sm=layer,tensor", "ts=3/1,1/1"]`` -> dimensions; a repeated key adds values."""
+    """``["sm=layer,tensor", "ts=3/1,1/1"]`` -> dimensions; a repeated key adds values.
+    More than :data:`MAX_SETUPS` setups in all is a ConfigError (exit 2)."""
     order: list[str] = []
-    values: dict[str, list[str]] = {}
+    values: dict[str, dict[str, None]] = {}
     for spec in specs:
         key, eq, rest = spec.partition("=")
         key = _ALIASES.get(key.strip(), key.strip())
@@ -153,9 +161,35 @@ def parse_sweep(specs: Sequence[str]) -> tuple[Dimension, ...]:
             _check_value(key, v)
         if key not in values:
             order.append(key)
-            values[key] = []
-        values[key].extend(v for v in vals if v not in values[key])
-    return tuple(Dimension(key=k, values=tuple(values[k])) for k in order)
+            values[key] = {}
+        values[key].update(dict.fromkeys(vals))  # kept in order, duplicates dropped
+        if len(values[key]) > MAX_SETUPS:  # before the product: one key alone is too many
+            _too_many(len(values[key]), f"{key} alone")
+    dims = tuple(Dimension(key=k, values=tuple(values[k])) for k in order)
+    count_setups(dims)
+    return dims
+
+
+def _too_many(n: int, what: str) -> NoReturn:
+    raise ConfigError(
+        f"--sweep makes {n:,} setups ({what}), more than {MAX_SETUPS:,}: each is one llama-bench run",
+        hint="sweep fewer values, or split the sweep over several benches",
+    )
+
+
+def count_setups(dims: Sequence[Dimension]) -> int:
+    """How many points ``dims`` expand to; ConfigError (exit 2) above :data:`MAX_SETUPS`,
+    counted without expanding (the product stops growing as soon as it is too big)."""
+    n = 1
+    for d in dims:
+        n *= len(d.values)
+        if n > MAX_SETUPS:
+            sizes = " x ".join(str(len(x.values)) for x in dims)
+            total = 1
+            for x in dims:
+                total *= len(x.values)
+            _too_many(total, sizes)
+    return n
 
 
 def _join_link_parts(vals: list[str]) -> list[str]:
@@ -172,7 +206,8 @@ def _join_link_parts(vals: list[str]) -> list[str]:
 
 
 def expand_sweep(dims: Sequence[Dimension]) -> list[Point]:
-    """The cartesian product, first dimension outermost."""
+    """The cartesian product, first dimension outermost (refused above :data:`MAX_SETUPS`)."""
+    count_setups(dims)
     varying = tuple(d.key for d in dims if len(d.values) > 1)
     points = []
     for combo in itertools.product(*(d.values for d in dims)):

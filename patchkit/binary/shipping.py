@@ -8,6 +8,9 @@
   are a warning, not a refusal.
 - A file whose dynamic section or import table cannot be read is refused.
 
+Every file of ``bin/`` is read, whether anything NEEDs it or not: a backend module that
+libggml ``dlopen``s (a CPU variant, ``ggml-rpc``, ``ggml-cuda``) is held to the same rules.
+
 :func:`shipping_findings` reads a staged ``bin/`` and returns what it found, in file
 order, ending at the first refusal; the caller decides what a refusal is (the build
 raises its BuildError, exit 6).

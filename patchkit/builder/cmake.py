@@ -57,6 +57,7 @@ class BuildTools:
     ninja: Path
     ninja_version: str
     ccache: Path | None
+    wrap: tuple[str, ...] = ()  # runs configure and build inside it (a rebuild's sandbox)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -169,7 +170,7 @@ def configure(
     if toolchain is not None:
         cmd.append(f"--toolchain={toolchain.as_posix()}")
     with log.console.status("cmake configure…"):
-        rc = _run_logged(cmd, log_path, env)
+        rc = _run_logged([*tools.wrap, *cmd], log_path, env)
     if rc != 0:
         raise BuildError(f"CMake configure failed (exit {rc}); full log: {log_path}", detail=_tail(log_path))
 
@@ -187,7 +188,7 @@ def build(
     if jobs:
         cmd += ["-j", str(jobs)]
     cmd += ["--target", *targets]
-    rc = _run_logged(cmd, log_path, env, progress_label="ninja")
+    rc = _run_logged([*tools.wrap, *cmd], log_path, env, progress_label="ninja")
     if rc != 0:
         raise BuildError(f"the build failed (exit {rc}); full log: {log_path}", detail=_tail(log_path))
 

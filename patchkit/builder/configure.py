@@ -138,12 +138,13 @@ def configure(
     env: Mapping[str, str],
     launcher: str | None,
 ) -> Configured:
-    """Configure the build dir unless it already holds ``config``; without a launcher, once
-    more with the include dirs' prefix maps (builder.repro) when they are not in it yet."""
+    """Configure the build dir unless it already holds ``config``; then (every launcher but
+    sccache) once more with the include dirs' prefix maps (builder.repro) when they are not
+    in it yet."""
     defines = variants.configure_defines(recipe, defines, work.root)
     state = _configure(tools, recipe, work, state, config, defines, env)
     model = cm.read_codemodel(work.build)
-    if launcher is None:  # include dirs with ../ in them: see builder.repro
+    if repro.maps_paths(launcher):  # include dirs with ../ in them: see builder.repro
         maps = repro.include_maps(work.root, work.build)
         if maps and not repro.configured_with(work.build, maps):
             cm.configure(
@@ -156,7 +157,7 @@ def configure(
                 toolchain=recipe.build.toolchain,
                 fresh=True,
                 log_path=work.log,
-                env=repro.with_maps(env, maps),
+                env=repro.with_maps(env, maps, launcher=launcher),
             )
             model = cm.read_codemodel(work.build)
     return Configured(state=state, model=model)

@@ -24,6 +24,7 @@ from patchkit.builder import compcache, repro
 from patchkit.builder.configure import available_tools, config_id, configure, defines_and_env
 from patchkit.builder.output import check_out_dir, write_output
 from patchkit.builder.record import assemble_build_info, rpc_enabled, tool_versions
+from patchkit.builder.sandbox import Sandbox
 from patchkit.builder.ship import post_output
 from patchkit.builder.source import apply_patches, check_source
 from patchkit.builder.variants import build_targets, check_variants, variants_record
@@ -64,6 +65,8 @@ class BuildOptions:
     # the cache whose build roots (builder.sysroot) a `[build] root` recipe uses; None: ``cache``
     # (a rebuild in a fresh cache uses the user's prepared roots)
     roots: Path | None = None
+    # run CMake's configure and build inside it (set by `rebuild` only: someone else's code)
+    sandbox: Sandbox | None = None
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -94,6 +97,8 @@ def run_build(opts: BuildOptions) -> BuildResult:
     check_out_dir(opts.out, cache.root)
     stages = _Stages()
     tools = cm.find_tools(opts.env)
+    if opts.sandbox is not None:
+        tools = dataclasses.replace(tools, wrap=tuple(opts.sandbox.argv()))
     cc = compcache.plan(opts.compile_cache, ccache=tools.ccache, cache_root=cache.root, env=opts.env)
     cuda_plan = None
     if recipe.cuda is not None:

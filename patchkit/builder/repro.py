@@ -3,21 +3,25 @@
 What made two builds of one recipe differ, and what this module does about it:
 
 - ``__FILE__`` (``GGML_ASSERT``/``GGML_ABORT`` messages) holds the absolute source path
-  when the compiler is run without a launcher (or with sccache, which keeps the command
-  line), and a path relative to the build dir when ccache rewrites the command line under
-  its base dir (the cache root: ``../src/ggml/src/ggml.c``). The prefix maps below turn the
-  absolute form into that same relative form, so a build with the compile cache off gives
-  the bytes of a build with it on, in any cache folder. With ccache they are not passed:
-  ccache already hands the compiler relative paths, and it hashes the flags, so adding
-  them would only make every object already in a shared cache a miss. With sccache they
-  are not passed either (it hashes their absolute paths: a second machine would get no
-  remote hits), so an sccache build holds its absolute source paths and is NOT
-  byte-identical to a build in another folder (docs/release.md says so).
+  when the compiler gets the command line as CMake wrote it (no launcher; sccache, which
+  keeps it; and ccache itself whenever it does not rewrite it: ``CCACHE_DISABLE=1``, a call
+  it cannot cache, a fallback), and a path relative to the build dir when ccache rewrites
+  the command line under its base dir (the cache root: ``../src/ggml/src/ggml.c``). The
+  prefix maps below turn the absolute form into that same relative form, and they are
+  passed with ccache as well as without a launcher, so the bytes never depend on whether
+  ccache rewrote a command line (issue 25 item 8). ccache still hits across cache folders:
+  the maps are named in ``CCACHE_IGNOREOPTIONS`` (their absolute paths out of its hash;
+  ccache 4.7 hashes a gcc ``-ffile-prefix-map=`` without its paths anyway, but nvcc's
+  ``-Xcompiler=`` form whole), and its base dir and ``hash_dir=false`` (builder.compcache)
+  do the rest; checked by tests/integration/builder/test_repro_ccache.py. With sccache they are not passed (it
+  hashes their absolute paths: a second machine would get no remote hits), so an sccache
+  build holds its absolute source paths and is NOT byte-identical to a build in another
+  folder (docs/release.md says so; the manifest records it).
 - Include dirs CMake passes with ``.``/``..`` in them (llama.cpp's ``common/../vendor``,
   ``ggml/src/..``): a header found through one is named ``<dir>/../vendor/x.hpp`` by the
   compiler, while ccache normalises the dir (``../src/vendor/x.hpp``). After the configure,
   ``include_maps`` reads those dirs from the File API and maps each to its normalised
-  relative form; the build dir is then configured once more with them (no launcher only).
+  relative form; the build dir is then configured once more with them (not with sccache).
 - nvcc names its intermediate host file ``/tmp/tmpxft_<pid>_…cudafe1.cpp``, and that name
   lands in each object's symbol table (an STT_FILE symbol in libggml-cuda.so): two builds
   never match. ``--objdir-as-tempdir`` (nvcc >= 12.0 here) writes it beside the object
@@ -50,6 +54,7 @@ __all__ = [
     "include_maps",
     "is_launcher_define",
     "launcher_defines",
+    "maps_paths",
     "prefix_maps",
     "source_date_epoch",
     "with_maps",
@@ -57,7 +62,7 @@ __all__ = [
 
 # bump when the settings change: the build dir is configured afresh (flags come from the env
 # only on a fresh configure)
-SETTINGS_ID = "repro-2"  # + the launcher (in the config id through the defines)
+SETTINGS_ID = "repro-3"  # + the launcher (in the config id through the defines)
 NVCC_OBJTEMP = "--objdir-as-tempdir"
 
 
@@ -69,6 +74,17 @@ def prefix_maps(work_root: Path, build_dir: Path) -> list[str]:
     """
     root, build = str(work_root), str(build_dir)
     return [f"-ffile-prefix-map={root}=..", f"-ffile-prefix-map={build}=."]
+
+
+def maps_paths(launcher: str | None) -> bool:
+    """Whether a build with ``launcher`` gets the prefix maps: every launcher but sccache.
+
+    With ccache the compiler sees absolute paths whenever ccache does not rewrite the
+    command line (``CCACHE_DISABLE``, an uncacheable call, a fallback), so the maps are
+    passed there too; sccache would hash their absolute paths (no hits from elsewhere)
+    and its record says its bytes depend on the build folder (builder.record).
+    """
+    return launcher != "sccache"
 
 
 def launcher_defines(launcher: str | None) -> dict[str, str]:
@@ -101,20 +117,23 @@ def build_env(
 ) -> dict[str, str]:
     """What to add to the configure/build environment (the user's own flags kept first).
 
-    ``launcher``: the compile cache in use (with one, no maps: ccache rewrites paths
-    itself; sccache would hash the maps' absolute paths and lose its cross-machine hits).
+    ``launcher``: the compile cache in use. The maps go with every launcher but sccache
+    (:func:`maps_paths`): ccache rewrites paths only when it runs the compile itself.
     ``nvcc``: the CUDA toolkit's version for a CUDA build (None: no CUDA).
     """
     out = {"SOURCE_DATE_EPOCH": env.get("SOURCE_DATE_EPOCH") or source_date_epoch(commit_date)}
-    maps = prefix_maps(work_root, build_dir) if launcher is None else []
+    maps = prefix_maps(work_root, build_dir) if maps_paths(launcher) else []
     if maps:
         out["CFLAGS"] = _join(env.get("CFLAGS"), " ".join(maps))
         out["CXXFLAGS"] = _join(env.get("CXXFLAGS"), " ".join(maps))
+    xmaps = [f"-Xcompiler={m}" for m in maps] if nvcc is not None else []
     if nvcc is not None:
         cuda = [NVCC_OBJTEMP] if tuple(nvcc) >= NVCC_OBJTEMP_SINCE else []
-        cuda += [f"-Xcompiler={m}" for m in maps]
+        cuda += xmaps
         if cuda:
             out["CUDAFLAGS"] = _join(env.get("CUDAFLAGS"), " ".join(cuda))
+    if launcher == "ccache" and maps:
+        out["CCACHE_IGNOREOPTIONS"] = _join(env.get("CCACHE_IGNOREOPTIONS"), " ".join([*maps, *xmaps]))
     return out
 
 
@@ -162,11 +181,15 @@ def configured_with(build_dir: Path, maps: list[str]) -> bool:
     return all(m in line.partition("=")[2].split() for m in maps)
 
 
-def with_maps(env: Mapping[str, str], maps: list[str]) -> dict[str, str]:
-    """``env`` with ``maps`` added to CFLAGS, CXXFLAGS (and CUDAFLAGS, when set)."""
+def with_maps(env: Mapping[str, str], maps: list[str], *, launcher: str | None = None) -> dict[str, str]:
+    """``env`` with ``maps`` added to CFLAGS, CXXFLAGS (and CUDAFLAGS, when set); with
+    ccache, to the options it leaves out of its hash too (:func:`build_env`)."""
     out = dict(env)
     out["CFLAGS"] = _join(env.get("CFLAGS"), " ".join(maps))
     out["CXXFLAGS"] = _join(env.get("CXXFLAGS"), " ".join(maps))
-    if env.get("CUDAFLAGS"):
-        out["CUDAFLAGS"] = _join(env.get("CUDAFLAGS"), " ".join(f"-Xcompiler={m}" for m in maps))
+    xmaps = [f"-Xcompiler={m}" for m in maps] if env.get("CUDAFLAGS") else []
+    if xmaps:
+        out["CUDAFLAGS"] = _join(env.get("CUDAFLAGS"), " ".join(xmaps))
+    if launcher == "ccache" and maps:
+        out["CCACHE_IGNOREOPTIONS"] = _join(env.get("CCACHE_IGNOREOPTIONS"), " ".join([*maps, *xmaps]))
     return out

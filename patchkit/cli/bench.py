@@ -10,6 +10,7 @@ the summary lines go to stderr as before.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import click
@@ -247,6 +248,7 @@ def bench_cmd(
                 on_point=_show_point,
                 on_latency=_show_latency,
                 on_links=_show_links,
+                env=dict(os.environ),  # the servers' environment: the CLI's, passed in
             )
         else:
             assert model is not None

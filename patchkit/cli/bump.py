@@ -3,18 +3,29 @@
 from __future__ import annotations
 
 import os
+import shlex
 from pathlib import Path
 
 import click
 
+from patchkit.builder.output import check_out_dir
 from patchkit.cli._build_opts import MAX_JOBS, build_options, check_parallel_env, run_logged
 from patchkit.cli._common import DEFAULT_RECIPE, load_recipe_arg, resolve_repo
-from patchkit.core.errors import ConfigError, FatalError, PatchError
-from patchkit.core.fs import atomic_write_text
+from patchkit.cli.refresh import report as report_refresh
+from patchkit.core.errors import BuildError, ConfigError, FatalError, PatchError
+from patchkit.core.fs import atomic_write_text, check_writable, read_capped
 from patchkit.core.log import log
-from patchkit.core.paths import cache_layout
-from patchkit.spec.recipe import list_recipes, load_recipe, resolve_recipe_path
-from patchkit.upkeep.bump import BumpOptions, BumpStopped, render_summary, run_bump
+from patchkit.core.paths import cache_dir, cache_layout, default_out_dir
+from patchkit.spec.recipe import Recipe, list_recipes, load_recipe, resolve_recipe_path
+from patchkit.upkeep.bump import (
+    BumpOptions,
+    BumpStopped,
+    PatchErrors,
+    compile_errors,
+    md_code,
+    render_summary,
+    run_bump,
+)
 
 __all__ = ["COMMANDS"]
 
@@ -26,11 +37,25 @@ def _same_upstream(a: str, b: str) -> bool:
     return norm(a) == norm(b)
 
 
+_LOG_MAX = 256 * 1024 * 1024  # a failed build's log read for compile errors
+
+
 def _emit(text: str, summary: Path | None) -> None:
     click.echo(text, nl=False)
     if summary is not None:
-        atomic_write_text(summary, text)
+        # a name the user gave: a link there is written through, /dev/stdout streams
+        atomic_write_text(summary, text, follow_links=True)
         log.info(f"wrote {summary}")
+
+
+def _check_outputs(summary: Path | None, build: Recipe | None, out: Path | None) -> None:
+    """Every file or folder bump writes besides the project, checked before the project is
+    changed: a summary that cannot be written, or a build output folder that is not
+    patchkit's, stops the bump with nothing written (issue 25 item 12)."""
+    if summary is not None:
+        check_writable(summary, follow_links=True)
+    if build is not None:
+        check_out_dir(out or default_out_dir(build.name), cache_dir())
 
 
 @click.command("bump")
@@ -84,6 +109,12 @@ def _emit(text: str, summary: Path | None) -> None:
     help="The refresh's scratch folder (default: refresh's, in the cache, per "
     "recipe: `patchkit refresh [RECIPE] --continue/--abort` find it).",
 )
+@click.option(
+    "--drop-upstreamed",
+    is_flag=True,
+    help="Drop the patches found already upstream in the range instead of merging them "
+    "(as `patchkit refresh --drop-upstreamed`).",
+)
 @click.pass_context
 def bump_cmd(
     ctx: click.Context,
@@ -96,6 +127,7 @@ def bump_cmd(
     jobs: int | None,
     summary: Path | None,
     workdir: Path | None,
+    drop_upstreamed: bool,
 ) -> None:
     """Move every recipe on RECIPE's upstream to a newer upstream commit.
 
@@ -115,6 +147,7 @@ def bump_cmd(
         for r in (load_recipe(p, project, series) for p in list_recipes(project))
         if _same_upstream(r.upstream.url, rec.upstream.url)
     ]
+    target: Recipe | None = None
     if build_recipe is not None:
         target = load_recipe(resolve_recipe_path(build_recipe, project), project, series)
         if not any(r.path == target.path for r in recipes):
@@ -122,8 +155,12 @@ def bump_cmd(
                 f"--build {build_recipe}: that recipe is not on "
                 f"{rec.upstream.url}, so the bump does not move it"
             )
+    _check_outputs(summary, target, out)
+    if build_recipe is not None:
+        check_parallel_env(jobs, dict(os.environ))
     repo = resolve_repo(repo=None, upstream=upstream, recipe=rec)
     label = recipe or DEFAULT_RECIPE
+    command = "patchkit refresh" + (f" {shlex.quote(recipe)}" if recipe else "")
     opts = BumpOptions(
         repo=repo,
         upstream=upstream or rec.upstream.url,
@@ -133,6 +170,10 @@ def bump_cmd(
         workdir=workdir or cache_layout().refresh(Path(label).stem),
         to=to,
         dry_run=dry_run,
+        drop_upstreamed=drop_upstreamed,
+        command=command,
+        hint_workdir=workdir is not None,
+        rerere=cache_layout().rerere,
     )
     with log.step(f"bump {len(recipes)} recipe(s) on {rec.upstream.url}" + (" (dry run)" if dry_run else "")):
         try:
@@ -140,18 +181,19 @@ def bump_cmd(
         except BumpStopped as e:
             # a conflict: the summary so far, then refresh's one-line error (state kept)
             _emit(render_summary(e.result), summary)
+            # refresh's hint names the exact command (recipe, --workdir); --continue also
+            # moves every recipe's pin
             raise PatchError(
-                e.message,
-                detail=e.detail,
-                hint=f"fix the files, `git add` them, then `patchkit refresh "
-                f"{label} --continue` (moves every recipe's pin) or "
-                f"`patchkit refresh {label} --abort`",
+                e.message, detail=e.detail, hint=f"{e.hint} (--continue also moves every recipe's pin)"
             ) from None
+    if result.refresh is not None and not dry_run:
+        report_refresh(result.refresh)  # what was dropped, kept though upstream, reused (stderr)
     build_lines: list[str] = []
+    errors: list[PatchErrors] = []
     error: FatalError | None = None
     if build_recipe is not None and not result.plan.up_to_date:
-        error = _build(ctx, build_recipe, upstream, out, jobs, build_lines)
-    _emit(render_summary(result, build_lines=build_lines), summary)
+        error = _build(ctx, build_recipe, upstream, out, jobs, build_lines, errors)
+    _emit(render_summary(result, build_lines=build_lines, errors=errors), summary)
     if error is not None:
         raise error
     if result.stopped and dry_run:
@@ -159,19 +201,35 @@ def bump_cmd(
 
 
 def _build(
-    ctx: click.Context, name: str, upstream: str | None, out: Path | None, jobs: int | None, lines: list[str]
+    ctx: click.Context,
+    name: str,
+    upstream: str | None,
+    out: Path | None,
+    jobs: int | None,
+    lines: list[str],
+    errors: list[PatchErrors],
 ) -> FatalError | None:
     """`patchkit build NAME` with its smoke checks, on the moved pin (the recipe read again);
-    its lines for the summary, and its error (raised after the summary is out)."""
+    its lines for the summary, a failed compile's errors in patched lines (``errors``), and
+    its error (raised after the summary is out)."""
+    rec: Recipe | None = None
     try:
         env = dict(os.environ)  # what cmake and the compilers run with, as for `patchkit build`
         check_parallel_env(jobs, env)
         project, _, rec = load_recipe_arg(ctx, name)
-        result = run_logged(
-            build_options(recipe=rec, project=project, env=env, out=out, upstream=upstream, jobs=jobs)
-        )
+        opts = build_options(recipe=rec, project=project, env=env, out=out, upstream=upstream, jobs=jobs)
+        result = run_logged(opts)
     except FatalError as e:
-        lines.append(f"`patchkit build {name}`: **failed** (exit {e.exit_code}): {e.message}")
+        lines.append(
+            f"{md_code(f'patchkit build {name}')}: **failed** (exit {e.exit_code}): {md_code(e.message)}"
+        )
+        if isinstance(e, BuildError) and rec is not None:
+            errors += _patched_errors(rec, upstream)
+            if errors:
+                n = sum(len(pe.errors) for pe in errors)
+                log.warning(
+                    f"{n} compile error(s) in lines the patches cover: the summary lists them per patch"
+                )
         return e
     info = result.info
     assert info is not None  # a full build, never configure-only
@@ -184,6 +242,17 @@ def _build(
     if smoke:
         lines += [f"- {c.name}: {c.status.value}" for c in smoke.checks]
     return None
+
+
+def _patched_errors(rec: Recipe, upstream: str | None) -> list[PatchErrors]:
+    """The failed build's compile errors that point into lines a patch of the recipe covers
+    (its log and worktree where `patchkit build` keeps them)."""
+    work = cache_layout().work(rec.name, upstream or rec.upstream.url)
+    try:
+        text = read_capped(work.log, limit=_LOG_MAX, error=ConfigError, what=str(work.log))
+    except ConfigError:
+        return []
+    return list(compile_errors(text.decode("utf-8", "replace"), rec.patches, src=work.src, build=work.build))
 
 
 COMMANDS = [bump_cmd]

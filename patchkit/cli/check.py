@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 import click
+from rich import box
 from rich.markup import escape
 from rich.table import Table
 
@@ -29,10 +29,13 @@ from patchkit.cli._common import (
 )
 from patchkit.core.errors import CheckFailed, ConfigError
 from patchkit.core.log import log
+from patchkit.core.text import printable
 from patchkit.git.repo import parse_range
 from patchkit.upkeep.check import (
     BisectReport,
     CheckReport,
+    CheckVerdict,
+    RefResult,
     Verdict,
     bisect,
     check_range,
@@ -50,42 +53,132 @@ _STYLE = {
     Status.UPSTREAM: "cyan",
     Status.NA: "dim",
 }
+# the table fits 120 columns at any number of patches: one row per patch, cells cut with "…"
+_NAME_WIDTH = 34
+_CELL_WIDTH = 22
+_SINCE_WIDTH = 30
+_LINE_WIDTH = 120  # the lines below the table
 
 
-def _cell(r: PatchVerdict) -> str:
-    text = escape(r.label)
+def _hunks(nums: Sequence[int]) -> str:
+    """1,2,3,5 -> 1-3,5"""
+    out: list[str] = []
+    for n in sorted(set(nums)):
+        if out and "-" not in out[-1].split(",")[-1] and int(out[-1].split("-")[-1]) == n - 1:
+            out[-1] = f"{out[-1]}-{n}"
+        elif out and "-" in out[-1] and int(out[-1].split("-")[-1]) == n - 1:
+            out[-1] = out[-1].rsplit("-", 1)[0] + f"-{n}"
+        else:
+            out.append(str(n))
+    return ",".join(out)
+
+
+def _where(r: PatchVerdict, *, full: bool) -> str:
+    """A conflict's files and hunks, compact: ``llama-arch.cpp:1-3,5`` (``full``: paths)."""
+    by_file: dict[str, list[int]] = {}
+    whole: dict[str, str] = {}
     for c in r.conflicts:
-        if c.hunk is not None:
-            text += f"\n[dim]{escape(f'hunk {c.hunk}: {c.header[:60]}')}[/dim]"
-    if r.note:
-        text += f"\n[dim]({escape(r.note)})[/dim]"
-    return f"[{_STYLE[r.status]}]{text}[/]"
+        f = c.file if full else c.file.rsplit("/", 1)[-1]
+        if c.hunk is None:
+            whole[f] = c.reason
+        else:
+            by_file.setdefault(f, []).append(c.hunk)
+    parts = [f"{f}:{_hunks(h)}" for f, h in by_file.items()]
+    parts += [f"{f} ({why})" for f, why in whole.items()]
+    return " ".join(parts)
 
 
-def render_check(report: CheckReport, *, group: bool) -> Table:
-    """Rows: refs (runs of consecutive commits with the same verdicts when ``group``)."""
-    table = Table(title=f"patch check against {report.repo}", title_justify="left")
-    table.add_column("ref")
-    table.add_column("commit")
-    for name in report.patches:
-        table.add_column(name)
-    rows: list[list[Any]] = []  # [first, last, count, results]
-    for ref in report.refs:
-        labels = tuple((r.label, r.note) for r in ref.results)
-        if group and rows and rows[-1][3] == labels:
-            rows[-1][1] = ref
-            rows[-1][2] += 1
+def _short(r: PatchVerdict, numbers: dict[str, int]) -> str:
+    """A verdict in a few words (the whole of it is in --json and the lines below the table)."""
+    if isinstance(r, CheckVerdict) and r.cascade_of:
+        return "cascade of " + ",".join(f"#{numbers[n]}" for n in r.cascade_of)
+    if r.status is Status.CONFLICTS:
+        return "conflicts " + _where(r, full=False)
+    if r.status is Status.OFFSET:
+        most = max(r.offsets, key=lambda o: abs(o.lines))
+        return f"offset {most.lines:+d}"
+    if r.status is Status.UPSTREAM:
+        return "upstream"
+    return str(r.status.value)
+
+
+def _cell(r: PatchVerdict, numbers: dict[str, int]) -> str:
+    style = "yellow" if isinstance(r, CheckVerdict) and r.cascade_of else _STYLE[r.status]
+    return f"[{style}]{escape(_short(r, numbers))}[/]"
+
+
+def _key(r: PatchVerdict) -> tuple[str, tuple[str, ...]]:
+    return r.label, r.cascade_of if isinstance(r, CheckVerdict) else ()
+
+
+def render_check(report: CheckReport, *, group: bool) -> tuple[list[str], Table, list[str]]:
+    """One row per patch. Refs (``--ref``): a column per ref. A range (``group``): the
+    verdict at its first and last commit, and the commit since which the last one holds.
+    Before it the title lines; after it one line per patch that does not apply at the last
+    ref, with the whole verdict (each line at most 120 columns)."""
+    numbers = {name: i for i, name in enumerate(report.patches, 1)}
+    refs = report.refs
+    title = [f"patch check against {report.repo}"]
+    if group and refs:
+        title.append(
+            f"{len(report.patches)} patches x {len(refs)} first-parent commits "
+            f"{refs[0].commit.short}..{refs[-1].commit.short}; since: the commit from which "
+            "the last verdict holds"
+        )
+    table = Table(box=box.SIMPLE_HEAD, pad_edge=False)
+    table.add_column("#", justify="right", no_wrap=True)
+    table.add_column("patch", no_wrap=True, overflow="ellipsis", max_width=_NAME_WIDTH)
+    cols: list[RefResult]
+    if group and refs:
+        cols = [refs[0], refs[-1]] if len(refs) > 1 else [refs[0]]
+        heads = [f"first {refs[0].commit.short}", f"last {refs[-1].commit.short}"][: len(cols)]
+    else:
+        cols = list(refs)
+        heads = [r.name if len(r.name) <= _CELL_WIDTH else r.commit.short for r in refs]
+    for h in heads:
+        table.add_column(escape(h), no_wrap=True, overflow="ellipsis", max_width=_CELL_WIDTH)
+    if group and len(refs) > 1:
+        table.add_column("since", no_wrap=True, overflow="ellipsis", max_width=_SINCE_WIDTH)
+    for i, name in enumerate(report.patches):
+        row = [str(i + 1), escape(name), *(_cell(r.results[i], numbers) for r in cols)]
+        if group and len(refs) > 1:
+            row.append(escape(_since(refs, i)))
+        table.add_row(*row)
+    lines: list[str] = []
+    end = refs[-1] if refs else None
+    for i, name in enumerate(report.patches):
+        r = end.results[i] if end is not None else None
+        if r is None or r.status is not Status.CONFLICTS:
+            continue
+        if isinstance(r, CheckVerdict) and r.cascade_of:
+            nums = ", ".join(f"#{numbers[n]}" for n in r.cascade_of)
+            what = f"cascade of {nums} (needs what it adds), fails at " + _where(r, full=True)
         else:
-            rows.append([ref, ref, 1, labels])
-    for first, last, count, _ in rows:
-        if count == 1:
-            name = first.name
-            commit = f"{first.commit.date[:10]} {first.commit.subject[:50]}"
-        else:
-            name = f"{first.commit.short[:9]}..{last.commit.short[:9]}"
-            commit = f"{count} commits, {first.commit.date[:10]} .. {last.commit.date[:10]}"
-        table.add_row(name, escape(commit), *(_cell(r) for r in first.results))
-    return table
+            what = "conflicts " + _where(r, full=True)
+            left = [n for n in report.patches if n in r.note]
+            if r.note.startswith("checked without") and left:
+                what += " (checked without " + ", ".join(f"#{numbers[n]}" for n in left) + ")"
+        line = f"#{i + 1} {name}: {what}"
+        if len(line) > _LINE_WIDTH:
+            line = line[: _LINE_WIDTH - 1] + "…"
+        lines.append(line)
+    if lines:
+        at = end.commit.short if end is not None else ""
+        lines.insert(0, f"at {at} (--json or --bisect say all):")
+    return title, table, lines
+
+
+def _since(refs: Sequence[RefResult], i: int) -> str:
+    """The commit since which patch ``i`` has its verdict at the range's end ('' when it had
+    it all along)."""
+    last = _key(refs[-1].results[i])
+    k = len(refs) - 1
+    while k > 0 and _key(refs[k - 1].results[i]) == last:
+        k -= 1
+    if k == 0:
+        return ""
+    c = refs[k].commit
+    return f"{c.short[:10]} {c.date[:10]} {printable(c.subject)}"
 
 
 def render_bisect(report: BisectReport) -> list[str]:
@@ -101,7 +194,7 @@ def render_bisect(report: BisectReport) -> list[str]:
         res = r.result.label if r.result else ""
         if r.verdict in (Verdict.BROKEN, Verdict.MERGED_UPSTREAM) and c is not None:
             what = "broken by" if r.verdict is Verdict.BROKEN else "merged upstream by"
-            lines.append(f"{head}{what} {c.short} {c.date} {c.subject}")
+            lines.append(f"{head}{what} {c.short} {c.date} {printable(c.subject)}")
             pad = " " * len(head)
             if r.files:
                 lines.append(f"{pad}which touched {', '.join(r.files)}")
@@ -204,7 +297,12 @@ def check_cmd(
             raise ConfigError("nothing to check against: pass --ref REF or a recipe")
         with log.step(f"check {len(patches)} patches against {len(targets)} ref(s)"):
             report = check_series(repo_path, patches, targets)
-    out_table(render_check(report, group=bool(range_)), err=as_json)
+    title, table, lines = render_check(report, group=bool(range_))
+    for line in title:
+        out(line, err=as_json)
+    out_table(table, err=as_json)
+    for line in lines:
+        out(line, err=as_json)
     if as_json:
         out_json(report.to_json())
     if not report.ok:

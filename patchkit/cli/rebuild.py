@@ -19,8 +19,9 @@ import click
 from patchkit.builder import compcache
 from patchkit.cli._build_opts import MAX_JOBS
 from patchkit.cli._common import out as out_line
-from patchkit.core.errors import RebuildDiffers
+from patchkit.core.errors import FatalError, RebuildDiffers
 from patchkit.core.log import log
+from patchkit.core.text import printable
 from patchkit.rebuild.rebuild import ArchiveRebuild, RebuildOptions, archives_of, rebuild_archive
 
 __all__ = ["COMMANDS"]
@@ -54,7 +55,15 @@ __all__ = ["COMMANDS"]
     "--smoke",
     is_flag=True,
     help="Also run the smoke checks on the rebuild (its smoke tools are built either "
-    "way when the release's build ran them: they set build defines).",
+    "way when the release's build ran them: they set build defines). They run the "
+    "release's binaries on this host: only with --no-sandbox.",
+)
+@click.option(
+    "--no-sandbox",
+    "no_sandbox",
+    is_flag=True,
+    help="Run the release's configure and build unconfined: only for a release you trust "
+    "as much as your own code (bubblewrap missing, or no user namespaces here).",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON on stdout.")
 def rebuild_cmd(
@@ -65,21 +74,53 @@ def rebuild_cmd(
     jobs: int | None,
     launcher: str | None,
     smoke: bool,
+    no_sandbox: bool,
     as_json: bool,
 ) -> None:
     """Rebuild a release from its own manifest and carried sources (recipe, patches) in a
-    fresh cache, and compare every file by sha256. Exit 0: identical; 15: differs."""
+    fresh cache, and compare every file by sha256. Exit 0: identical; 15: differs.
+
+    \b
+    Trust: the release's recipe and patches are someone else's code, and its CMake
+    configure and build run them. They run in a sandbox (bubblewrap): no network, the
+    host read-only, only the rebuild's own work and compile-cache folders writable, /tmp
+    empty. It cannot stop reading what you can read on this host (into the binaries it
+    makes), using CPU, memory and disk, or a kernel or compiler exploit. A carried
+    recipe may not name programs or scripts in its defines (compilers, launchers,
+    toolchain files...; refused, exit 12). The rebuilt binaries are the release's code:
+    never run them. No bubblewrap, or no user namespaces: exit 8, and --no-sandbox
+    is the explicit opt-out. See docs/release.md and docs/hostile-input.md.
+    """
     archives = archives_of(target)
     if out is not None and len(archives) > 1:
         raise click.UsageError(f"--out keeps one rebuild: pass one archive, not a folder of {len(archives)}")
+    if smoke and not no_sandbox:
+        raise click.UsageError(
+            "--smoke runs the rebuilt binaries (the release's code) on this host, outside the "
+            "sandbox: add --no-sandbox only if you trust this release"
+        )
     env = dict(os.environ)  # what cmake and the compilers run with, as for `patchkit build`
-    settings = compcache.resolve(launcher_flag=launcher, env=env) if launcher else None
+    # in the sandbox: no remote cache (no network there), whatever the environment says
+    off = {} if no_sandbox else {"remote_flag": "off", "dist_flag": "off"}
+    settings = compcache.resolve(launcher_flag=launcher, env=env, **off) if launcher else None
     opts = RebuildOptions(
-        env=env, upstream=upstream, cache=cache, out=out, jobs=jobs, smoke=smoke, compile_cache=settings
+        env=env,
+        upstream=upstream,
+        cache=cache,
+        out=out,
+        jobs=jobs,
+        smoke=smoke,
+        compile_cache=settings,
+        sandbox=not no_sandbox,
     )
     results: list[ArchiveRebuild] = []
     for path in archives:
-        res = rebuild_archive(path, opts, on_build=log.info)
+        try:
+            res = rebuild_archive(path, opts, on_build=log.info)
+        except FatalError as e:  # its text holds the archive's (names, fields, the build log)
+            e.message = printable(e.message)
+            e.detail = "\n".join(printable(line) for line in e.detail.splitlines())
+            raise
         results.append(res)
         _print(res, err=as_json)
     if as_json:

@@ -1,7 +1,13 @@
-"""`patchkit refresh`: rebase the series onto a new upstream commit (upkeep.refresh)."""
+"""`patchkit refresh`: rebase the series onto a new upstream commit (upkeep.refresh).
+
+At a stop: ``--continue`` (the resolution is recorded and replayed when the same conflict
+comes again), ``--skip`` / ``--drop PATCH`` (like ``git am --skip``), ``--abort``; every
+hint names the exact command (the recipe as given, ``--workdir`` when it was given).
+"""
 
 from __future__ import annotations
 
+import shlex
 from pathlib import Path
 
 import click
@@ -16,7 +22,13 @@ from patchkit.cli._common import (
 from patchkit.core.errors import ConfigError
 from patchkit.core.log import log
 from patchkit.core.paths import cache_layout
-from patchkit.upkeep.refresh import RefreshOptions, refresh_abort, refresh_continue, refresh_start
+from patchkit.upkeep.refresh import (
+    RefreshOptions,
+    RefreshResult,
+    refresh_abort,
+    refresh_continue,
+    refresh_start,
+)
 
 __all__ = ["COMMANDS"]
 
@@ -26,6 +38,24 @@ __all__ = ["COMMANDS"]
 @click.option("--onto", default=None, metavar="COMMIT", help="The upstream commit to rebase onto.")
 @click.option("--continue", "cont", is_flag=True, help="Go on after fixing a conflict.")
 @click.option("--abort", is_flag=True, help="Drop the refresh in progress.")
+@click.option(
+    "--skip", is_flag=True, help="At a stop: drop the stopped patch and go on (like `git am --skip`)."
+)
+@click.option(
+    "--drop",
+    "drop",
+    multiple=True,
+    metavar="PATCH",
+    help="Leave PATCH (name or file) out: with --onto from the start, at a stop the stopped "
+    "one (as --skip) or a later one (with --continue/--skip). It leaves the series.",
+)
+@click.option(
+    "--drop-upstreamed",
+    is_flag=True,
+    help="With --onto: drop the patches found already upstream (same patch-id, cherry-pick, "
+    "pull request or title as a commit in the range, or their change is there) instead of "
+    "merging them.",
+)
 @click.option(
     "--from",
     "base",
@@ -48,6 +78,9 @@ def refresh_cmd(
     onto: str | None,
     cont: bool,
     abort: bool,
+    skip: bool,
+    drop: tuple[str, ...],
+    drop_upstreamed: bool,
     base: str | None,
     move_pin: bool,
     workdir: Path | None,
@@ -57,23 +90,31 @@ def refresh_cmd(
 ) -> None:
     """Rebase the series onto COMMIT (3-way), rewriting patch files and their hashes.
 
-    The work happens in a scratch repo (--workdir, default in the cache). On a
-    conflict it stops: fix the files there, `git add` them, then --continue.
-    Patch headers are kept; only the diffs and the series' sha256 change, and the
-    recipe's pin only with --move-pin.
+    The work happens in a scratch repo (--workdir, default in the cache). Patches
+    already upstream are found first (--drop-upstreamed drops them). On a conflict it
+    stops: fix the files there, `git add` them, then --continue (the resolution is
+    recorded and reused when the same conflict comes again); --skip or --drop PATCH
+    leave a patch out. Patch headers are kept; only the diffs, the diffstat and the
+    series' sha256 change (dropped patches leave the series), and the recipe's pin only
+    with --move-pin.
     """
-    if sum((bool(onto), cont, abort)) != 1:
-        raise ConfigError("give exactly one of --onto COMMIT, --continue, --abort")
+    resume = cont or skip or (bool(drop) and not onto)
+    if sum((bool(onto), resume, abort)) != 1 or (cont and skip):
+        raise ConfigError("give exactly one of --onto COMMIT, --continue, --skip, --drop PATCH, --abort")
+    if drop_upstreamed and not onto:
+        raise ConfigError("--drop-upstreamed goes with --onto COMMIT (it decides what the refresh merges)")
     label = recipe or DEFAULT_RECIPE
+    command = "patchkit refresh" + (f" {shlex.quote(recipe)}" if recipe else "")
+    hint_workdir = workdir is not None
     if workdir is None:
         workdir = cache_layout().refresh(Path(label).stem)
     if abort:
         refresh_abort(workdir)
         log.info(f"refresh aborted; removed {workdir}")
         return
-    if cont:
-        with log.step("refresh: continue"):
-            result = refresh_continue(workdir)
+    if resume:
+        with log.step("refresh: " + ("skip" if skip or not cont else "continue")):
+            result = refresh_continue(workdir, skip=skip, drop=drop, drop_only=not (cont or skip))
     else:
         need_recipe = not all_ or move_pin or (repo is None and upstream is None)
         _project, series, rec = load_optional_recipe(ctx, recipe, need_recipe)
@@ -93,14 +134,30 @@ def refresh_cmd(
                     workdir=workdir,
                     recipe_path=rec.path if rec else None,
                     move_pin=move_pin,
+                    drop_upstreamed=drop_upstreamed,
+                    drop=drop,
+                    command=command,
+                    hint_workdir=hint_workdir,
+                    rerere=cache_layout().rerere,
                 )
             )
+    report(result)
+
+
+def report(result: RefreshResult) -> None:
+    """What a finished refresh did, on stderr (bump prints its summary on stdout)."""
     for f in result.updated:
         log.info(f"updated   {f}")
     for f in result.unchanged:
         log.info(f"unchanged {f}")
     for f in result.skipped:
         log.info(f"skipped   {f} (outside its When range at {result.onto[:12]}; left as is)")
+    for d in result.dropped:
+        log.info(f"dropped   {d.file}: {d.reason} (removed from the series)")
+    for u in result.upstream:
+        log.warning(f"kept      {u.file}, {u.describe()}: proposed for dropping (`--drop-upstreamed`)")
+    if result.reused:
+        log.info(f"reused {result.reused} recorded conflict resolution(s)")
     if result.pin_moved:
         log.info(f"recipe pin moved to {result.onto}")
 

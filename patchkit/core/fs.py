@@ -48,6 +48,7 @@ __all__ = [
     "atomic_write_json",
     "atomic_write_many",
     "atomic_write_text",
+    "check_writable",
     "contained",
     "mount_point",
     "read_capped",
@@ -159,6 +160,26 @@ def _replaceable(path: Path) -> Path:
             hint="name a regular file (or a new one)",
         )
     return t.path
+
+
+def check_writable(path: Path, *, follow_links: bool = False) -> None:
+    """ConfigError now when a later :func:`atomic_write_bytes` of ``path`` could not write it:
+    a folder, socket or block device there (or a dangling link, ``follow_links``), or no
+    folder to hold it (the nearest existing parent is a file, or not writable). For a command
+    that changes other files first: check every output before the first write."""
+    t = _target(path, follow_links=follow_links)
+    if t.kind != "file":
+        return  # a terminal, FIFO or our own stdout: written in place
+    parent = t.path.parent
+    while not os.path.lexists(parent) and parent != parent.parent:
+        parent = parent.parent
+    if not parent.is_dir():
+        raise ConfigError(
+            f"cannot write {path}: {parent} is not a folder",
+            hint="name a file in an existing folder",
+        )
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise ConfigError(f"cannot write {path}: the folder {parent} is not writable")
 
 
 def _write_all(fd: int, data: bytes) -> None:

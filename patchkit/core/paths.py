@@ -148,6 +148,7 @@ class CacheLayout:
     <cache>/repos/<slug>-<hash>.git     one bare clone per upstream (git.cache)
     <cache>/work/<recipe>-<hash>/       worktree src/, build/, state.json, build.log, smoke.json
     <cache>/refresh/<recipe>/           a refresh in progress (upkeep.refresh)
+    <cache>/rerere/                     recorded conflict resolutions (upkeep.rerere)
     <cache>/models/<name>/              real model weights (weights.store)
     <cache>/wheels/<os>-<arch>-cuda<X.Y>/  NVIDIA runtime wheels (release.bundle)
     <cache>/roots/<name>/               a build root: tree/ and root.json (builder.sysroot)
@@ -166,6 +167,10 @@ class CacheLayout:
 
     def refresh(self, label: str) -> Path:
         return self.root / "refresh" / _slug(label)
+
+    @property
+    def rerere(self) -> Path:
+        return self.root / "rerere"
 
     @property
     def models(self) -> Path:

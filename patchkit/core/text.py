@@ -3,10 +3,34 @@
 from __future__ import annotations
 
 import difflib
+import unicodedata
 from collections.abc import Iterable
 from typing import Any
 
-__all__ = ["did_you_mean", "diff_keys"]
+__all__ = ["did_you_mean", "diff_keys", "printable"]
+
+# control (Cc: ESC, BEL, CR, C1's CSI...), format (Cf: bidi overrides, zero-width) and line
+# / paragraph separators: what can move a terminal's cursor, recolour it, set its title or
+# reorder what is shown
+_HIDDEN = frozenset(("Cc", "Cf", "Zl", "Zp", "Cs"))
+
+
+def printable(text: str) -> str:
+    """``text`` safe to show on a terminal, on one line: every control or format character
+    (ESC, BEL, newline, C1 controls, bidi overrides, zero-width characters...) written as
+    its escape (``\\x1b``, ``\\u202e``); everything else, non-ASCII letters included, as is.
+    For strings that come from input patchkit does not trust (archive member names,
+    manifest and statement fields) before they are printed, as text or in messages."""
+    if text.isprintable():
+        return text  # the common case: nothing to escape (isprintable is False for all above)
+    out = []
+    for c in text:
+        if unicodedata.category(c) in _HIDDEN:
+            n = ord(c)
+            out.append(f"\\x{n:02x}" if n < 0x100 else f"\\u{n:04x}" if n < 0x10000 else f"\\U{n:08x}")
+        else:
+            out.append(c)
+    return "".join(out)
 
 
 def did_you_mean(word: str, choices: Iterable[str]) -> str:

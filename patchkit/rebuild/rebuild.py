@@ -28,12 +28,15 @@ import tempfile
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
-from patchkit.builder import compcache
+from patchkit.builder import compcache, sandbox
 from patchkit.builder.pipeline import BuildOptions, run_build
 from patchkit.builder.repro import is_launcher_define
-from patchkit.core.errors import ReleaseError
+from patchkit.builder.sandbox import Sandbox
+from patchkit.core.errors import ConfigError, ReleaseError
 from patchkit.core.fs import sha256_bytes, sha256_file
+from patchkit.core.paths import cache_layout
 from patchkit.core.record import RecordError
+from patchkit.core.text import printable
 from patchkit.release.archive import (
     ARCHIVE_SUFFIXES,
     DEFAULT_LIMITS,
@@ -45,7 +48,7 @@ from patchkit.release.archive import (
     unsafe_member_name,
 )
 from patchkit.release.sources import PREFIX, SOURCE_MAX
-from patchkit.release.verify import verify_dir
+from patchkit.release.verify import check_members, verify_dir
 from patchkit.spec.buildinfo import BuildInfo
 from patchkit.spec.manifest import (
     Manifest,
@@ -74,6 +77,9 @@ class RebuildOptions:
     smoke: bool = False  # also run the smoke checks (the tools are built either way when
     # the release's build ran its smoke stage)
     compile_cache: compcache.CacheSettings | None = None  # None: resolved with the recipe
+    # run the release's configure and build in builder.sandbox (bubblewrap): False only
+    # when the user trusts the release (--no-sandbox)
+    sandbox: bool = True
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -148,8 +154,11 @@ def _entries(path: Path, keep: list[str], limits: Limits) -> list[EntryInfo]:
 def _read(path: Path) -> tuple[str, Manifest, dict[str, EntryInfo]]:
     """(top folder, manifest, {member path: entry}) with the source members' bytes kept.
 
-    Two capped passes: the manifest first, then only the (at most SOURCE_FILES) sources it
-    names, each at most SOURCE_MAX bytes, so a hostile archive costs bounded memory.
+    Two capped passes: the manifest first (every member hashed), then only the (at most
+    SOURCE_FILES) sources it names, each at most SOURCE_MAX bytes, so a hostile archive
+    costs bounded memory. A name twice is refused (``tar x`` keeps the last one, so the
+    hashes of the first would not be what an unpacker gets); a source read in the second
+    pass must have the bytes it had in the first.
     """
     root = path.name[: -len("." + archive_kind(path.name))]
     members: dict[str, EntryInfo] = {}
@@ -157,10 +166,18 @@ def _read(path: Path) -> tuple[str, Manifest, dict[str, EntryInfo]]:
         why = unsafe_member_name(entry.name)
         if why or not entry.name.startswith(f"{root}/") or not entry.is_file:
             raise ReleaseError(
-                f"{path.name}: member {entry.name[:200]!r}: {why or 'not a file in the top folder ' + root}",
+                f"{path.name}: member {printable(entry.name[:200])!r}: "
+                f"{why or 'not a file in the top folder ' + printable(root)}",
                 hint=_REFUSED_HINT,
             )
-        members[entry.name[len(root) + 1 :]] = entry
+        rel = entry.name[len(root) + 1 :]
+        if rel in members:
+            raise ReleaseError(
+                f"{path.name}: member {printable(entry.name[:200])!r} appears twice "
+                "(an unpacker keeps the last one)",
+                hint=_REFUSED_HINT,
+            )
+        members[rel] = entry
     manifest = _manifest(
         members["manifest.json"].data if "manifest.json" in members else None, f"{path.name}: manifest.json"
     )
@@ -174,8 +191,11 @@ def _read(path: Path) -> tuple[str, Manifest, dict[str, EntryInfo]]:
             )
         limits = dataclasses.replace(DEFAULT_LIMITS, keep=SOURCE_MAX)
         for entry in _entries(path, keep, limits):
-            if entry.name in keep:
-                members[entry.name[len(root) + 1 :]] = entry
+            rel = entry.name[len(root) + 1 :]
+            if entry.name in keep and members[rel].sha256 == entry.sha256:
+                members[rel] = entry
+            elif entry.name in keep:
+                raise ReleaseError(f"{path.name}: {rel} changed while it was read", hint=_REFUSED_HINT)
     return root, manifest, members
 
 
@@ -237,6 +257,56 @@ def _sources(
     return manifest, out, recipe_rel
 
 
+def _refuse_command_defines(name: str, recipe_rel: str, defines: Mapping[str, str]) -> None:
+    """A carried recipe's defines may not name a program, a script or a command line the
+    build would run (builder.sandbox.command_define), sandbox or not: the rebuild would run
+    what the release chose on this machine."""
+    for key, value in sorted(defines.items()):
+        why = sandbox.command_define(key, value)
+        if why:
+            raise ReleaseError(
+                f"{name}: carried recipe {recipe_rel}: [build.defines] {why}; not rebuilding it",
+                hint="a release's recipe may not choose what runs on the machine that rebuilds it "
+                '(docs/release.md, "Trust")',
+            )
+
+
+def _sandbox_cache_settings(opts: RebuildOptions, env: Mapping[str, str]) -> compcache.CacheSettings:
+    """The compile cache inside the sandbox: no remote (no network there, and the carried
+    recipe's remote is someone else's server), no sccache (its server runs outside and is
+    reached over TCP); ccache or none, as the user says, never as the recipe says."""
+    settings = opts.compile_cache or compcache.resolve(env=env, remote_flag="off", dist_flag="off")
+    if settings.launcher == "sccache" or settings.dist is not None:
+        raise ConfigError(
+            f"{settings.launcher_from} asks for sccache, which cannot work in the rebuild's sandbox "
+            "(its server is outside, and there is no network)",
+            hint=f"--launcher ccache or none, or {sandbox.NO_SANDBOX} if you trust this release",
+        )
+    return dataclasses.replace(settings, remote=None)
+
+
+def _check_members(
+    path: Path, root: str, manifest: ReleaseManifest, members: Mapping[str, EntryInfo]
+) -> None:
+    """The archive holds exactly the files its manifest lists, with their bytes: the rebuild
+    is compared with the manifest, so a member swapped behind an untouched manifest must be
+    caught here (as `verify` catches it), never reported as "identical"."""
+    diffs = check_members(
+        path.name,
+        root,
+        [dataclasses.replace(e, name=f"{root}/{n}") for n, e in members.items()],
+        manifest.files,
+    )
+    if diffs:
+        n = len(diffs)
+        raise ReleaseError(
+            f"{path.name}: its members are not the files its manifest lists "
+            f"({n} difference{'s' if n != 1 else ''}): not rebuilding it",
+            detail="\n".join(printable(d) for d in diffs[:20]),
+            hint=f"run `patchkit verify` on its folder; {_REFUSED_HINT}",
+        )
+
+
 def _compare(manifest: ReleaseManifest, out_dir: Path, info: BuildInfo) -> tuple[int, list[str]]:
     want = {f.path: f for f in manifest.files if not f.path.startswith(PREFIX)}
     built = {a.path for a in info.artifacts} | {"LICENSE"}
@@ -292,9 +362,33 @@ def _roots_cache() -> Path | None:
 def rebuild_archive(
     path: Path, opts: RebuildOptions, on_build: Callable[[str], None] | None = None
 ) -> ArchiveRebuild:
-    """Rebuild one archive in a fresh cache and compare; raises only when it cannot."""
-    _, found, members = _read(path)
+    """Rebuild one archive in a fresh cache and compare; raises only when it cannot.
+
+    Everything it reports (member names, manifest fields, tool versions) is the archive's
+    text: every control character in it is escaped (an error's text is escaped where it
+    is shown, in cli.rebuild)."""
+    res = _rebuild(path, opts, on_build)
+    return dataclasses.replace(
+        res,
+        archive=printable(res.archive),
+        differs=tuple(printable(d) for d in res.differs),
+        tools=tuple(printable(t) for t in res.tools),
+        config=tuple(printable(c) for c in res.config),
+        expected=printable(res.expected),
+    )
+
+
+def _rebuild(
+    path: Path, opts: RebuildOptions, on_build: Callable[[str], None] | None = None
+) -> ArchiveRebuild:
+    if opts.smoke and opts.sandbox:
+        raise ConfigError(
+            "--smoke runs the rebuilt binaries (the release's code) on this host, outside the sandbox",
+            hint=f"add {sandbox.NO_SANDBOX} only if you trust this release (comparing bytes needs no smoke)",
+        )
+    root, found, members = _read(path)
     manifest, sources, recipe_rel = _sources(path.name, found, members)
+    _check_members(path, root, manifest, members)
     scratch = Path(tempfile.mkdtemp(prefix="patchkit-rebuild-"))
     try:
         project = scratch / "project"
@@ -304,36 +398,51 @@ def rebuild_archive(
             dest.write_bytes(data)
         series = load_series(project / "patches")
         recipe = load_recipe(project / recipe_rel, project, series)
+        _refuse_command_defines(path.name, recipe_rel, recipe.build.defines_dict)
         upstream = opts.upstream or manifest.upstream.url
         smoked = manifest.smoke is not None  # the release's build ran its smoke stage
         out = opts.out or scratch / "out" / recipe.name
-        cache = opts.cache or scratch / "cache"
+        cache = (opts.cache or scratch / "cache").expanduser().resolve()
+        env = dict(opts.env)
+        box: Sandbox | None = None
+        if opts.sandbox:
+            settings = _sandbox_cache_settings(opts, env)
+            # a compile cache of its own in the rebuild's cache: the user's stays untouched
+            env["CCACHE_DIR"] = str(cache / "ccache")
+            work = cache_layout(cache).work(recipe.name, upstream).root
+            box = sandbox.prepare([work, cache / "ccache"], env, readonly=[project])
+        else:
+            settings = opts.compile_cache or compcache.resolve(
+                env=opts.env,
+                recipe_remote=recipe.build.cache_remote,
+                recipe_launcher=recipe.build.launcher,
+                recipe_label=recipe_rel,
+            )
         if on_build is not None:
             on_build(
                 f"rebuilding {path.name}: recipe {recipe.name}, upstream "
-                f"{recipe.upstream.commit[:12]}, {len(recipe.patches)} patch(es), "
-                f"cache {cache}"
+                f"{recipe.upstream.commit[:12]}, {len(recipe.patches)} patch(es), cache {cache}, "
+                + (
+                    "in a sandbox (bubblewrap: no network, the host read-only)"
+                    if box
+                    else "NOT sandboxed (--no-sandbox)"
+                )
             )
         result = run_build(
             BuildOptions(
                 recipe=recipe,
                 project=project,
-                cache=cache.expanduser().resolve(),
+                cache=cache,
                 out=out,
-                compile_cache=opts.compile_cache
-                or compcache.resolve(
-                    env=opts.env,
-                    recipe_remote=recipe.build.cache_remote,
-                    recipe_launcher=recipe.build.launcher,
-                    recipe_label=recipe_rel,
-                ),
-                env=opts.env,
+                compile_cache=settings,
+                env=env,
                 upstream=upstream,
                 jobs=opts.jobs,
                 roots=_roots_cache() if recipe.build.root is not None else None,
                 clean=True,
                 smoke=smoked,
                 smoke_checks=opts.smoke,
+                sandbox=box,
             )
         )
         assert result.info is not None  # a full build, never configure-only

@@ -33,22 +33,27 @@ import base64
 import calendar
 import csv
 import dataclasses
+import errno
 import hashlib
 import io
 import os
 import re
 import shutil
+import stat
 import sys
 import time
 import zipfile
+import zlib
 from collections.abc import Sequence
 from pathlib import Path
+from typing import BinaryIO
 
 from patchkit import __version__
 from patchkit.core import proc
 from patchkit.core.errors import ReleaseError
-from patchkit.core.fs import atomic_write_bytes, sha256_file
+from patchkit.core.fs import atomic_write_bytes, sha256_file, sha256_stream
 from patchkit.core.paths import cache_layout
+from patchkit.core.text import printable
 from patchkit.release.archive import Member, unsafe_member_name, write_archive
 from patchkit.release.imports import (
     LIBRARY_NAME,
@@ -248,6 +253,7 @@ class _Wheel:
     dist: str
     version: str
     sha256: str
+    size: int
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -284,7 +290,13 @@ def _record(zf: zipfile.ZipFile, dist_info: str, limits: WheelLimits, label: str
         raise ReleaseError(f"{label}: has no {name}: not a wheel") from None
     if info.file_size > limits.record:
         raise ReleaseError(f"{label}: its RECORD is {info.file_size} bytes (a bomb?)")
-    text = zf.read(info).decode("utf-8", "replace")
+    try:
+        text = zf.read(info).decode("utf-8", "replace")
+    except (zipfile.BadZipFile, zlib.error, EOFError, NotImplementedError, RuntimeError) as e:
+        raise ReleaseError(
+            f"{label}: its RECORD cannot be read ({str(e)[:160]}): a damaged or altered wheel",
+            hint="download it again",
+        ) from None
     out: dict[str, str] = {}
     for row in csv.reader(io.StringIO(text)):
         if len(row) >= 2 and row[1].startswith("sha256="):
@@ -306,24 +318,48 @@ def _extract(
     deadline: float,
     label: str,
 ) -> str:
+    name = printable(info.filename[:200])
+    if want_sha is None:
+        raise ReleaseError(f"{label}: {name} is not in the wheel's RECORD")
+    kind = stat.S_IFMT(info.external_attr >> 16)
+    if info.is_dir() or kind not in (0, stat.S_IFREG):
+        raise ReleaseError(
+            f"{label}: {name} is not a plain file in the wheel "
+            f"({'a symlink' if kind == stat.S_IFLNK else 'a folder' if info.is_dir() else f'mode {kind:o}'})",
+            hint="NVIDIA's wheels hold plain files: this one is damaged or altered",
+        )
+    # what it declares, before a byte is written: a 4 MB wheel may not make gigabytes
+    if info.file_size > limits.member:
+        raise ReleaseError(
+            f"{label}: {name} declares {info.file_size} bytes, more than the "
+            f"{limits.member / (1 << 30):g} GiB a file of a wheel may be (a bomb?)"
+        )
+    if budget[0] + info.file_size > limits.total:
+        raise ReleaseError(
+            f"{label}: {name} ({info.file_size} bytes) takes what is taken out of the wheels "
+            f"past {limits.total / (1 << 30):g} GiB (a bomb?)"
+        )
     h = hashlib.sha256()
     n = 0
-    with zf.open(info) as src, dest.open("wb") as out:
-        for chunk in iter(lambda: src.read(1 << 20), b""):
-            n += len(chunk)
-            budget[0] += len(chunk)
-            if n > info.file_size or n > limits.member or budget[0] > limits.total:
-                raise ReleaseError(
-                    f"{label}: {info.filename} inflates past its size or the "
-                    f"{limits.total >> 30} GiB limit (a bomb?)"
-                )
-            if time.monotonic() > deadline:
-                raise ReleaseError(f"{label}: reading it took more than {limits.seconds:.0f}s")
-            h.update(chunk)
-            out.write(chunk)
+    try:
+        with zf.open(info) as src, dest.open("wb") as out:
+            for chunk in iter(lambda: src.read(1 << 20), b""):
+                n += len(chunk)
+                budget[0] += len(chunk)
+                if n > info.file_size:
+                    raise ReleaseError(
+                        f"{label}: {name} inflates past its declared {info.file_size} bytes (a bomb?)"
+                    )
+                if time.monotonic() > deadline:
+                    raise ReleaseError(f"{label}: reading it took more than {limits.seconds:.0f}s")
+                h.update(chunk)
+                out.write(chunk)
+    except (zipfile.BadZipFile, zlib.error, EOFError, NotImplementedError, RuntimeError) as e:
+        raise ReleaseError(
+            f"{label}: {name} cannot be read ({str(e)[:160]}): a damaged or altered wheel",
+            hint="download it again",
+        ) from None
     digest = h.hexdigest()
-    if want_sha is None:
-        raise ReleaseError(f"{label}: {info.filename} is not in the wheel's RECORD")
     if digest != want_sha:
         raise ReleaseError(
             f"{label}: {info.filename} does not match the sha256 in the wheel's "
@@ -333,23 +369,105 @@ def _extract(
     return digest
 
 
-def _open_wheel(path: Path, limits: WheelLimits) -> zipfile.ZipFile:
+def _open_plain(path: Path) -> BinaryIO:
+    """``path`` opened for reading, when it is a regular file: never through a link (one to
+    /dev/zero would be read forever), never a FIFO or device (a FIFO blocks its reader
+    until someone writes): checked on the open file itself, so nothing can swap it after."""
+    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+    flags |= getattr(os, "O_BINARY", 0) | getattr(os, "O_CLOEXEC", 0)
+    if os.path.islink(path):  # O_NOFOLLOW where there is none (Windows)
+        raise ReleaseError(f"{path.name}: not a plain file (a link: links are not followed)")
     try:
-        if os.path.islink(path) or not path.is_file():
-            raise ReleaseError(f"{path.name}: not a plain file (links are not followed)")
-        zf = zipfile.ZipFile(path)
-    except (zipfile.BadZipFile, OSError, ValueError) as e:
+        fd = os.open(path, flags)
+    except OSError as e:
+        if e.errno == errno.ELOOP:
+            raise ReleaseError(f"{path.name}: not a plain file (a link: links are not followed)") from None
+        raise ReleaseError(f"{path.name}: cannot be read ({e.strerror or e})") from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise ReleaseError(f"{path.name}: not a plain file (a FIFO, device or folder is never read)")
+        if hasattr(os, "set_blocking"):
+            os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def _open_wheel(path: Path, limits: WheelLimits) -> tuple[zipfile.ZipFile, str, int]:
+    """The wheel as a zip, its sha256 and size: one regular file, opened once."""
+    f = _open_plain(path)
+    try:
+        size = os.fstat(f.fileno()).st_size
+        digest = sha256_stream(f)
+        f.seek(0)
+        zf = zipfile.ZipFile(f)
+    except (zipfile.BadZipFile, OSError, ValueError, EOFError) as e:
+        f.close()
         raise ReleaseError(f"{path.name}: not a readable wheel ({str(e)[:160]})") from None
+    except BaseException:
+        f.close()
+        raise
+    zf._patchkit_file = f  # type: ignore[attr-defined]  # closed with the zip (see _close)
     infos = zf.infolist()
     if len(infos) > limits.members:
-        zf.close()
+        _close(zf)
         raise ReleaseError(f"{path.name}: more than {limits.members} members (a bomb?)")
     for i in infos:
         why = unsafe_member_name(i.filename)
         if why and not i.filename.endswith("/"):
-            zf.close()
-            raise ReleaseError(f"{path.name}: member {i.filename[:120]!r}: {why}")
-    return zf
+            _close(zf)
+            raise ReleaseError(f"{path.name}: member {printable(i.filename[:120])!r}: {why}")
+    return zf, digest, size
+
+
+def _close(zf: zipfile.ZipFile) -> None:
+    zf.close()
+    f = getattr(zf, "_patchkit_file", None)
+    if f is not None:
+        f.close()
+
+
+_DIST_INFO = re.compile(r"^(?P<dist>[A-Za-z0-9_.]+)-(?P<version>[0-9][A-Za-z0-9_.+!]*)\.dist-info$")
+
+
+def _check_dist_info(label: str, dist_info: str, w: _Wheel) -> None:
+    """The wheel's ``.dist-info`` names the distribution and version its file name says
+    (what the manifest records, and what was chosen by): else it is another package."""
+    m = _DIST_INFO.match(dist_info)
+    if m is None or _norm(m.group("dist")) != _norm(w.dist) or m.group("version") != w.version:
+        raise ReleaseError(
+            f"{label}: its metadata folder {printable(dist_info[:120])!r} is not "
+            f"{_norm(w.dist)}-{w.version}.dist-info: the file name does not say what it holds",
+            hint="use the wheel as NVIDIA publishes it (pip download)",
+        )
+
+
+_ET_DYN = 3
+_PE_DLL = 0x2000  # IMAGE_FILE_DLL
+
+
+def _not_a_library(path: Path, spec: RuntimeSpec) -> str:
+    """Why the file taken as a runtime library is not a shared library of the target's
+    format ('' when it is): an ELF shared object (e_type ET_DYN) on Linux, a PE DLL on
+    Windows. A script, a text file or a symlink's target name is not."""
+    with path.open("rb") as f:
+        head = f.read(64)
+        if spec.os != "windows":
+            if head[:4] != b"\x7fELF" or len(head) < 18 or head[5] not in (1, 2):
+                return "not an ELF file" if head[:2] != b"#!" else "a script"
+            e_type = int.from_bytes(head[16:18], "little" if head[5] == 1 else "big")
+            return "" if e_type == _ET_DYN else f"an ELF file of type {e_type} (not ET_DYN)"
+        if head[:2] != b"MZ" or len(head) < 64:
+            return "not a PE file" if head[:2] != b"#!" else "a script"
+        pe = int.from_bytes(head[60:64], "little")
+        f.seek(pe)
+        sig = f.read(24)
+    if len(sig) < 24 or sig[:4] != b"PE\0\0":
+        return "not a PE file"
+    characteristics = int.from_bytes(sig[22:24], "little")
+    return "" if characteristics & _PE_DLL else "a PE file that is not a DLL"
 
 
 def _lib_dir_ok(member: str, spec: RuntimeSpec) -> bool:
@@ -382,26 +500,32 @@ def stage_runtime(
             m = _WHEEL_NAME.match(path.name)
             if not m:
                 raise ReleaseError(f"{path.name}: not a wheel file name")
-            w = _Wheel(path=path, dist=m.group("dist"), version=m.group("version"), sha256=sha256_file(path))
-            zf = _open_wheel(path, limits)
-            dist_info = next(
-                (
+            zf, digest, size = _open_wheel(path, limits)
+            w = _Wheel(path=path, dist=m.group("dist"), version=m.group("version"), sha256=digest, size=size)
+            opened.append((w, zf, {}, {}))  # closed in the finally below, whatever happens next
+            infos = sorted(
+                {
                     i.filename.split("/")[0]
                     for i in zf.infolist()
                     if re.match(r"^[^/]+\.dist-info/RECORD$", i.filename)
-                ),
-                None,
+                }
             )
-            if dist_info is None:
-                zf.close()
+            if not infos:
                 raise ReleaseError(f"{path.name}: has no .dist-info/RECORD: not a wheel")
+            if len(infos) > 1:
+                shown = ", ".join(printable(d[:80]) for d in infos[:3])
+                raise ReleaseError(
+                    f"{path.name}: has {len(infos)} .dist-info folders ({shown}): not one wheel"
+                )
+            dist_info = infos[0]
+            _check_dist_info(path.name, dist_info, w)
             record = _record(zf, dist_info, limits, path.name)
             libs = {
                 i.filename.split("/")[-1]: i
                 for i in zf.infolist()
                 if _lib_dir_ok(i.filename, spec) and _RUNTIME_LIB.match(i.filename.split("/")[-1])
             }
-            opened.append((w, zf, libs, record))
+            opened[-1] = (w, zf, libs, record)
             lic = next(
                 (
                     i
@@ -440,7 +564,7 @@ def stage_runtime(
                     version=w.version,
                     file=w.path.name,
                     sha256=w.sha256,
-                    size=path.stat().st_size,
+                    size=w.size,
                 )
             )
         todo = sorted(needed)
@@ -469,6 +593,12 @@ def stage_runtime(
                 )
             )
             dates.append(calendar.timegm((*info.date_time, 0, 0, 0)))
+            why = _not_a_library(dest, spec)
+            if why:
+                raise ReleaseError(
+                    f"{w.path.name}: {printable(info.filename[:200])} is {why}, not a shared library",
+                    hint="a runtime archive ships only NVIDIA's libraries: this wheel is damaged or altered",
+                )
             try:
                 b = read_binary(dest, f"bin/{lib}")
             except ValueError as e:
@@ -478,7 +608,7 @@ def stage_runtime(
                 todo += [n for n in b.needed if n not in taken]
     finally:
         for _, zf, _, _ in opened:
-            zf.close()
+            _close(zf)
     return StagedRuntime(
         spec=spec,
         folder=folder,
@@ -692,6 +822,15 @@ def verify_imports(dist: Path, name: str, root: str, manifest: Manifest) -> list
         binaries, os_name=os_name, files=[*files, *extra], unreadable=unreadable, allow=allow
     )
     diffs += [f"{name}: import check: {p}" for p in report.problems]
+    if isinstance(manifest, RuntimeManifest):  # NVIDIA's files: each library must be one
+        fmt = "pe" if os_name == "windows" else "elf"
+        found = {b.path: b.format for b in binaries}
+        for f in manifest.files:
+            if f.type == "SHARED_LIBRARY" and found.get(f.path) != fmt:
+                diffs.append(
+                    f"{name}: {printable(f.path[:200])}: not an {fmt.upper()} shared library "
+                    "(a runtime archive ships only NVIDIA's libraries)"
+                )
     if recorded is not None and recorded != report.summary():
         diffs.append(
             f"{name}: the manifest's imports {recorded.to_json()!r:.200} are not what its "

@@ -18,6 +18,13 @@ each one must resolve, the way the loader would on a clean machine, to
 
 Anything else is a problem naming the file and the library. Files are never followed
 through links, sizes are capped, and a malformed ELF or PE file is a problem, not a crash.
+
+Every binary of the release is a root, not only the executables: ggml's backend modules
+(``libggml-cpu-<variant>.so``, ``libggml-rpc.so``, ``libggml-cuda.so`` with
+``GGML_BACKEND_DL``; ``ggml-cpu-<variant>.dll``) are ``dlopen``'d and NEEDED by nothing,
+so a module has no parent whose loaded libraries it could reuse: each of its imports must
+resolve through its own ``$ORIGIN`` search path (or the system and driver sets), or it is
+a problem like an executable's.
 """
 
 from __future__ import annotations

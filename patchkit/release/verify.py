@@ -37,7 +37,7 @@ from patchkit.binary.elf import rpath_problems
 from patchkit.core.errors import ReleaseError
 from patchkit.core.fs import sha256_file
 from patchkit.core.record import JsonValue, RecordError
-from patchkit.core.text import diff_keys
+from patchkit.core.text import diff_keys, printable
 from patchkit.release import bundle, floor, provenance
 from patchkit.release.archive import (
     ARCHIVE_SUFFIXES,
@@ -50,6 +50,7 @@ from patchkit.release.archive import (
 )
 from patchkit.release.names import archive_name, runtime_name, variant_name
 from patchkit.release.release import SUMS, read_sums
+from patchkit.spec import cpuvariants
 from patchkit.spec.manifest import (
     FileEntry,
     Manifest,
@@ -63,6 +64,7 @@ __all__ = ["VerifyReport", "verify_dir"]
 
 _MAX_KEYS = 6
 SUMS_MAX = 1 << 20  # SHA256SUMS: a line per file
+SIGNERS_MAX = 1 << 20  # --allowed-signers: a line per trusted key
 _REFUSED_HINT = "it is not an archive `patchkit release` wrote; do not unpack it"
 
 
@@ -104,7 +106,7 @@ def _short(sha: str) -> str:
     return f"{sha[:12]}…"
 
 
-def _check_members(
+def check_members(
     label: str, root: str, entries: list[EntryInfo], files: Sequence[FileEntry | RuntimeFile]
 ) -> list[str]:
     diffs: list[str] = []
@@ -153,7 +155,7 @@ def _check_archive_file(dist: Path, name: str, allowed_signers: Path | None = No
     try:
         entries = read_archive(path, keep=[f"{root}/manifest.json"], inspect_elf=True)
     except ArchiveRefused as e:
-        raise ReleaseError(f"{name}: refused: {e}", hint=_REFUSED_HINT) from None
+        raise ReleaseError(printable(f"{name}: refused: {e}"), hint=_REFUSED_HINT) from None
     except ValueError as e:
         return [f"{name}: {e}"]
     inner = next((e for e in entries if e.name == f"{root}/manifest.json"), None)
@@ -240,7 +242,7 @@ def _check_manifest(
             )
     except ReleaseError as e:
         diffs.append(f"{name}: cannot recompute the archive name from the manifest ({str(e)[:200]})")
-    diffs += _check_members(name, root, entries, manifest.files)
+    diffs += check_members(name, root, entries, manifest.files)
     diffs += _check_runpaths(name, root, entries)
     diffs += bundle.verify_imports(dist, name, root, manifest)
     mtime = manifest.source_date_epoch
@@ -253,6 +255,7 @@ def _check_manifest(
         if status != "passed" and "unsmoked" not in manifest.waivers:
             diffs.append(f"{name}: smoke {status or 'not run'} but the manifest records no 'unsmoked' waiver")
         diffs += _check_floor(name, root, entries, manifest)
+        diffs += _check_cpu_variants(name, manifest)
     return diffs
 
 
@@ -267,10 +270,54 @@ def _check_floor(name: str, root: str, entries: list[EntryInfo], manifest: Relea
     return floor.verify_floor(name, manifest, elves, skip)
 
 
+def _check_cpu_variants(name: str, manifest: ReleaseManifest) -> list[str]:
+    """The CPU variants a manifest names are modules of its archive, and its CPU model
+    table is the one they give (spec.cpuvariants; models this patchkit does not know are
+    left as they are)."""
+    record = manifest.cpu_variants
+    if record is None:
+        return []
+    types = {f.path: f.type for f in manifest.files}
+    diffs = [
+        f"{name}: cpu_variants names {v.file}, which is not a module (MODULE_LIBRARY) of the archive"
+        for v in record.variants
+        if types.get(v.file) != "MODULE_LIBRARY"
+    ]
+    want = {m.name: v for m, v in cpuvariants.model_table(record.names)}
+    for m in record.models:
+        if m.model in want and want[m.model] != m.variant:
+            diffs.append(
+                f"{name}: cpu_variants says {m.model} loads {m.variant or 'none'}, but the built "
+                f"variants give {want[m.model] or 'none'}"
+            )
+    return diffs
+
+
+def _check_signers_file(path: Path) -> None:
+    """``--allowed-signers`` is read by ssh-keygen once per statement: a FIFO (or a device)
+    would stall each read until its deadline, /dev/zero would never end. It must be a
+    regular file (a link to one is the user's own choice) of at most SIGNERS_MAX bytes."""
+    try:
+        st = os.stat(path)
+    except OSError as e:
+        raise ReleaseError(f"--allowed-signers {path}: cannot be read ({e.strerror or e})") from None
+    if not stat.S_ISREG(st.st_mode):
+        raise ReleaseError(
+            f"--allowed-signers {path}: not a regular file (a FIFO or device is never read)",
+            hint="pass an OpenSSH allowed-signers file (man ssh-keygen, ALLOWED SIGNERS)",
+        )
+    if st.st_size > SIGNERS_MAX:
+        raise ReleaseError(
+            f"--allowed-signers {path}: larger than {SIGNERS_MAX >> 20} MiB, so not an allowed-signers file"
+        )
+
+
 def verify_dir(dist: Path, *, allowed_signers: Path | None = None) -> VerifyReport:
     """Every difference between what DIR claims and what it holds (empty: all good)."""
     if not dist.is_dir():
         raise ReleaseError(f"{dist} is not a folder", hint="pass the --out folder of `patchkit release`")
+    if allowed_signers is not None:
+        _check_signers_file(allowed_signers)
     diffs: list[str] = []
     sums_path = dist / SUMS
     sums: dict[str, str] = {}
@@ -321,4 +368,8 @@ def verify_dir(dist: Path, *, allowed_signers: Path | None = None) -> VerifyRepo
         diffs.append(f"{dist}: no archives to verify")
     for name in archives:
         diffs += _check_archive_file(dist, name, allowed_signers)
-    return VerifyReport(directory=dist, archives=tuple(archives), differences=tuple(diffs))
+    # member names, manifest and statement fields, file names in DIR: all someone else's
+    # text, shown on a terminal: every control character escaped (one line each, no ESC)
+    return VerifyReport(
+        directory=dist, archives=tuple(archives), differences=tuple(printable(d) for d in diffs)
+    )

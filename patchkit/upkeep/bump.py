@@ -20,6 +20,8 @@
 from __future__ import annotations
 
 import dataclasses
+import os
+import re
 import shutil
 import tempfile
 from collections.abc import Sequence
@@ -27,6 +29,8 @@ from pathlib import Path
 
 from patchkit.core.errors import PatchError, RecipeError, SourceError
 from patchkit.core.fs import atomic_write_many
+from patchkit.core.redact import redact_url
+from patchkit.core.text import printable
 from patchkit.git.repo import CommitInfo, Git
 from patchkit.spec.patchfile import parse_diff
 from patchkit.spec.recipe import Recipe
@@ -47,8 +51,13 @@ __all__ = [
     "BumpPlan",
     "BumpResult",
     "BumpStopped",
+    "CompileError",
+    "PatchErrors",
     "Touching",
+    "compile_errors",
     "default_target",
+    "github_web",
+    "md_code",
     "plan_bump",
     "render_summary",
     "run_bump",
@@ -67,6 +76,10 @@ class BumpOptions:
     workdir: Path  # refresh's scratch folder (its --continue / --abort find it there)
     to: str | None = None  # None: the newest commit of the default branch
     dry_run: bool = False
+    drop_upstreamed: bool = False  # refresh drops the patches found already upstream
+    command: str = ""  # how refresh's hints name this refresh (`patchkit refresh NAME`)
+    hint_workdir: bool = True  # refresh's hints say --workdir (bump was given one)
+    rerere: Path | None = None  # recorded conflict resolutions (refresh's)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -94,6 +107,9 @@ class BumpPlan:
     recipes: tuple[str, ...]  # names
     recipe_paths: tuple[Path, ...]
     patch_files: tuple[tuple[str, str], ...] = ()  # (name, file) in series order
+    # the upstream's web address when it is on GitHub (commits and pull requests are linked
+    # there in the summary), else ""
+    web: str = ""
 
     @property
     def up_to_date(self) -> bool:
@@ -270,7 +286,16 @@ def plan_bump(opts: BumpOptions) -> BumpPlan:
         recipes=tuple(r.name for r in opts.recipes),
         recipe_paths=tuple(r.path for r in opts.recipes),
         patch_files=tuple((p.name, p.filename) for p in opts.patches),
+        web=_web(opts),
     )
+
+
+def _web(opts: BumpOptions) -> str:
+    """The recipes' upstream on GitHub (a local mirror of it is read), else --upstream's."""
+    for url in (*(r.upstream.url for r in opts.recipes), opts.upstream):
+        if web := github_web(url):
+            return web
+    return ""
 
 
 # -- applying ---------------------------------------------------------------------------
@@ -315,6 +340,10 @@ def _refresh_options(
         recipe_path=paths[0] if paths else None,
         move_pin=bool(paths),
         more_recipes=tuple(paths[1:]),
+        drop_upstreamed=opts.drop_upstreamed,
+        command=opts.command if move else "",
+        hint_workdir=opts.hint_workdir,
+        rerere=opts.rerere if move else None,
     )
 
 
@@ -359,24 +388,196 @@ def _verdict_cell(v: PatchVerdict) -> tuple[str, str]:
     return v.status.value, "-"
 
 
-def _md(text: str) -> str:
-    """Text from outside (commit subjects) safe in a markdown table cell."""
+_GITHUB = (
+    re.compile(
+        r"^(?:https?|git|ssh)://(?:[^/@]*@)?github\.com(?::\d+)?/([A-Za-z0-9_.-]+)/([A-Za-z0-9_.-]+?)(?:\.git)?/?$"
+    ),
+    re.compile(r"^[A-Za-z0-9_.-]+@github\.com:([A-Za-z0-9_.-]+)/([A-Za-z0-9_.-]+?)(?:\.git)?/?$"),
+)
+_PR = re.compile(r"\s*\(#(\d{1,9})\)")
+
+
+def github_web(url: str) -> str:
+    """``https://github.com/OWNER/REPO`` for a clone URL on GitHub (https, ssh, scp-like;
+    credentials dropped), else ''."""
+    for rx in _GITHUB:
+        if m := rx.match(url.strip()):
+            owner, repo = m.group(1), m.group(2)
+            if owner not in (".", "..") and repo not in (".", ".."):
+                return f"https://github.com/{owner}/{repo}"
+    return ""
+
+
+def md_code(text: str, *, cell: bool = False) -> str:
+    """Text from outside (upstream's subjects, refs and URLs; patch and file names; messages)
+    as a markdown code span: shown as it is, never markup (no link, image or HTML), and
+    GitHub makes no @mention, #reference or autolink of it. Control characters are escaped
+    (core.text.printable); a backtick, which would end the span, becomes '; ``cell``: in a
+    table cell, where ``|`` must be escaped even inside a span."""
+    body = printable(text).replace("`", "'").strip() or "-"
+    if cell:
+        body = body.replace("|", "\\|")
+    return f"`{body}`"
+
+
+def _subject(subject: str, web: str, *, cell: bool = False) -> str:
+    """A commit subject: a code span, its ``(#N)`` pull-request references as links to the
+    upstream's pull request on GitHub (on GitHub itself ``#N`` would name the *project's*
+    issue N), or kept in the span as plain text when the upstream is not on GitHub."""
+    if not web:
+        return md_code(subject, cell=cell)
+    prs = _PR.findall(subject)
+    rest = _PR.sub("", subject)
+    links = "".join(f" ([#{n}]({web}/pull/{n}))" for n in prs)
+    return md_code(rest, cell=cell) + links
+
+
+def _commit(c: CommitInfo, web: str, *, full: bool = False) -> str:
+    label = f"`{c.sha if full else c.short}`"
+    return f"[{label}]({web}/commit/{c.sha})" if web and re.fullmatch(r"[0-9a-f]{40}", c.sha) else label
+
+
+# -- compile errors in patched code ------------------------------------------------------
+_DIAG = re.compile(
+    r"^(?P<file>[^\s:][^:\n]*?):(?P<line>\d+):(?:(?P<col>\d+):)? (?:fatal )?error: (?P<msg>.*)$"
+)
+_MAX_ERRORS = 50  # per patch, in the summary
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class CompileError:
+    file: str  # relative to the source tree
+    line: int
+    col: int | None
+    message: str
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class PatchErrors:
+    patch: str
+    errors: tuple[CompileError, ...]
+
+
+def _hunk_counts(header: str) -> tuple[int, int, int, int] | None:
+    m = re.match(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@", header)
+    if m is None:
+        return None
     return (
-        text.replace("\\", "\\\\")
-        .replace("|", "\\|")
-        .replace("<", "&lt;")
-        .replace("`", "'")
-        .replace("\n", " ")
+        int(m.group(1)),
+        1 if m.group(2) is None else int(m.group(2)),
+        int(m.group(3)),
+        1 if m.group(4) is None else int(m.group(4)),
     )
 
 
-def render_summary(result: BumpResult, *, build_lines: Sequence[str] = ()) -> str:
-    """Markdown for a pull-request body: what moved, what changed upstream, the verdicts."""
+def _moved(line: int, hunks: Sequence[tuple[int, int, int, int]]) -> int:
+    """Where line ``line`` of a file is after hunks (old start, count, new start, count)."""
+    delta = 0
+    for os_, oc, ns, nc in hunks:
+        if line >= os_ + oc:
+            delta = (ns + nc) - (os_ + oc)
+        elif line >= os_:
+            return min(ns + (line - os_), ns + max(nc - 1, 0))
+        else:
+            break
+    return line + delta
+
+
+def _owned_lines(patches: Sequence[Patch]) -> dict[str, list[tuple[str, int, int]]]:
+    """Per file, the line ranges (first, last, in the tree after every patch) that each
+    patch's hunks cover (their post-image: context and added lines), moved by the later
+    patches' hunks. The series is refreshed: each hunk sits where its header says."""
+    owned: dict[str, list[tuple[str, int, int]]] = {}
+    for p in patches:
+        parsed = parse_diff(p.read_verified().decode("utf-8", "replace"))
+        for f in parsed.files:
+            hunks = [c for h in f.hunks if (c := _hunk_counts(h.header)) is not None]
+            if f.old_path != f.new_path and f.old_path in owned:
+                owned[f.new_path] = owned.pop(f.old_path)
+            ranges = owned.setdefault(f.new_path, [])
+            ranges[:] = [(name, _moved(a, hunks), _moved(b, hunks)) for name, a, b in ranges]
+            ranges += [(p.name, ns, ns + nc - 1) for _os, _oc, ns, nc in hunks if nc > 0]
+    return owned
+
+
+def compile_errors(
+    log: str, patches: Sequence[Patch], *, src: Path, build: Path | None = None
+) -> tuple[PatchErrors, ...]:
+    """The compiler errors (``FILE:LINE:COL: error: ...``, GCC's and Clang's form) of a
+    failed build's ``log`` that point into a line a patch's hunk covers, per patch (series
+    order). FILE is taken relative to ``src`` (the source tree; a relative FILE is read
+    from ``build``, where the compiler ran)."""
+    owned = _owned_lines(patches)
+    found: dict[str, list[CompileError]] = {}
+    seen: set[tuple[str, int, int | None, str]] = set()
+    for raw in log.splitlines():
+        m = _DIAG.match(raw.strip())
+        if m is None:
+            continue
+        rel = _relative(m.group("file"), src, build)
+        if rel is None or rel not in owned:
+            continue
+        line = int(m.group("line"))
+        col = int(m.group("col")) if m.group("col") else None
+        key = (rel, line, col, m.group("msg"))
+        if key in seen:
+            continue
+        seen.add(key)
+        err = CompileError(file=rel, line=line, col=col, message=m.group("msg").strip())
+        for name in dict.fromkeys(n for n, a, b in owned[rel] if a <= line <= b):
+            found.setdefault(name, []).append(err)
+    return tuple(PatchErrors(patch=p.name, errors=tuple(found[p.name])) for p in patches if p.name in found)
+
+
+def _relative(file: str, src: Path, build: Path | None) -> str | None:
+    """``file`` relative to the source tree, or None when it lies outside."""
+    path = Path(file)
+    if not path.is_absolute():
+        if build is None:
+            return Path(os.path.normpath(path)).as_posix()
+        path = build / path
+    try:
+        return Path(os.path.normpath(path)).relative_to(Path(os.path.normpath(src))).as_posix()
+    except ValueError:
+        return None
+
+
+def _upstreamed_lines(result: BumpResult, web: str) -> list[str]:
+    """The patches the refresh dropped (already upstream, ``--skip``, ``--drop``) and those
+    found upstream but kept (proposed for dropping), each with the upstream commit that
+    has it: a reviewer sees why the series got shorter."""
+    r = result.refresh
+    if r is None or not (r.dropped or r.upstream):
+        return []
+    out = ["", "### Patches dropped or found upstream", ""]
+    for d in r.dropped:
+        at = f" {_commit(d.commit, web)} {_subject(d.commit.subject, web)}" if d.commit else ""
+        out.append(f"- {md_code(d.file)} dropped: {md_code(d.reason)}{at}")
+    for u in r.upstream:
+        rule = u.rule + (f" {u.detail}" if u.detail else "")
+        at = f" {_commit(u.commit, web)} {_subject(u.commit.subject, web)}" if u.commit else ""
+        out.append(
+            f"- {md_code(u.file)} kept, though upstream has it ({md_code(rule)}):{at}; "
+            "`--drop-upstreamed` drops it"
+        )
+    return out
+
+
+def render_summary(
+    result: BumpResult, *, build_lines: Sequence[str] = (), errors: Sequence[PatchErrors] = ()
+) -> str:
+    """Markdown for a pull-request body: what moved, what changed upstream, the verdicts;
+    ``errors``: a failed build's compile errors in patched code, per patch.
+
+    Every text from outside is a code span (:func:`md_code`): an upstream subject cannot
+    mention, link, embed or break the table; upstream's ``(#N)`` is a link to *its* pull
+    request when it is on GitHub; the upstream URL is shown without credentials."""
     p = result.plan
     old, new = p.old, p.new
+    web = p.web
     lines = [f"## Bump llama.cpp {old.short} (build {p.old_build}) → {new.short} (build {p.new_build})", ""]
     if p.up_to_date:
-        return "\n".join([*lines, f"Already at the newest commit of {_md(p.target)}: nothing to do.", ""])
+        return "\n".join([*lines, f"Already at the newest commit of {md_code(p.target)}: nothing to do.", ""])
     state = (
         "dry run: nothing was written"
         if result.dry_run
@@ -387,10 +588,10 @@ def render_summary(result: BumpResult, *, build_lines: Sequence[str] = ()) -> st
     lines += [
         "| | commit | date | build | RPC protocol |",
         "|---|---|---|---|---|",
-        f"| old | `{old.sha}` | {old.date[:10]} | {p.old_build} | {p.rpc_old or '-'} |",
-        f"| new | `{new.sha}` | {new.date[:10]} | {p.new_build} | {p.rpc_new or '-'} |",
+        f"| old | {_commit(old, web, full=True)} | {old.date[:10]} | {p.old_build} | {p.rpc_old or '-'} |",
+        f"| new | {_commit(new, web, full=True)} | {new.date[:10]} | {p.new_build} | {p.rpc_new or '-'} |",
         "",
-        f'Target: `{_md(p.target)}` of {_md(p.upstream)}: "{_md(new.subject)}". '
+        f"Target: {md_code(p.target)} of {md_code(redact_url(p.upstream))}: {_subject(new.subject, web)}. "
         f"{p.commits} commits in between ({p.first_parent} first-parent). Status: {state}.",
     ]
     if p.rpc_old and p.rpc_new and p.rpc_old != p.rpc_new:
@@ -417,6 +618,8 @@ def render_summary(result: BumpResult, *, build_lines: Sequence[str] = ()) -> st
             refreshed[f] = "unchanged"
         for f in result.refresh.skipped:
             refreshed[f] = "skipped (outside When)"
+        for d in result.refresh.dropped:
+            refreshed[d.file] = "dropped"
     files_of = dict(p.patch_files)
     for v in p.verdicts:
         verdict, where = _verdict_cell(v)
@@ -425,10 +628,11 @@ def render_summary(result: BumpResult, *, build_lines: Sequence[str] = ()) -> st
             how = "rewritten (3-way merge)"
         if result.dry_run and how.startswith(("rewritten", "unchanged")):
             how = f"would be {how}"
-        lines.append(f"| {_md(v.patch)} | {verdict} | {_md(where)} | {how} |")
+        lines.append(f"| {md_code(v.patch, cell=True)} | {verdict} | {md_code(where, cell=True)} | {how} |")
     if result.stopped:
-        lines += ["", f"Refresh: {_md(result.stopped)}"]
-    files = ", ".join(f"`{f}`" for f in p.files) or "-"
+        lines += ["", f"Refresh: {md_code(result.stopped)}"]
+    lines += _upstreamed_lines(result, web)
+    files = ", ".join(md_code(f) for f in p.files) or "-"
     lines += [
         "",
         f"### Upstream commits that touched the patched files ({p.touching_total})",
@@ -439,8 +643,9 @@ def render_summary(result: BumpResult, *, build_lines: Sequence[str] = ()) -> st
     if not p.touching:
         lines.append("None.")
     for t in p.touching:
+        where = ", ".join(md_code(f) for f in t.files)
         lines.append(
-            f"- `{t.commit.short}` {t.commit.date[:10]} {_md(t.commit.subject)} ({', '.join(t.files)})"
+            f"- {_commit(t.commit, web)} {t.commit.date[:10]} {_subject(t.commit.subject, web)} ({where})"
         )
     if p.touching_total > len(p.touching):
         lines.append(f"- … and {p.touching_total - len(p.touching)} more")
@@ -448,4 +653,13 @@ def render_summary(result: BumpResult, *, build_lines: Sequence[str] = ()) -> st
     lines += ["", f"### Recipes ({verb} together)", "", *(f"- {n}" for n in sorted(p.recipes))]
     if build_lines:
         lines += ["", "### Build", "", *build_lines]
+    if errors:
+        lines += ["", "### Compile errors in patched code", ""]
+        for pe in errors:
+            lines.append(f"- {md_code(pe.patch)}: {len(pe.errors)} error(s) in lines its hunks cover")
+            for e in pe.errors[:_MAX_ERRORS]:
+                at = f"{e.file}:{e.line}" + (f":{e.col}" if e.col else "")
+                lines.append(f"  - {md_code(at)}: {md_code(e.message)}")
+            if len(pe.errors) > _MAX_ERRORS:
+                lines.append(f"  - … and {len(pe.errors) - _MAX_ERRORS} more (the build log has all)")
     return "\n".join(lines) + "\n"

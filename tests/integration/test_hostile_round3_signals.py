@@ -57,7 +57,10 @@ from patchkit.core import proc
 
 pidfile = Path(sys.argv[2])
 child = [sys.executable, "-c",
-         "import os, sys, time; open(sys.argv[1], 'w').write(str(os.getpid())); time.sleep(60)",
+         # written then renamed: the file appears whole (a kill before the write's end
+         # would leave it empty)
+         "import os, sys, time; t = sys.argv[1] + '.tmp'; open(t, 'w').write(str(os.getpid()));"
+         " os.replace(t, sys.argv[1]); time.sleep(60)",
          str(pidfile)]
 proc.install_signal_handlers()
 real = proc._popen

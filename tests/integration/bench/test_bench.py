@@ -165,7 +165,13 @@ def test_sweep_records_failures_and_goes_on(tmp_path: Path) -> None:
     # named by the real host, not the relay (keys sorted, as in bench.json)
     assert list(dec["hosts"]) == sorted(rpc.split(","))
     out = tmp_path / "res"
-    assert {p.name for p in out.iterdir()} == {"bench.json", "bench.md", "bench.png", "raw"}
+    assert {p.name for p in out.iterdir()} == {
+        ".patchkit-bench",
+        "bench.json",
+        "bench.md",
+        "bench.png",
+        "raw",
+    }
     md = (out / "bench.md").read_text()
     assert "failed (abort)" in md and "| decode MB/token | decode RT/token |" in md
     assert "GGML_ASSERT" in (out / "raw" / "03-prompt.err").read_text()
@@ -208,7 +214,7 @@ def test_cli_input_errors(tmp_path: Path) -> None:
     (tmp_path / "busy").mkdir()
     (tmp_path / "busy" / "thesis.tex").write_text("x")
     r = _cli("bench", str(tmp_path / "busy"), "-m", str(model), "--build", str(build))
-    assert r.exit_code == 2 and "already holds other files" in r.output
+    assert r.exit_code == 2 and "holds thesis.tex, and patchkit bench did not write that folder" in r.output
     r = _cli("bench", str(tmp_path / "r"), "-m", str(model), "--build", str(build), "--rpc", "host")
     assert r.exit_code == 2 and "is not HOST:PORT" in r.output
     assert _calls(tmp_path) == []  # nothing ran
@@ -416,3 +422,64 @@ def test_links_are_measured_first_and_swept(tmp_path: Path) -> None:
         "1gbe",
     )
     assert r.exit_code == 2 and "--link shapes the connections to the RPC hosts" in r.output
+
+
+@posix_only
+def test_a_users_raw_folder_is_not_benchs_and_is_never_deleted(tmp_path: Path) -> None:
+    """Issue 25 item 7: an OUTDIR holding only raw/IMG_0001.CR2 passed the foreign-files
+    check because ``raw`` is one of bench's names; the bench then deleted OUTDIR/raw and
+    exited 0. A folder is bench's only by the marker bench wrote into it first."""
+    build = _fake_build(tmp_path)
+    model = tmp_path / "m.gguf"
+    model.write_bytes(b"GGUF")
+    photos = tmp_path / "photos"
+    (photos / "raw").mkdir(parents=True)
+    (photos / "raw" / "IMG_0001.CR2").write_bytes(b"a photo")
+    for layout in ({}, {"logs": "d", "demo": "d"}, {"bench.md": "f"}):
+        for name, kind in layout.items():
+            (photos / name).mkdir() if kind == "d" else (photos / name).write_text("mine")
+        r = _cli("bench", str(photos), "-m", str(model), "--build", str(build))
+        assert r.exit_code == 2, r.output
+        assert "patchkit bench did not write that folder (no .patchkit-bench" in r.output
+        assert "Traceback" not in r.output
+        assert (photos / "raw" / "IMG_0001.CR2").read_bytes() == b"a photo"
+        assert not (photos / ".patchkit-bench").exists()
+    r = _cli("bench", str(photos), "--demo", "--build", str(build))
+    assert r.exit_code == 2 and "patchkit bench did not write that folder" in r.output
+    assert _calls(tmp_path) == []  # nothing ran
+    assert (photos / "raw" / "IMG_0001.CR2").read_bytes() == b"a photo"
+
+
+@posix_only
+def test_a_folder_bench_wrote_is_reused_and_only_its_own_raw_files_go(tmp_path: Path) -> None:
+    build = _fake_build(tmp_path)
+    model = tmp_path / "m.gguf"
+    model.write_bytes(b"GGUF")
+    res = tmp_path / "res"
+    r = _cli("bench", str(res), "-m", str(model), "--build", str(build), "-r", "1")
+    assert r.exit_code == 0, r.output
+    marker = json.loads((res / ".patchkit-bench").read_text())
+    assert marker["written_by"] == "patchkit bench"
+    assert sorted(p.name for p in (res / "raw").iterdir()) == ["01.err", "01.out"]
+    (res / "raw" / "99.out").write_text("a previous bench's")
+    (res / "raw" / "notes.txt").write_text("mine")
+    r = _cli("bench", str(res), "-m", str(model), "--build", str(build), "-r", "1")
+    assert r.exit_code == 0, r.output
+    assert sorted(p.name for p in (res / "raw").iterdir()) == ["01.err", "01.out", "notes.txt"]
+    # a folder from a bench before the marker existed: its bench.json says whose it is
+    (res / ".patchkit-bench").unlink()
+    r = _cli("bench", str(res), "-m", str(model), "--build", str(build), "-r", "1")
+    assert r.exit_code == 0, r.output
+    assert (res / ".patchkit-bench").is_file()
+    # a link named like bench's own is not bench's
+    (res / "logs").symlink_to(tmp_path / "photos-elsewhere", target_is_directory=True)
+    r = _cli("bench", str(res), "-m", str(model), "--build", str(build), "-r", "1")
+    assert r.exit_code == 2 and "holds logs (a link), which patchkit bench did not write there" in r.output
+    # a bench.json that is not bench's proves nothing
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "bench.json").write_text('{"mine": true}')
+    (other / "raw").mkdir()
+    r = _cli("bench", str(other), "-m", str(model), "--build", str(build))
+    assert r.exit_code == 2 and "patchkit bench did not write that folder" in r.output
+    assert (other / "raw").is_dir()

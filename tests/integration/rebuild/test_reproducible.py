@@ -173,7 +173,16 @@ def test_rebuild_identical_then_a_changed_byte_is_named(
     evil = data[:i] + b"X" + data[i + 1 :]
     bad = _repack(archive, tmp_path / "evil", {lib: evil}, fix_manifest=True)
     r = invoke(
-        stamped.parent, "rebuild", str(bad), "--cache", str(tmp_path / "rb2"), "-j", "2", "--json", "--smoke"
+        stamped.parent,
+        "rebuild",
+        str(bad),
+        "--cache",
+        str(tmp_path / "rb2"),
+        "-j",
+        "2",
+        "--json",
+        "--smoke",
+        "--no-sandbox",
     )
     assert_error(r, 15, f"differs: {bad.name}", f"{lib}: sha256")
     report = json.loads(r.stdout)  # the JSON alone: with --json the lines go to stderr

@@ -58,8 +58,8 @@ def test_clean_bump_moves_every_pin_on_that_upstream(bup: BumpUpstream, tmp_path
     assert all(p.read_verified() for p in load_series(proj / "patches").patches)
     md = res.stdout
     assert md.startswith(f"## Bump llama.cpp {bup.c['b1'][:12]} (build 1) → {bup.c['b3'][:12]} (build 3)\n")
-    assert "| guard | applies-with-offset | src/rpc.c: #1 +3 | rewritten |" in md
-    assert "| cli | applies | - |" in md
+    assert "| `guard` | applies-with-offset | `src/rpc.c: #1 +3` | rewritten |" in md
+    assert "| `cli` | applies | `-` |" in md
     assert "patches refreshed and every pin moved" in md
     assert "### Recipes (moved together)\n\n- fixture\n- fixture-b\n" in md
     assert "other" not in md.split("### Recipes")[1]
@@ -79,10 +79,10 @@ def test_bump_that_needs_a_3way_refresh(bup: BumpUpstream, tmp_path: Path) -> No
     assert md == res.stdout
     assert f"(build 1) → {bup.c['b4'][:12]} (build 4)" in md
     # git apply alone would not have done it
-    assert "| guard | conflicts | src/rpc.c:1 | rewritten (3-way merge) |" in md
+    assert "| `guard` | conflicts | `src/rpc.c:1` | rewritten (3-way merge) |" in md
     # the summary: commits that touched the patched files (b3 did not), RPC protocol
-    assert f"- `{bup.c['b4'][:12]}` 2026-03-04 rpc: protocol 5.1 (#51) (src/rpc.c)" in md
-    assert f"- `{bup.c['b2'][:12]}` 2026-03-02 rpc: add a file comment (src/rpc.c)" in md
+    assert f"- `{bup.c['b4'][:12]}` 2026-03-04 `rpc: protocol 5.1 (#51)` (`src/rpc.c`)" in md
+    assert f"- `{bup.c['b2'][:12]}` 2026-03-02 `rpc: add a file comment` (`src/rpc.c`)" in md
     assert "docs: readme" not in md
     assert "### Upstream commits that touched the patched files (2)" in md
     assert f"| old | `{bup.c['b1']}` | 2026-03-01 | 1 | 5.0.0 |" in md
@@ -105,8 +105,8 @@ def test_conflict_keeps_state_and_abort_restores_everything(bup: BumpUpstream, t
         res,
         5,
         "refresh stopped at 0001-guard.patch: conflicts in src/rpc.c",
-        "patchkit refresh fixture --continue",
-        "--abort",
+        f"`patchkit refresh fixture --continue --workdir {workdir}`",
+        f"`patchkit refresh fixture --abort --workdir {workdir}`",
     )
     assert "Status: stopped at a conflict: nothing was written yet" in res.stdout
     assert snapshot(proj) == before  # recipes and patches untouched
@@ -151,12 +151,12 @@ def test_dry_run_changes_nothing(bup: BumpUpstream, tmp_path: Path) -> None:
     assert snapshot(proj) == before
     md = res.stdout
     assert "Status: dry run: nothing was written" in md
-    assert "| guard | conflicts | src/rpc.c:1 | would be rewritten (3-way merge) |" in md
+    assert "| `guard` | conflicts | `src/rpc.c:1` | would be rewritten (3-way merge) |" in md
     assert "### Recipes (would move together)" in md
     # a dry run that would stop at a conflict says so, and still writes nothing
     res = invoke(proj, "bump", "fixture", "--upstream", str(bup.path), "--dry-run", "--to", "next")
     assert res.exit_code == 0, res.output
-    assert "Refresh: refresh stopped at 0001-guard.patch: conflicts in src/rpc.c" in res.stdout
+    assert "Refresh: `refresh stopped at 0001-guard.patch: conflicts in src/rpc.c" in res.stdout
     assert snapshot(proj) == before
 
 
@@ -165,7 +165,7 @@ def test_nothing_to_do_and_bad_input(bup: BumpUpstream, tmp_path: Path) -> None:
     before = snapshot(proj)
     res = invoke(proj, "bump", "fixture", "--upstream", str(bup.path))
     assert res.exit_code == 0, res.output
-    assert "Already at the newest commit of master: nothing to do." in res.stdout
+    assert "Already at the newest commit of `master`: nothing to do." in res.stdout
     # backwards / sideways is not a bump
     res = invoke(proj, "bump", "fixture", "--upstream", str(bup.path), "--to", "side")
     assert_error(res, 4, "does not descend from the pin", "--to REF")
@@ -218,3 +218,112 @@ def test_bump_then_build_and_smoke_one_recipe(tmp_path: Path) -> None:
     assert info["recipe"]["name"] == "fixture-2" and info["upstream"]["commit"] == up.commits["c3"]
     assert "### Build\n\n`patchkit build fixture-2`: ok, upstream " in res.stdout
     assert f"smoke {info['smoke']['status']}" in res.stdout
+
+
+def test_every_output_is_checked_before_the_project_changes(bup: BumpUpstream, tmp_path: Path) -> None:
+    """Issue 25 item 12: a --summary that cannot be written (a file where its folder should
+    be, a folder) or a --build output folder that is not patchkit's stops the bump before a
+    pin or patch is rewritten."""
+    proj = bump_project(tmp_path, bup, pin=bup.c["b1"])
+    before = snapshot(proj)
+    plain = tmp_path / "plain.txt"
+    plain.write_text("a file\n")
+    res = invoke(proj, "bump", "fixture", "--upstream", str(bup.path), "--summary", str(plain / "pr.md"))
+    assert_error(res, 2, f"cannot write {plain / 'pr.md'}: {plain} is not a folder")
+    assert snapshot(proj) == before and pins(proj)["fixture"] == bup.c["b1"]
+    res = invoke(proj, "bump", "fixture", "--upstream", str(bup.path), "--summary", str(tmp_path))
+    assert_error(res, 2, "is a directory")
+    foreign = tmp_path / "mine"
+    foreign.mkdir()
+    (foreign / "notes.txt").write_text("keep\n")
+    res = invoke(
+        proj, "bump", "fixture", "--upstream", str(bup.path), "--build", "fixture", "--out", str(foreign)
+    )
+    assert_error(res, 2, "is not a patchkit output dir")
+    assert snapshot(proj) == before and (foreign / "notes.txt").read_text() == "keep\n"
+    # a summary in a folder that does not exist yet is fine (it is made), through a link too
+    (tmp_path / "real.md").write_text("old\n")
+    (tmp_path / "link.md").symlink_to(tmp_path / "real.md")
+    res = invoke(proj, "bump", "fixture", "--upstream", str(bup.path), "--summary", str(tmp_path / "link.md"))
+    assert res.exit_code == 0, res.output
+    assert (tmp_path / "link.md").is_symlink() and (tmp_path / "real.md").read_text() == res.stdout
+
+
+HOSTILE = (
+    "rpc: fix (#1) cc @octocat [click me](https://evil.example/x) ![t](https://evil.example/p.png) "
+    "<b>x</b> \x1b]8;;https://evil.example\x07link\x1b]8;;\x07 \x1b[2J\x9b31m`code` done (#27142)"
+)
+
+
+def test_hostile_upstream_subject_is_inert(tmp_path: Path) -> None:
+    """Issue 25 items 13, 14 on the real command: a hostile subject in the upstream reaches
+    neither the terminal as escapes nor the pull request as markup."""
+    up = make_bump_upstream(tmp_path / "up")
+    git(up.path, "checkout", "-q", "master")
+    rpc = (up.path / "src" / "rpc.c").read_text()
+    (up.path / "src" / "rpc.c").write_text(rpc + "/* hostile */\n")
+    git(up.path, "add", "-A")
+    git(up.path, "commit", "-q", "-m", HOSTILE)
+    proj = bump_project(tmp_path, up, pin=up.c["b1"])
+    summary = tmp_path / "pr.md"
+    res = invoke(proj, "bump", "fixture", "--upstream", str(up.path), "--summary", str(summary), "--dry-run")
+    assert res.exit_code == 0, res.output
+    for text in (res.stdout, res.stderr, summary.read_text()):
+        assert not any(c in text for c in "\x1b\x07\x9b"), repr(text)
+    md = summary.read_text()
+    assert "\\x1b]8;;https://evil.example\\x07" in md  # visible, escaped
+    outside = "".join(md.split("`")[::2])  # what GitHub would render as markdown
+    for bad in ("@octocat", "](", "<b>", "evil.example"):
+        assert bad not in outside, bad
+    assert md.count("`") % 2 == 0
+
+
+RENAME_PATCH = """\
+diff --git a/src/rpc.c b/src/rpc.c
+--- a/src/rpc.c
++++ b/src/rpc.c
+@@ -7,3 +7,7 @@ int rpc_check_bounds(size_t data, size_t nbytes, size_t base, size_t size) {
+     }
+     return 1;
+ }
++const char * rpc_version(void) {
++    const char * (*get)(void) = fixture_version;
++    return get();
++}
+"""
+
+
+def test_bump_build_lists_compile_errors_per_patch(tmp_path: Path) -> None:
+    """Issue 24 part 5: upstream renames a function a patch uses; the patch still merges
+    cleanly, the build fails, and the summary names the patch and its error line."""
+    from tests.fixtures.project import write_patch, write_recipe
+    from tests.fixtures.upstream import CORE, HEADER, make_upstream
+
+    up = make_upstream(tmp_path / "up")
+    tools = {
+        f"tools/{t}.c": (up.path / "tools" / f"{t}.c").read_text() for t in ("cli", "bench", "rpc_server")
+    }
+    renamed = {"include/fixture.h": HEADER.replace("fixture_version", "fixture_version_string")}
+    renamed["src/core.c"] = CORE.replace("VERSION", "2").replace("fixture_version", "fixture_version_string")
+    renamed |= {k: v.replace("fixture_version", "fixture_version_string") for k, v in tools.items()}
+    for rel, text in renamed.items():
+        (up.path / rel).write_text(text)
+    git(up.path, "add", "-A")
+    git(up.path, "commit", "-q", "-m", "core: rename fixture_version (#77)")
+    proj = tmp_path / "project"
+    (proj / "patches").mkdir(parents=True)
+    (proj / "recipes").mkdir()
+    (proj / "patches" / "series").write_text("")
+    write_patch(proj / "patches", "0001-rpc-version.patch", RENAME_PATCH)
+    write_recipe(proj, "fixture", url=str(up.path), commit=up.commits["c3"])
+    res = invoke(proj, "bump", "fixture", "--upstream", str(up.path), "--build", "fixture", "-j", "2")
+    assert res.exit_code == 6, res.output
+    md = res.stdout
+    assert "### Compile errors in patched code" in md
+    (line,) = [
+        ln for ln in md.splitlines() if ln.startswith("- `") and "error(s) in lines its hunks cover" in ln
+    ]
+    assert line.startswith("- `rpc-version`: 1 error(s)")
+    errs = [ln for ln in md.splitlines() if ln.startswith("  - `src/rpc.c:11:")]
+    assert len(errs) == 1 and "fixture_version" in errs[0] and "undeclared" in errs[0]
+    assert "compile error(s) in lines the patches cover" in res.stderr

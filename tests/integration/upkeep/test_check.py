@@ -50,9 +50,13 @@ def test_range_statuses_through_history(drift: DriftUpstream, tmp_path: Path) ->
     ]
     d5 = report.refs[3].results
     assert [(c.file, c.hunk, c.header) for c in d5[0].conflicts] == [("src/rpc.c", 1, "@@ -3,6 +3,9 @@")]
-    # patch 2 needs patch 1: without it, it is checked (and fails) on its own, and says so
+    # patch 2 needs patch 1: without it, it is checked (and fails) on its own, and says so;
+    # its hunk needs a line only patch 1 adds: a cascade of it, not a conflict of its own
     assert d5[1].note == "checked without guard"
+    assert d5[1].cascade_of == ("guard",) and d5[1].label == "cascade of guard"
+    assert d5[0].cascade_of == ()  # the guard's own conflict
     assert d5[2].note == ""  # the cli patch shares no file with the guard
+    assert d5[1].to_json()["cascade_of"] == ["guard"]
     # cumulative: at d7 patch 2 applies on top of the upstreamed guard
     assert report.refs[5].results[1].offsets[0].lines == 3
     # identical touched blobs share one verdict: d3 = d4, d5 = d6, d7 = d8 (README and
@@ -158,7 +162,8 @@ def test_cli_check_pin_applies_exit_0(drift: DriftUpstream, tmp_path: Path) -> N
     assert doc["refs"][0]["commit"]["subject"] == "core: version 2"
     assert statuses(doc) == [["applies", "applies", "applies"]]
     assert "applies" in res.stderr  # with --json the table goes to stderr
-    assert f"│ {drift.c['d2']} " in res.stderr and "│" not in res.stdout
+    assert drift.c["d2"][:12] in res.stderr and "patch check against" not in res.stdout
+    assert doc["refs"][0]["results"][1]["cascade_of"] == []
 
 
 def test_cli_check_conflict_exit_11_and_json(drift: DriftUpstream, tmp_path: Path) -> None:
@@ -187,19 +192,19 @@ def test_cli_table_on_stdout_steps_and_error_on_stderr(drift: DriftUpstream, tmp
     proj = make_project(tmp_path, drift, pin=drift.c["d2"], patches=standard_patches(drift))
     res = run_cli(proj, "check", "fixture", "--ref", drift.c["d5"], "--ref", "master")
     assert res.exit_code == 11
-    # the table is the result: on stdout, a ref's row on one line (`patchkit check | grep`)
+    # the table is the result: on stdout, one row per patch on one line (`patchkit check | grep`),
+    # a column per ref
     assert res.stdout.startswith(f"patch check against {drift.path}\n")
-    (row,) = [ln for ln in res.stdout.splitlines() if ln.startswith(f"│ {drift.c['d5']} ")]
-    assert "rpc: reword the bounds comment" in row and row.count("conflicts (src/rpc.c:1)") == 2
-    (row,) = [ln for ln in res.stdout.splitlines() if ln.startswith("│ master ")]
-    assert "already-upstream" in row and "applies-with-offset" in row
+    (head,) = [ln for ln in res.stdout.splitlines() if ln.lstrip().startswith("#")]
+    assert "patch" in head and drift.c["d5"][:12] in head and "master" in head
+    (row,) = [ln for ln in res.stdout.splitlines() if ln.split()[:2] == ["1", "guard"]]
+    assert "conflicts rpc.c:1" in row and "upstream" in row
+    (row,) = [ln for ln in res.stdout.splitlines() if ln.split()[:2] == ["2", "guard-comment"]]
+    assert "cascade of #1" in row and "offset +3" in row
+    # below the table: the whole verdict of each patch that does not apply at the last ref
+    # (here master, where all apply or are upstream)
+    assert "#1 guard:" not in res.stdout
     assert "\x1b[" not in res.stdout
-    # stderr: the step (progress) and the error, no table
-    assert res.stderr.splitlines()[0] == "▸ check 3 patches against 2 ref(s)"
-    assert "│" not in res.stderr and "patch check against" not in res.stderr
-    errors = [ln for ln in res.stderr.splitlines() if ln.startswith("error: ")]
-    assert len(errors) == 1 and "guard does not apply to" in errors[0]
-    assert "error" not in res.stdout
     res = run_cli(proj, "check", "fixture", "--range", f"{drift.c['d1']}..master", "--bisect")
     assert res.exit_code == 11
     lines = res.stdout.splitlines()
@@ -235,8 +240,9 @@ def test_cli_range_and_bisect(drift: DriftUpstream, tmp_path: Path) -> None:
     assert res.exit_code == 11
     doc = json.loads(res.stdout)
     assert len(doc["refs"]) == 7 and doc["refs"][-1]["commit"]["sha"] == drift.c["d8"]
-    # the table groups runs of identical verdicts
-    assert "2 commits" in res.stderr
+    # one row per patch: its verdict at the range's first and last commit, and since when
+    (row,) = [ln for ln in res.stderr.splitlines() if ln.split()[:2] == ["1", "guard"]]
+    assert "applies" in row and "upstream" in row and drift.c["d7"][:10] in row
 
     res = run_cli(proj, "check", "fixture", "--range", f"{drift.c['d1']}..master", "--bisect", "--json")
     assert res.exit_code == 11

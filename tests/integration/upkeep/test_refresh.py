@@ -66,7 +66,7 @@ def test_refresh_conflict_then_continue(drift: DriftUpstream, tmp_path: Path) ->
     res = run_cli(proj, "refresh", "fixture", "--onto", drift.c["d5"], "--workdir", str(workdir))
     assert res.exit_code == 5
     assert "refresh stopped at 0001-guard.patch: conflicts in src/rpc.c" in res.stderr
-    assert "refresh --continue" in res.stderr
+    assert f"`patchkit refresh fixture --continue --workdir {workdir}`" in res.stderr
     assert snapshot(proj / "patches") == before  # nothing written yet
     tree = workdir / "tree"
     conflicted = (tree / "src" / "rpc.c").read_text()
@@ -115,8 +115,18 @@ def test_refresh_onto_upstreamed_patch_writes_nothing(drift: DriftUpstream, tmp_
     before = snapshot(proj / "patches")
     res = run_cli(proj, "refresh", "fixture", "--onto", drift.c["d7"])
     assert res.exit_code == 5
-    assert "0001-guard.patch: empty on top of" in res.stderr
+    # found before merging (its change is there), merged to nothing: a stop, no restart
+    assert f"0001-guard.patch: already upstream (effect): {drift.c['d7'][:12]}" in res.stderr
+    assert "refresh stopped at 0001-guard.patch: merged onto" in res.stderr
     assert snapshot(proj / "patches") == before
+    res = run_cli(proj, "refresh", "fixture", "--abort")
+    assert res.exit_code == 0, res.output
+    # --drop-upstreamed: dropped on the way, out of the series
+    res = run_cli(proj, "refresh", "fixture", "--onto", drift.c["d7"], "--drop-upstreamed")
+    assert res.exit_code == 0, res.output
+    assert "dropped   0001-guard.patch: already upstream (effect)" in res.stderr
+    assert not (proj / "patches" / "0001-guard.patch").exists()
+    assert "0001-guard.patch" not in (proj / "patches" / "series").read_text()
 
 
 def test_refresh_skips_patches_outside_their_when_range(drift: DriftUpstream, tmp_path: Path) -> None:

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from patchkit.bench.sweep import (
@@ -212,3 +214,54 @@ def test_point_args_map_every_dimension() -> None:
         "RPC0/RPC1/CUDA0/CUDA1",
     )
     assert point_args(Point(settings=(("dev", "auto"), ("sm", "layer"))), caps, RIG) == ("-sm", "layer")
+
+
+def test_a_sweep_of_8_million_setups_is_refused_before_it_is_expanded() -> None:
+    """Issue 25 item 6: three 200-value sweeps made 8 million setups (4 GB, no refusal at
+    90 s). The setups are counted before anything is expanded."""
+    import time
+    import tracemalloc
+
+    from patchkit.bench.sweep import MAX_SETUPS, Dimension, count_setups
+
+    specs = [
+        "p=" + ",".join(str(i) for i in range(200)),
+        "n=" + ",".join(str(i) for i in range(200)),
+        "b=" + ",".join(str(i) for i in range(1, 201)),
+    ]
+    start = time.monotonic()
+    tracemalloc.start()
+    try:
+        with pytest.raises(ConfigError) as e:
+            parse_sweep(specs)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert time.monotonic() - start < 5 and peak < 16 << 20
+    assert e.value.message == (
+        "--sweep makes 8,000,000 setups (200 x 200 x 200), more than 1,000: each is one llama-bench run"
+    )
+    assert "split the sweep" in (e.value.hint or "")
+    # one key alone, and the engine's own expansion, refuse the same way
+    with pytest.raises(ConfigError, match="makes 1,001 setups .p alone."):
+        parse_sweep(["p=" + ",".join(str(i) for i in range(MAX_SETUPS + 1))])
+    dims = tuple(Dimension(key=k, values=tuple(str(i) for i in range(200))) for k in ("p", "n", "b"))
+    with pytest.raises(ConfigError, match="8,000,000 setups"):
+        expand_sweep(dims)
+    # the cap itself is allowed: 10 x 10 x 10
+    ok = parse_sweep([f"{k}=" + ",".join(str(i) for i in range(10)) for k in ("p", "n", "b")])
+    assert count_setups(ok) == MAX_SETUPS == len(expand_sweep(ok))
+
+
+def test_cli_refuses_a_huge_sweep_before_reading_the_build(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from patchkit.cli import main
+
+    many = ",".join(str(i) for i in range(200))
+    sweeps = ["--sweep", f"p={many}", "--sweep", f"n={many}", "--sweep", f"b={many}"]
+    args = ["bench", str(tmp_path / "o"), "-m", str(tmp_path / "m.gguf"), "--build", str(tmp_path / "nope")]
+    r = CliRunner().invoke(main, [*args, *sweeps])
+    assert r.exit_code == 2 and "Traceback" not in r.output
+    assert "--sweep makes 8,000,000 setups (200 x 200 x 200), more than 1,000" in r.output
+    assert not (tmp_path / "o").exists()

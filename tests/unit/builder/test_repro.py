@@ -52,17 +52,26 @@ def test_env_without_a_launcher_maps_paths_and_keeps_the_users_flags() -> None:
     assert "--objdir-as-tempdir" not in old["CUDAFLAGS"]  # not passed to an older nvcc
 
 
-def test_env_with_ccache_adds_no_path_maps_and_a_users_epoch_wins() -> None:
+def test_env_with_ccache_maps_paths_too_and_keeps_them_out_of_its_hash() -> None:
+    """Issue 25 item 8: with CCACHE_DISABLE=1 (or an uncacheable call, a fallback) ccache
+    hands the compiler the absolute paths; the maps must be there whatever ccache does, and
+    named in CCACHE_IGNOREOPTIONS so that the hash holds no folder (hits across folders)."""
     root = Path("/c/w")
     env = build_env(
-        {"SOURCE_DATE_EPOCH": "5"},
+        {"SOURCE_DATE_EPOCH": "5", "CCACHE_IGNOREOPTIONS": "-Wmine"},
         work_root=root,
         build_dir=root / "build",
         commit_date="2026-08-07T12:34:56Z",
         launcher="ccache",
     )
-    assert env == {"SOURCE_DATE_EPOCH": "5"}
-    # nvcc's temp-file names are in its objects, ccache or not
+    maps = "-ffile-prefix-map=/c/w=.. -ffile-prefix-map=/c/w/build=."
+    assert env == {
+        "SOURCE_DATE_EPOCH": "5",
+        "CFLAGS": maps,
+        "CXXFLAGS": maps,
+        "CCACHE_IGNOREOPTIONS": f"-Wmine {maps}",
+    }
+    # nvcc's -Xcompiler form: ccache hashes it whole, so it is named too
     env = build_env(
         {},
         work_root=root,
@@ -71,7 +80,20 @@ def test_env_with_ccache_adds_no_path_maps_and_a_users_epoch_wins() -> None:
         launcher="ccache",
         nvcc=(12, 4, 131),
     )
-    assert env["CUDAFLAGS"] == "--objdir-as-tempdir" and "CXXFLAGS" not in env
+    x = "-Xcompiler=-ffile-prefix-map=/c/w=.. -Xcompiler=-ffile-prefix-map=/c/w/build=."
+    assert env["CUDAFLAGS"] == f"--objdir-as-tempdir {x}"
+    assert env["CCACHE_IGNOREOPTIONS"] == f"{maps} {x}"
+    # without a launcher ccache is not run: nothing to tell it
+    none = build_env(
+        {}, work_root=root, build_dir=root / "build", commit_date="2026-08-07T12:34:56Z", launcher=None
+    )
+    assert none["CFLAGS"] == maps and "CCACHE_IGNOREOPTIONS" not in none
+
+
+def test_maps_go_with_every_launcher_but_sccache() -> None:
+    from patchkit.builder.repro import maps_paths
+
+    assert maps_paths(None) and maps_paths("ccache") and not maps_paths("sccache")
 
 
 def test_include_maps_normalise_dirs_with_dots_as_ccache_does(tmp_path: Path) -> None:
@@ -105,6 +127,9 @@ def test_include_maps_normalise_dirs_with_dots_as_ccache_does(tmp_path: Path) ->
     env = with_maps({"CFLAGS": "-O2", "CUDAFLAGS": "--objdir-as-tempdir"}, maps[:1])
     assert env["CFLAGS"] == f"-O2 {maps[0]}" and env["CXXFLAGS"] == maps[0]
     assert env["CUDAFLAGS"] == f"--objdir-as-tempdir -Xcompiler={maps[0]}"
+    assert "CCACHE_IGNOREOPTIONS" not in env
+    cc = with_maps({"CUDAFLAGS": "-O2", "CCACHE_IGNOREOPTIONS": "-x"}, maps[:1], launcher="ccache")
+    assert cc["CCACHE_IGNOREOPTIONS"] == f"-x {maps[0]} -Xcompiler={maps[0]}"
     assert not configured_with(build, maps)
     (build / "CMakeCache.txt").write_text(f"CMAKE_CXX_FLAGS:STRING={' '.join(maps)}\n")
     assert configured_with(build, maps) and not configured_with(build, [*maps, "-fx=y/"])

@@ -12,7 +12,7 @@ from patchkit.upkeep.refresh import STATE_FILE
 from tests.fixtures.project import assert_error, invoke
 
 GOOD = {
-    "version": 1,
+    "version": 2,
     "repo": "/r",
     "onto": "a" * 40,
     "base": "b" * 40,
@@ -44,6 +44,10 @@ DAMAGED: dict[str, bytes] = {
     ).encode(),
     "patches-dir-elsewhere": json.dumps({**GOOD, "patches_dir": "/etc"}).encode(),
     "recipe-not-toml": json.dumps({**GOOD, "recipe": "/etc/passwd"}).encode(),
+    "drops-a-file-elsewhere": json.dumps(
+        {**GOOD, "dropped": [{"file": "../../etc/passwd", "reason": "x"}]}
+    ).encode(),
+    "conflict-file-elsewhere": json.dumps({**GOOD, "conflicts": ["../x.txt"]}).encode(),
 }
 
 
@@ -92,4 +96,24 @@ def test_continue_or_abort_without_a_refresh(project: Path, tmp_path: Path) -> N
 
 def test_exactly_one_action(project: Path, tmp_path: Path) -> None:
     r = invoke(project, "refresh", "--continue", "--abort", "--workdir", str(tmp_path))
-    assert_error(r, 2, "give exactly one of --onto COMMIT, --continue, --abort")
+    assert_error(r, 2, "give exactly one of --onto COMMIT, --continue, --skip, --drop PATCH, --abort")
+
+
+def test_a_state_that_would_remove_a_file_outside_the_series_is_damaged(tmp_path: Path) -> None:
+    from patchkit.core.errors import PatchError
+    from patchkit.upkeep.refresh import RefreshState
+
+    pdir = tmp_path / "patches"
+    pdir.mkdir()
+    (pdir / "series").write_text("0001-x.patch\n")
+    good = {**GOOD, "patches_dir": str(pdir)}
+    wd = workdir(tmp_path, json.dumps(good).encode())
+    assert RefreshState.load(wd).patches[0].file == "0001-x.patch"  # the control: it loads
+    for bad in (
+        {"dropped": [{"file": "../../etc/passwd", "reason": "x"}]},
+        {"to_drop": ["/etc/passwd"]},
+        {"conflicts": ["../x.txt"]},
+    ):
+        (wd / STATE_FILE).write_text(json.dumps({**good, **bad}))
+        with pytest.raises(PatchError, match="damaged"):
+            RefreshState.load(wd)

@@ -1,4 +1,4 @@
-"""core.text: the did-you-mean suffix of one-line errors."""
+"""core.text: the did-you-mean suffix of one-line errors; printable (untrusted text on a terminal)."""
 
 from __future__ import annotations
 
@@ -34,3 +34,15 @@ def test_diff_keys_names_every_differing_path() -> None:
     assert diff_keys(a, b) == ["gone", "y.z[1]", "y.z[2].w"]
     assert diff_keys([1], [1, 2], "l") == ["l"]
     assert diff_keys(1, 2) == ["(whole)"] and diff_keys({"a": 1}, {"a": 1}) == []
+
+
+def test_printable_escapes_what_a_terminal_would_act_on() -> None:
+    from patchkit.core.text import printable
+
+    assert printable("plain é ü 日本 ok") == "plain é ü 日本 ok"  # text stays text
+    assert printable("\x1b]0;pwned\x07") == "\\x1b]0;pwned\\x07"  # set the title
+    assert printable("a\x1b[2Jb\r\nc\td") == "a\\x1b[2Jb\\x0d\\x0ac\\x09d"  # one line
+    assert printable("\x9b31m \x7f") == "\\x9b31m \\x7f"  # C1 CSI, DEL
+    assert printable("abc\u202edef\u200b") == "abc\\u202edef\\u200b"  # bidi override, zero width
+    assert printable("\u2028\U000e0001") == "\\u2028\\U000e0001"
+    assert printable("x" * 5 + "\x00") == "xxxxx\\x00"

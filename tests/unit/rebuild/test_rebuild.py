@@ -7,12 +7,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from click.testing import CliRunner
 
+from patchkit.cli import main
 from patchkit.core.errors import ReleaseError
 from patchkit.rebuild.rebuild import SOURCE_FILES, RebuildOptions, archives_of, rebuild_archive
 from patchkit.release.archive import Member, read_archive, write_archive
 from patchkit.release.release import dump_manifest
-from tests.fixtures.release import COMMIT_EPOCH, do_release, make_build
+from tests.fixtures.release import COMMIT_EPOCH, do_release, make_build, project_build
 from tests.fixtures.wheels import runtime_wheels
 from tests.unit.release.test_bundle import cuda_build
 
@@ -142,3 +144,141 @@ def test_a_folders_cuda_runtime_archive_is_not_rebuilt(tmp_path: Path) -> None:
     # given by itself, it is refused like any archive without sources
     with pytest.raises(ReleaseError, match="carries no sources"):
         rebuild_archive(r.runtime, RebuildOptions(env={}))
+
+
+def _tar_gz(dest: Path, entries: list[tuple[str, bytes, int]], mtime: int) -> Path:
+    """A tar.gz with exactly ``entries`` (full name, bytes, mode) in that order, duplicates kept."""
+    import gzip
+    import io
+    import tarfile
+
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    with gzip.GzipFile(dest, mode="wb", mtime=0) as gz, tarfile.open(fileobj=gz, mode="w") as tar:
+        for name, data, mode in entries:
+            info = tarfile.TarInfo(name)
+            info.size, info.mtime, info.mode = len(data), mtime, mode
+            tar.addfile(info, io.BytesIO(data))
+    return dest
+
+
+def test_a_member_swapped_behind_its_manifest_is_refused_before_building(
+    project: Path, tmp_path: Path
+) -> None:
+    """Issue 25 item 1: the rebuild is compared with the manifest's sha256s, so the archive's
+    own members must be those: a trojaned bin/ file (manifest untouched), or a second member
+    of the same name (``tar x`` keeps the last), is refused, never "identical"."""
+    recipe, _, build = project_build(project, tmp_path)
+    r = do_release(build, tmp_path / "dist", recipe=recipe, project=project)
+    entries = read_archive(r.archive, keep=[e.name for e in read_archive(r.archive)])
+    assert any(e.name.endswith("/source/recipes/fixture.toml") for e in entries)  # it carries sources
+    cli = f"{r.name}/bin/llama-cli"
+    whole = [(e.name, e.data or b"", e.mode) for e in entries]
+    epoch = json.loads(r.manifest.read_text())["source_date_epoch"]
+    swapped = _tar_gz(
+        tmp_path / "swapped" / r.archive.name,
+        [(n, b"\x7fELF trojan" if n == cli else d, m) for n, d, m in whole],
+        epoch,
+    )
+    twice = _tar_gz(tmp_path / "twice" / r.archive.name, [*whole, (cli, b"\x7fELF trojan", 0o755)], epoch)
+    opts = RebuildOptions(env={}, cache=tmp_path / "cache")
+    with pytest.raises(ReleaseError, match="its members are not the files its manifest lists") as e:
+        rebuild_archive(swapped, opts)
+    assert "bin/llama-cli: sha256 is" in e.value.detail and "patchkit verify" in e.value.hint
+    with pytest.raises(ReleaseError, match=r"member '.*/bin/llama-cli' appears twice"):
+        rebuild_archive(twice, opts)
+    # a member the manifest does not list is refused the same way
+    extra = _tar_gz(tmp_path / "extra" / r.archive.name, [*whole, (f"{r.name}/bin/zz", b"x", 0o755)], epoch)
+    with pytest.raises(ReleaseError, match="its members are not the files") as e:
+        rebuild_archive(extra, opts)
+    assert "bin/zz is in the archive but not in the manifest" in e.value.detail
+    assert not (tmp_path / "cache").exists()  # refused before anything was built
+
+
+def test_what_rebuild_reports_from_an_archive_is_escaped(project: Path, tmp_path: Path) -> None:
+    """Issue 25 item 13: member names (and every other string of the archive) in rebuild's
+    errors reach the terminal with their control characters escaped."""
+    recipe, _, build = project_build(project, tmp_path)
+    r = do_release(build, tmp_path / "dist", recipe=recipe, project=project)
+    entries = read_archive(r.archive, keep=[e.name for e in read_archive(r.archive)])
+    whole = [(e.name, e.data or b"", e.mode) for e in entries]
+    epoch = json.loads(r.manifest.read_text())["source_date_epoch"]
+    evil = _tar_gz(
+        tmp_path / "evil" / r.archive.name, [*whole, (f"{r.name}/bin/\x1b]0;pwned\x07", b"x", 0o755)], epoch
+    )
+    with pytest.raises(ReleaseError) as e:
+        rebuild_archive(evil, RebuildOptions(env={}, cache=tmp_path / "cache"))
+    assert "bin/\\x1b]0;pwned\\x07 is in the archive but not in the manifest" in e.value.detail
+    assert "\x1b" not in e.value.detail + e.value.message
+    # and what the command shows: the error's every line
+    res = CliRunner().invoke(main, ["rebuild", str(evil), "--cache", str(tmp_path / "c2")])
+    assert res.exit_code == 12, res.output
+    assert "bin/\\x1b]0;pwned\\x07" in res.output and "\x1b" not in res.output
+
+
+@pytest.mark.parametrize(
+    ("define", "why"),
+    [
+        (
+            'CMAKE_C_COMPILER_LAUNCHER = "/bin/sh;-c;touch /tmp/y;true"',
+            "CMAKE_C_COMPILER_LAUNCHER names a program",
+        ),
+        ('CMAKE_C_COMPILER = "/bin/sh"', "CMAKE_C_COMPILER names a program"),
+        ('CMAKE_PROJECT_INCLUDE = "/tmp/evil.cmake"', "CMAKE_PROJECT_INCLUDE names a program, script"),
+        ('CMAKE_TOOLCHAIN_FILE = "/tmp/evil.cmake"', "CMAKE_TOOLCHAIN_FILE names"),
+        ('CMAKE_C_CLANG_TIDY = "/bin/sh;-c;id"', "CMAKE_C_CLANG_TIDY names"),
+        (
+            'CMAKE_C_FLAGS = "-O2 -wrapper /bin/sh,-c,id"',
+            "CMAKE_C_FLAGS holds the compiler option '-wrapper'",
+        ),
+        ('CMAKE_C_FLAGS = "-O2 @opts.rsp"', "CMAKE_C_FLAGS holds the compiler option '@opts.rsp'"),
+    ],
+    ids=[
+        "launcher",
+        "compiler",
+        "project-include",
+        "toolchain",
+        "clang-tidy",
+        "gcc-wrapper",
+        "response-file",
+    ],
+)
+def test_a_carried_recipe_naming_a_program_to_run_is_refused(
+    project: Path, tmp_path: Path, define: str, why: str
+) -> None:
+    """Issue 25 item 3: a carried recipe's `[build.defines]` ran a launcher of its choosing
+    (`/bin/sh -c touch /tmp/y`) on the rebuilding machine; refused before anything runs."""
+    recipe_path = project / "recipes" / "fixture.toml"
+    recipe_path.write_text(recipe_path.read_text() + f"{define}\n")
+    recipe, _, build = project_build(project, tmp_path)
+    r = do_release(build, tmp_path / "dist", recipe=recipe, project=project)
+    for sandboxed in (True, False):
+        with pytest.raises(ReleaseError) as e:
+            rebuild_archive(r.archive, RebuildOptions(env={}, cache=tmp_path / "cache", sandbox=sandboxed))
+        assert e.value.message.startswith(
+            f"{r.archive.name}: carried recipe recipes/fixture.toml: [build.defines] {why}"
+        ), e.value.message
+    assert not (tmp_path / "cache").exists()
+
+
+def test_an_ordinary_define_passes_the_rule() -> None:
+    from patchkit.builder.sandbox import command_define
+
+    for name, value in (
+        ("GGML_RPC", "ON"),
+        ("CMAKE_CUDA_ARCHITECTURES", "60-real;86-real"),
+        ("CMAKE_EXPORT_COMPILE_COMMANDS", "ON"),
+        ("CMAKE_EXE_LINKER_FLAGS", "-Wl,-Bsymbolic -Wl,--as-needed"),
+        ("CMAKE_C_FLAGS", "-O2 -march=x86-64-v3 -fno-plt"),
+        ("CMAKE_INSTALL_RPATH", "$ORIGIN"),
+        ("BUILD_SHARED_LIBS", "OFF"),
+    ):
+        assert command_define(name, value) == "", name
+    # and every shipped recipe's defines: a release of one rebuilds
+    import tomllib
+
+    from tests.fixtures.paths import REPO
+
+    for path in sorted((REPO / "recipes").glob("*.toml")):
+        defines = tomllib.loads(path.read_text()).get("build", {}).get("defines", {})
+        for name, value in defines.items():
+            assert command_define(name, str(value)) == "", (path.name, name)

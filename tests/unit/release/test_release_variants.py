@@ -176,41 +176,56 @@ def test_build_info_and_manifest_read_with_and_without_variants() -> None:
         BuildInfo.from_json(build_info_json(artifacts=[{**art, "path": "bin/other.so"}], cpu_variants=one))
 
 
-def test_verify_flags_an_archive_whose_module_cannot_resolve_its_imports(tmp_path: Path) -> None:
-    """An archive repacked with a module that imports a library no machine is promised:
-    verify recomputes the import check over every file of bin/, modules included."""
+def _repack(r: Any, dist: Path, edit: Any, files_edit: dict[str, bytes] | None = None) -> None:
+    """The release in ``dist`` with members replaced and the manifest edited, every sha256
+    (the manifest's files, its copy beside, SHA256SUMS) made to agree."""
+    from patchkit.core.fs import sha256_file
     from patchkit.release.archive import Member, read_archive, write_archive
     from patchkit.release.release import SUMS, write_sums
     from patchkit.spec.manifest import dump_manifest
 
-    build = _with_variants(tmp_path)
-    dist = tmp_path / "dist"
-    r = do_release(build, dist)
     root = r.archive.name.removesuffix(".tar.gz")
     entries = read_archive(r.archive, keep=[e.name for e in read_archive(r.archive)])
     files = {e.name[len(root) + 1 :]: (e.data or b"", e.mode) for e in entries}
-    bad = make_elf(needed=("libggml-base.so", "libopenblas.so.0"), runpath="$ORIGIN") + b" bad\n" * 40
-    rel = "bin/libggml-cpu-haswell.so"
-    files[rel] = (bad, files[rel][1])
     manifest = json.loads(files["manifest.json"][0])
-    for f in manifest["files"]:
-        if f["path"] == rel:
-            f["sha256"], f["size"] = sha256_bytes(bad), len(bad)
+    for rel, data in (files_edit or {}).items():
+        files[rel] = (data, files[rel][1])
+        for f in manifest["files"]:
+            if f["path"] == rel:
+                f["sha256"], f["size"] = sha256_bytes(data), len(data)
+    edit(manifest)
     data = dump_manifest(manifest)
     files["manifest.json"] = (data, 0o644)
-    write_archive(
-        r.archive,
-        root,
-        [Member(name=n, mode=m, data=d) for n, (d, m) in files.items()],
-        mtime=manifest["source_date_epoch"],
-    )
+    members = [Member(name=n, mode=m, data=d) for n, (d, m) in files.items()]
+    write_archive(r.archive, root, members, mtime=manifest["source_date_epoch"])
     r.manifest.write_bytes(data)
-    # SHA256SUMS made to agree too: only the import check is left to see it
-    from patchkit.core.fs import sha256_file
+    write_sums(dist / SUMS, {p.name: sha256_file(p) for p in dist.iterdir() if p.name.startswith(root)})
 
-    sums = {p.name: sha256_file(p) for p in dist.iterdir() if p.name.startswith(root)}
-    write_sums(dist / SUMS, sums)
-    report = verify_dir(dist)
-    assert any("bin/libggml-cpu-haswell.so needs libopenblas.so.0" in d for d in report.differences), (
-        report.differences
+
+def test_verify_flags_an_archive_whose_module_cannot_resolve_its_imports(tmp_path: Path) -> None:
+    """An archive repacked with a module that imports a library no machine is promised:
+    verify recomputes the import check over every file of bin/, modules included."""
+    dist = tmp_path / "dist"
+    r = do_release(_with_variants(tmp_path), dist)
+    bad = make_elf(needed=("libggml-base.so", "libopenblas.so.0"), runpath="$ORIGIN") + b" bad\n" * 40
+    _repack(r, dist, lambda m: None, {"bin/libggml-cpu-haswell.so": bad})
+    diffs = verify_dir(dist).differences
+    assert any("bin/libggml-cpu-haswell.so needs libopenblas.so.0" in d for d in diffs), diffs
+
+
+def test_verify_recomputes_the_cpu_model_table(tmp_path: Path) -> None:
+    dist = tmp_path / "dist"
+    r = do_release(_with_variants(tmp_path), dist)
+
+    def claim_more(m: dict[str, Any]) -> None:
+        m["cpu_variants"]["models"][0]["variant"] = "haswell"  # Nehalem has no AVX2
+        m["cpu_variants"]["variants"][0]["file"] = "bin/libllama.so"
+        m["cpu_variants"]["models"].append({"model": "A CPU of tomorrow", "qemu": None, "variant": "x64"})
+
+    _repack(r, dist, claim_more)
+    # (the provenance statement names the old sha256s: that difference is left out here)
+    assert tuple(d for d in verify_dir(dist).differences if "cpu_variants" in d) == (
+        f"{r.archive.name}: cpu_variants names bin/libllama.so, which is not a module (MODULE_LIBRARY) "
+        "of the archive",
+        f"{r.archive.name}: cpu_variants says Nehalem loads haswell, but the built variants give x64",
     )

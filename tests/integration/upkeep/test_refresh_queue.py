@@ -1,0 +1,317 @@
+"""`patchkit refresh` stops only where a person is needed (issue 24 part 3), on the queue of
+tests/fixtures/refreshq.py: patches already upstream under each rule (found before merging,
+dropped by --drop-upstreamed without a stop), a clean merge that would double lines,
+--skip / --drop at a stop, hints whose command works (a non-default recipe, --workdir), a
+recorded resolution replayed after --abort, a cascade, and what the stop message says."""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+from pathlib import Path
+
+import pytest
+
+from patchkit.spec.series import load_series
+from tests.fixtures.drift import make_project
+from tests.fixtures.project import assert_error, invoke, run_cli
+from tests.fixtures.refreshq import B_U5, GAMMA_CASE, RefreshQueue, make_refresh_queue, patches_for
+from tests.fixtures.upstream import GIT_ENV, git
+
+
+@pytest.fixture(scope="module")
+def rq(tmp_path_factory: pytest.TempPathFactory) -> RefreshQueue:
+    old = os.environ.copy()
+    os.environ.update(GIT_ENV)
+    os.environ["GIT_CONFIG_GLOBAL"] = os.devnull
+    try:
+        return make_refresh_queue(tmp_path_factory.mktemp("rq"))
+    finally:
+        os.environ.clear()
+        os.environ.update(old)
+
+
+def series_files(proj: Path) -> list[str]:
+    return [p.filename for p in load_series(proj / "patches").patches]
+
+
+def hint_command(output: str, action: str) -> list[str]:
+    """The argv of the hint's `patchkit refresh ... ACTION` command (without `patchkit`)."""
+    m = re.search(r"`(patchkit refresh [^`]*" + re.escape(action) + r"[^`]*)`", output)
+    assert m, output
+    argv = shlex.split(m.group(1))
+    assert argv[0] == "patchkit"
+    return argv[1:]
+
+
+@pytest.mark.parametrize(
+    ("key", "rule", "commit"),
+    [
+        ("pid", "patch-id", "u1"),
+        ("subject", "subject", "u2"),
+        ("pr", "pull-request #102", "u3"),
+        ("words", "subject same words", "u3"),
+        ("effect", "effect", "u4"),
+    ],
+)
+def test_already_upstream_under_each_rule_is_dropped_without_a_stop(
+    rq: RefreshQueue, tmp_path: Path, key: str, rule: str, commit: str
+) -> None:
+    proj = make_project(tmp_path, rq, pin=rq.c["r1"], patches=patches_for(rq, key, "base"))
+    res = invoke(proj, "refresh", "fixture", "--onto", rq.c["u6"], "--move-pin", "--drop-upstreamed")
+    assert res.exit_code == 0, res.output
+    sha = rq.c[commit]
+    assert f"dropped 0001-{key}.patch: already upstream ({rule}" in res.stderr, res.stderr
+    assert sha[:12] in res.stderr
+    assert f"dropped   0001-{key}.patch" in res.stderr  # the result names it too
+    assert series_files(proj) == ["0002-base.patch"]
+    assert not (proj / "patches" / f"0001-{key}.patch").exists()
+    assert rq.c["u6"] in (proj / "recipes" / "fixture.toml").read_text()
+
+
+def test_without_the_flag_an_upstream_patch_is_proposed_and_an_empty_one_stops(
+    rq: RefreshQueue, tmp_path: Path
+) -> None:
+    proj = make_project(tmp_path, rq, pin=rq.c["r1"], patches=patches_for(rq, "pid", "effect"))
+    workdir = tmp_path / "w"
+    res = run_cli(proj, "refresh", "fixture", "--onto", rq.c["u6"], "--workdir", str(workdir))
+    # found before merging: said at once, with the commit
+    assert "0001-pid.patch: already upstream (patch-id " in res.stderr
+    assert f"{rq.c['u1'][:12]} core: add a helper (#101); proposed for dropping" in res.stderr
+    # merged, it is empty: a stop (git am stops there too), --skip drops it
+    assert_error(res, 5, "refresh stopped at 0001-pid.patch: merged onto", "changes nothing")
+    res = invoke(proj, *hint_command(res.output, "--skip"))
+    assert_error(res, 5, "refresh stopped at 0002-effect.patch", "already upstream (effect)", rq.c["u4"][:12])
+    res = invoke(proj, "refresh", "fixture", "--workdir", str(workdir), "--drop", "0002-effect.patch")
+    assert res.exit_code == 0, res.output
+    assert "dropped   0001-pid.patch: skipped at a stop" in res.stderr
+    assert "dropped   0002-effect.patch: --drop" in res.stderr
+    assert series_files(proj) == []
+
+
+def test_a_clean_merge_that_doubles_lines_stops(rq: RefreshQueue, tmp_path: Path) -> None:
+    proj = make_project(tmp_path, rq, pin=rq.c["r1"], patches=patches_for(rq, "dup"))
+    workdir = tmp_path / "w"
+    res = run_cli(proj, "refresh", "fixture", "--onto", rq.c["u6"], "--workdir", str(workdir))
+    assert_error(
+        res,
+        5,
+        "refresh stopped at 0001-dup.patch: the 3-way merge was clean but adds lines upstream added",
+        "3 lines the patch adds are there twice now",
+        f"upstream {rq.c['u3'][:12]} tests: a case for gamma (#102) added them",
+    )
+    tree = workdir / "tree"
+    merged = (tree / "tests" / "t.c").read_text()
+    assert merged.count(GAMMA_CASE) == 2  # what `git am -3` would have kept silently
+    # the person keeps one copy; --continue takes it
+    (tree / "tests" / "t.c").write_text(merged.replace(GAMMA_CASE, "", 1))
+    git(tree, "add", "tests/t.c")
+    res = invoke(proj, *hint_command(res.output, "--continue"))
+    assert res.exit_code == 0, res.output
+    assert "empty on top of" in res.stderr  # nothing of it was left: it leaves the series
+    assert series_files(proj) == []
+
+
+def test_skip_and_drop_at_a_stop(rq: RefreshQueue, tmp_path: Path) -> None:
+    proj = make_project(tmp_path, rq, pin=rq.c["r1"], patches=patches_for(rq, "conflict", "base", "cascade"))
+    res = run_cli(proj, "refresh", "fixture", "--onto", rq.c["u6"])
+    assert_error(res, 5, "refresh stopped at 0001-conflict.patch: conflicts in src/b.c")
+    # a patch already refreshed cannot be dropped; an unknown one is named
+    res = invoke(proj, "refresh", "fixture", "--drop", "nope")
+    assert_error(res, 2, "--drop nope: no such patch")
+    # --drop alone takes the stopped patch only
+    res = invoke(proj, "refresh", "fixture", "--drop", "cascade")
+    assert_error(
+        res, 2, "--drop alone drops that one", "`patchkit refresh fixture --continue --drop cascade`"
+    )
+    # --skip drops the stopped patch, --drop a later one (with it)
+    res = invoke(proj, "refresh", "fixture", "--skip", "--drop", "cascade")
+    assert res.exit_code == 0, res.output
+    assert "dropped   0001-conflict.patch: skipped at a stop" in res.stderr
+    assert "dropped   0003-cascade.patch: --drop" in res.stderr
+    assert series_files(proj) == ["0002-base.patch"]
+    assert "+    return x + 10;" in (proj / "patches" / "0002-base.patch").read_text()
+
+
+@pytest.mark.parametrize("with_workdir", [True, False])
+def test_the_hint_is_a_command_that_works(rq: RefreshQueue, tmp_path: Path, with_workdir: bool) -> None:
+    proj = make_project(tmp_path, rq, pin=rq.c["r1"], patches=patches_for(rq, "conflict"))
+    (proj / "recipes" / "fixture.toml").rename(proj / "recipes" / "my recipe.toml")
+    extra = ["--workdir", str(tmp_path / "work dir")] if with_workdir else []
+    # --abort's hint
+    res = run_cli(proj, "refresh", "my recipe", "--onto", rq.c["u6"], *extra)
+    assert_error(res, 5, "refresh stopped at 0001-conflict.patch")
+    abort = hint_command(res.output, "--abort")
+    assert abort[:2] == ["refresh", "my recipe"]
+    assert ("--workdir" in abort) == with_workdir
+    res = invoke(proj, *abort)
+    assert res.exit_code == 0, res.output
+    assert "refresh aborted" in res.stderr
+    # --continue's
+    res = run_cli(proj, "refresh", "my recipe", "--onto", rq.c["u6"], *extra)
+    assert_error(res, 5, "refresh stopped at 0001-conflict.patch")
+    cont = hint_command(res.output, "--continue")
+    assert cont[:2] == ["refresh", "my recipe"]
+    assert ("--workdir" in cont) == with_workdir
+    # the file with markers is where the hint says; resolve it as the person would
+    tree = Path(shlex.split(re.search(r"`git -C (.+?) add`", res.output).group(1))[0])  # type: ignore[union-attr]
+    (tree / "src" / "b.c").write_text(B_U5.replace("return 2;", "return 3;"))
+    git(tree, "add", "src/b.c")
+    res = invoke(proj, *cont)
+    assert res.exit_code == 0, res.output
+    assert "updated   0001-conflict.patch" in res.stderr
+    assert "-    return 2;\n+    return 3;" in (proj / "patches" / "0001-conflict.patch").read_text()
+
+
+def test_a_recorded_resolution_is_replayed_after_abort(rq: RefreshQueue, tmp_path: Path) -> None:
+    proj = make_project(tmp_path, rq, pin=rq.c["r1"], patches=patches_for(rq, "conflict", "base", "cascade"))
+    start = ["refresh", "fixture", "--onto", rq.c["u6"], "--drop", "base"]
+    res = run_cli(proj, *start)
+    assert_error(res, 5, "refresh stopped at 0001-conflict.patch: conflicts in src/b.c")
+    tree = Path(os.environ["PATCHKIT_CACHE"]) / "refresh" / "fixture" / "tree"
+    text = (tree / "src" / "b.c").read_text()
+    assert ">>>>>>> " in text and "(0001-conflict.patch)" in text  # the marker names the patch
+    resolved = B_U5.replace("return 2;", "return 2 + 3;")
+    (tree / "src" / "b.c").write_text(resolved)
+    git(tree, "add", "src/b.c")
+    res = invoke(proj, "refresh", "fixture", "--continue")
+    assert "recorded 1 conflict resolution(s)" in res.stderr
+    assert_error(res, 5, "refresh stopped at 0003-cascade.patch")
+    records = list((Path(os.environ["PATCHKIT_CACHE"]) / "rerere").glob("*.json"))
+    assert len(records) == 1
+    res = invoke(proj, "refresh", "fixture", "--abort")
+    assert res.exit_code == 0, res.output
+    # started again: the first conflict resolves itself, the refresh stops at the next one
+    res = run_cli(proj, *start)
+    assert "0001-conflict.patch: src/b.c: reused a recorded resolution for 1 of 1 conflict(s)" in res.stderr
+    assert_error(res, 5, "refresh stopped at 0003-cascade.patch")
+    assert (tree / "src" / "b.c").read_text() == resolved  # replayed and committed
+    assert "<<<<<<<" in (tree / "src" / "a.c").read_text()  # the next stop's own conflict
+    res = invoke(proj, "refresh", "fixture", "--skip")
+    assert res.exit_code == 0, res.output
+    assert "reused 1 recorded conflict resolution(s)" in res.stderr
+    assert "+    return 2 + 3;" in (proj / "patches" / "0001-conflict.patch").read_text()
+    # a damaged record is never trusted: the conflict stops again
+    records[0].write_text("{not json")
+    proj2 = make_project(tmp_path / "again", rq, pin=rq.c["r1"], patches=patches_for(rq, "conflict"))
+    res = run_cli(proj2, "refresh", "fixture", "--onto", rq.c["u6"])
+    assert_error(res, 5, "refresh stopped at 0001-conflict.patch: conflicts in src/b.c")
+
+
+def test_a_cascade_is_named_as_such(rq: RefreshQueue, tmp_path: Path) -> None:
+    proj = make_project(tmp_path, rq, pin=rq.c["r1"], patches=patches_for(rq, "base", "cascade"))
+    res = run_cli(proj, "refresh", "fixture", "--onto", rq.c["u6"], "--drop", "0001-base.patch")
+    assert_error(
+        res,
+        5,
+        "refresh stopped at 0002-cascade.patch: conflicts in src/a.c (a cascade of 0001-base.patch)",
+        "a cascade: 0002-cascade.patch was written on top of 0001-base.patch (--drop)",
+    )
+    # its own conflict is not called a cascade
+    proj2 = make_project(tmp_path / "own", rq, pin=rq.c["r1"], patches=patches_for(rq, "pid", "conflict"))
+    res = run_cli(
+        proj2, "refresh", "fixture", "--onto", rq.c["u6"], "--drop", "pid", "--workdir", str(tmp_path / "w")
+    )
+    assert_error(res, 5, "refresh stopped at 0002-conflict.patch: conflicts in src/b.c")
+    assert "a cascade" not in res.output
+
+
+def test_the_stop_message(rq: RefreshQueue, tmp_path: Path) -> None:
+    proj = make_project(tmp_path, rq, pin=rq.c["r1"], patches=patches_for(rq, "conflict"))
+    res = run_cli(proj, "refresh", "fixture", "--onto", rq.c["u6"])
+    u5 = rq.c["u5"][:12]
+    assert_error(
+        res,
+        5,
+        f"refresh stopped at 0001-conflict.patch: conflicts in src/b.c (upstream {u5})",
+        "src/b.c:6-12 (conflict 1 of 1, 7 lines; the patch's hunk #1 of 1 `-3,5 +3,5`)",
+        f"upstream {u5} rpc: other says 2 (last touched 1 of these lines)",
+        "upstream |     return 2;",
+        "patch    |     return 3;",
+    )
+    assert "patch 0" not in res.output and "(patch " not in res.output
+
+
+def test_a_resolution_may_edit_a_file_outside_the_series(rq: RefreshQueue, tmp_path: Path) -> None:
+    proj = make_project(tmp_path, rq, pin=rq.c["r1"], patches=patches_for(rq, "conflict"))
+    res = run_cli(proj, "refresh", "fixture", "--onto", rq.c["u6"])
+    assert_error(res, 5, "refresh stopped at 0001-conflict.patch")
+    tree = Path(os.environ["PATCHKIT_CACHE"]) / "refresh" / "fixture" / "tree"
+    assert not (tree / "src" / "a.c").exists()  # the scratch tree holds the series' files only
+    (tree / "src" / "b.c").write_text(B_U5.replace("return 2;", "return alpha(2);"))
+    a_new = git(rq.path, "show", f"{rq.c['u6']}:src/a.c") + "\nint extra(void) { return 0; }\n"
+    (tree / "src" / "a.c").write_text(a_new)
+    git(tree, "add", "src/b.c", "src/a.c")
+    res = invoke(proj, "refresh", "fixture", "--continue")
+    assert res.exit_code == 0, res.output
+    assert "took upstream's src/a.c into the refresh" in res.stderr
+    text = (proj / "patches" / "0001-conflict.patch").read_text()
+    assert "diff --git a/src/a.c b/src/a.c" in text and "new file" not in text
+    assert "+int extra(void) { return 0; }" in text
+    # what check says: it applies at the new commit
+    res = invoke(proj, "check", "fixture", "--ref", rq.c["u6"])
+    assert res.exit_code == 0, res.output
+
+
+def test_bump_drops_what_is_upstream_and_its_hint_names_the_workdir(rq: RefreshQueue, tmp_path: Path) -> None:
+    proj = make_project(tmp_path, rq, pin=rq.c["r1"], patches=patches_for(rq, "pid", "base"))
+    res = invoke(proj, "bump", "fixture", "--upstream", str(rq.path), "--to", rq.c["u6"], "--drop-upstreamed")
+    assert res.exit_code == 0, res.output
+    assert "dropped   0001-pid.patch: already upstream (patch-id" in res.stderr
+    assert series_files(proj) == ["0002-base.patch"]
+    assert rq.c["u6"] in (proj / "recipes" / "fixture.toml").read_text()
+    # a stop in a bump: the hint's command (with --workdir) finishes it
+    proj2 = make_project(tmp_path / "b", rq, pin=rq.c["r1"], patches=patches_for(rq, "conflict"))
+    workdir = tmp_path / "bw"
+    res = invoke(
+        proj2, "bump", "fixture", "--upstream", str(rq.path), "--to", rq.c["u6"], "--workdir", str(workdir)
+    )
+    assert_error(res, 5, "refresh stopped at 0001-conflict.patch", f"upstream {rq.c['u5'][:12]}")
+    res = invoke(proj2, *hint_command(res.output, "--skip"))
+    assert res.exit_code == 0, res.output
+    assert rq.c["u6"] in (proj2 / "recipes" / "fixture.toml").read_text()  # the pins moved
+    assert series_files(proj2) == []
+
+
+def test_a_patch_found_upstream_that_still_changes_something_is_kept_and_proposed(
+    rq: RefreshQueue, tmp_path: Path
+) -> None:
+    proj = make_project(tmp_path, rq, pin=rq.c["r1"], patches=patches_for(rq, "pr"))
+    res = invoke(proj, "refresh", "fixture", "--onto", rq.c["u6"])
+    assert res.exit_code == 0, res.output
+    assert (
+        f"kept      0001-pr.patch, already upstream (pull-request #102): {rq.c['u3'][:12]} "
+        "tests: a case for gamma (#102): proposed for dropping" in res.stderr
+    )
+    assert series_files(proj) == ["0001-pr.patch"]
+
+
+def test_a_conflict_with_an_earlier_patchs_resolution_names_that_patch(
+    rq: RefreshQueue, tmp_path: Path
+) -> None:
+    proj = make_project(tmp_path, rq, pin=rq.c["r1"], patches=patches_for(rq, "conflict", "onconflict"))
+    res = run_cli(proj, "refresh", "fixture", "--onto", rq.c["u6"])
+    assert_error(res, 5, "refresh stopped at 0001-conflict.patch")
+    tree = Path(os.environ["PATCHKIT_CACHE"]) / "refresh" / "fixture" / "tree"
+    (tree / "src" / "b.c").write_text(B_U5.replace("return 2;", "return 2 + 3;"))
+    git(tree, "add", "src/b.c")
+    res = invoke(proj, "refresh", "fixture", "--continue")
+    # upstream never had `return 2 + 3;`: the lines are the first patch's, as resolved here
+    # (and upstream's commit that changed that line before it)
+    assert_error(
+        res,
+        5,
+        f"refresh stopped at 0002-onconflict.patch: conflicts in src/b.c (upstream {rq.c['u5'][:12]})",
+        "the earlier patch 0001-conflict.patch did too (as refreshed here)",
+    )
+
+
+def test_a_cherry_picked_patch_is_found_by_the_commit_it_names(rq: RefreshQueue, tmp_path: Path) -> None:
+    (file, header, body), base = patches_for(rq, "conflict", "base")
+    header += f"Taken from upstream.\n\n(cherry picked from commit {rq.c['u5'][:10]})\n\n"
+    proj = make_project(tmp_path, rq, pin=rq.c["r1"], patches=[(file, header, body), base])
+    res = invoke(proj, "refresh", "fixture", "--onto", rq.c["u6"], "--drop-upstreamed")
+    assert res.exit_code == 0, res.output
+    assert f"dropped 0001-conflict.patch: already upstream (cherry-pick {rq.c['u5'][:10]})" in res.stderr
+    assert series_files(proj) == ["0002-base.patch"]
