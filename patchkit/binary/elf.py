@@ -13,6 +13,13 @@ a link, a folder or anything else that is not a regular file is an `ElfFormatErr
 `parse_dynamic(stream, size)` reads from an open, seekable binary stream (an archive
 member).
 
+The version needs (``.gnu.version_r``, found through the dynamic section's
+`DT_VERNEED`/`DT_VERNEEDNUM`, as the loader finds them) are read with the same care: each
+library's entry and each version's entry are counted against a cap and bounds-checked,
+and a chain that loops or points outside the file is an `ElfFormatError`.
+`newest_versions(dyn)` gives the newest GLIBC_/GLIBCXX_/CXXABI_/GCC_ version a file needs:
+its C library floor.
+
 `rpath_problems(dyn)` is the shipping policy: every RPATH/RUNPATH entry must be
 `$ORIGIN` or start with `$ORIGIN/` (also spelled `${ORIGIN}`); an empty entry (the
 current directory for the loader), any other relative entry (relative to the current
@@ -25,21 +32,28 @@ import errno
 import os
 import stat
 import struct
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
 __all__ = [
+    "FLOOR_PREFIXES",
     "MAGIC",
     "MAX_DYNAMIC_ENTRIES",
     "MAX_STRING",
+    "MAX_VERSION_NEEDS",
     "ElfDynamic",
     "ElfFormatError",
     "RpathProblem",
+    "VersionNeed",
+    "above_floor",
     "is_elf",
+    "newest_versions",
     "parse_dynamic",
     "read_dynamic",
     "rpath_problems",
+    "version_key",
 ]
 
 MAGIC = b"\x7fELF"
@@ -58,6 +72,11 @@ DT_STRSZ = 10
 DT_SONAME = 14
 DT_RPATH = 15
 DT_RUNPATH = 29
+DT_VERNEED = 0x6FFFFFFE
+DT_VERNEEDNUM = 0x6FFFFFFF
+MAX_VERSION_NEEDS = 4096  # Verneed + Vernaux entries in one file (real ones: a few dozen)
+# the symbol-version families of the C and C++ runtime a distribution fixes
+FLOOR_PREFIXES = ("GLIBC", "GLIBCXX", "CXXABI", "GCC")
 
 _MACHINES = {
     3: "x86",
@@ -80,6 +99,14 @@ class ElfFormatError(ValueError):
 
 
 @dataclass(frozen=True, kw_only=True)
+class VersionNeed:
+    """One library of a file's ``.gnu.version_r``: the symbol versions it needs of it."""
+
+    library: str  # libc.so.6
+    versions: tuple[str, ...]  # ("GLIBC_2.2.5", "GLIBC_2.34"), as written
+
+
+@dataclass(frozen=True, kw_only=True)
 class ElfDynamic:
     """What an ELF file asks of the dynamic loader. A static executable or an object
     file has no dynamic segment: `dynamic` is False and the tuples are empty."""
@@ -91,6 +118,7 @@ class ElfDynamic:
     rpath: tuple[str, ...] = ()  # DT_RPATH, split on ":" (empty entries kept)
     runpath: tuple[str, ...] = ()  # DT_RUNPATH, split on ":" (empty entries kept)
     soname: str | None = None
+    version_needs: tuple[VersionNeed, ...] = ()
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -268,7 +296,7 @@ class _Reader:
                 strtab = val
             elif tag == DT_STRSZ:
                 strsz = val
-            elif tag in (DT_SONAME, DT_RPATH, DT_RUNPATH):
+            elif tag in (DT_SONAME, DT_RPATH, DT_RUNPATH, DT_VERNEED, DT_VERNEEDNUM):
                 if tag in tags:
                     raise self.fail(f"two {_TAG_NAMES[tag]} entries")
                 tags[tag] = val
@@ -286,6 +314,12 @@ class _Reader:
         rpath = tags.get(DT_RPATH)
         runpath = tags.get(DT_RUNPATH)
         soname = tags.get(DT_SONAME)
+        verneed = tags.get(DT_VERNEED)
+        needs: tuple[VersionNeed, ...] = ()
+        if verneed is not None and tags.get(DT_VERNEEDNUM, 0) > 0:
+            needs = self.version_needs(
+                self.map_vaddr(verneed, loads, "DT_VERNEED"), tags[DT_VERNEEDNUM], end, string
+            )
         return ElfDynamic(
             elf_class=elf_class,
             machine=machine,
@@ -294,13 +328,52 @@ class _Reader:
             rpath=tuple(string(rpath, "RPATH").split(":")) if rpath is not None else (),
             runpath=tuple(string(runpath, "RUNPATH").split(":")) if runpath is not None else (),
             soname=string(soname, "SONAME") if soname is not None else None,
+            version_needs=needs,
         )
 
-    def map_vaddr(self, vaddr: int, loads: list[tuple[int, int, int]]) -> int:
+    def version_needs(
+        self, offset: int, count: int, end: str, string: Callable[[int, str], str]
+    ) -> tuple[VersionNeed, ...]:
+        """The Verneed chain at ``offset`` (``count`` libraries) and each one's Vernaux
+        chain; every entry counted against MAX_VERSION_NEEDS (so a loop ends)."""
+        if count > MAX_VERSION_NEEDS:
+            raise self.fail(f"DT_VERNEEDNUM {count} (at most {MAX_VERSION_NEEDS} are read)")
+        out: list[VersionNeed] = []
+        seen = 0
+        pos = offset
+        for _ in range(count):
+            seen += 1
+            if seen > MAX_VERSION_NEEDS:
+                raise self.fail(f"more than {MAX_VERSION_NEEDS} version needs")
+            vn_version, vn_cnt, vn_file, vn_aux, vn_next = struct.unpack(
+                end + "HHIII", self.at(pos, 16, "version need")
+            )
+            if vn_version != 1:
+                raise self.fail(f"version need revision {vn_version} (only 1 is defined)")
+            versions: list[str] = []
+            aux = pos + vn_aux
+            for _ in range(vn_cnt):
+                seen += 1
+                if seen > MAX_VERSION_NEEDS:
+                    raise self.fail(f"more than {MAX_VERSION_NEEDS} version needs")
+                _hash, _flags, _other, vna_name, vna_next = struct.unpack(
+                    end + "IHHII", self.at(aux, 16, "version need entry")
+                )
+                versions.append(string(vna_name, "version name"))
+                if vna_next == 0:
+                    break
+                aux += vna_next
+            out.append(VersionNeed(library=string(vn_file, "version need file"), versions=tuple(versions)))
+            if vn_next == 0:
+                break
+            pos += vn_next
+        return tuple(out)
+
+    def map_vaddr(self, vaddr: int, loads: list[tuple[int, int, int]], what: str = "DT_STRTAB") -> int:
         for seg_vaddr, seg_filesz, seg_offset in loads:
             if seg_vaddr <= vaddr < seg_vaddr + seg_filesz:
                 return seg_offset + (vaddr - seg_vaddr)
-        raise self.fail(f"DT_STRTAB address {vaddr:#x} is in no loaded segment")
+        raise self.fail(f"{what} address {vaddr:#x} is in no loaded segment")
 
     def string(self, table: int, table_size: int, index: int, what: str) -> str:
         if index >= table_size:
@@ -322,7 +395,51 @@ class _Reader:
         raise self.fail(f"{what} string runs past the string table")
 
 
-_TAG_NAMES = {DT_SONAME: "SONAME", DT_RPATH: "RPATH", DT_RUNPATH: "RUNPATH"}
+_TAG_NAMES = {
+    DT_SONAME: "SONAME",
+    DT_RPATH: "RPATH",
+    DT_RUNPATH: "RUNPATH",
+    DT_VERNEED: "VERNEED",
+    DT_VERNEEDNUM: "VERNEEDNUM",
+}
+
+
+def version_key(version: str) -> tuple[int, ...]:
+    """ "2.31" -> (2, 31); a part that is not a number counts as 0 ("2.x" -> (2, 0))."""
+    return tuple(int(p) if p.isdigit() and len(p) <= 9 else 0 for p in version.split("."))
+
+
+def _split(name: str) -> tuple[str, str] | None:
+    """ "GLIBC_2.34" -> ("GLIBC", "2.34"); None for a name of no floor family
+    (GLIBC_PRIVATE, OPENSSL_3.0.0, a library's own version)."""
+    prefix, sep, version = name.partition("_")
+    if not sep or prefix not in FLOOR_PREFIXES or not version[:1].isdigit():
+        return None
+    return prefix, version
+
+
+def newest_versions(needs: Iterable[VersionNeed]) -> dict[str, str]:
+    """{family: newest version} over the needs, for GLIBC, GLIBCXX, CXXABI and GCC:
+    the oldest C and C++ runtime that can load the file."""
+    out: dict[str, str] = {}
+    for need in needs:
+        for name in need.versions:
+            split = _split(name)
+            if split is None:
+                continue
+            prefix, version = split
+            if prefix not in out or version_key(version) > version_key(out[prefix]):
+                out[prefix] = version
+    return dict(sorted(out.items()))
+
+
+def above_floor(newest: Mapping[str, str], floor: Mapping[str, str]) -> list[tuple[str, str, str]]:
+    """(family, needed, floor) for each family whose newest version is above the floor."""
+    return [
+        (prefix, newest[prefix], limit)
+        for prefix, limit in floor.items()
+        if prefix in newest and version_key(newest[prefix]) > version_key(limit)
+    ]
 
 
 def _origin_based(entry: str) -> bool:

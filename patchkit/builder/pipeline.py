@@ -38,6 +38,7 @@ from patchkit.spec.rpcproto import read_rpc_protocol
 
 if TYPE_CHECKING:
     from patchkit.builder.cuda.plan import CudaPlan
+    from patchkit.builder.sysroot import RootRecord
 
 __all__ = ["BuildOptions", "BuildResult", "run_build"]
 
@@ -61,6 +62,9 @@ class BuildOptions:
     # (a rebuild: the same configuration as the release's build, without its tests)
     smoke_checks: bool = True
     configure_only: bool = False  # source, patches, CUDA preflight, CMake configure; no compile
+    # the cache whose build roots (builder.sysroot) a `[build] root` recipe uses; None: ``cache``
+    # (a rebuild in a fresh cache uses the user's prepared roots)
+    roots: Path | None = None
     # run CMake's configure and build inside it (set by `rebuild` only: someone else's code)
     sandbox: Sandbox | None = None
 
@@ -107,8 +111,13 @@ def run_build(opts: BuildOptions) -> BuildResult:
             log.info(f"  {cuda_plan.archs.describe()}")
             for note in cuda_plan.notes:
                 log.info(f"  note: {note}")
+    root = None
+    if recipe.build.root is not None:  # refused before cloning when it is not prepared
+        from patchkit.builder import sysroot
+
+        root = sysroot.require_root(opts.roots or cache.root, recipe.build.root)
     with cache_lock(cache.root, f"patchkit build {recipe.name}"):
-        return _run_locked(opts, url, cache, tools, cuda_plan, cc, stages)
+        return _run_locked(opts, url, cache, tools, cuda_plan, cc, stages, root)
 
 
 def _run_locked(
@@ -119,6 +128,7 @@ def _run_locked(
     cuda_plan: CudaPlan | None,
     cc: compcache.CachePlan,
     stages: _Stages,
+    root: RootRecord | None = None,
 ) -> BuildResult:
     recipe = opts.recipe
     work = cache.work(recipe.name, url)
@@ -141,6 +151,14 @@ def _run_locked(
             nvcc=cuda_plan.toolkit.version if cuda_plan else None,
         )
     )
+    if root is not None:  # the compilers run inside a prepared root (builder.sysroot)
+        from patchkit.builder import sysroot
+
+        wrappers = work.root / "root-bin"
+        roots = opts.roots or cache.root
+        sysroot.write_wrappers(root, roots, wrappers, binds=(work.root,), env=env)
+        defines.update(sysroot.compiler_defines(root, roots, wrappers))
+        log.info(f"building in the root {root.label} ({root.suite}: glibc {root.glibc}, GCC {root.gcc})")
     config = config_id(recipe, defines, tools, work)
     # the remote probed, sccache's server running; no credential in the log or an error
     with compcache.session(cc, work.root, env, log_path=work.log) as ccs:

@@ -40,6 +40,7 @@ _COMMANDS = {
     "rebuild": "rebuild",
     "refresh": "refresh",
     "release": "release",
+    "root": "root",
     "rpc-probe": "rpc_probe",
     "series": "series",
     "smoke": "smoke",

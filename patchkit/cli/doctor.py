@@ -1,7 +1,9 @@
 """`patchkit doctor`: prints the survey (patchkit.doctor.survey) on stdout, or ``--json``
 the same report as one object: the survey's ``Report.to_json()`` (``host_os``,
 ``machine``, ``tools``, ``cuda`` with ``host_gcc_max``, the newest gcc that toolkit takes
-as host compiler, null without one; ``recipes``, ``project_error``) plus ``schema`` (1).
+as host compiler, null without one; ``recipes``, ``project_error``, ``floors``: the C
+library floors this machine builds for, ``{"where": "host" | a build root, "glibc",
+"glibcxx", "ready", "how"}``) plus ``schema`` (1).
 Doctor always exits 0: it reports, it does not build."""
 
 from __future__ import annotations
@@ -57,6 +59,12 @@ def report_lines(r: Report) -> list[str]:
         _line(
             "cuobjdump", str(tk.cuobjdump) if tk.cuobjdump else "missing (pip install nvidia-cuda-cuobjdump)"
         )
+    if r.floors:
+        lines.append("C library floors (what this machine builds for)")
+        for f in r.floors:
+            floor = f"GLIBC_{f.glibc}" if f.glibc else "glibc unknown"
+            floor += f" GLIBCXX_{f.glibcxx}" if f.glibcxx else ""
+            _line(f.where, f"{'✓' if f.ready else '✕'} {floor}: {f.how}")
     lines.append("recipes")
     if r.project_error:
         lines.append(f"  {r.project_error}")
@@ -88,7 +96,15 @@ def doctor(ctx: click.Context, cuda_root: Path | None, as_json: bool) -> None:
         project, series = load_project(ctx)
     except FatalError as e:
         problem = f"cannot read the project: {e.message}"
-    report = build_report(project, series, cuda_root=cuda_root, env=dict(os.environ), project_error=problem)
+    from patchkit.core.paths import cache_dir
+
+    try:
+        cache = cache_dir()
+    except FatalError:
+        cache = None
+    report = build_report(
+        project, series, cuda_root=cuda_root, env=dict(os.environ), project_error=problem, cache_root=cache
+    )
     if as_json:
         out_json({**report.to_json(), "schema": 1})
     else:

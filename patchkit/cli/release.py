@@ -126,6 +126,8 @@ def release_cmd(
     log.info("import check: every library resolves")
     for line in result.imports:
         log.info(f"  {line}")
+    if result.floor:
+        log.info(f"C library: the files need {result.floor}")
     if result.note:
         log.info(f"note: {result.note}")
     if result.runtime is not None:
@@ -146,6 +148,7 @@ def release_cmd(
                     "provenance": [str(p) for p in result.provenance],
                     "runtime": str(result.runtime) if result.runtime else None,
                     "imports": list(result.imports),
+                    "floor": result.floor or None,
                 },
                 indent=2,
             )

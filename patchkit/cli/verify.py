@@ -1,9 +1,10 @@
 """`patchkit verify DIST`.
 
-The result goes to stdout: one line when everything matches, else one line per
-difference (then the error, exit 12, on stderr). ``--json`` prints ``{"schema": 1,
-"directory", "ok", "archives", "differences"}`` instead, and the line or the error (with
-the differences) goes to stderr.
+The result goes to stdout: one line when everything matches (then one line per archive
+with its C library floor: what its files need, the floor its recipe states, what they take
+from the system), else one line per difference (then the error, exit 12, on stderr).
+``--json`` prints ``{"schema": 1, "directory", "ok", "archives", "differences"}``
+instead, and the lines or the error (with the differences) go to stderr.
 """
 
 from __future__ import annotations
@@ -59,6 +60,10 @@ def verify_cmd(directory: Path, as_json: bool, allowed_signers: Path | None) -> 
         "and provenance" + (" (signed by allowed signers)" if allowed_signers else ""),
         err=as_json,
     )
+    from patchkit.release.floor import floor_lines
+
+    for line in floor_lines(directory, report.archives):
+        out(line, err=as_json)
 
 
 COMMANDS = [verify_cmd]

@@ -151,6 +151,7 @@ class CacheLayout:
     <cache>/rerere/                     recorded conflict resolutions (upkeep.rerere)
     <cache>/models/<name>/              real model weights (weights.store)
     <cache>/wheels/<os>-<arch>-cuda<X.Y>/  NVIDIA runtime wheels (release.bundle)
+    <cache>/roots/<name>/               a build root: tree/ and root.json (builder.sysroot)
     """
 
     root: Path

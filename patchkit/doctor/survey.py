@@ -14,6 +14,7 @@ import sys
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
+from patchkit.builder import sysroot
 from patchkit.builder.cuda.plan import preflight, toolkits_for
 from patchkit.builder.cuda.toolkit import (
     CudaToolkit,
@@ -27,7 +28,18 @@ from patchkit.core.errors import CudaError, RecipeError, ToolMissing
 from patchkit.spec.recipe import Recipe, list_recipes, load_recipe
 from patchkit.spec.series import Series
 
-__all__ = ["Report", "Tool", "Verdict", "build_report", "host_os", "recipe_verdict", "survey"]
+__all__ = [
+    "Floor",
+    "Report",
+    "Tool",
+    "Verdict",
+    "build_report",
+    "floors",
+    "host_glibc",
+    "host_os",
+    "recipe_verdict",
+    "survey",
+]
 
 MINGW_CXX = "x86_64-w64-mingw32-g++-posix"
 _OS_NAMES = {"linux": "Linux", "windows": "Windows", "macos": "macOS"}
@@ -61,6 +73,21 @@ class Verdict:
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
+class Floor:
+    """One C library floor this machine can (or could) build for: the host's own, or a
+    build root's (builder.sysroot)."""
+
+    where: str  # "host" or a root's name
+    glibc: str | None  # None: not known (not glibc)
+    glibcxx: str | None = None
+    ready: bool = False  # builds for it now
+    how: str = ""  # what it is, or what to do to make it ready
+
+    def to_json(self) -> dict[str, object]:
+        return dataclasses.asdict(self)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class Report:
     host_os: str
     machine: str  # platform.machine(): x86_64, aarch64, AMD64
@@ -69,6 +96,7 @@ class Report:
     toolkit_error: str
     verdicts: tuple[Verdict, ...]
     project_error: str = ""
+    floors: tuple[Floor, ...] = ()
 
     @property
     def host_gcc_max(self) -> int | None:
@@ -101,6 +129,7 @@ class Report:
             "cuda": cuda,
             "recipes": [v.to_json() for v in self.verdicts],
             "project_error": self.project_error or None,
+            "floors": [f.to_json() for f in self.floors],
         }
 
 
@@ -156,7 +185,96 @@ def survey(env: Mapping[str, str], run: Runner, *, os_name: str) -> dict[str, To
             "wine", "wine64", ["--version"], env, run, path=wine if wine.is_file() else None
         )
         tools["msvc"] = Tool(name="msvc", path=None, note="Windows only")
+        tools["bwrap"] = _probe("bwrap", "bwrap", ["--version"], env, run)
+        deb = shutil.which("debootstrap", path=env.get("PATH", ""))
+        # debootstrap --version needs root on some systems; its presence is what counts
+        tools["debootstrap"] = Tool(name="debootstrap", path=Path(deb) if deb else None)
     return tools
+
+
+def version_key(version: str) -> tuple[int, ...]:
+    """ "2.31" -> (2, 31) (a part that is not a number counts as 0)."""
+    return tuple(int(p) if p.isdigit() else 0 for p in version.split("."))
+
+
+def host_glibc() -> str | None:
+    """This machine's glibc version ("2.36"), None elsewhere (musl, Windows, macOS)."""
+    import os
+
+    try:
+        text = os.confstr("CS_GNU_LIBC_VERSION") or ""
+    except (AttributeError, ValueError, OSError):
+        return None
+    m = re.match(r"^glibc (\d+\.\d+)", text)
+    return m.group(1) if m else None
+
+
+def floors(tools: Mapping[str, Tool], cache: Path | None, *, os_name: str) -> tuple[Floor, ...]:
+    """The floors this machine builds for: its own glibc, and each build root patchkit
+    knows (prepared, or what preparing it needs)."""
+    if os_name != "linux":
+        return ()
+    out = [
+        Floor(
+            where="host",
+            glibc=host_glibc(),
+            ready=True,
+            how="a plain build links against this machine's glibc and libstdc++",
+        )
+    ]
+    have = {t: tools.get(t, Tool(name=t, path=None)).found for t in ("bwrap", "debootstrap")}
+    for name, kind in sysroot.KINDS.items():
+        found = sysroot.find_root(cache, name) if cache is not None else None
+        if found is not None and have["bwrap"]:
+            how = f"root {found.label} ({found.suite}, GCC {found.gcc}, prepared {found.prepared})"
+        elif found is not None:
+            how = "prepared, but bwrap is missing to build in it (apt install bubblewrap)"
+        elif have["bwrap"] and have["debootstrap"]:
+            how = f"not prepared: `patchkit root prepare {name}` (as root, network, ~5 min)"
+        else:
+            missing = " ".join(
+                p for t, p in (("debootstrap", "debootstrap"), ("bwrap", "bubblewrap")) if not have[t]
+            )
+            how = f"not prepared; needs apt install {missing}"
+        out.append(
+            Floor(
+                where=name,
+                glibc=found.glibc if found is not None else kind.glibc,
+                glibcxx=kind.glibcxx,
+                ready=found is not None and have["bwrap"],
+                how=how,
+            )
+        )
+    return tuple(out)
+
+
+def _root_verdict(recipe: Recipe, cache: Path | None, tools: Mapping[str, Tool]) -> Verdict | None:
+    """Not buildable here when its build root is unknown, missing or bwrap is."""
+    root = recipe.build.root
+    if root is None:
+        return None
+    if root not in sysroot.KINDS:
+        return Verdict(
+            recipe=recipe.name,
+            ok=False,
+            why=f"build.root {root!r} is not a root patchkit knows",
+            todo=f"use one of {', '.join(sysroot.KINDS)}",
+        )
+    if not tools.get("bwrap", Tool(name="bwrap", path=None)).found:
+        return Verdict(
+            recipe=recipe.name,
+            ok=False,
+            why="bwrap is missing (it runs the root's compilers)",
+            todo="apt install bubblewrap",
+        )
+    if cache is None or sysroot.find_root(cache, root) is None:
+        return Verdict(
+            recipe=recipe.name,
+            ok=False,
+            why=f"its build root {root} is not prepared",
+            todo=f"patchkit root prepare {root} (as root; debootstrap from Debian's archive)",
+        )
+    return None
 
 
 ToolkitFor = Callable[[object | None], CudaToolkit]
@@ -177,7 +295,12 @@ def _cuda_verdict(
 
 
 def recipe_verdict(
-    recipe: Recipe, *, os_name: str, tools: Mapping[str, Tool], toolkit_for: ToolkitFor
+    recipe: Recipe,
+    *,
+    os_name: str,
+    tools: Mapping[str, Tool],
+    toolkit_for: ToolkitFor,
+    cache: Path | None = None,
 ) -> Verdict:
     name = recipe.name
     archs = recipe.cuda.archs if recipe.cuda else None
@@ -218,9 +341,25 @@ def recipe_verdict(
             why=f"missing {', '.join(missing)}",
             todo="pip install cmake ninja; install the compilers (apt install g++ g++-mingw-w64-x86-64)",
         )
+    root_verdict = _root_verdict(recipe, cache, tools)
+    if root_verdict is not None:
+        return root_verdict
     if recipe.cuda is not None:
         return _cuda_verdict(recipe, archs, toolkit_for, tools)
     notes = []
+    floor = dict(recipe.release_floor)
+    if "GLIBC" in floor and recipe.build.root is None and os_name == "linux":
+        glibc = host_glibc()
+        if glibc is not None and tuple(map(int, glibc.split("."))) > tuple(
+            map(int, floor["GLIBC"].split("."))
+        ):
+            notes.append(
+                f"its floor is GLIBC_{floor['GLIBC']} and this machine's glibc is {glibc}: "
+                "`release` refuses what needs more; set [build] root"
+            )
+    if recipe.build.root is not None:
+        kind = sysroot.KINDS[recipe.build.root]
+        notes.append(f"builds in the root {kind.name} (Debian {kind.suite}: floor GLIBC_{kind.glibc})")
     if recipe.os != os_name and not tools["wine"].found:
         notes.append("no wine64: the Windows smoke tests cannot run here (apt install wine64)")
     return Verdict(recipe=name, ok=True, notes=tuple(notes))
@@ -236,6 +375,7 @@ def build_report(
     os_name: str | None = None,
     sites: Sequence[Path] | None = None,
     project_error: str = "",
+    cache_root: Path | None = None,
 ) -> Report:
     os_name = os_name or host_os()
     windows = os_name == "windows"
@@ -271,7 +411,11 @@ def build_report(
                     Verdict(recipe=path.stem, ok=False, why=e.message, todo=e.hint or "fix the recipe")
                 )
                 continue
-            verdicts.append(recipe_verdict(recipe, os_name=os_name, tools=tools, toolkit_for=toolkit_for))
+            verdicts.append(
+                recipe_verdict(
+                    recipe, os_name=os_name, tools=tools, toolkit_for=toolkit_for, cache=cache_root
+                )
+            )
     return Report(
         host_os=os_name,
         machine=platform.machine(),
@@ -280,4 +424,5 @@ def build_report(
         toolkit_error=tk_error,
         verdicts=tuple(verdicts),
         project_error=project_error,
+        floors=floors(tools, cache_root, os_name=os_name),
     )

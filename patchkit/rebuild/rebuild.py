@@ -347,6 +347,18 @@ def _config_diffs(manifest: ReleaseManifest, info: BuildInfo) -> list[str]:
     return out
 
 
+def _roots_cache() -> Path | None:
+    """The user's cache, whose prepared build roots a root recipe's rebuild compiles in
+    (builder.sysroot); None when there is none (the build then says to prepare one)."""
+    from patchkit.core.errors import ConfigError
+    from patchkit.core.paths import cache_dir
+
+    try:
+        return cache_dir()
+    except ConfigError:
+        return None
+
+
 def rebuild_archive(
     path: Path, opts: RebuildOptions, on_build: Callable[[str], None] | None = None
 ) -> ArchiveRebuild:
@@ -426,6 +438,7 @@ def _rebuild(
                 env=env,
                 upstream=upstream,
                 jobs=opts.jobs,
+                roots=_roots_cache() if recipe.build.root is not None else None,
                 clean=True,
                 smoke=smoked,
                 smoke_checks=opts.smoke,

@@ -39,12 +39,12 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from patchkit import __version__
-from patchkit.binary.elf import ElfFormatError, read_dynamic, rpath_problems
+from patchkit.binary.elf import ElfDynamic, ElfFormatError, read_dynamic, rpath_problems
 from patchkit.core.errors import ConfigError, ReleaseError
 from patchkit.core.fs import atomic_write_bytes, contained, sha256_file
 from patchkit.core.paths import cache_dir
 from patchkit.core.record import JsonValue, decode, encode
-from patchkit.release import bundle, provenance, sources
+from patchkit.release import bundle, floor, provenance, sources
 from patchkit.release.archive import Member, read_archive, write_archive
 from patchkit.release.names import archive_name, variant_name
 from patchkit.spec.buildinfo import BuildInfo, CMakeRecord, SmokeReport, SmokeStatus, read_build_info
@@ -54,6 +54,7 @@ from patchkit.spec.manifest import (
     CheckSummary,
     CudaSummary,
     FileEntry,
+    FloorSummary,
     ManifestPatch,
     ManifestUpstream,
     ReleaseManifest,
@@ -110,6 +111,7 @@ class ReleaseResult:
     imports: tuple[str, ...] = ()  # the import check, one line per file (release.imports)
     runtime: Path | None = None  # the CUDA runtime archive beside it
     note: str = ""
+    floor: str = ""  # the C library floor: "GLIBC_2.30 GLIBCXX_3.4.26 CXXABI_1.3.11 (floor ...)"
 
 
 def _allowed_system(opts: ReleaseOptions) -> tuple[str, ...]:
@@ -196,7 +198,11 @@ def _relative_file(value: str) -> str:
     return value
 
 
-def _artifact_members(info: BuildInfo, build_dir: Path) -> list[tuple[Member, FileEntry]]:
+def _artifact_members(
+    info: BuildInfo, build_dir: Path, elves: dict[str, ElfDynamic] | None = None
+) -> list[tuple[Member, FileEntry]]:
+    """The build's files (checked against build-info); each ELF file's dynamic section
+    into ``elves`` by its path in the archive."""
     out: list[tuple[Member, FileEntry]] = []
     seen: set[str] = set()
     for i, art in enumerate(info.artifacts):
@@ -221,7 +227,9 @@ def _artifact_members(info: BuildInfo, build_dir: Path) -> list[tuple[Member, Fi
                 f"build-info.json says {art.sha256[:12]}…, {art.size})",
                 hint="rebuild with `patchkit build <recipe>`",
             )
-        _refuse_bad_runpath(path, rel)
+        dyn = _refuse_bad_runpath(path, rel)
+        if dyn is not None and elves is not None:
+            elves[rel] = dyn
         kind = art.type or "FILE"
         mode = 0o755 if kind in _EXEC_TYPES else 0o644
         out.append(
@@ -247,9 +255,10 @@ def _artifact_members(info: BuildInfo, build_dir: Path) -> list[tuple[Member, Fi
     return out
 
 
-def _refuse_bad_runpath(path: Path, rel: str) -> None:
+def _refuse_bad_runpath(path: Path, rel: str) -> ElfDynamic | None:
     """ReleaseError unless an ELF file searches only `$ORIGIN`-based folders (an empty
-    entry is the current directory: a library planted there would run)."""
+    entry is the current directory: a library planted there would run); its dynamic
+    section (None: not ELF)."""
     try:
         dyn = read_dynamic(path)
     except (ElfFormatError, OSError) as e:
@@ -262,6 +271,7 @@ def _refuse_bad_runpath(path: Path, rel: str) -> None:
             f"{rel}: {problems[0].describe()}; refusing to ship a binary that searches outside $ORIGIN",
             hint="rebuild with this patchkit (it links with RUNPATH $ORIGIN)",
         )
+    return dyn
 
 
 _NOT_PASSED = {
@@ -296,6 +306,7 @@ def _manifest(
     files: list[FileEntry],
     src: sources.Sources,
     checked: bundle.ReleaseCheck,
+    floor_summary: FloorSummary | None = None,
 ) -> ReleaseManifest:
     """The manifest of ``info``'s release (host paths not yet scrubbed)."""
     cmake, cuda, up = info.cmake, info.cuda, info.upstream
@@ -350,6 +361,7 @@ def _manifest(
         source=src.record,
         imports=checked.imports,
         runtime=checked.runtime_ref,
+        floor=floor_summary,
         cpu_variants=info.cpu_variants,
     )
 
@@ -470,7 +482,11 @@ def _release(opts: ReleaseOptions, stack: contextlib.ExitStack[bool | None]) -> 
         if reasons:
             waivers.append("stale")
     waivers += _smoke_waiver(info, opts.allow_unsmoked)
-    arts = _artifact_members(info, build_dir)
+    elves: dict[str, ElfDynamic] = {}
+    arts = _artifact_members(info, build_dir, elves)
+    stated = dict(opts.recipe.release_floor) if opts.recipe is not None else {}
+    floor_summary = floor.compute_floor(elves, stated)
+    floor.refuse_above(floor_summary, info.recipe.name)
     license_path = build_dir / "LICENSE"
     if not license_path.is_file():
         raise ReleaseError(
@@ -515,6 +531,7 @@ def _release(opts: ReleaseOptions, stack: contextlib.ExitStack[bool | None]) -> 
         files=files,
         src=src,
         checked=checked,
+        floor_summary=floor_summary,
     )
     # host folders out of every string (a smoke check's command line, a define), then read
     # back through the manifest's record: what is written is what verify will read
@@ -567,4 +584,12 @@ def _release(opts: ReleaseOptions, stack: contextlib.ExitStack[bool | None]) -> 
         imports=tuple(checked.report.lines()),
         runtime=out / checked.runtime.archive if checked.runtime else None,
         note=checked.note,
+        floor=_floor_line(floor_summary),
     )
+
+
+def _floor_line(summary: FloorSummary | None) -> str:
+    if summary is None:
+        return ""
+    stated = " ".join(f"{k}_{v}" for k, v in summary.stated.items())
+    return floor.describe(summary) + (f" (the recipe's floor: {stated})" if stated else " (no floor stated)")

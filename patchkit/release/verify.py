@@ -15,6 +15,8 @@ Checked, each difference one line naming the file:
   (else the differing keys are named);
 - every ELF member: RUNPATH/RPATH entries `$ORIGIN`-based only (no empty entry, which
   is the current directory, no relative or absolute path);
+- the C library floor (release.floor): recomputed from the ELF members' version needs,
+  equal to the manifest's ``floor``, no file above the floor it states;
 - the import check (release.imports) on the archive's bin/, with the CUDA runtime
   archive its manifest names (present, that sha256), and its recorded ``imports``;
 - ``<name>.intoto.json`` beside the archive: the in-toto provenance statement that
@@ -36,7 +38,7 @@ from patchkit.core.errors import ReleaseError
 from patchkit.core.fs import sha256_file
 from patchkit.core.record import JsonValue, RecordError
 from patchkit.core.text import diff_keys, printable
-from patchkit.release import bundle, provenance
+from patchkit.release import bundle, floor, provenance
 from patchkit.release.archive import (
     ARCHIVE_SUFFIXES,
     DEFAULT_LIMITS,
@@ -252,8 +254,20 @@ def _check_manifest(
         status = manifest.smoke.status if manifest.smoke is not None else None
         if status != "passed" and "unsmoked" not in manifest.waivers:
             diffs.append(f"{name}: smoke {status or 'not run'} but the manifest records no 'unsmoked' waiver")
+        diffs += _check_floor(name, root, entries, manifest)
         diffs += _check_cpu_variants(name, manifest)
     return diffs
+
+
+def _check_floor(name: str, root: str, entries: list[EntryInfo], manifest: ReleaseManifest) -> list[str]:
+    """The C library floor recomputed from the archive's ELF members (release.floor); a
+    member with other bytes than the manifest says, or an unreadable ELF one, is reported
+    by the checks above and not compared again."""
+    listed = {f.path: f.sha256 for f in manifest.files}
+    mine = {e.name[len(root) + 1 :]: e for e in entries if e.name.startswith(f"{root}/bin/")}
+    elves = {rel: e.elf for rel, e in mine.items() if e.elf is not None}
+    skip = frozenset(rel for rel, e in mine.items() if e.elf_error is not None or listed.get(rel) != e.sha256)
+    return floor.verify_floor(name, manifest, elves, skip)
 
 
 def _check_cpu_variants(name: str, manifest: ReleaseManifest) -> list[str]:

@@ -12,9 +12,9 @@ Two kinds, one reader (:func:`parse_manifest` / :func:`load_manifest`) and one w
 
 Manifests written by older patchkits still read: the keys added since (``rpc_protocol``,
 ``reproducible``, ``source``, ``imports``, ``runtime``, ``upstream.build_number``,
-``source.toolchain_files``, ``cpu_variants``) take their defaults when absent. Keys a
-manifest has but these records do not are ignored (verify compares the bytes and the
-copy beside it).
+``source.toolchain_files``, ``cpu_variants``, ``floor``) take their defaults when absent.
+Keys a manifest has but these records do not are ignored (verify compares the bytes and
+the copy beside it).
 """
 
 from __future__ import annotations
@@ -44,6 +44,8 @@ __all__ = [
     "CheckSummary",
     "CudaSummary",
     "FileEntry",
+    "FileFloor",
+    "FloorSummary",
     "ImportSummary",
     "Manifest",
     "ManifestPatch",
@@ -158,6 +160,28 @@ class ImportSummary(Record):
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
+class FileFloor(Record):
+    """One ELF file's C library floor: the newest symbol version it needs of each family
+    (``GLIBC``, ``GLIBCXX``, ``CXXABI``, ``GCC``) and the system libraries it imports."""
+
+    path: str
+    versions: Mapping[str, str]  # {"GLIBC": "2.30", "GLIBCXX": "3.4.26", ...}
+    system: tuple[str, ...]  # NEEDED libraries that are not files of the archive
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class FloorSummary(Record):
+    """The archive's C library floor (release.floor): the newest symbol version of each
+    family over all its ELF files, the floor its recipe states (``[release] glibc`` ...;
+    empty: none stated) and each file's own."""
+
+    newest: Mapping[str, str]
+    stated: Mapping[str, str]
+    system: tuple[str, ...]  # the system libraries any of its files imports
+    files: tuple[FileFloor, ...]
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class RuntimeRef(Record):
     """The CUDA runtime archive a build's archive needs beside it."""
 
@@ -197,6 +221,8 @@ class ReleaseManifest(Record):
     source: SourceRecord | None = None  # None: it carries no sources (cannot be rebuilt)
     imports: ImportSummary | None = None
     runtime: RuntimeRef | None = None
+    # the C library floor (None: an older patchkit's manifest, or no ELF files)
+    floor: FloorSummary | None = dataclasses.field(default=None, metadata=meta(omit="none"))
     # the CPU backend's loadable variants and the CPU model table, from build-info
     # (absent: one linked CPU backend, or a manifest older than them)
     cpu_variants: CpuVariantsRecord | None = dataclasses.field(default=None, metadata=meta(omit="none"))

@@ -51,6 +51,8 @@ _COMMIT = re.compile(r"^[0-9a-f]{40}$")
 _NAME = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
 _TARGET = re.compile(r"^[A-Za-z0-9_.+-]+$")
 _DEFINE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_ROOT = re.compile(r"^[a-z][a-z0-9-]{0,31}$")  # a build root (builder.sysroot.KINDS)
+_VERSION = re.compile(r"^[0-9]{1,4}(\.[0-9]{1,4}){1,3}$")  # a symbol version floor: 2.31, 3.4.28
 OS_NAMES = ("linux", "windows", "macos")
 BUILD_TYPES = ("Release", "RelWithDebInfo", "Debug", "MinSizeRel")
 LAUNCHERS = ("ccache", "sccache", "none")  # build.launcher (patchkit.builder.compcache)
@@ -76,6 +78,7 @@ class BuildSpec:
     sparse_exclude: tuple[str, ...] = ()
     cache_remote: str | None = None  # a shared compile cache URL (checked by builder.compcache)
     launcher: str | None = None  # ccache | sccache | none; None: ccache when on PATH
+    root: str | None = None  # a build root's name (builder.sysroot): compile inside it
     # ggml's CPU backend as loadable variants (spec.cpuvariants): () is one linked backend
     cpu_variants: tuple[str, ...] = ()
 
@@ -126,6 +129,8 @@ class Recipe:
     smoke_tools: tuple[str, ...] = ()  # extra targets built for the smoke stage, not shipped
     # system libraries beyond the built-in set that its releases may import (libssl.so.3 …)
     release_allow_system: tuple[str, ...] = ()
+    # the C library floor its releases keep to: {"GLIBC": "2.31", "GLIBCXX": "3.4.28", ...}
+    release_floor: tuple[tuple[str, str], ...] = ()
 
     @property
     def patch_names(self) -> tuple[str, ...]:
@@ -152,6 +157,7 @@ class _BuildTable:
     sparse_exclude: tuple[str, ...] = ()
     cache_remote: str | None = None
     launcher: str | None = None
+    root: str | None = None
     cpu_variants: tuple[str, ...] = ()
 
 
@@ -186,6 +192,9 @@ class _SmokeTable:
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class _ReleaseTable:
     allow_system: tuple[str, ...] = ()
+    glibc: str | None = None  # the newest GLIBC_ symbol version a shipped file may need
+    glibcxx: str | None = None  # GLIBCXX_ (libstdc++)
+    cxxabi: str | None = None  # CXXABI_ (libstdc++)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -327,6 +336,8 @@ def _build(ctx: _Ctx, b: _BuildTable) -> BuildSpec:
     sparse = ctx.names(b.sparse_exclude, "build.sparse_exclude")
     if b.launcher is not None:
         ctx.one_of(b.launcher, LAUNCHERS, "build.launcher")
+    if b.root is not None and not _ROOT.match(b.root):
+        raise ctx.fail("build.root", f"{b.root!r} is not a build root name (`patchkit root list` shows them)")
     return BuildSpec(
         targets=targets,
         defines=tuple(defines),
@@ -336,6 +347,7 @@ def _build(ctx: _Ctx, b: _BuildTable) -> BuildSpec:
         sparse_exclude=sparse,
         cache_remote=b.cache_remote,
         launcher=b.launcher,
+        root=b.root,
         cpu_variants=ctx.names(b.cpu_variants, "build.cpu_variants"),
     )
 
@@ -443,7 +455,24 @@ def _parse(ctx: _Ctx, data: dict[str, Any], series: Series) -> Recipe:
         smoke_skip=ctx.names(f.smoke.skip, "smoke.skip"),
         smoke_tools=ctx.names(f.smoke.tools, "smoke.tools", pattern=_TARGET),
         release_allow_system=ctx.names(f.release.allow_system, "release.allow_system", pattern=_LIBRARY),
+        release_floor=_floor(ctx, f.release),
     )
+
+
+def _floor(ctx: _Ctx, r: _ReleaseTable) -> tuple[tuple[str, str], ...]:
+    """The `[release]` floors as (symbol-version prefix, version) pairs."""
+    out: list[tuple[str, str]] = []
+    for key, prefix, value in (
+        ("glibc", "GLIBC", r.glibc),
+        ("glibcxx", "GLIBCXX", r.glibcxx),
+        ("cxxabi", "CXXABI", r.cxxabi),
+    ):
+        if value is None:
+            continue
+        if not _VERSION.match(value):
+            raise ctx.fail(f"release.{key}", f'{value!r} is not a version like "2.31" (numbers and dots)')
+        out.append((prefix, value))
+    return tuple(out)
 
 
 def list_recipes(project: Path) -> list[Path]:

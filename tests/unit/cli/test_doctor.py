@@ -88,7 +88,16 @@ def test_doctor_json_holds_what_the_text_shows(machine: Path, tmp_path: Path) ->
     r = _doctor(tmp_path, "--json")
     assert r.stderr == ""
     data = json.loads(r.stdout)
-    assert set(data) == {"schema", "host_os", "machine", "tools", "cuda", "recipes", "project_error"}
+    assert set(data) == {
+        "schema",
+        "host_os",
+        "machine",
+        "tools",
+        "cuda",
+        "recipes",
+        "project_error",
+        "floors",
+    }
     assert data["schema"] == 1 and data["host_os"] == "linux" and data["machine"] == platform.machine()
     assert data["tools"]["cmake"] == {
         "path": str(machine.parent / "bin" / "cmake"),

@@ -34,8 +34,10 @@ def test_cli_release_and_verify(tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
     assert f"{out['archive']}  sha256 {out['sha256']}" in res.stderr
     res = runner.invoke(main, ["verify", str(dist)])
     assert res.exit_code == 0, res.output
-    assert res.stderr == "" and res.stdout == (  # the result on stdout
+    assert res.stderr == "" and res.stdout == (  # the result on stdout, then each floor
         f"{dist}: 1 archive(s) match SHA256SUMS, their manifests and provenance\n"
+        f"{Path(out['archive']).name}: C library floor no versioned symbols (no floor stated); "
+        "from the system: libc.so.6\n"
     )
     res = runner.invoke(main, ["verify", str(dist), "--json"])
     assert res.exit_code == 0, res.output

@@ -110,7 +110,7 @@ def _shipped(name: str) -> Recipe:
 
 
 def _tools(*found: str) -> dict[str, Tool]:
-    names = ("cmake", "ninja", "ccache", "cc", "c++", "mingw", "wine", "msvc")
+    names = ("cmake", "ninja", "ccache", "cc", "c++", "mingw", "wine", "msvc", "bwrap", "debootstrap")
     return {n: Tool(name=n, path=Path(f"/usr/bin/{n}") if n in found else None) for n in names}
 
 

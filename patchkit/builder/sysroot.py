@@ -1,0 +1,347 @@
+"""Build roots: an older distribution patchkit prepares once, keeps in the cache and builds in,
+so the binaries need no newer C library than that distribution's (a glibc floor).
+
+A root is a minimal Debian made with ``debootstrap --variant=minbase`` from Debian's
+archive, with ``build-essential cmake ninja-build git`` installed inside it (apt run in the
+root through bubblewrap). It lives in the cache::
+
+    <cache>/roots/<name>/tree/        the root's files
+    <cache>/roots/<name>/root.json    what it is (RootRecord): suite, mirror, glibc, GCC,
+                                      a digest of its installed packages (its id)
+
+A build in a root (a recipe's ``[build] root = "debian11"``) runs the host's cmake and
+ninja, and the compilers *inside* the root: ``cc``/``c++`` in the work folder are small
+scripts that exec ``gcc``/``g++`` of the root under ``bwrap`` (the root as ``/``, the work
+folder bound at its own path, no network), so the compiler reads the root's headers and
+links against the root's glibc and libstdc++. CMake's find_* look in the root only
+(``CMAKE_FIND_ROOT_PATH``; the root is bound at its own path too, so what they find is
+there for the compiler). ``PATCHKIT_BUILD_ROOT = name@id`` goes into the defines, so
+build-info and the manifest say which root built it, and a re-prepared root reconfigures.
+
+Why not ``zig cc`` (a compiler that targets an older glibc): tried at the pin, its
+llama-cli aborts with ``free(): invalid pointer`` (zig's libc++ and C++ objects crossing
+DSO boundaries); a root gives exactly Debian's GCC 10 toolchain, which Debian builds its
+own C++ packages with.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import hashlib
+import os
+import re
+import shlex
+import shutil
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from patchkit.core.errors import BuildError, ConfigError, ToolMissing
+from patchkit.core.fs import atomic_write_bytes, atomic_write_text, read_capped
+from patchkit.core.log import log
+from patchkit.core.proc import run, run_streaming
+from patchkit.core.record import Record, RecordError, canonical_json, decode
+
+__all__ = [
+    "KINDS",
+    "ROOT_PACKAGES",
+    "RootKind",
+    "RootRecord",
+    "bwrap_argv",
+    "compiler_defines",
+    "find_root",
+    "prepare_root",
+    "read_dpkg_status",
+    "require_root",
+    "root_dir",
+    "write_wrappers",
+]
+
+ROOT_PACKAGES = ("build-essential", "cmake", "ninja-build", "git")
+DPKG_STATUS_MAX = 64 << 20  # a minbase root's status file is ~100 KiB; a full desktop's ~5 MiB
+RECORD_MAX = 1 << 20
+_NAME = re.compile(r"^[a-z][a-z0-9-]{0,31}$")
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class RootKind:
+    """A root patchkit knows how to prepare: a Debian suite and the floor it gives."""
+
+    name: str
+    suite: str
+    mirror: str
+    glibc: str  # the floor its binaries get
+    glibcxx: str  # the newest GLIBCXX_ version of its libstdc++
+    gcc: str  # its default GCC major
+
+
+KINDS: Mapping[str, RootKind] = {
+    "debian11": RootKind(
+        name="debian11",
+        suite="bullseye",
+        mirror="http://deb.debian.org/debian",
+        glibc="2.31",
+        glibcxx="3.4.28",
+        gcc="10",
+    ),
+    "debian12": RootKind(
+        name="debian12",
+        suite="bookworm",
+        mirror="http://deb.debian.org/debian",
+        glibc="2.36",
+        glibcxx="3.4.30",
+        gcc="12",
+    ),
+}
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class RootRecord(Record):
+    """``root.json``: what a prepared root is."""
+
+    name: str
+    suite: str
+    mirror: str
+    prepared: str  # ISO time it was made
+    glibc: str  # libc6's upstream version in the root (2.31)
+    gcc: str  # gcc's version in the root (10.2.1-6)
+    cmake: str
+    packages: int  # installed packages
+    packages_sha256: str  # of the sorted "name=version" lines: the root's id
+    debootstrap: str | None = None
+
+    @property
+    def id(self) -> str:
+        return self.packages_sha256[:12]
+
+    @property
+    def label(self) -> str:
+        return f"{self.name}@{self.id}"
+
+
+def root_dir(cache: Path, name: str) -> Path:
+    return cache / "roots" / name
+
+
+def _kind(name: str) -> RootKind:
+    if name not in KINDS:
+        from patchkit.core.text import did_you_mean
+
+        raise ConfigError(
+            f"no build root named {name!r}" + did_you_mean(name, tuple(KINDS)),
+            hint=f"patchkit knows: {', '.join(KINDS)}",
+        )
+    return KINDS[name]
+
+
+def read_dpkg_status(data: bytes) -> dict[str, str]:
+    """{package: version} of the installed packages in a dpkg status file's bytes."""
+    out: dict[str, str] = {}
+    for stanza in data.decode("utf-8", "replace").split("\n\n"):
+        fields: dict[str, str] = {}
+        for line in stanza.splitlines():
+            if line[:1] in (" ", "\t") or ":" not in line:
+                continue
+            key, _, value = line.partition(":")
+            fields[key.strip().lower()] = value.strip()
+        pkg, version, status = fields.get("package"), fields.get("version"), fields.get("status", "")
+        if pkg and version and status.endswith(" installed"):
+            arch = fields.get("architecture", "")
+            out[pkg if arch in ("", "all", "amd64") else f"{pkg}:{arch}"] = version
+    return out
+
+
+def _upstream_version(debian: str) -> str:
+    """2.31-13+deb11u11 -> 2.31; 4:10.2.1-1 -> 10.2.1."""
+    v = debian.split(":", 1)[-1]
+    return v.rsplit("-", 1)[0] if "-" in v else v
+
+
+def _record_for(kind: RootKind, tree: Path, debootstrap: str | None) -> RootRecord:
+    data = read_capped(
+        tree / "var" / "lib" / "dpkg" / "status", limit=DPKG_STATUS_MAX, error=BuildError, what="dpkg status"
+    )
+    pkgs = read_dpkg_status(data)
+    if "libc6" not in pkgs:
+        raise BuildError(f"{tree}: no libc6 installed (not a Debian root?)", hint="prepare it with --again")
+    lines = "".join(f"{k}={pkgs[k]}\n" for k in sorted(pkgs))
+    gcc = pkgs.get(f"gcc-{kind.gcc}") or pkgs.get("gcc") or ""
+    return RootRecord(
+        name=kind.name,
+        suite=kind.suite,
+        mirror=kind.mirror,
+        prepared=dt.datetime.now(dt.timezone.utc).replace(microsecond=0).isoformat(),
+        glibc=_upstream_version(pkgs["libc6"]),
+        gcc=_upstream_version(gcc) if gcc else "",
+        cmake=_upstream_version(pkgs.get("cmake", "")) if pkgs.get("cmake") else "",
+        packages=len(pkgs),
+        packages_sha256=hashlib.sha256(lines.encode()).hexdigest(),
+        debootstrap=debootstrap,
+    )
+
+
+def find_root(cache: Path, name: str) -> RootRecord | None:
+    """The record of the prepared root ``name`` in the cache, or None (not prepared, or
+    its record unreadable: ``prepare`` makes it again)."""
+    base = root_dir(cache, name)
+    rec = base / "root.json"
+    if not (base / "tree").is_dir() or not rec.is_file() or rec.is_symlink():
+        return None
+    try:
+        raw = read_capped(rec, limit=RECORD_MAX, error=BuildError, what="root.json")
+        import json
+
+        return decode(RootRecord, json.loads(raw.decode("utf-8")))
+    except (BuildError, RecordError, ValueError, UnicodeDecodeError):
+        return None
+
+
+def require_root(cache: Path, name: str) -> RootRecord:
+    """The prepared root ``name``; BuildError saying how to prepare it when it is not."""
+    _kind(name)
+    found = find_root(cache, name)
+    if found is None:
+        raise BuildError(
+            f"the build root {name!r} is not prepared in {cache}",
+            hint=f"run `patchkit root prepare {name}` (debootstrap from Debian's archive, ~5 min)",
+        )
+    return found
+
+
+def _tool(name: str, env: Mapping[str, str], why: str) -> str:
+    found = shutil.which(name, path=env.get("PATH"))
+    if found is None:
+        raise ToolMissing(f"{name} not found on PATH ({why})", hint=f"apt install {name}")
+    return found
+
+
+def bwrap_argv(
+    bwrap: str, tree: Path, binds: Sequence[Path] = (), *, network: bool = False, cwd: Path | None = None
+) -> list[str]:
+    """bwrap's arguments to run a program in ``tree`` as ``/``: /dev, /proc, the root also
+    at its own path, each of ``binds`` at its own path; no network unless asked."""
+    argv = [bwrap, "--bind", str(tree), "/", "--dev", "/dev", "--proc", "/proc"]
+    argv += ["--bind", str(tree), str(tree)]
+    for b in binds:
+        argv += ["--bind", str(b), str(b)]
+    if network:
+        argv += ["--ro-bind", "/etc/resolv.conf", "/etc/resolv.conf"]
+    else:
+        argv.append("--unshare-net")
+    argv += ["--die-with-parent", "--setenv", "PATH", "/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin"]
+    if cwd is not None:
+        argv += ["--chdir", str(cwd)]
+    return argv
+
+
+def prepare_root(
+    cache: Path, name: str, *, env: Mapping[str, str], again: bool = False, log_path: Path | None = None
+) -> tuple[RootRecord, bool]:
+    """Prepare the root ``name`` (or reuse it): (its record, whether it was made now).
+
+    debootstrap minbase into ``tree.new``, apt-get install :data:`ROOT_PACKAGES` inside it
+    (network on), then the record; only then is it moved to ``tree`` and its record written,
+    so an interrupted preparation leaves nothing that reads as a root."""
+    kind = _kind(name)
+    found = find_root(cache, name)
+    if found is not None and not again:
+        return found, False
+    if sys.platform != "linux":
+        raise ConfigError("build roots are Debian roots for Linux builds", hint="prepare one on Linux")
+    if os.geteuid() != 0:
+        raise ConfigError(
+            "preparing a build root needs root (debootstrap creates device nodes and owners)",
+            hint=f"run `sudo patchkit root prepare {name}` once; builds in it then need no root",
+        )
+    debootstrap = _tool("debootstrap", env, "it makes the root")
+    bwrap = _tool("bwrap", env, "apt runs inside the root")
+    base = root_dir(cache, name)
+    base.mkdir(parents=True, exist_ok=True)
+    new = base / "tree.new"
+    if new.exists():
+        shutil.rmtree(new)
+    logf = log_path or base / "prepare.log"
+    logf.write_text(f"patchkit root prepare {name}\n", encoding="utf-8")
+    log.info(f"debootstrap --variant=minbase {kind.suite} ({kind.mirror}); log: {logf}")
+    rc = run_streaming(
+        [debootstrap, "--variant=minbase", kind.suite, str(new), kind.mirror], log_path=logf, env=env
+    )
+    if rc != 0:
+        raise BuildError(f"debootstrap failed (exit {rc}); log: {logf}", hint="check the network and the log")
+    inside = [*bwrap_argv(bwrap, new, network=True)]
+    apt_env = {**env, "DEBIAN_FRONTEND": "noninteractive"}
+    for step in (
+        ["apt-get", "update"],
+        ["apt-get", "install", "-y", "--no-install-recommends", *ROOT_PACKAGES],
+        ["apt-get", "clean"],
+    ):
+        log.info(f"in the root: {' '.join(step)}")
+        rc = run_streaming([*inside, *step], log_path=logf, env=apt_env)
+        if rc != 0:
+            raise BuildError(f"`{' '.join(step)}` in the root failed (exit {rc}); log: {logf}")
+    version = run([debootstrap, "--version"], timeout=30)
+    words = version.stdout.split() if version.ok else []
+    record = _record_for(kind, new, words[-1] if words else None)
+    tree = base / "tree"
+    if tree.exists():
+        old = base / "tree.old"
+        if old.exists():
+            shutil.rmtree(old)
+        tree.rename(old)
+        shutil.rmtree(old)
+    new.rename(tree)
+    atomic_write_bytes(base / "root.json", canonical_json(record), mode=0o644)
+    return record, True
+
+
+def compiler_defines(record: RootRecord, cache: Path, wrappers: Path) -> dict[str, str]:
+    """The CMake defines of a build in the root: its compilers (the wrapper scripts), find_*
+    inside the root only, the root's label (build-info and the configure id)."""
+    tree = root_dir(cache, record.name) / "tree"
+    return {
+        "CMAKE_C_COMPILER": str(wrappers / "cc"),
+        "CMAKE_CXX_COMPILER": str(wrappers / "c++"),
+        "CMAKE_FIND_ROOT_PATH": str(tree),
+        "CMAKE_FIND_ROOT_PATH_MODE_PROGRAM": "NEVER",
+        "CMAKE_FIND_ROOT_PATH_MODE_LIBRARY": "ONLY",
+        "CMAKE_FIND_ROOT_PATH_MODE_INCLUDE": "ONLY",
+        "CMAKE_FIND_ROOT_PATH_MODE_PACKAGE": "ONLY",
+        "PATCHKIT_BUILD_ROOT": record.label,
+    }
+
+
+def _sed_replacement(text: str) -> str:
+    """``text`` as the replacement of a sed ``s|…|…|`` expression."""
+    return text.replace("\\", "\\\\").replace("|", "\\|").replace("&", "\\&")
+
+
+def write_wrappers(
+    record: RootRecord, cache: Path, wrappers: Path, binds: Sequence[Path], env: Mapping[str, str]
+) -> None:
+    """``cc`` and ``c++`` in ``wrappers``: run the root's gcc/g++ under bwrap with
+    ``binds`` (the work folder) at their own paths and the caller's current directory.
+
+    The compiler inside names the root's headers as ``/usr/...`` in the dependency file
+    (``-MF``) it writes, which ninja, on the host, would find missing (or the host's own)
+    and rebuild everything every time: the wrapper rewrites them to the root's folder on
+    the host, where they are."""
+    bwrap = _tool("bwrap", env, "the compilers run inside the build root")
+    tree = root_dir(cache, record.name) / "tree"
+    wrappers.mkdir(parents=True, exist_ok=True)
+    sed = shlex.quote(f"s| /usr/| {_sed_replacement(str(tree))}/usr/|g")
+    for name, prog in (("cc", "/usr/bin/gcc"), ("c++", "/usr/bin/g++")):
+        argv = bwrap_argv(bwrap, tree, binds)
+        text = (
+            "#!/bin/sh\n"
+            f"# patchkit: {prog} of the build root {record.label} ({record.suite}, glibc {record.glibc})\n"
+            "mf= prev=\n"
+            'for a in "$@"; do\n'
+            '  case "$prev" in -MF) mf=$a;; esac\n'
+            '  case "$a" in -MF?*) mf=${a#-MF};; esac\n'
+            "  prev=$a\n"
+            "done\n"
+            f'{shlex.join(argv)} --chdir "$PWD" {prog} "$@" || exit $?\n'
+            f'if [ -n "$mf" ] && [ -f "$mf" ]; then sed -i -e {sed} "$mf"; fi\n'
+        )
+        atomic_write_text(wrappers / name, text, mode=0o755)

@@ -1,0 +1,55 @@
+"""A recipe's C library floor (`[release] glibc/glibcxx/cxxabi`) and its build root
+(`[build] root`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from patchkit.core.errors import RecipeError
+from tests.unit.spec.test_recipe import GOOD, load, proj  # noqa: F401 (the fixture)
+
+
+def test_floor_fields_become_symbol_version_families(proj: Path) -> None:  # noqa: F811
+    r = load(proj, GOOD + '[release]\nglibc = "2.31"\nglibcxx = "3.4.28"\ncxxabi = "1.3.12"\n')
+    assert r.release_floor == (("GLIBC", "2.31"), ("GLIBCXX", "3.4.28"), ("CXXABI", "1.3.12"))
+    assert load(proj, GOOD + '[release]\nglibc = "2.17"\n').release_floor == (("GLIBC", "2.17"),)
+    assert load(proj, GOOD).release_floor == ()
+
+
+@pytest.mark.parametrize(
+    ("line", "msg"),
+    [
+        ('glibc = "2"', r"release\.glibc: '2' is not a version"),
+        ('glibc = "2.31 "', r"release\.glibc: '2.31 ' is not a version"),
+        ('glibcxx = "3.4.x"', r"release\.glibcxx: '3.4.x' is not a version"),
+        ('cxxabi = "1.3.12.1.1"', r"release\.cxxabi: .* is not a version"),
+        ("glibc = 2.31", r"release\.glibc: must be"),
+        ('glibcc = "2.31"', r"release\.glibcc: unknown key.*glibc"),
+    ],
+)
+def test_a_bad_floor_is_one_line_naming_the_key(proj: Path, line: str, msg: str) -> None:  # noqa: F811
+    with pytest.raises(RecipeError, match=msg):
+        load(proj, GOOD + f"[release]\n{line}\n")
+
+
+def test_build_root_is_a_root_name(proj: Path) -> None:  # noqa: F811
+    text = GOOD.replace("[build]\n", '[build]\nroot = "debian11"\n')
+    assert load(proj, text).build.root == "debian11"
+    assert load(proj, GOOD).build.root is None
+    for bad in ("../x", "Debian11", "", "a b"):
+        with pytest.raises(RecipeError, match="build.root: .* is not a build root name"):
+            load(proj, GOOD.replace("[build]\n", f'[build]\nroot = "{bad}"\n'))
+
+
+def test_the_shipped_portable_recipe_states_debian_11s_floor() -> None:
+    from patchkit.spec.recipe import load_recipe
+    from patchkit.spec.series import load_series
+    from tests.fixtures.paths import REPO
+
+    r = load_recipe(REPO / "recipes" / "cpu-rpc-portable.toml", REPO, load_series(REPO / "patches"))
+    assert dict(r.release_floor) == {"GLIBC": "2.31", "GLIBCXX": "3.4.28", "CXXABI": "1.3.12"}
+    assert r.build.root == "debian11"
+    assert r.build.defines_dict["LLAMA_OPENSSL"] == "OFF"
+    assert r.build.defines_dict["GGML_OPENMP"] == "OFF"
