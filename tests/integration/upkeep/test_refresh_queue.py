@@ -315,3 +315,28 @@ def test_a_cherry_picked_patch_is_found_by_the_commit_it_names(rq: RefreshQueue,
     assert res.exit_code == 0, res.output
     assert f"dropped 0001-conflict.patch: already upstream (cherry-pick {rq.c['u5'][:10]})" in res.stderr
     assert series_files(proj) == ["0002-base.patch"]
+
+
+def test_a_resolution_recorded_in_one_bump_is_reused_in_the_next(rq: RefreshQueue, tmp_path: Path) -> None:
+    """rerere across bumps: a conflict resolved by hand in one bump resolves itself when the
+    same conflict comes again in a later one (here: another checkout of the project, the
+    same cache), with no stop."""
+    bump = ["bump", "fixture", "--upstream", str(rq.path), "--to", rq.c["u6"]]
+    first = make_project(tmp_path / "first", rq, pin=rq.c["r1"], patches=patches_for(rq, "conflict"))
+    res = invoke(first, *bump)
+    assert_error(res, 5, "refresh stopped at 0001-conflict.patch: conflicts in src/b.c")
+    tree = Path(os.environ["PATCHKIT_CACHE"]) / "refresh" / "fixture" / "tree"
+    (tree / "src" / "b.c").write_text(B_U5.replace("return 2;", "return 2 + 3;"))
+    git(tree, "add", "src/b.c")
+    res = invoke(first, *hint_command(res.output, "--continue"))
+    assert res.exit_code == 0, res.output
+    assert rq.c["u6"] in (first / "recipes" / "fixture.toml").read_text()
+    resolved_patch = (first / "patches" / "0001-conflict.patch").read_text()
+    assert "+    return 2 + 3;" in resolved_patch
+
+    second = make_project(tmp_path / "second", rq, pin=rq.c["r1"], patches=patches_for(rq, "conflict"))
+    res = invoke(second, *bump)
+    assert res.exit_code == 0, res.output  # no stop: the recorded resolution answered it
+    assert "reused a recorded resolution for 1 of 1 conflict(s)" in res.stderr
+    assert rq.c["u6"] in (second / "recipes" / "fixture.toml").read_text()
+    assert "+    return 2 + 3;" in (second / "patches" / "0001-conflict.patch").read_text()
