@@ -15,6 +15,7 @@ import click
 
 from patchkit.cli._common import out, out_json
 from patchkit.core.errors import ReleaseError
+from patchkit.release.floor import floor_line
 from patchkit.release.verify import verify_dir
 
 __all__ = ["COMMANDS"]
@@ -60,10 +61,8 @@ def verify_cmd(directory: Path, as_json: bool, allowed_signers: Path | None) -> 
         "and provenance" + (" (signed by allowed signers)" if allowed_signers else ""),
         err=as_json,
     )
-    from patchkit.release.floor import floor_lines
-
-    for line in floor_lines(directory, report.archives):
-        out(line, err=as_json)
+    for name, summary in report.floors:
+        out(floor_line(name, summary), err=as_json)
 
 
 COMMANDS = [verify_cmd]

@@ -10,14 +10,14 @@ recomputes the floor from the archive's own bytes and compares it with the manif
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from pathlib import Path
+from collections.abc import Mapping
 
 from patchkit.binary.elf import ElfDynamic, above_floor, newest_versions, version_key
 from patchkit.core.errors import ReleaseError
+from patchkit.core.text import printable
 from patchkit.spec.manifest import FileFloor, FloorSummary, ReleaseManifest
 
-__all__ = ["compute_floor", "describe", "floor_lines", "problems", "refuse_above", "verify_floor"]
+__all__ = ["compute_floor", "describe", "floor_line", "problems", "refuse_above", "verify_floor"]
 
 _FLOOR_KEYS = {"GLIBC": "glibc", "GLIBCXX": "glibcxx", "CXXABI": "cxxabi"}
 
@@ -135,30 +135,13 @@ def _line(f: FileFloor) -> str:
     return f"{versions}; system {', '.join(f.system) or 'nothing'}"
 
 
-def floor_lines(dist: Path, archives: Sequence[str]) -> list[str]:
-    """One line per verified archive with a floor: what its files need, and the floor its
-    recipe states (read from the manifest copy beside it, which verify found equal to the
-    one inside)."""
-    from patchkit.release.archive import ARCHIVE_SUFFIXES, DEFAULT_LIMITS
-    from patchkit.spec.manifest import load_manifest
-
-    out: list[str] = []
-    for name in archives:
-        stem = next((name[: -len(s)] for s in ARCHIVE_SUFFIXES if name.endswith(s)), name)
-        side = dist / f"{stem}.manifest.json"
-        try:
-            if side.is_symlink() or side.stat().st_size > DEFAULT_LIMITS.keep:
-                continue
-            manifest = load_manifest(side.read_bytes())
-        except (OSError, ValueError):
-            continue
-        if not isinstance(manifest, ReleaseManifest) or manifest.floor is None:
-            continue
-        stated = " ".join(f"{k}_{v}" for k, v in manifest.floor.stated.items())
-        system = ", ".join(manifest.floor.system) or "nothing"
-        out.append(
-            f"{name}: C library floor {describe(manifest.floor)}"
-            + (f" (within the stated {stated})" if stated else " (no floor stated)")
-            + f"; from the system: {system}"
-        )
-    return out
+def floor_line(name: str, summary: FloorSummary) -> str:
+    """One line for a verified archive: what its files need, the floor its recipe states, and
+    what it takes from the system."""
+    stated = " ".join(f"{k}_{v}" for k, v in summary.stated.items())
+    system = ", ".join(summary.system) or "nothing"
+    return printable(
+        f"{name}: C library floor {describe(summary)}"
+        + (f" (within the stated {stated})" if stated else " (no floor stated)")
+        + f"; from the system: {system}"
+    )

@@ -53,6 +53,7 @@ from patchkit.release.release import SUMS, read_sums
 from patchkit.spec import cpuvariants
 from patchkit.spec.manifest import (
     FileEntry,
+    FloorSummary,
     Manifest,
     ReleaseManifest,
     RuntimeFile,
@@ -96,6 +97,8 @@ class VerifyReport:
     directory: Path
     archives: tuple[str, ...]
     differences: tuple[str, ...]
+    # the C library floor of each archive whose manifest has one, as read while verifying it
+    floors: tuple[tuple[str, FloorSummary], ...] = ()
 
     @property
     def ok(self) -> bool:
@@ -146,7 +149,10 @@ def _check_runpaths(label: str, root: str, entries: list[EntryInfo]) -> list[str
     return diffs
 
 
-def _check_archive_file(dist: Path, name: str, allowed_signers: Path | None = None) -> list[str]:
+def _check_archive_file(
+    dist: Path, name: str, allowed_signers: Path | None = None, floors: dict[str, FloorSummary] | None = None
+) -> list[str]:
+    """``floors``: where the archive's manifest floor goes, when it states one."""
     path = dist / name
     root = name[: -len("." + archive_kind(name))]
     why = _not_plain(path)
@@ -179,6 +185,8 @@ def _check_archive_file(dist: Path, name: str, allowed_signers: Path | None = No
         diffs.append(f"{name}: manifest.json: {e.key} is missing or not the expected type")
     if manifest is not None:
         diffs += _check_manifest(dist, name, root, path, entries, manifest)
+        if floors is not None and isinstance(manifest, ReleaseManifest) and manifest.floor is not None:
+            floors[name] = manifest.floor
     side = dist / f"{root}.manifest.json"
     side_why = _not_plain(side) if os.path.lexists(side) else ""
     if not os.path.lexists(side):
@@ -366,10 +374,14 @@ def verify_dir(dist: Path, *, allowed_signers: Path | None = None) -> VerifyRepo
     )
     if not archives and not diffs:
         diffs.append(f"{dist}: no archives to verify")
+    floors: dict[str, FloorSummary] = {}
     for name in archives:
-        diffs += _check_archive_file(dist, name, allowed_signers)
+        diffs += _check_archive_file(dist, name, allowed_signers, floors)
     # member names, manifest and statement fields, file names in DIR: all someone else's
     # text, shown on a terminal: every control character escaped (one line each, no ESC)
     return VerifyReport(
-        directory=dist, archives=tuple(archives), differences=tuple(printable(d) for d in diffs)
+        directory=dist,
+        archives=tuple(archives),
+        differences=tuple(printable(d) for d in diffs),
+        floors=tuple(sorted(floors.items())),
     )
