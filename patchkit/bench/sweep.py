@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import math
 import re
 from collections.abc import Sequence
 from typing import NoReturn
@@ -179,16 +180,10 @@ def _too_many(n: int, what: str) -> NoReturn:
 
 def count_setups(dims: Sequence[Dimension]) -> int:
     """How many points ``dims`` expand to; ConfigError (exit 2) above :data:`MAX_SETUPS`,
-    counted without expanding (the product stops growing as soon as it is too big)."""
-    n = 1
-    for d in dims:
-        n *= len(d.values)
-        if n > MAX_SETUPS:
-            sizes = " x ".join(str(len(x.values)) for x in dims)
-            total = 1
-            for x in dims:
-                total *= len(x.values)
-            _too_many(total, sizes)
+    counted without expanding (each key holds at most MAX_SETUPS values: a small product)."""
+    n = math.prod(len(d.values) for d in dims)
+    if n > MAX_SETUPS:
+        _too_many(n, " x ".join(str(len(d.values)) for d in dims))
     return n
 
 
