@@ -21,6 +21,7 @@ from patchkit import __version__
 from patchkit.core.errors import FatalError
 from patchkit.core.log import log
 from patchkit.core.proc import install_signal_handlers
+from patchkit.core.text import printable
 
 __all__ = ["main"]
 
@@ -103,12 +104,15 @@ class _Group(click.Group):
         except FatalError as e:
             if debug:
                 raise
-            log.error(e.message)
+            # an error's text often quotes input patchkit does not trust (archive members,
+            # manifest fields, upstream subjects, a build log): shown with every control
+            # character escaped, whichever command raised it
+            log.error(printable(e.message))
             if e.detail:
-                text = "\n".join(f"  │ {ln}" for ln in e.detail.splitlines())
+                text = "\n".join(f"  │ {printable(ln)}" for ln in e.detail.splitlines())
                 log.console.print(text, markup=False, highlight=False, style="dim")
             if e.hint:
-                log.console.print(f"hint: {e.hint}", markup=False, style="cyan")
+                log.console.print(f"hint: {printable(e.hint)}", markup=False, style="cyan")
             sys.exit(e.exit_code)
         except KeyboardInterrupt:
             if debug:
@@ -119,7 +123,7 @@ class _Group(click.Group):
             if debug:
                 raise
             where = f"{e.filename}: " if e.filename else ""
-            log.error(f"{where}{e.strerror or e}")
+            log.error(printable(f"{where}{e.strerror or e}"))
             log.console.print("hint: rerun with --debug for the traceback", style="cyan")
             sys.exit(2)
 

@@ -19,9 +19,8 @@ import click
 from patchkit.builder import compcache
 from patchkit.cli._build_opts import MAX_JOBS
 from patchkit.cli._common import out as out_line
-from patchkit.core.errors import FatalError, RebuildDiffers
+from patchkit.core.errors import RebuildDiffers
 from patchkit.core.log import log
-from patchkit.core.text import printable
 from patchkit.rebuild.rebuild import ArchiveRebuild, RebuildOptions, archives_of, rebuild_archive
 
 __all__ = ["COMMANDS"]
@@ -115,12 +114,9 @@ def rebuild_cmd(
     )
     results: list[ArchiveRebuild] = []
     for path in archives:
-        try:
-            res = rebuild_archive(path, opts, on_build=log.info)
-        except FatalError as e:  # its text holds the archive's (names, fields, the build log)
-            e.message = printable(e.message)
-            e.detail = "\n".join(printable(line) for line in e.detail.splitlines())
-            raise
+        # an error's text holds the archive's (names, fields, the build log): the CLI's one
+        # error printer shows it escaped
+        res = rebuild_archive(path, opts, on_build=log.info)
         results.append(res)
         _print(res, err=as_json)
     if as_json:
