@@ -289,13 +289,24 @@ def sources_from_range(repo: Path, rng: str) -> tuple[str, list[Source]]:
         raise PatchError(f"{old}..{new} holds no commit: nothing to import")
     if len(rows) > IMPORT_MAX_PATCHES:
         raise PatchError(f"{old}..{new} holds {len(rows)} commits: not a patch queue")
-    out: list[Source] = []
-    for i, (sha, slug) in enumerate(rows, 1):
-        mail = run_git(repo, *_FORMAT_PATCH, "-1", sha, "--", binary=True, env=git_env()).data
-        if not mail.strip():
+    # one format-patch for the whole range: each mail starts with its commit's magic From line,
+    # and git writes one newline between two mails (not part of either)
+    stream = run_git(repo, *_FORMAT_PATCH, f"{base}..{tip}", "--", binary=True, env=git_env()).data
+    starts: list[int] = []
+    for sha, _ in rows:
+        at = stream.find(
+            b"From " + sha.encode("ascii") + b" Mon Sep 17 00:00:00 2001\n", starts[-1] if starts else 0
+        )
+        if at < 0:
             raise PatchError(
                 f"commit {sha[:12]} of {old}..{new} changes nothing: git format-patch leaves it out"
             )
+        starts.append(at)
+    out: list[Source] = []
+    for i, ((sha, slug), start, end) in enumerate(
+        zip(rows, starts, [*(at - 1 for at in starts[1:]), len(stream)], strict=True), 1
+    ):
+        mail = stream[start:end]
         name = f"{i:04d}-{slug or 'patch'}"[: 5 + PATCH_NAME_MAX] + ".patch"
         out.append(Source(filename=name, data=mail, label=f"commit {sha[:12]}"))
     return base, out
