@@ -62,15 +62,13 @@ _LINE_WIDTH = 120  # the lines below the table
 
 def _hunks(nums: Sequence[int]) -> str:
     """1,2,3,5 -> 1-3,5"""
-    out: list[str] = []
+    runs: list[list[int]] = []  # [first, last] of each run of consecutive numbers
     for n in sorted(set(nums)):
-        if out and "-" not in out[-1].split(",")[-1] and int(out[-1].split("-")[-1]) == n - 1:
-            out[-1] = f"{out[-1]}-{n}"
-        elif out and "-" in out[-1] and int(out[-1].split("-")[-1]) == n - 1:
-            out[-1] = out[-1].rsplit("-", 1)[0] + f"-{n}"
+        if runs and runs[-1][1] == n - 1:
+            runs[-1][1] = n
         else:
-            out.append(str(n))
-    return ",".join(out)
+            runs.append([n, n])
+    return ",".join(str(a) if a == b else f"{a}-{b}" for a, b in runs)
 
 
 def _where(r: PatchVerdict, *, full: bool) -> str:
