@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from patchkit.binary.elf import ElfDynamic, above_floor, newest_versions, version_key
+from patchkit.binary.elf import ElfDynamic, above_floor, newest_versions
 from patchkit.core.errors import ReleaseError
 from patchkit.core.text import printable
 from patchkit.spec.manifest import FileFloor, FloorSummary, ReleaseManifest
@@ -29,19 +29,15 @@ def compute_floor(elves: Mapping[str, ElfDynamic], stated: Mapping[str, str]) ->
         return None
     shipped = {p.rsplit("/", 1)[-1] for p in elves}
     files: list[FileFloor] = []
-    newest: dict[str, str] = {}
     system: set[str] = set()
     for path in sorted(elves):
         dyn = elves[path]
-        versions = newest_versions(dyn.version_needs)
         own_system = tuple(n for n in dyn.needed if n not in shipped)
         system.update(own_system)
-        files.append(FileFloor(path=path, versions=versions, system=own_system))
-        for prefix, version in versions.items():
-            if prefix not in newest or version_key(version) > version_key(newest[prefix]):
-                newest[prefix] = version
+        files.append(FileFloor(path=path, versions=newest_versions(dyn.version_needs), system=own_system))
     return FloorSummary(
-        newest=dict(sorted(newest.items())),
+        # the newest of each family over every file's needs: the same fold as one file's
+        newest=newest_versions(n for path in sorted(elves) for n in elves[path].version_needs),
         stated=dict(stated),
         system=tuple(sorted(system)),
         files=tuple(files),
