@@ -350,9 +350,7 @@ def recipe_verdict(
     floor = dict(recipe.release_floor)
     if "GLIBC" in floor and recipe.build.root is None and os_name == "linux":
         glibc = host_glibc()
-        if glibc is not None and tuple(map(int, glibc.split("."))) > tuple(
-            map(int, floor["GLIBC"].split("."))
-        ):
+        if glibc is not None and version_key(glibc) > version_key(floor["GLIBC"]):
             notes.append(
                 f"its floor is GLIBC_{floor['GLIBC']} and this machine's glibc is {glibc}: "
                 "`release` refuses what needs more; set [build] root"
