@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 
 from patchkit import __version__
 from patchkit.builder import cmake as cm
-from patchkit.builder import compcache, repro
+from patchkit.builder import compcache, repro, sysroot
 from patchkit.builder.configure import available_tools, config_id, configure, defines_and_env
 from patchkit.builder.output import check_out_dir, write_output
 from patchkit.builder.record import assemble_build_info, rpc_enabled, tool_versions
@@ -38,7 +38,6 @@ from patchkit.spec.rpcproto import read_rpc_protocol
 
 if TYPE_CHECKING:
     from patchkit.builder.cuda.plan import CudaPlan
-    from patchkit.builder.sysroot import RootRecord
 
 __all__ = ["BuildOptions", "BuildResult", "run_build"]
 
@@ -113,8 +112,6 @@ def run_build(opts: BuildOptions) -> BuildResult:
                 log.info(f"  note: {note}")
     root = None
     if recipe.build.root is not None:  # refused before cloning when it is not prepared
-        from patchkit.builder import sysroot
-
         root = sysroot.require_root(opts.roots or cache.root, recipe.build.root)
     with cache_lock(cache.root, f"patchkit build {recipe.name}"):
         return _run_locked(opts, url, cache, tools, cuda_plan, cc, stages, root)
@@ -128,7 +125,7 @@ def _run_locked(
     cuda_plan: CudaPlan | None,
     cc: compcache.CachePlan,
     stages: _Stages,
-    root: RootRecord | None = None,
+    root: sysroot.RootRecord | None = None,
 ) -> BuildResult:
     recipe = opts.recipe
     work = cache.work(recipe.name, url)
@@ -152,8 +149,6 @@ def _run_locked(
         )
     )
     if root is not None:  # the compilers run inside a prepared root (builder.sysroot)
-        from patchkit.builder import sysroot
-
         wrappers = work.root / "root-bin"
         roots = opts.roots or cache.root
         sysroot.write_wrappers(root, roots, wrappers, binds=(work.root,), env=env)
