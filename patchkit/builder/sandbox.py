@@ -82,9 +82,8 @@ def command_define(name: str, value: str) -> str:
     compiler run or load another program."""
     if _COMMAND_DEFINES.match(name):
         return f"{name} names a program, script or command line that the build would run"
-    if _COMMAND_FLAGS.search(value):
-        flag = _COMMAND_FLAGS.search(value)
-        assert flag is not None
+    flag = _COMMAND_FLAGS.search(value)
+    if flag is not None:
         return f"{name} holds the compiler option {flag.group(0).strip()!r}, which can run or load a program"
     return ""
 
