@@ -34,7 +34,7 @@ from patchkit.builder.repro import is_launcher_define
 from patchkit.builder.sandbox import Sandbox
 from patchkit.core.errors import ConfigError, ReleaseError
 from patchkit.core.fs import sha256_bytes, sha256_file
-from patchkit.core.paths import cache_layout
+from patchkit.core.paths import cache_dir, cache_layout
 from patchkit.core.record import RecordError
 from patchkit.core.text import printable
 from patchkit.release.archive import (
@@ -350,9 +350,6 @@ def _config_diffs(manifest: ReleaseManifest, info: BuildInfo) -> list[str]:
 def _roots_cache() -> Path | None:
     """The user's cache, whose prepared build roots a root recipe's rebuild compiles in
     (builder.sysroot); None when there is none (the build then says to prepare one)."""
-    from patchkit.core.errors import ConfigError
-    from patchkit.core.paths import cache_dir
-
     try:
         return cache_dir()
     except ConfigError:
