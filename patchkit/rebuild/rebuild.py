@@ -53,9 +53,7 @@ from patchkit.spec.buildinfo import BuildInfo
 from patchkit.spec.manifest import (
     Manifest,
     ReleaseManifest,
-    RuntimeManifest,
     SourceRecord,
-    load_manifest,
     parse_manifest,
 )
 from patchkit.spec.recipe import load_recipe
@@ -108,23 +106,13 @@ def archives_of(target: Path) -> list[Path]:
                 detail="\n".join(report.differences[:20]),
                 hint=f"run `patchkit verify {target}` for the list",
             )
-        return [target / a for a in report.archives if not _is_runtime(target, a)]
+        # a CUDA runtime archive holds NVIDIA's files: nothing to rebuild
+        return [target / a for a in report.archives if not report.is_runtime(a)]
     if not target.name.endswith(ARCHIVE_SUFFIXES):
         raise ReleaseError(f"{target} is neither a release folder nor a .tar.gz/.zip archive")
     if target.is_symlink() or not target.is_file():
         raise ReleaseError(f"{target} is not a regular file")
     return [target]
-
-
-def _is_runtime(dist: Path, archive: str) -> bool:
-    """Whether a verified folder's ``archive`` is a CUDA runtime archive (NVIDIA's files:
-    nothing to rebuild), by its manifest's copy beside it (verify_dir checked it is the one
-    inside)."""
-    side = dist / f"{archive[: -len('.' + archive_kind(archive))]}.manifest.json"
-    try:
-        return isinstance(load_manifest(side.read_bytes()), RuntimeManifest)
-    except (OSError, ValueError, UnicodeDecodeError):
-        return False  # not for this check to say: reading the archive itself will
 
 
 def _manifest(data: bytes | None, what: str) -> Manifest:

@@ -57,6 +57,7 @@ from patchkit.spec.manifest import (
     Manifest,
     ReleaseManifest,
     RuntimeFile,
+    RuntimeManifest,
     dump_manifest,
     parse_manifest,
 )
@@ -97,12 +98,25 @@ class VerifyReport:
     directory: Path
     archives: tuple[str, ...]
     differences: tuple[str, ...]
-    # the C library floor of each archive whose manifest has one, as read while verifying it
-    floors: tuple[tuple[str, FloorSummary], ...] = ()
+    # each archive's manifest as verify read it (from inside the archive)
+    manifests: tuple[tuple[str, Manifest], ...] = ()
 
     @property
     def ok(self) -> bool:
         return not self.differences
+
+    @property
+    def floors(self) -> tuple[tuple[str, FloorSummary], ...]:
+        """The C library floor of each archive whose manifest states one."""
+        return tuple(
+            (name, m.floor)
+            for name, m in self.manifests
+            if isinstance(m, ReleaseManifest) and m.floor is not None
+        )
+
+    def is_runtime(self, archive: str) -> bool:
+        """Whether ``archive`` is a CUDA runtime archive (NVIDIA's files) by its manifest."""
+        return isinstance(dict(self.manifests).get(archive), RuntimeManifest)
 
 
 def _short(sha: str) -> str:
@@ -150,9 +164,9 @@ def _check_runpaths(label: str, root: str, entries: list[EntryInfo]) -> list[str
 
 
 def _check_archive_file(
-    dist: Path, name: str, allowed_signers: Path | None = None, floors: dict[str, FloorSummary] | None = None
+    dist: Path, name: str, allowed_signers: Path | None = None, manifests: dict[str, Manifest] | None = None
 ) -> list[str]:
-    """``floors``: where the archive's manifest floor goes, when it states one."""
+    """``manifests``: where the archive's manifest goes, when it parses."""
     path = dist / name
     root = name[: -len("." + archive_kind(name))]
     why = _not_plain(path)
@@ -185,8 +199,8 @@ def _check_archive_file(
         diffs.append(f"{name}: manifest.json: {e.key} is missing or not the expected type")
     if manifest is not None:
         diffs += _check_manifest(dist, name, root, path, entries, manifest)
-        if floors is not None and isinstance(manifest, ReleaseManifest) and manifest.floor is not None:
-            floors[name] = manifest.floor
+        if manifests is not None:
+            manifests[name] = manifest
     side = dist / f"{root}.manifest.json"
     side_why = _not_plain(side) if os.path.lexists(side) else ""
     if not os.path.lexists(side):
@@ -374,14 +388,14 @@ def verify_dir(dist: Path, *, allowed_signers: Path | None = None) -> VerifyRepo
     )
     if not archives and not diffs:
         diffs.append(f"{dist}: no archives to verify")
-    floors: dict[str, FloorSummary] = {}
+    manifests: dict[str, Manifest] = {}
     for name in archives:
-        diffs += _check_archive_file(dist, name, allowed_signers, floors)
+        diffs += _check_archive_file(dist, name, allowed_signers, manifests)
     # member names, manifest and statement fields, file names in DIR: all someone else's
     # text, shown on a terminal: every control character escaped (one line each, no ESC)
     return VerifyReport(
         directory=dist,
         archives=tuple(archives),
         differences=tuple(printable(d) for d in diffs),
-        floors=tuple(sorted(floors.items())),
+        manifests=tuple(sorted(manifests.items())),
     )
