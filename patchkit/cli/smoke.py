@@ -18,6 +18,7 @@ from patchkit.cli._common import out, out_styled
 from patchkit.cli._types import FiniteFloatRange
 from patchkit.core.log import log
 from patchkit.smoke.checks import CHECKS
+from patchkit.smoke.emulate import find_emulation
 from patchkit.smoke.runner import raise_if_failed, run_smoke
 from patchkit.spec.buildinfo import CheckResult, read_build_info
 
@@ -63,6 +64,16 @@ def print_check(r: CheckResult, *, err: bool = False) -> None:
     help="A real GGUF model for the kld and speed checks (default: $PATCHKIT_MODEL, "
     "else the one `patchkit model get smollm2` caches).",
 )
+@click.option(
+    "--cpu",
+    "cpu_model",
+    metavar="MODEL",
+    help="Run this build's binaries as another x86-64 CPU model: under qemu-x86_64 -cpu "
+    "MODEL (e.g. Nehalem, SandyBridge, Haswell). The version check then names the CPU "
+    "variant loaded and compares it with build-info's table, the generate and kld checks "
+    "compare with this build run natively (or --reference; kld over the text's first "
+    "chunks), speed is skipped, and nothing is recorded in build-info.json.",
+)
 def smoke_cmd(
     outdir: Path,
     skip: tuple[str, ...],
@@ -71,6 +82,7 @@ def smoke_cmd(
     timeout: float,
     reference: Path | None,
     model: Path | None,
+    cpu_model: str | None,
 ) -> None:
     """Run the smoke checks on a build output dir (127.0.0.1 only)."""
     info = read_build_info(outdir)
@@ -80,6 +92,10 @@ def smoke_cmd(
     if info.build_dir:
         tool_dirs.append(Path(info.build_dir) / "bin")
     env = dict(os.environ)  # what the binaries run with (and PATCHKIT_MODEL: the real model)
+    emulation = None
+    if cpu_model is not None:
+        emulation = find_emulation(cpu_model, os_name=info.platform.os, arch=info.platform.arch, env=env)
+        log.info(f"running as {emulation.describe()}: compared with the native run, not recorded")
     with log.step("smoke"):
         report = run_smoke(
             outdir,
@@ -91,9 +107,10 @@ def smoke_cmd(
             reference=reference,
             partial=bool(skip or only),
             model=model,
+            emulation=emulation,
             env=env,
         )
-    out(f"smoke {report.status.value}")
+    out(f"smoke {report.status.value}" + (f" (under {emulation.describe()})" if emulation else ""))
     raise_if_failed(report)
 
 

@@ -2,7 +2,8 @@
 and that each patch does what it claims.
 
 Checks (each pass / fail / skip, with why):
-  version          every built executable answers --version (or --help) with exit 0
+  version          every built executable answers --version (or --help) with exit 0; with
+                   CPU variants, the one loaded (under --cpu: the one its table names)
   generate         greedy tokens of a tiny local model: CPU == through one loopback RPC server
   tensor-split     the seed's failure: two loopback RPC servers, llama-bench -sm tensor on a
                    hybrid (recurrent) model; with the zero-byte guard the servers survive
@@ -25,6 +26,7 @@ from pathlib import Path
 from patchkit.core.errors import RpcError, ServerStartError
 from patchkit.core.proc import RunResult
 from patchkit.rpc.probe import probe_zero_nbytes_guard
+from patchkit.smoke.emulate import expected_variant, loaded_variant, unemulated_features
 from patchkit.smoke.env import SmokeEnv
 from patchkit.smoke.kld import check_kld
 from patchkit.smoke.llama_output import servers, telling_line
@@ -71,6 +73,7 @@ def check_version(env: SmokeEnv) -> CheckResult:
     if not exes:
         return _result("version", start, FAIL, "build-info.json lists no executables")
     answered = []
+    said = ""  # what ggml and qemu said while the binaries started
     for exe in exes:
         r = env.run(exe, "--version")
         text = r.stdout + r.stderr
@@ -83,7 +86,35 @@ def check_version(env: SmokeEnv) -> CheckResult:
             answered.append(f"{exe.name} (--help)")
         else:
             answered.append(exe.name)
-    return _result("version", start, PASS, "answered: " + ", ".join(answered))
+        said += r.stdout + r.stderr
+    why = "answered: " + ", ".join(answered)
+    if env.emulation is not None:
+        why = f"under {env.emulation.describe()}: {why}"
+    if env.info.cpu_variants is None:
+        return _result("version", start, PASS, why)
+    verdict, text = _variant_verdict(env, said)
+    return _result("version", start, verdict, f"{why}; {text}")
+
+
+def _variant_verdict(env: SmokeEnv, said: str) -> tuple[CheckStatus, str]:
+    """Which CPU variant the binaries loaded; as another CPU model (--cpu), whether it is the
+    one build-info's table names for that model (less what qemu cannot emulate)."""
+    assert env.info.cpu_variants is not None
+    loaded = loaded_variant(said)
+    if loaded is None:  # llama-cli logs through llama's logger, which keeps this line to itself
+        return PASS, "none of its executables said which CPU variant it loaded (ggml-rpc-server --help does)"
+    got = f"loaded the CPU variant {loaded}"
+    if env.emulation is None:
+        return PASS, got
+    known, want, lost = expected_variant(
+        env.emulation.model, env.info.cpu_variants.names, unemulated_features(said)
+    )
+    if not known:
+        return PASS, f"{got} (the variant table has no {env.emulation.model})"
+    note = f" (qemu cannot emulate {', '.join(lost)})" if lost else ""
+    if loaded == want:
+        return PASS, f"{got}, as the variant table says for {env.emulation.model}{note}"
+    return FAIL, f"{got}; the variant table says {want or 'none'} for {env.emulation.model}{note}"
 
 
 # ---- models -----------------------------------------------------------------------------

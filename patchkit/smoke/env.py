@@ -1,5 +1,6 @@
 """What a smoke check runs in: one build output, its tools, a launcher (wine for a
-Windows build on Linux), the environment its binaries need, a private work folder."""
+Windows build on Linux, qemu for another CPU model), the environment its binaries need, a
+private work folder."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from pathlib import Path
 from patchkit.core.errors import ServerStartError
 from patchkit.core.net import LOOPBACK, free_port
 from patchkit.core.proc import Processes, RunResult, run
+from patchkit.smoke.emulate import Emulation
 from patchkit.spec.buildinfo import BuildInfo, read_build_info
 
 __all__ = ["SmokeEnv"]
@@ -22,7 +24,8 @@ class SmokeEnv:
     workdir: Path
     timeout: float
     base_env: Mapping[str, str]  # the caller's environment (a snapshot): what every run starts from
-    launcher: tuple[str, ...] = ()  # e.g. the wine loader for Windows builds
+    launcher: tuple[str, ...] = ()  # e.g. the wine loader for Windows builds, qemu -cpu MODEL
+    emulation: Emulation | None = None  # the binaries run as another CPU model (--cpu)
     env: dict[str, str] = dataclasses.field(default_factory=dict)  # this build's, over base_env
     tool_dirs: tuple[Path, ...] = ()  # where helper tools (test-llama-archs) may be
     reference: Path | None = None  # another build (e.g. Linux for a Windows one) to compare
@@ -31,14 +34,21 @@ class SmokeEnv:
     model_why: str = ""  # why there is none (what to run to get one)
 
     def reference_env(self) -> SmokeEnv | None:
-        """The reference build, run natively (no launcher), sharing this workdir."""
+        """The reference build, run natively (no launcher, no emulation), sharing this workdir."""
         if self.reference is None:
             return None
         info = read_build_info(self.reference)
         # its smoke-only tools (llama-perplexity) stay in its build dir
         tools = (Path(info.build_dir) / "bin",) if info.build_dir else ()
         return dataclasses.replace(
-            self, out_dir=self.reference, info=info, launcher=(), env={}, tool_dirs=tools, reference=None
+            self,
+            out_dir=self.reference,
+            info=info,
+            launcher=(),
+            emulation=None,
+            env={},
+            tool_dirs=tools,
+            reference=None,
         )
 
     @property

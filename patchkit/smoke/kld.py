@@ -19,6 +19,7 @@ import dataclasses
 import math
 import re
 import time
+from collections.abc import Callable
 from importlib import resources
 from pathlib import Path
 
@@ -30,6 +31,7 @@ from patchkit.spec.buildinfo import CheckResult, CheckStatus, KldRecord
 
 __all__ = [
     "CTX",
+    "EMULATED_CHUNKS",
     "THRESHOLDS",
     "KldStats",
     "Threshold",
@@ -48,6 +50,9 @@ CTX = 128  # small context: a run over the text takes seconds
 RUN_TIMEOUT = 900.0
 TEXT = "kld-text.txt"  # ~13 KB of original prose, committed (patchkit/smoke/data)
 GEN_PROMPT = "Write one sentence about a water mill."
+# as another CPU model (--cpu) the binaries run under qemu, ~100x slower: the comparison reads
+# the text's first chunks only (4 x 128 tokens; the second half of each is scored)
+EMULATED_CHUNKS = 4
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -264,6 +269,8 @@ def check_kld(env: SmokeEnv) -> CheckResult:
     if env.model is None:
         return done(CheckStatus.SKIP, env.model_why)
     model, text = env.model, text_path()
+    if env.emulation is not None:
+        return _emulated(env, ppl, model, text, done)
     base = env.workdir / "kld-base.bin"
     cpu = _ppl(env, ppl, model, text, base, *_CPU, compare=False)
     if not cpu.ok:
@@ -316,3 +323,39 @@ def check_kld(env: SmokeEnv) -> CheckResult:
         return done(CheckStatus.SKIP, "; ".join(["CPU baseline ran, nothing to compare", *said]))
     failed = [r for r in records if not r.passed]
     return done(CheckStatus.FAIL if failed else CheckStatus.PASS, "; ".join(said), tuple(records))
+
+
+def _emulated(
+    env: SmokeEnv,
+    ppl: Path,
+    model: Path,
+    text: Path,
+    done: Callable[[CheckStatus, str, tuple[KldRecord, ...]], CheckResult],
+) -> CheckResult:
+    """As another CPU model: this build's CPU under qemu vs the reference's CPU run natively
+    (the reference is this build itself unless --reference names another), over the first
+    :data:`EMULATED_CHUNKS` chunks; the RPC setups are the same math on the same CPU and stay out."""
+    assert env.emulation is not None
+    ref = env.reference_env()
+    if ref is None:
+        return done(CheckStatus.SKIP, "no native run to compare with", ())
+    ref_ppl = ref.exe("llama-perplexity")
+    if ref_ppl is None:
+        return done(CheckStatus.SKIP, "the reference has no llama-perplexity: nothing to compare", ())
+    chunks = ("--chunks", str(EMULATED_CHUNKS))
+    native = "natively" if ref.out_dir.resolve() == env.out_dir.resolve() else "the reference natively"
+    setup = f"CPU under {env.emulation.describe()} vs {native}"
+    base = env.workdir / "kld-base-native.bin"
+    r = _ppl(ref, ref_ppl, model, text, base, *_CPU, *chunks, compare=False)
+    if not r.ok:
+        return done(CheckStatus.FAIL, _fail_line("native CPU baseline", r), ())
+    r = _ppl(env, ppl, model, text, base, *_CPU, *chunks, compare=True)
+    stats = parse_kld(r.output) if r.ok else None
+    if stats is None:
+        return done(CheckStatus.FAIL, _fail_line(setup, r), ())
+    record = judge(setup, "cross-build", stats)
+    said = [summary(record), f"{EMULATED_CHUNKS} chunks of {CTX} tokens"]
+    words = _real_text(env, model)
+    if words:
+        said.append(f"real model says: {words!r}")
+    return done(CheckStatus.PASS if record.passed else CheckStatus.FAIL, "; ".join(said), (record,))

@@ -1,7 +1,8 @@
 """The smoke stage: run the checks (smoke.checks) on a build output, on this machine,
 and record the report in its build-info.json.
 
-A Windows build runs under wine on Linux; a CUDA build that links the NVIDIA driver is
+A Windows build runs under wine on Linux, a build asked to run as another CPU model
+under qemu (``--cpu``); a CUDA build that links the NVIDIA driver is
 skipped (with why) on a machine without one. Everything listens on 127.0.0.1.
 """
 
@@ -18,6 +19,7 @@ from pathlib import Path
 
 from patchkit.core.errors import SmokeError
 from patchkit.core.proc import run
+from patchkit.smoke.emulate import Emulation
 from patchkit.smoke.env import SmokeEnv
 from patchkit.smoke.realmodel import NO_MODEL, RealModel, find_model
 from patchkit.spec.buildinfo import (
@@ -124,6 +126,7 @@ def run_smoke(
     reference: Path | None = None,
     partial: bool = False,
     model: Path | RealModel | None = None,
+    emulation: Emulation | None = None,
     env: Mapping[str, str],
 ) -> SmokeReport:
     """Run the checks against a build output dir; record the report in its build-info.json.
@@ -134,12 +137,18 @@ def run_smoke(
     smoke.realmodel (else smoke.realmodel finds one, ``env``'s PATCHKIT_MODEL first).
     ``env``: the environment the binaries run with (the caller's snapshot), under
     ``extra_env`` and what the build says it needs.
+    ``emulation``: the binaries run as another CPU model (qemu); the reference, unless
+    given, is this build run natively, and nothing is recorded (it is not this machine's
+    verdict).
     """
     from patchkit.smoke.checks import CHECKS  # the checks and what they use: only to run them
 
     info = read_build_info(out_dir)
     real = model if isinstance(model, RealModel) else find_model(model, env=env)
-    launcher: tuple[str, ...] = ()
+    launcher: tuple[str, ...] = emulation.launcher if emulation is not None else ()
+    if emulation is not None:
+        record = False
+        reference = reference or out_dir
     # what the build says its binaries need at run time (CUDA: the toolkit's library path)
     extra_env = {**info.runtime_env, **(extra_env or {})}
     results: list[CheckResult] = []
@@ -162,6 +171,7 @@ def run_smoke(
             timeout=timeout,
             base_env=env,
             launcher=launcher,
+            emulation=emulation,
             env=extra_env,
             tool_dirs=tool_dirs,
             reference=reference,

@@ -158,6 +158,11 @@ def check_speed(env: SmokeEnv) -> CheckResult:
             speed=records,
         )
 
+    if env.emulation is not None:
+        return done(
+            CheckStatus.SKIP,
+            f"under {env.emulation.describe()}: an emulated CPU's speed says nothing of the build",
+        )
     if env.exe("llama-bench") is None:
         return done(CheckStatus.SKIP, "llama-bench is not in this build")
     if env.model is None:

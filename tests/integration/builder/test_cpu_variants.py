@@ -140,3 +140,60 @@ def test_a_module_that_cannot_resolve_its_imports_is_refused_by_release(
     )
     assert_error(r, 12, "bin/libggml-cpu-haswell.so needs libz.so.1")
     assert not dist.exists()
+
+
+def _host_has(flag: str) -> bool:
+    try:
+        return flag in Path("/proc/cpuinfo").read_text().split()
+    except OSError:
+        return False
+
+
+needs_qemu = pytest.mark.skipif(
+    shutil.which("qemu-x86_64") is None and shutil.which("qemu-x86_64-static") is None,
+    reason="qemu-user not installed",
+)
+
+
+@needs_qemu
+def test_smoke_as_another_cpu_model_names_the_variant_it_loaded(
+    vproject: Path, vup: FixtureUpstream, tmp_path: Path
+) -> None:
+    """`smoke --cpu MODEL`: the binaries run under qemu as that CPU; the variant ggml picks
+    must be the one build-info's table names for it; nothing is written to build-info."""
+    variants_recipe(vproject, vup, '["x64", "sse42", "haswell"]')
+    out = tmp_path / "out"
+    assert build(vproject, out, recipe="variants").exit_code == 0
+    before = (out / "build-info.json").read_bytes()
+    for model, variant in (("Nehalem", "sse42"), ("SandyBridge", "sse42"), ("Haswell", "haswell")):
+        r = invoke(vproject, "smoke", str(out), "--only", "version", "--cpu", model)
+        assert r.exit_code == 0, r.output
+        assert f"under qemu -cpu {model}: answered: fixture-cli" in r.stdout, r.output
+        assert f"loaded the CPU variant {variant}, as the variant table says for {model}" in r.stdout
+        assert r.stdout.rstrip().endswith(f"smoke partial (under qemu -cpu {model})")
+    assert (out / "build-info.json").read_bytes() == before  # not this machine's verdict
+    if _host_has("avx2"):  # natively: the best this CPU can run, recorded
+        r = invoke(vproject, "smoke", str(out), "--only", "version")
+        assert r.exit_code == 0 and "loaded the CPU variant haswell" in r.stdout, r.output
+        assert (out / "build-info.json").read_bytes() != before
+    assert_error(
+        invoke(vproject, "smoke", str(out), "--cpu", "sandybridge"),
+        2,
+        "--cpu 'sandybridge' is not a CPU model",
+    )
+
+
+@needs_qemu
+def test_a_variant_that_claims_a_cpu_it_cannot_run_on_fails_under_that_cpu(
+    vproject: Path, vup: FixtureUpstream, tmp_path: Path
+) -> None:
+    """The negative control: a haswell module whose score forgets AVX2 is picked on a
+    Nehalem (no AVX2), against the table: the check fails, exit 7."""
+    variants_recipe(vproject, vup, '["x64", "sse42", "haswell"]', defines="FIXTURE_WRONG_SCORE = true\n")
+    out = tmp_path / "out"
+    assert build(vproject, out, recipe="variants").exit_code == 0
+    r = invoke(vproject, "smoke", str(out), "--only", "version", "--cpu", "Nehalem")
+    assert r.exit_code == 7, r.output
+    assert "loaded the CPU variant haswell; the variant table says sse42 for Nehalem" in r.stdout
+    ok = invoke(vproject, "smoke", str(out), "--only", "version", "--cpu", "Haswell")
+    assert ok.exit_code == 0, ok.output

@@ -160,3 +160,46 @@ def test_speed_without_a_reference_measures_and_skips(tmp_path: Path, model: Pat
     spd = _check(run_smoke(out, env=dict(os.environ), only=("speed",), model=model), "speed")
     assert spd.status == "skip" and spd.why.startswith("no --reference to compare with; measured")
     assert [r.tps for r in spd.speed] == [100.0, 300.0]
+
+
+def _fake_qemu(root: Path) -> Path:
+    """A stand-in for qemu-x86_64: logs its arguments, drops ``-cpu MODEL``, runs the rest."""
+    path = root / "fake-qemu"
+    path.write_text(f'#!/bin/sh\necho "$@" >> "{root}/qemu.log"\nshift 2\nexec "$@"\n')
+    path.chmod(0o755)
+    return path
+
+
+def test_kld_as_another_cpu_model_compares_with_the_native_run(tmp_path: Path, model: Path) -> None:
+    """`--cpu`: this build under qemu vs itself run natively, over the first chunks only; no
+    RPC setups (the same math on the same CPU), speed skipped, nothing recorded."""
+    from patchkit.smoke.emulate import Emulation
+
+    out = make_out(tmp_path / "a", kld=[("--chunks 4", TENSOR)])
+    before = (out / "build-info.json").read_bytes()
+    em = Emulation(qemu=str(_fake_qemu(tmp_path)), model="SandyBridge")
+    report = run_smoke(out, env=dict(os.environ), only=("kld", "speed"), model=model, emulation=em)
+    kld = _check(report, "kld")
+    assert kld.status == "pass", kld.why
+    assert [(r.setup, r.kind) for r in kld.kld] == [
+        ("CPU under qemu -cpu SandyBridge vs natively", "cross-build")
+    ]
+    assert "4 chunks of 128 tokens" in kld.why and "real model says" in kld.why
+    assert _check(report, "speed").status == "skip"
+    assert (out / "build-info.json").read_bytes() == before
+    runs = (tmp_path / "qemu.log").read_text().splitlines()
+    # under qemu: the comparison and the words, never the native baseline
+    assert [r.split()[:2] for r in runs] == [["-cpu", "SandyBridge"]] * 2
+    assert "--kl-divergence" in runs[0].split() and "--chunks 4" in runs[0]
+    assert "llama-cli" in runs[1]
+
+
+def test_kld_as_another_cpu_model_fails_when_it_drifts(tmp_path: Path, model: Path) -> None:
+    from patchkit.smoke.emulate import Emulation
+
+    out = make_out(tmp_path / "a", kld=[("--chunks 4", WRONG)])
+    em = Emulation(qemu=str(_fake_qemu(tmp_path)), model="Nehalem")
+    report = run_smoke(out, env=dict(os.environ), only=("kld",), model=model, emulation=em)
+    kld = _check(report, "kld")
+    assert kld.status == "fail" and report.status == "failed"
+    assert "CPU under qemu -cpu Nehalem vs natively: mean KLD" in kld.why and "FAIL: cross-build" in kld.why
