@@ -4,8 +4,9 @@ A CUDA build links NVIDIA's runtime libraries (``libcudart.so.13``, ``libcublas.
 ``libcublasLt.so.13``; ``cudart64_12.dll``, ``cublas64_12.dll``, ``cublasLt64_12.dll``);
 a machine without the toolkit lacks them. ``patchkit release`` takes them from NVIDIA's
 PyPI wheels for the target OS (``nvidia-cuda-runtime-cu12`` / ``nvidia-cublas-cu12``;
-CUDA 13: ``nvidia-cuda-runtime`` / ``nvidia-cublas``) at the toolkit's version
-(``==<major>.<minor>.*`` of the nvcc the build recorded), and packs them, with NVIDIA's
+CUDA 11: ``-cu11``; CUDA 13: ``nvidia-cuda-runtime`` / ``nvidia-cublas``) at the toolkit's
+version (``==<major>.<minor>.*`` of the nvcc the build recorded; CUDA 11.8's cuBLAS is
+11.11: :func:`wheel_versions`), and packs them, with NVIDIA's
 licence text from each wheel, into one separate archive beside the builds::
 
     cudart-llama-<os>-<arch>-cuda<X.Y>.tar.gz   (.zip for Windows)
@@ -93,13 +94,15 @@ __all__ = [
     "stage_runtime",
     "verify_imports",
     "version_key",
+    "wheel_versions",
     "write_runtime",
 ]
 
 PIP_TIMEOUT = 3600.0
-# the libraries a CUDA runtime wheel may give a release (anything else in them is left)
+# the libraries a CUDA runtime wheel may give a release (anything else in them is left);
+# CUDA 11's cudart is libcudart.so.11.0 (its soname), its cuBLAS libcublas.so.11
 _RUNTIME_LIB = re.compile(
-    r"^(?:lib(?:cudart|cublas|cublasLt)\.so\.\d+|(?:cudart|cublas|cublasLt)64_\d+\.dll)$"
+    r"^(?:lib(?:cudart|cublas|cublasLt)\.so\.\d+(?:\.0)?|(?:cudart|cublas|cublasLt)64_\d+\.dll)$"
 )
 _WHEEL_NAME = re.compile(
     r"^(?P<dist>[A-Za-z0-9_.]+)-(?P<version>[0-9][A-Za-z0-9_.+!]*)(?:-\d[^-]*)?"
@@ -164,6 +167,28 @@ def distributions(spec: RuntimeSpec) -> tuple[str, str]:
     return f"nvidia-cuda-runtime-cu{spec.major}", f"nvidia-cublas-cu{spec.major}"
 
 
+# CUDA 11's cuBLAS has its own minor numbers: the toolkit 11.8 ships cuBLAS 11.11, 11.7 ships
+# 11.10 (NVIDIA's release notes; the only CUDA 11 versions with wheels on PyPI:
+# nvidia-cuda-runtime-cu11 11.7.99, 11.8.89; nvidia-cublas-cu11 11.10.3.66, 11.11.3.6).
+# From CUDA 12 on, cuBLAS X.Y comes with the toolkit X.Y.
+_CUBLAS_CUDA11 = {7: "11.10", 8: "11.11"}
+
+
+def wheel_versions(spec: RuntimeSpec) -> tuple[tuple[str, str], tuple[str, str]]:
+    """(distribution, version prefix) of the runtime and cuBLAS wheels for that toolkit:
+    ``("nvidia-cublas-cu11", "11.11")`` for CUDA 11.8. ReleaseError for a CUDA 11 whose
+    cuBLAS has no wheel."""
+    runtime, cublas = distributions(spec)
+    if spec.major != 11:
+        return (runtime, spec.version), (cublas, spec.version)
+    if spec.minor not in _CUBLAS_CUDA11:
+        raise ReleaseError(
+            f"NVIDIA publishes CUDA 11 runtime wheels for 11.7 and 11.8 only, not {spec.version}",
+            hint="build with CUDA 11.8 (or 12.x), or pass --no-bundle-runtime",
+        )
+    return (runtime, spec.version), (cublas, _CUBLAS_CUDA11[spec.minor])
+
+
 def pip_platforms(spec: RuntimeSpec) -> list[str]:
     """Wheel platform tags that run on the target (pip matches --platform exactly)."""
     if spec.os == "windows":
@@ -191,24 +216,24 @@ def select_wheels(folder: Path, spec: RuntimeSpec) -> list[Path]:
     platform tag fits the target. ReleaseError naming what is missing."""
     plats = set(pip_platforms(spec))
     chosen: list[Path] = []
-    for dist in distributions(spec):
+    for dist, prefix in wheel_versions(spec):
         cands: list[tuple[tuple[int, ...], Path]] = []
         for p in sorted(folder.glob("*.whl")) if folder.is_dir() else []:
             m = _WHEEL_NAME.match(p.name)
             if not m or _norm(m.group("dist")) != _norm(dist):
                 continue
             version = m.group("version")
-            if not re.match(rf"^{spec.major}\.{spec.minor}(\.|$)", version) or "rc" in version:
+            if not re.match(rf"^{re.escape(prefix)}(\.|$)", version) or "rc" in version:
                 continue
             if not set(m.group("plat").split(".")) & plats:
                 continue
             cands.append((version_key(version), p))
         if not cands:
             raise ReleaseError(
-                f"no {dist} {spec.version}.* wheel for {spec.os} {spec.arch} in {folder}",
+                f"no {dist} {prefix}.* wheel for {spec.os} {spec.arch} in {folder}",
                 hint=f"put NVIDIA's {dist} wheel for that platform there (`pip download "
                 f"--no-deps --only-binary :all: --platform {pip_platforms(spec)[0]} "
-                f"'{dist}=={spec.version}.*'`), or pass --no-bundle-runtime",
+                f"'{dist}=={prefix}.*'`), or pass --no-bundle-runtime",
             )
         chosen.append(max(cands)[1])
     return chosen
@@ -236,7 +261,7 @@ def download_wheels(spec: RuntimeSpec) -> list[Path]:
     ]
     for tag in pip_platforms(spec):
         args += ["--platform", tag]
-    args += [f"{d}=={spec.version}.*" for d in distributions(spec)]
+    args += [f"{d}=={prefix}.*" for d, prefix in wheel_versions(spec)]
     r = proc.run(args, timeout=PIP_TIMEOUT, merge_stderr=True, start_error="result")
     if not r.ok:
         raise ReleaseError(

@@ -16,6 +16,7 @@ from patchkit.release.bundle import (
     pip_platforms,
     runtime_spec,
     select_wheels,
+    wheel_versions,
 )
 from patchkit.release.verify import verify_dir
 from patchkit.spec.buildinfo import BuildInfo
@@ -23,6 +24,8 @@ from tests.fixtures.buildinfo import build_info_json
 from tests.fixtures.elf import make_elf
 from tests.fixtures.release import do_release, make_build
 from tests.fixtures.wheels import LICENSE_TEXT, make_wheel, runtime_wheels, set_binary
+
+LINUX = "manylinux2014_x86_64"
 
 CUDA_LIB = "bin/libggml-cuda.so"
 
@@ -239,3 +242,84 @@ def test_download_runs_pip_for_the_target_platform(tmp_path: Path, monkeypatch: 
     with pytest.raises(ReleaseError, match="pip could not download") as e:
         bundle.download_wheels(RuntimeSpec(os="windows", arch="x86_64", major=12, minor=9))
     assert "--runtime-wheels" in str(e.value.hint)
+
+
+def test_cuda_11_takes_cublas_11_11_for_the_11_8_toolkit() -> None:
+    """CUDA 11's cuBLAS numbers its minors apart from the toolkit (11.8 ships cuBLAS 11.11):
+    `==11.8.*` finds no nvidia-cublas-cu11 on PyPI (11.10.3.66 and 11.11.3.6 only)."""
+
+    def spec(major: int, minor: int) -> RuntimeSpec:
+        return RuntimeSpec(os="linux", arch="x86_64", major=major, minor=minor)
+
+    assert wheel_versions(spec(11, 8)) == (
+        ("nvidia-cuda-runtime-cu11", "11.8"),
+        ("nvidia-cublas-cu11", "11.11"),
+    )
+    assert wheel_versions(spec(11, 7))[1] == ("nvidia-cublas-cu11", "11.10")
+    assert wheel_versions(spec(12, 4)) == (
+        ("nvidia-cuda-runtime-cu12", "12.4"),
+        ("nvidia-cublas-cu12", "12.4"),
+    )
+    assert wheel_versions(spec(13, 0))[1] == ("nvidia-cublas", "13.0")
+    with pytest.raises(ReleaseError, match="for 11.7 and 11.8 only, not 11.4") as e:
+        wheel_versions(spec(11, 4))
+    assert "--no-bundle-runtime" in e.value.hint
+
+
+def _cu11_wheels(folder: Path) -> None:
+    """NVIDIA's CUDA 11.8 wheels as they are laid out (nvidia/cuda_runtime/lib/libcudart.so.11.0,
+    nvidia/cublas/lib/libcublas.so.11 + libcublasLt.so.11 + libnvblas.so.11)."""
+    make_wheel(
+        folder,
+        "nvidia-cuda-runtime-cu11",
+        "11.8.89",
+        {
+            "nvidia/cuda_runtime/lib/libcudart.so.11.0": make_elf(
+                needed=("libc.so.6", "libdl.so.2"), soname="libcudart.so.11.0"
+            ),
+            "nvidia/cuda_runtime/lib/libOpenCL.so.1": make_elf(soname="libOpenCL.so.1"),
+        },
+        plat=LINUX,
+    )
+    make_wheel(
+        folder,
+        "nvidia-cublas-cu11",
+        "11.11.3.6",
+        {
+            "nvidia/cublas/lib/libcublas.so.11": make_elf(
+                needed=("libcublasLt.so.11", "libc.so.6"), runpath="$ORIGIN", soname="libcublas.so.11"
+            ),
+            "nvidia/cublas/lib/libcublasLt.so.11": make_elf(
+                needed=("libc.so.6",), soname="libcublasLt.so.11"
+            ),
+            "nvidia/cublas/lib/libnvblas.so.11": make_elf(soname="libnvblas.so.11"),
+        },
+        plat=LINUX,
+    )
+    make_wheel(folder, "nvidia-cublas-cu11", "11.10.3.66", {}, plat=LINUX)  # CUDA 11.7's
+
+
+def test_release_bundles_the_cuda_11_8_runtime(tmp_path: Path) -> None:
+    build = cuda_build(tmp_path / "a", "libcudart.so.11.0", "libcublas.so.11", "libcuda.so.1", "libc.so.6")
+    info = json.loads((build / "build-info.json").read_text())
+    info["cuda"]["nvcc"] = "11.8.89"
+    (build / "build-info.json").write_text(json.dumps(info))
+    wheels = tmp_path / "wheels"
+    _cu11_wheels(wheels)
+    dist = tmp_path / "dist"
+    r = do_release(build, dist, runtime_wheels=wheels)
+    assert r.runtime == dist / "cudart-llama-linux-x86_64-cuda11.8.tar.gz"
+    manifest = json.loads(r.manifest.read_text())
+    assert manifest["runtime"]["files"] == [
+        "LICENSE.nvidia-cublas-cu11.txt",
+        "LICENSE.nvidia-cuda-runtime-cu11.txt",
+        "bin/libcublas.so.11",
+        "bin/libcublasLt.so.11",
+        "bin/libcudart.so.11.0",
+    ]
+    rt = json.loads((dist / "cudart-llama-linux-x86_64-cuda11.8.manifest.json").read_text())
+    assert [(w["distribution"], w["version"]) for w in rt["wheels"]] == [
+        ("nvidia-cuda-runtime-cu11", "11.8.89"),
+        ("nvidia-cublas-cu11", "11.11.3.6"),
+    ]
+    assert verify_dir(dist).differences == ()
