@@ -26,6 +26,7 @@ class SmokeEnv:
     base_env: Mapping[str, str]  # the caller's environment (a snapshot): what every run starts from
     launcher: tuple[str, ...] = ()  # e.g. the wine loader for Windows builds, qemu -cpu MODEL
     emulation: Emulation | None = None  # the binaries run as another CPU model (--cpu)
+    gpu: bool = False  # a CUDA build on a machine with NVIDIA's driver: its GPU setups run
     env: dict[str, str] = dataclasses.field(default_factory=dict)  # this build's, over base_env
     tool_dirs: tuple[Path, ...] = ()  # where helper tools (test-llama-archs) may be
     reference: Path | None = None  # another build (e.g. Linux for a Windows one) to compare
@@ -46,6 +47,7 @@ class SmokeEnv:
             info=info,
             launcher=(),
             emulation=None,
+            gpu=False,
             env={},
             tool_dirs=tools,
             reference=None,

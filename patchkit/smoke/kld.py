@@ -277,11 +277,9 @@ def check_kld(env: SmokeEnv) -> CheckResult:
         return done(CheckStatus.FAIL, _fail_line("CPU baseline", cpu))
     records: list[KldRecord] = []
     notes: list[str] = []
-    setups = [
-        s
-        for s in SETUPS
-        if (not s.needs or s.needs in env.patches) and (not s.gpu or env.info.cuda is not None)
-    ]
+    setups = [s for s in SETUPS if (not s.needs or s.needs in env.patches) and (not s.gpu or env.gpu)]
+    if env.info.cuda is not None and not env.gpu:
+        notes.append("no NVIDIA driver here: the CUDA0 setup was not run")
     if env.exe("ggml-rpc-server") is None:
         notes.append("no ggml-rpc-server: no RPC setup")
         setups = [s for s in setups if not s.servers]
@@ -293,7 +291,7 @@ def check_kld(env: SmokeEnv) -> CheckResult:
                     addrs.append(env.rpc_server(procs, f"kld-{len(addrs)}"))
             except ServerStartError as e:
                 return done(CheckStatus.FAIL, f"{s.name}: {e}", tuple(records))
-            extra = [a.replace("{c}", addrs[-1]) for a in s.args]
+            extra = [a.replace("{c}", addrs[-1]) if "{c}" in a else a for a in s.args]
             rpc = ("--rpc", ",".join(addrs[: s.servers])) if s.servers else ()
             r = _ppl(env, ppl, model, text, base, *rpc, *extra, compare=True)
             stats = parse_kld(r.output) if r.ok else None

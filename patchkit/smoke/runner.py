@@ -76,6 +76,8 @@ def _needs_missing_driver(info: BuildInfo) -> str:
         return ""
     if info.cuda.no_vmm:
         return ""  # built without libcuda (GGML_CUDA_NO_VMM): runs on the CPU without a driver
+    if info.cpu_variants is not None:
+        return ""  # GGML_BACKEND_DL: libggml-cuda is a module that does not load; the tools run on the CPU
     if _nvidia_driver_present():
         return ""
     return (
@@ -172,6 +174,7 @@ def run_smoke(
             base_env=env,
             launcher=launcher,
             emulation=emulation,
+            gpu=info.cuda is not None and emulation is None and _nvidia_driver_present(),
             env=extra_env,
             tool_dirs=tool_dirs,
             reference=reference,

@@ -203,3 +203,24 @@ def test_kld_as_another_cpu_model_fails_when_it_drifts(tmp_path: Path, model: Pa
     kld = _check(report, "kld")
     assert kld.status == "fail" and report.status == "failed"
     assert "CPU under qemu -cpu Nehalem vs natively: mean KLD" in kld.why and "FAIL: cross-build" in kld.why
+
+
+def test_a_cuda_build_without_the_driver_runs_the_cpu_and_rpc_setups_and_says_so(
+    tmp_path: Path, model: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from patchkit.smoke import runner
+
+    out = make_out(tmp_path / "a")
+    info = json.loads((out / "build-info.json").read_text())
+    info["cuda"] = {"archs": [60, 86], "cmake_architectures": "60-real;86-real", "nvcc": "11.8", "proven": {}}
+    info["cuda"]["toolkit"] = {"no_vmm": True}
+    (out / "build-info.json").write_text(json.dumps(info))
+    monkeypatch.setattr(runner, "_nvidia_driver_present", lambda: False)
+    kld = _check(run_smoke(out, env=dict(os.environ), only=("kld",), model=model), "kld")
+    assert kld.status == "pass", kld.why
+    assert "first GPU (CUDA0)" not in [r.setup for r in kld.kld]
+    assert "no NVIDIA driver here: the CUDA0 setup was not run" in kld.why
+    # with the driver the CUDA0 setup runs (the fake perplexity answers it like the CPU)
+    monkeypatch.setattr(runner, "_nvidia_driver_present", lambda: True)
+    kld = _check(run_smoke(out, env=dict(os.environ), only=("kld",), model=model), "kld")
+    assert kld.kld[0].setup == "first GPU (CUDA0)" and kld.kld[0].kind == "gpu", kld.why

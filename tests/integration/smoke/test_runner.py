@@ -231,3 +231,21 @@ def test_cuda_build_linking_the_driver_skips_without_one(
     info["cuda"]["toolkit"]["no_vmm"] = True
     (out / "build-info.json").write_text(json.dumps(info))
     assert run_smoke(out, env=dict(os.environ), only=("version",)).checks[0].status == "pass"
+    # CPU variants (GGML_BACKEND_DL): libggml-cuda is a module that fails to load without the
+    # driver, and the tools run on the CPU: the checks run
+    info["cuda"]["toolkit"]["no_vmm"] = False
+    info["cpu_variants"] = {
+        "variants": [{"name": "x64", "file": "bin/libggml-cpu-x64.so", "features": []}],
+        "models": [],
+    }
+    info["artifacts"].append(
+        {
+            "target": "ggml-cpu-x64",
+            "type": "MODULE_LIBRARY",
+            "path": "bin/libggml-cpu-x64.so",
+            "sha256": "00" * 32,
+            "size": 1,
+        }
+    )
+    (out / "build-info.json").write_text(json.dumps(info))
+    assert run_smoke(out, env=dict(os.environ), only=("version",)).checks[0].status == "pass"
