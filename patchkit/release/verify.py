@@ -106,10 +106,10 @@ class VerifyReport:
         return not self.differences
 
     @property
-    def floors(self) -> tuple[tuple[str, FloorSummary], ...]:
-        """The C library floor of each archive whose manifest states one."""
+    def floors(self) -> tuple[tuple[str, FloorSummary, ReleaseManifest], ...]:
+        """The C library floor of each archive whose manifest states one, with that manifest."""
         return tuple(
-            (name, m.floor)
+            (name, m.floor, m)
             for name, m in self.manifests
             if isinstance(m, ReleaseManifest) and m.floor is not None
         )

@@ -189,3 +189,36 @@ def test_verify_prints_each_archives_floor(tmp_path: Path) -> None:
         f"{r.archive.name}: C library floor CXXABI_1.3.11 GLIBC_2.30 GLIBCXX_3.4.26 (within the "
         "stated GLIBC_2.31); from the system: libc.so.6, libm.so.6, libstdc++.so.6"
     )
+
+
+def test_the_floor_line_names_the_runtime_archive_and_the_driver_not_the_system(tmp_path: Path) -> None:
+    # a CUDA build's files import cudart and cuBLAS (in the runtime archive beside it) and
+    # libcuda (NVIDIA's driver): none of them is the system's to install
+    from patchkit.spec.manifest import ImportSummary, RuntimeRef
+
+    r = do_release(_build(tmp_path), tmp_path / "dist", recipe=_recipe(glibc="2.31"), allow_stale=True)
+    m = load_manifest(r.manifest.read_bytes())
+    assert isinstance(m, ReleaseManifest) and m.floor is not None
+    cuda = dataclasses.replace(
+        m,
+        runtime=RuntimeRef(
+            archive="cudart-llama-linux-x86_64-cuda11.8.tar.gz",
+            sha256="0" * 64,
+            cuda="11.8",
+            files=("bin/libcudart.so.11.0", "bin/libcublas.so.11", "bin/libcublasLt.so.11"),
+        ),
+        imports=ImportSummary(system=("libc.so.6",), driver=("libcuda.so.1",)),
+    )
+    summary = dataclasses.replace(
+        m.floor, system=("libc.so.6", "libcublas.so.11", "libcuda.so.1", "libcudart.so.11.0", "libssl.so.3")
+    )
+    line = floor_mod.floor_line("x.tar.gz", summary, cuda)
+    assert line.endswith(
+        "; from the system: libc.so.6, libssl.so.3"
+        "; from the CUDA runtime archive: libcublas.so.11, libcudart.so.11.0"
+        "; from NVIDIA's driver: libcuda.so.1"
+    ), line
+    # without the manifest (or for a build without CUDA) every one is the system's, as before
+    assert floor_mod.floor_line("x.tar.gz", summary).endswith(
+        "from the system: libc.so.6, libcublas.so.11, libcuda.so.1, libcudart.so.11.0, libssl.so.3"
+    )
