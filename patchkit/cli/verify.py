@@ -61,8 +61,8 @@ def verify_cmd(directory: Path, as_json: bool, allowed_signers: Path | None) -> 
         "and provenance" + (" (signed by allowed signers)" if allowed_signers else ""),
         err=as_json,
     )
-    for name, summary, manifest in report.floors:
-        out(floor_line(name, summary, manifest), err=as_json)
+    for name, manifest in report.floors:
+        out(floor_line(name, manifest), err=as_json)
 
 
 COMMANDS = [verify_cmd]

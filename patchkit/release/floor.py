@@ -131,22 +131,22 @@ def _line(f: FileFloor) -> str:
     return f"{versions}; system {', '.join(f.system) or 'nothing'}"
 
 
-def floor_line(name: str, summary: FloorSummary, manifest: ReleaseManifest | None = None) -> str:
-    """One line for a verified archive: what its files need, the floor its recipe states, and
-    what it takes from the system. With the archive's ``manifest``, the libraries of the CUDA
-    runtime archive beside it and NVIDIA's driver are named as such, not as the system's (a
-    user would not find libcublas.so.11 with apt)."""
+def floor_line(name: str, manifest: ReleaseManifest) -> str:
+    """One line for a verified archive: what its files need (the manifest's floor), the floor its
+    recipe states, and what it takes from the system; the libraries of the CUDA runtime archive
+    beside it and NVIDIA's driver are named as such, not as the system's (a user would not find
+    libcublas.so.11 with apt)."""
+    summary = manifest.floor
+    if summary is None:  # a Windows release, or one made before floors
+        return printable(f"{name}: no C library floor recorded")
     stated = " ".join(f"{k}_{v}" for k, v in summary.stated.items())
-    runtime: set[str] = set()
-    driver: set[str] = set()
-    if manifest is not None:
-        runtime = {f.rsplit("/", 1)[-1] for f in manifest.runtime.files} if manifest.runtime else set()
-        driver = set(manifest.imports.driver) if manifest.imports else set()
+    runtime = {f.rsplit("/", 1)[-1] for f in manifest.runtime.files} if manifest.runtime else set()
+    driver = set(manifest.imports.driver) if manifest.imports else set()
     system = ", ".join(n for n in summary.system if n not in runtime | driver) or "nothing"
     parts = [f"from the system: {system}"]
     if found := [n for n in summary.system if n in runtime]:
         parts.append(f"from the CUDA runtime archive: {', '.join(found)}")
-    if found := [n for n in summary.system if n in driver and n not in runtime]:
+    if found := [n for n in summary.system if n in driver - runtime]:
         parts.append(f"from NVIDIA's driver: {', '.join(found)}")
     return printable(
         f"{name}: C library floor {describe(summary)}"

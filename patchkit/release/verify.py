@@ -53,7 +53,6 @@ from patchkit.release.release import SUMS, read_sums
 from patchkit.spec import cpuvariants
 from patchkit.spec.manifest import (
     FileEntry,
-    FloorSummary,
     Manifest,
     ReleaseManifest,
     RuntimeFile,
@@ -106,12 +105,10 @@ class VerifyReport:
         return not self.differences
 
     @property
-    def floors(self) -> tuple[tuple[str, FloorSummary, ReleaseManifest], ...]:
-        """The C library floor of each archive whose manifest states one, with that manifest."""
+    def floors(self) -> tuple[tuple[str, ReleaseManifest], ...]:
+        """Each archive whose manifest states a C library floor, with that manifest."""
         return tuple(
-            (name, m.floor, m)
-            for name, m in self.manifests
-            if isinstance(m, ReleaseManifest) and m.floor is not None
+            (name, m) for name, m in self.manifests if isinstance(m, ReleaseManifest) and m.floor is not None
         )
 
     def is_runtime(self, archive: str) -> bool:

@@ -199,8 +199,12 @@ def test_the_floor_line_names_the_runtime_archive_and_the_driver_not_the_system(
     r = do_release(_build(tmp_path), tmp_path / "dist", recipe=_recipe(glibc="2.31"), allow_stale=True)
     m = load_manifest(r.manifest.read_bytes())
     assert isinstance(m, ReleaseManifest) and m.floor is not None
+    summary = dataclasses.replace(
+        m.floor, system=("libc.so.6", "libcublas.so.11", "libcuda.so.1", "libcudart.so.11.0", "libssl.so.3")
+    )
     cuda = dataclasses.replace(
         m,
+        floor=summary,
         runtime=RuntimeRef(
             archive="cudart-llama-linux-x86_64-cuda11.8.tar.gz",
             sha256="0" * 64,
@@ -209,16 +213,14 @@ def test_the_floor_line_names_the_runtime_archive_and_the_driver_not_the_system(
         ),
         imports=ImportSummary(system=("libc.so.6",), driver=("libcuda.so.1",)),
     )
-    summary = dataclasses.replace(
-        m.floor, system=("libc.so.6", "libcublas.so.11", "libcuda.so.1", "libcudart.so.11.0", "libssl.so.3")
-    )
-    line = floor_mod.floor_line("x.tar.gz", summary, cuda)
+    line = floor_mod.floor_line("x.tar.gz", cuda)
     assert line.endswith(
         "; from the system: libc.so.6, libssl.so.3"
         "; from the CUDA runtime archive: libcublas.so.11, libcudart.so.11.0"
         "; from NVIDIA's driver: libcuda.so.1"
     ), line
-    # without the manifest (or for a build without CUDA) every one is the system's, as before
-    assert floor_mod.floor_line("x.tar.gz", summary).endswith(
+    # a manifest without a runtime archive or driver imports: every one is the system's, as before
+    plain = dataclasses.replace(m, floor=summary, runtime=None, imports=None)
+    assert floor_mod.floor_line("x.tar.gz", plain).endswith(
         "from the system: libc.so.6, libcublas.so.11, libcuda.so.1, libcudart.so.11.0, libssl.so.3"
     )
