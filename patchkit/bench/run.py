@@ -16,7 +16,6 @@ from __future__ import annotations
 import dataclasses
 import functools
 import json
-import os
 import re
 import sys
 import time
@@ -47,7 +46,7 @@ from patchkit.bench.sweep import (
     point_args,
 )
 from patchkit.core.errors import ConfigError, ServerStartError, ToolMissing
-from patchkit.core.fs import atomic_write_json
+from patchkit.core.fs import atomic_write_json, first_foreign, folder_entries
 from patchkit.core.net import LOOPBACK, free_port
 from patchkit.core.proc import run
 from patchkit.smoke import llama_output
@@ -68,8 +67,8 @@ BENCH_JSON = "bench.json"
 DEMO_SWEEP = ("sm=layer,tensor", "dev=none,RPC0,RPC0/RPC1")
 _GRAPH_CMDS = ("GRAPH_COMPUTE", "GRAPH_RECOMPUTE")
 BENCH_MARKER = ".patchkit-bench"  # written first into a results folder: bench owns it
-_OUR_FILES = {BENCH_JSON, "bench.md", "bench.png", BENCH_MARKER}
-_OUR_DIRS = {"raw", "logs", "demo"}
+_BENCH_FILES = frozenset({BENCH_JSON, "bench.md", "bench.png", BENCH_MARKER})  # all a results folder holds
+_BENCH_DIRS: Mapping[str, None] = {"raw": None, "logs": None, "demo": None}
 _MARKER_MAX = 64 << 10
 _BENCH_JSON_MAX = 64 << 20
 _RAW_NAME = re.compile(r"\d{2,}(?:-[a-z]+)?(?:-r1)?\.(?:out|err)")  # _llama_bench's names
@@ -209,14 +208,12 @@ def _check_out_dir(out_dir: Path) -> None:
     """ConfigError (exit 2) unless ``out_dir`` is absent, empty, or provably a results folder
     patchkit bench wrote: it holds bench's marker (or a bench.json a previous bench wrote,
     readable as one), and nothing but bench's own files and folders, none of them a link.
-    A name alone proves nothing: a user's ``raw/`` of camera files is not bench's ``raw/``
-    (issue 25 item 7), so bench's names count only beside its marker."""
-    if not os.path.lexists(out_dir):
-        return
-    if out_dir.is_symlink() or not out_dir.is_dir():
-        raise ConfigError(f"{out_dir} is not a folder for the results", hint=_PICK_OUT)
+    A name alone proves nothing: a user's ``raw/`` of camera files is not bench's ``raw/``,
+    so bench's names count only beside its marker."""
     try:
-        entries = sorted(os.listdir(out_dir))
+        entries = folder_entries(out_dir)
+    except NotADirectoryError:
+        raise ConfigError(f"{out_dir} is not a folder for the results", hint=_PICK_OUT) from None
     except OSError as e:
         raise ConfigError(f"cannot list {out_dir}: {e.strerror or e}", hint=_PICK_OUT) from None
     if not entries:
@@ -227,15 +224,12 @@ def _check_out_dir(out_dir: Path) -> None:
             f"(no {BENCH_MARKER}, no {BENCH_JSON} of a previous bench): not writing into it",
             hint=_PICK_OUT,
         )
-    for name in entries:
-        p = out_dir / name
-        plain_file = name in _OUR_FILES and not p.is_symlink() and p.is_file()
-        plain_dir = name in _OUR_DIRS and not p.is_symlink() and p.is_dir()
-        if not (plain_file or plain_dir):
-            kind = " (a link)" if p.is_symlink() else ""
-            raise ConfigError(
-                f"{out_dir} holds {name}{kind}, which patchkit bench did not write there", hint=_PICK_OUT
-            )
+    found = first_foreign(out_dir, entries, files=_BENCH_FILES.__contains__, dirs=_BENCH_DIRS)
+    if found is not None:
+        kind = " (a link)" if found.link else ""
+        raise ConfigError(
+            f"{out_dir} holds {found.name}{kind}, which patchkit bench did not write there", hint=_PICK_OUT
+        )
 
 
 _PICK_OUT = "give an empty or new folder, or one a previous bench wrote"

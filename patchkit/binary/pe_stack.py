@@ -15,12 +15,9 @@ asked values is not rewritten.
 from __future__ import annotations
 
 import dataclasses
-import os
-import shutil
 import stat
 import struct
 import sys
-import tempfile
 from array import array
 from collections.abc import Sequence
 from pathlib import Path
@@ -28,7 +25,7 @@ from pathlib import Path
 import pefile
 
 from patchkit.core.errors import PEError
-from patchkit.core.fs import read_capped
+from patchkit.core.fs import BatchWriteError, atomic_write_many, read_capped
 from patchkit.core.units import PAGE_SIZE, format_size, parse_size
 
 __all__ = [
@@ -484,84 +481,37 @@ def _unchanged(plan: StackPlan) -> StackEdit:
     )
 
 
-def _stage(plan: StackPlan, label: str) -> tuple[Path, int]:
-    """Write the edited bytes to a temp file beside the target; verify it; (temp, checksum)."""
-    assert plan.new_data is not None
-    target = plan.path
-    fd, name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-    tmp = Path(name)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(plan.new_data)
-            f.flush()
-            os.fsync(f.fileno())  # verify what is on disk, exactly what gets renamed
-        os.chmod(tmp, stat.S_IMODE(target.stat().st_mode))  # permissions kept
-        return tmp, _verify(plan, tmp, label)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-
-
-def _backup(target: Path) -> Path:
-    """A second name for the original file (a hard link; a copy where links are not
-    supported), to put it back if a later rename of the batch fails."""
-    fd, name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".orig", dir=target.parent)
-    os.close(fd)
-    backup = Path(name)
-    try:
-        backup.unlink()
-        os.link(target, backup)
-    except OSError:
-        shutil.copy2(target, backup)
-    return backup
+def _distinct(plans: Sequence[StackPlan], names: Sequence[str]) -> dict[Path, tuple[StackPlan, str]]:
+    """Each file once (a file named twice, or through a link, is edited once), in order."""
+    out: dict[Path, tuple[StackPlan, str]] = {}
+    for plan, label in zip(plans, names):
+        out.setdefault(plan.path, (plan, label))
+    return out
 
 
 def apply_stack_edits(plans: Sequence[StackPlan], *, labels: Sequence[str] | None = None) -> list[StackEdit]:
-    """Write planned edits, all or nothing: every file's new bytes are staged beside it and
-    verified (pefile) first; only then are they renamed into place, and if one rename fails
-    the files already renamed get their originals back. A file named twice is edited once.
+    """Write planned edits, all or nothing (:func:`patchkit.core.fs.atomic_write_many`):
+    every file's new bytes are staged beside it and verified (pefile) first; only then are
+    they renamed into place, and if one rename fails the files already renamed get their
+    originals back. A file named twice is edited once.
     """
     names = list(labels) if labels is not None else [str(p.before.path) for p in plans]
-    edits: list[StackEdit] = []
-    staged: list[tuple[StackPlan, str, Path, int]] = []
-    seen: set[Path] = set()
-    label = names[0] if names else ""
+    todo = _distinct(plans, names)
+    checksums: dict[Path, int] = {}
+
+    def verify(target: Path, tmp: Path) -> None:
+        plan, label = todo[target]
+        checksums[target] = _verify(plan, tmp, label)
+
+    writes = {path: plan.new_data for path, (plan, _) in todo.items() if plan.new_data is not None}
     try:
-        try:
-            for plan, label in zip(plans, names):
-                if plan.path in seen:
-                    continue
-                seen.add(plan.path)
-                if plan.new_data is not None:
-                    tmp, checksum = _stage(plan, label)
-                    staged.append((plan, label, tmp, checksum))
-            done: list[tuple[Path, Path]] = []
-            backups: list[Path] = []
-            try:
-                for plan, staged_label, tmp, _ in staged:
-                    label = staged_label  # named in the error, if this one fails
-                    backups.append(_backup(plan.path))
-                    os.replace(tmp, plan.path)
-                    done.append((plan.path, backups[-1]))
-            except BaseException:
-                for target, backup in reversed(done):  # put the originals back
-                    os.replace(backup, target)
-                raise
-            finally:
-                for backup in backups:
-                    backup.unlink(missing_ok=True)
-        finally:
-            for _, _, tmp, _ in staged:
-                tmp.unlink(missing_ok=True)
-    except OSError as e:
-        what = "no file was changed" if len(seen) > 1 else "the original is unchanged"
+        atomic_write_many(writes, check=verify)
+    except BatchWriteError as e:
+        what = "no file was changed" if len(todo) > 1 else "the original is unchanged"
+        label = todo[e.target][1] if e.target in todo else ""
         raise _fail(label, f"cannot write the edited file: {e.strerror or e}; {what}") from None
-    checksums = {plan.path: checksum for plan, _, _, checksum in staged}
-    seen.clear()
-    for plan, label in zip(plans, names):
-        if plan.path in seen:
-            continue
-        seen.add(plan.path)
+    edits: list[StackEdit] = []
+    for plan, label in todo.values():
         if plan.path not in checksums:
             edits.append(_unchanged(plan))
             continue

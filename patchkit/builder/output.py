@@ -24,7 +24,15 @@ from pathlib import Path
 
 from patchkit.builder.cmake import Artifact
 from patchkit.core.errors import BuildError, ConfigError, FatalError
-from patchkit.core.fs import NO_SPACE_ERRNOS, contained, read_capped, sha256_file, write_failure
+from patchkit.core.fs import (
+    NO_SPACE_ERRNOS,
+    Foreign,
+    contained,
+    first_foreign,
+    read_capped,
+    sha256_file,
+    write_failure,
+)
 from patchkit.spec.buildinfo import BUILD_INFO, ArtifactRecord, BuildInfo, PeEditRecord, write_build_info
 
 __all__ = ["check_out_dir", "check_replaceable", "write_output"]
@@ -35,10 +43,6 @@ _PICK = "pick another --out, or move that folder's contents away"
 
 def _is_plain_file(p: Path) -> bool:
     return not p.is_symlink() and p.is_file()
-
-
-def _is_plain_dir(p: Path) -> bool:
-    return not p.is_symlink() and p.is_dir()
 
 
 def _foreign(out_dir: Path, entry: str, why: str = "") -> ConfigError:
@@ -80,19 +84,21 @@ def check_replaceable(out_dir: Path) -> None:
     except ConfigError as e:
         raise ConfigError(f"{out_dir} is not a patchkit output dir: {e.message}", hint=_PICK) from None
     listed = {a.path for a in info.artifacts}
-    for name in entries:
-        p = out_dir / name
-        if name == BUILD_INFO or (name == "LICENSE" and _is_plain_file(p)):
-            continue
-        if name == "bin" and _is_plain_dir(p):
-            for sub in sorted(os.listdir(p)):
-                if f"bin/{sub}" not in listed:
-                    raise _foreign(out_dir, f"bin/{sub}", f" (not an artifact {BUILD_INFO} lists)")
-                if not _is_plain_file(p / sub):
-                    raise _foreign(out_dir, f"bin/{sub}", " (not a plain file)")
-            continue
-        kind = " (a symlink)" if p.is_symlink() else ""
-        raise _foreign(out_dir, name, kind)
+
+    def artifacts_only(bin_dir: Path) -> Foreign | None:
+        for sub in sorted(os.listdir(bin_dir)):
+            if f"bin/{sub}" not in listed:
+                return Foreign(f"bin/{sub}", why=f"not an artifact {BUILD_INFO} lists")
+            if not _is_plain_file(bin_dir / sub):
+                return Foreign(f"bin/{sub}", why="not a plain file")
+        return None
+
+    found = first_foreign(
+        out_dir, entries, files={BUILD_INFO, "LICENSE"}.__contains__, dirs={"bin": artifacts_only}
+    )
+    if found is not None:
+        why = f" ({found.why})" if found.why else " (a symlink)" if found.link else ""
+        raise _foreign(out_dir, found.name, why)
 
 
 def check_out_dir(out_dir: Path, cache: Path) -> Path:

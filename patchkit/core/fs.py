@@ -35,7 +35,7 @@ import shutil
 import stat
 import sys
 import tempfile
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import IO, Any, NamedTuple
 
@@ -43,6 +43,8 @@ from patchkit.core.errors import ConfigError, FatalError
 
 __all__ = [
     "NO_SPACE_ERRNOS",
+    "BatchWriteError",
+    "Foreign",
     "atomic_file",
     "atomic_write_bytes",
     "atomic_write_json",
@@ -50,6 +52,8 @@ __all__ = [
     "atomic_write_text",
     "check_writable",
     "contained",
+    "first_foreign",
+    "folder_entries",
     "mount_point",
     "read_capped",
     "safe_copy",
@@ -270,28 +274,148 @@ def atomic_write_json(path: Path, obj: Any) -> None:
     atomic_write_text(path, json.dumps(obj, indent=2, sort_keys=True) + "\n")
 
 
-def atomic_write_many(files: Mapping[Path, bytes]) -> None:
-    """Write every file to a temp sibling first, then rename them all into place: an
-    error while writing leaves every target as it was (permissions are kept). A device,
-    FIFO, socket or folder among the targets is refused before anything is written."""
+class BatchWriteError(OSError):
+    """An :func:`atomic_write_many` that failed: ``target`` is the file it was writing (or
+    renaming into place) when it failed; every target is as it was before the call.
+    ``errno``/``strerror`` are the underlying error's."""
+
+    def __init__(self, target: Path, cause: OSError) -> None:
+        super().__init__(cause.errno, cause.strerror or str(cause))
+        self.target = target
+
+
+def atomic_write_many(
+    files: Mapping[Path, bytes], *, check: Callable[[Path, Path], None] | None = None
+) -> None:
+    """Every file or none: each file's bytes go to a temp file beside it (synced, the old
+    file's permissions kept), then they are renamed into place one by one; if a rename fails
+    (or the process is interrupted), the files already renamed get their old contents back
+    (a file that did not exist is removed again). A device, FIFO, socket or folder among the
+    targets is refused before anything is written.
+
+    ``check(target, tmp)`` runs on each staged temp file before any rename (e.g. to read
+    the written bytes back); it raises to write nothing. An OSError while staging or
+    renaming is raised as :class:`BatchWriteError` naming the file; no temp file or backup
+    is left behind.
+    """
     targets = {_replaceable(path): data for path, data in files.items()}
     staged: list[tuple[Path, Path]] = []
+    current = next(iter(targets), Path())
     try:
-        for path, data in targets.items():
-            fd, tmp = _temp_beside(path)
-            staged.append((path, tmp))
-            with os.fdopen(fd, "wb") as f:
-                f.write(data)
-                f.flush()
-                os.fsync(f.fileno())
-            if path.exists():
-                os.chmod(tmp, stat.S_IMODE(path.stat().st_mode))
-    except BaseException:
-        for _, tmp in staged:
-            tmp.unlink(missing_ok=True)
+        try:
+            for current, data in targets.items():
+                fd, tmp = _temp_beside(current)
+                staged.append((current, tmp))
+                with os.fdopen(fd, "wb") as f:
+                    f.write(data)
+                    f.flush()
+                    os.fsync(f.fileno())  # what is checked is exactly what gets renamed
+                if current.exists():
+                    os.chmod(tmp, stat.S_IMODE(current.stat().st_mode))
+                if check is not None:
+                    check(current, tmp)
+            _rename_all(staged)
+        finally:
+            for _, tmp in staged:
+                tmp.unlink(missing_ok=True)
+    except BatchWriteError:
         raise
-    for path, tmp in staged:
-        os.replace(tmp, path)
+    except OSError as e:
+        raise BatchWriteError(current, e) from e
+
+
+def _rename_all(staged: Sequence[tuple[Path, Path]]) -> None:
+    """Rename each staged temp over its target; on any error put the renamed ones back."""
+    done: list[tuple[Path, Path | None]] = []
+    backups: list[Path] = []
+    target = staged[0][0] if staged else Path()
+    try:
+        try:
+            for target, tmp in staged:
+                backup = _backup(target)
+                if backup is not None:
+                    backups.append(backup)
+                os.replace(tmp, target)
+                done.append((target, backup))
+        except BaseException:
+            for renamed, backup in reversed(done):  # put the old files back
+                if backup is None:
+                    renamed.unlink(missing_ok=True)
+                else:
+                    os.replace(backup, renamed)
+            raise
+        finally:
+            for backup in backups:
+                backup.unlink(missing_ok=True)
+    except OSError as e:
+        raise BatchWriteError(target, e) from e
+
+
+def _backup(target: Path) -> Path | None:
+    """A second name for ``target`` (a hard link; a copy where links are not supported) to
+    put it back with; None when there is no file there."""
+    if not os.path.lexists(target):
+        return None
+    fd, name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".orig", dir=target.parent)
+    os.close(fd)
+    backup = Path(name)
+    try:
+        backup.unlink()
+        os.link(target, backup, follow_symlinks=False)
+    except OSError:
+        shutil.copy2(target, backup, follow_symlinks=False)
+    return backup
+
+
+class Foreign(NamedTuple):
+    """An entry of a folder that its owner did not write there: ``name`` (relative to the
+    folder: ``raw``, ``bin/x``), whether it is a ``link``, and ``why`` (the owner's reason,
+    "" when the name is not one it writes or the entry is not the plain file or folder it
+    writes)."""
+
+    name: str
+    link: bool = False
+    why: str = ""
+
+
+def folder_entries(folder: Path) -> list[str] | None:
+    """The sorted names in ``folder``; None when nothing is there. OSError (``ENOTDIR``)
+    when it is a link or not a folder, or the error listing it failed with."""
+    if not os.path.lexists(folder):
+        return None
+    if folder.is_symlink() or not folder.is_dir():
+        raise NotADirectoryError(errno.ENOTDIR, "not a folder", str(folder))
+    return sorted(os.listdir(folder))
+
+
+def first_foreign(
+    folder: Path,
+    entries: Iterable[str],
+    *,
+    files: Callable[[str], bool],
+    dirs: Mapping[str, Callable[[Path], Foreign | None] | None],
+) -> Foreign | None:
+    """The first entry of ``folder`` that its owner does not write, or None: the owner writes
+    plain files whose names ``files`` accepts and plain folders named in ``dirs`` (each with
+    an optional check of its contents, which returns the first foreign entry in it). A link
+    is never the owner's: a planted link must not make a folder look like one it may replace.
+
+    This is the one test of "is this folder patchkit's to replace or write into"; the proof
+    of ownership that comes first (a marker file, a valid build-info.json) is the owner's.
+    """
+    for name in entries:
+        p = folder / name
+        link = p.is_symlink()
+        if not link and files(name) and p.is_file():
+            continue
+        if not link and name in dirs and p.is_dir():
+            inner = dirs[name]
+            found = inner(p) if inner is not None else None
+            if found is not None:
+                return found
+            continue
+        return Foreign(name, link=link)
+    return None
 
 
 def contained(path: Path, root: Path, *, error: type[FatalError], what: str = "") -> Path:

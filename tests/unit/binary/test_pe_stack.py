@@ -20,6 +20,7 @@ from patchkit.binary.pe_stack import (
     plan_stack_edit,
     set_stack_reserve,
 )
+from patchkit.core import fs as fsmod
 from patchkit.core.errors import PEError
 from patchkit.core.units import PAGE_SIZE
 from tests.fixtures.pe import (
@@ -248,7 +249,7 @@ def test_failed_rename_leaves_original_and_no_temp(tmp_path: Path, monkeypatch: 
     def boom(src: object, dst: object) -> None:
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(pemod.os, "replace", boom)
+    monkeypatch.setattr(fsmod.os, "replace", boom)
     with pytest.raises(PEError, match="No space left.*original is unchanged"):
         set_stack_reserve(exe, "256MiB")
     assert exe.read_bytes() == original
@@ -265,7 +266,7 @@ def test_crash_mid_write_leaves_original_and_no_temp(tmp_path: Path, monkeypatch
         os.ftruncate(fd, 300)  # the temp file now holds only part of the image
         real_fsync(fd)
 
-    monkeypatch.setattr(pemod.os, "fsync", short_write)
+    monkeypatch.setattr(fsmod.os, "fsync", short_write)
     with pytest.raises(PEError, match="verification failed.*original is unchanged"):
         set_stack_reserve(exe, "256MiB")
     assert exe.read_bytes() == original

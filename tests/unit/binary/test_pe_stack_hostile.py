@@ -14,6 +14,7 @@ from click.testing import CliRunner
 from patchkit.binary import pe_stack as pemod
 from patchkit.binary.pe_stack import pe_info, plan_stack_edit
 from patchkit.cli import main
+from patchkit.core import fs as fsmod
 from patchkit.core.errors import PEError
 from tests.fixtures.pe import MIB, assert_refused, synth_pe, write
 
@@ -92,7 +93,7 @@ def test_a_batch_that_fails_half_way_changes_nothing(tmp_path: Path, monkeypatch
             raise OSError(28, "No space left on device")
         real_replace(src, dst)
 
-    monkeypatch.setattr(pemod.os, "replace", flaky)
+    monkeypatch.setattr(fsmod.os, "replace", flaky)
     code, out = run("pe-stack", *map(str, files), "--reserve", "256MiB")
     assert (
         code == 10
@@ -124,7 +125,7 @@ def test_an_interrupted_batch_puts_everything_back(tmp_path: Path, monkeypatch: 
         real_replace(src, dst)
         done.append(dst)
 
-    monkeypatch.setattr(pemod.os, "replace", interrupted)
+    monkeypatch.setattr(fsmod.os, "replace", interrupted)
     plans = [plan_stack_edit(f, "256MiB") for f in files]
     with pytest.raises(KeyboardInterrupt):
         pemod.apply_stack_edits(plans)
