@@ -67,7 +67,7 @@ from patchkit.spec.mailfmt import (
     is_from_line,
     stripspace,
 )
-from patchkit.spec.patchfile import parse_header
+from patchkit.spec.patchfile import parse_diff, parse_header
 
 __all__ = [
     "DERIVABLE",
@@ -264,35 +264,13 @@ def _native_end(lines: list[bytes]) -> int:
 
 
 def _diff_end(lines: list[bytes], start: int) -> int:
-    """Where a ``-- `` signature after the diff starts (len(lines) when there is none)."""
-    old_left = new_left = 0
-    sig: int | None = None
-    for j in range(start, len(lines)):
-        ln = lines[j]
-        if old_left > 0 or new_left > 0:
-            c = ln[:1]
-            if c in (b" ", b"\n", b""):
-                old_left, new_left = old_left - 1, new_left - 1
-                continue
-            if c == b"-":
-                old_left -= 1
-                continue
-            if c == b"+":
-                new_left -= 1
-                continue
-            if c == b"\\":
-                continue
-            old_left = new_left = 0
-        if ln.rstrip(b"\n") == b"-- " and sig is None:
-            sig = j
-            continue
-        m = re.match(rb"^@@ -\d+(?:,(\d+))? \+\d+(?:,(\d+))? @@", ln)
-        if m or ln.startswith(b"diff --git "):
-            sig = None
-            if m:
-                old_left = 1 if m.group(1) is None else int(m.group(1))
-                new_left = 1 if m.group(2) is None else int(m.group(2))
-    return len(lines) if sig is None else sig
+    """Where a ``-- `` signature after the diff starts (len(lines) when there is none): the
+    first ``-- `` line after the diff's last file header or hunk."""
+    parsed = parse_diff(b"".join(lines[start:]))
+    end = start + max(
+        (max([f.line, *(h.line + len(h.lines) for h in f.hunks)]) for f in parsed.files), default=0
+    )
+    return next((j for j in range(end, len(lines)) if lines[j].rstrip(b"\n") == b"-- "), len(lines))
 
 
 def _stat_run(lines: list[bytes], lo: int, hi: int) -> tuple[int, int] | None:

@@ -47,11 +47,87 @@ _ESCAPES = {"a": "\a", "b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t", "v
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class Hunk:
+    """One hunk: where it sits on each side and its lines as the diff has them."""
+
     file: str
     number: int  # 1-based within its file, as git counts
     old_start: int
     new_start: int
     header: str  # the whole "@@ -a,b +c,d @@ ..." line
+    old_count: int = 1  # lines of the old side (",b"; 1 when the header leaves it out)
+    new_count: int = 1
+    # the body as the diff has it: " " context (an empty line too), "-", "+" lines and
+    # "\ No newline at end of file" markers, each without its newline
+    lines: tuple[str, ...] = ()
+    complete: bool = True  # the body holds exactly the lines its header counts
+    line: int = 0  # where the header is in the parsed text (1-based)
+
+    @property
+    def old_range(self) -> range:
+        return range(self.old_start, self.old_start + self.old_count)
+
+    @property
+    def new_range(self) -> range:
+        return range(self.new_start, self.new_start + self.new_count)
+
+    @property
+    def before(self) -> tuple[str, ...]:
+        """The old side's lines (context and removed), without their prefix."""
+        return tuple(ln[1:] for ln in self.lines if ln[:1] != "+" and ln[:1] != "\\")
+
+    @property
+    def after(self) -> tuple[str, ...]:
+        """The new side's lines (context and added), without their prefix."""
+        return tuple(ln[1:] for ln in self.lines if ln[:1] != "-" and ln[:1] != "\\")
+
+    @property
+    def added(self) -> tuple[str, ...]:
+        return tuple(ln[1:] for ln in self.lines if ln[:1] == "+")
+
+    @property
+    def removed(self) -> tuple[str, ...]:
+        return tuple(ln[1:] for ln in self.lines if ln[:1] == "-")
+
+    @property
+    def added_runs(self) -> tuple[tuple[str, ...], ...]:
+        """The runs of consecutive added lines."""
+        return _runs(self.lines, "+")
+
+    @property
+    def removed_runs(self) -> tuple[tuple[str, ...], ...]:
+        return _runs(self.lines, "-")
+
+    def image(self, side: str) -> tuple[str, ...]:
+        """The ``"old"`` or ``"new"`` side as file lines: each with its newline, except a
+        line the diff marks ``\\ No newline at end of file``."""
+        drop = "+" if side == "old" else "-"
+        out: list[str] = []
+        last_kept = False
+        for ln in self.lines:
+            kind = ln[:1]
+            if kind == "\\":
+                if out and last_kept:
+                    out[-1] = out[-1][:-1]
+                continue
+            last_kept = kind != drop
+            if last_kept:
+                out.append(ln[1:] + "\n")
+        return tuple(out)
+
+
+def _runs(lines: Sequence[str], kind: str) -> tuple[tuple[str, ...], ...]:
+    runs: list[tuple[str, ...]] = []
+    cur: list[str] = []
+    for ln in lines:
+        if ln[:1] == kind:
+            cur.append(ln[1:])
+            continue
+        if cur:
+            runs.append(tuple(cur))
+            cur = []
+    if cur:
+        runs.append(tuple(cur))
+    return tuple(runs)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -69,6 +145,11 @@ class FileDiff:
     # copied, "M" otherwise (changed content and/or mode); similarity: of a rename or copy
     status: str = "M"
     similarity: int | None = None
+    line: int = 0  # where its ``diff --git`` line is in the parsed text (1-based)
+    # a hunk follows a line that is neither a hunk nor a header (git apply stops reading
+    # the file's hunks at such a line, and calls what comes after it a fragment without
+    # a header)
+    loose: bool = False
 
     @property
     def makes_symlink(self) -> bool:
@@ -94,6 +175,10 @@ class ParsedDiff:
     # what git would read as (part of) a diff but patchkit cannot check: an unreadable
     # `diff --git` line, a diff without one; each "line N: ..."
     problems: tuple[str, ...] = ()
+    # parsed from bytes: the hunks' lines encode back to the patch's bytes exactly
+    # (``str.encode("utf-8", "surrogateescape")``); the paths and headers are decoded
+    # with U+FFFD for what is not UTF-8, as from text
+    exact: bool = False
 
     @property
     def targets(self) -> tuple[str, ...]:
@@ -196,22 +281,42 @@ def _header_name(value: str) -> str:
     return value
 
 
-def parse_diff(text: str) -> ParsedDiff:
+def parse_diff(text: str | bytes) -> ParsedDiff:
     """Every ``diff --git`` section of a patch, with its modes and hunks.
 
     Reads the way ``git apply`` does: any ``diff --git`` line starts a section (names
     quoted or not, any one-component prefix), hunk lines are counted, and what comes after
     a section's last hunk is prose again, where a ``---``/``+++``/``@@`` triple would be a
-    traditional diff. What cannot be read that way lands in ``problems``.
+    traditional diff. What cannot be read that way lands in ``problems``. From bytes, the
+    hunks keep the patch's bytes exactly (see :attr:`ParsedDiff.exact`).
     """
+    if isinstance(text, bytes):
+        read = parse_diff(text.decode("utf-8", "surrogateescape"))
+        return dataclasses.replace(
+            read,
+            files=tuple(_replaced(f) for f in read.files),
+            problems=tuple(_text(p) for p in read.problems),
+            exact=True,
+        )
     files: list[FileDiff] = []
     problems: list[str] = []
     cur: dict[str, object] | None = None
     hunks: list[Hunk] = []
     body: list[str] = []
     names: list[str] = []
+    at: Hunk | None = None  # the hunk being read (its header's fields)
+    hunk_body: list[str] = []
+    stray = False  # a line since the last hunk (or the headers) that ends git's hunks
+
+    def end_hunk() -> None:
+        nonlocal at
+        if at is not None:
+            complete = not broken and not old_left and not new_left
+            hunks.append(dataclasses.replace(at, lines=tuple(hunk_body), complete=complete))
+            at = None
 
     def close() -> None:
+        end_hunk()
         if cur is not None:
             files.append(FileDiff(hunks=tuple(hunks), body=tuple(body), names=tuple(names), **cur))  # type: ignore[arg-type]
 
@@ -220,18 +325,19 @@ def parse_diff(text: str) -> ParsedDiff:
     lines = text.split("\n")
     if lines and lines[-1] == "":
         lines.pop()
-    state = "prose"  # prose | headers | hunk | binary
+    state = "prose"  # prose | headers | hunk | after | binary
     old_left = new_left = 0
+    broken = False
     for n, line in enumerate(lines, 1):
         if line.startswith(_DIFF_GIT) and state != "hunk":
             close()
-            cur, hunks, body, names = None, [], [], []
+            cur, hunks, body, names, stray = None, [], [], [], False
             parsed = _git_names(line[len(_DIFF_GIT) :])
             if parsed is None:
                 problems.append(f"line {n}: cannot read the file names of {line[:120]!r}")
                 state = "prose"
                 continue
-            cur = {"old_path": parsed[0], "new_path": parsed[1]}
+            cur = {"old_path": parsed[0], "new_path": parsed[1], "line": n}
             state = "headers"
             continue
         if state == "hunk":
@@ -248,28 +354,41 @@ def parse_diff(text: str) -> ParsedDiff:
                 state = "after"
             if state == "hunk":
                 body.append(line)
+                hunk_body.append(line)
+                broken = broken or old_left < 0 or new_left < 0
                 if old_left <= 0 and new_left <= 0:
                     state = "after"
                 continue
         if state == "after" and line.startswith("\\") and body and body[-1][:1] != "\\":
             body.append(line)  # "\ No newline at end of file" after a hunk's last line
+            if stray:
+                continue
+            hunk_body.append(line)
             continue
         if state in ("headers", "after") and (h := _HUNK.match(line)):
             assert cur is not None
-            hunks.append(
-                Hunk(
-                    file=str(cur["new_path"]),
-                    number=len(hunks) + 1,
-                    old_start=int(h.group(1)),
-                    new_start=int(h.group(3)),
-                    header=line.rstrip(),
-                )
-            )
-            body.append(line)
+            end_hunk()
+            if stray:
+                cur["loose"] = True
             old_left = 1 if h.group(2) is None else int(h.group(2))
             new_left = 1 if h.group(4) is None else int(h.group(4))
+            at = Hunk(
+                file=str(cur["new_path"]),
+                number=len(hunks) + 1,
+                old_start=int(h.group(1)),
+                new_start=int(h.group(3)),
+                header=line.rstrip(),
+                old_count=old_left,
+                new_count=new_left,
+                line=n,
+            )
+            hunk_body = []
+            body.append(line)
+            broken = False
             state = "hunk" if old_left or new_left else "after"
             continue
+        if state == "after" or (state == "headers" and line.startswith("@@ ")):
+            stray = True
         if state == "headers":
             assert cur is not None
             if mm := _MODE.match(line):
@@ -326,6 +445,21 @@ def parse_diff(text: str) -> ParsedDiff:
             )
     close()
     return ParsedDiff(files=tuple(files), problems=tuple(problems))
+
+
+def _text(value: str) -> str:
+    """A name read from bytes as it reads from text decoded with U+FFFD."""
+    return value.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+
+
+def _replaced(f: FileDiff) -> FileDiff:
+    return dataclasses.replace(
+        f,
+        old_path=_text(f.old_path),
+        new_path=_text(f.new_path),
+        names=tuple(_text(n) for n in f.names),
+        hunks=tuple(dataclasses.replace(h, file=_text(h.file), header=_text(h.header)) for h in f.hunks),
+    )
 
 
 def _unsafe_path(path: str) -> str | None:

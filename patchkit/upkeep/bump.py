@@ -458,18 +458,6 @@ class PatchErrors:
     errors: tuple[CompileError, ...]
 
 
-def _hunk_counts(header: str) -> tuple[int, int, int, int] | None:
-    m = re.match(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@", header)
-    if m is None:
-        return None
-    return (
-        int(m.group(1)),
-        1 if m.group(2) is None else int(m.group(2)),
-        int(m.group(3)),
-        1 if m.group(4) is None else int(m.group(4)),
-    )
-
-
 def _moved(line: int, hunks: Sequence[tuple[int, int, int, int]]) -> int:
     """Where line ``line`` of a file is after hunks (old start, count, new start, count)."""
     delta = 0
@@ -491,7 +479,7 @@ def _owned_lines(patches: Sequence[Patch]) -> dict[str, list[tuple[str, int, int
     for p in patches:
         parsed = parse_diff(p.read_verified().decode("utf-8", "replace"))
         for f in parsed.files:
-            hunks = [c for h in f.hunks if (c := _hunk_counts(h.header)) is not None]
+            hunks = [(h.old_start, h.old_count, h.new_start, h.new_count) for h in f.hunks]
             if f.old_path != f.new_path and f.old_path in owned:
                 owned[f.new_path] = owned.pop(f.old_path)
             ranges = owned.setdefault(f.new_path, [])

@@ -234,25 +234,25 @@ class _Engine:
         self.creates: list[frozenset[str]] = []
         paths: list[str] = []
         for name, data in self.data:
-            parsed = parse_diff(data.decode("utf-8", "replace"))
+            parsed = parse_diff(data)
             files = parsed.paths
             self.hunks[name] = parsed.hunks
             self.files[name] = set(files)
             self.order.append(tuple(files))
             self.texts.append(prepare(data, parsed))
             added: dict[str, set[bytes]] = {}
-            pres: dict[tuple[str, int], list[bytes]] = {}
+            pres: dict[tuple[str, int], tuple[bytes, ...]] = {}
             for f in parsed.files:
-                number = 0
-                for ln in f.body:
-                    if ln.startswith("@@"):
-                        number += 1
-                    elif ln.startswith("+") and (s := significant(ln[1:].encode("utf-8", "replace"))):
-                        added.setdefault(f.new_path, set()).add(s)
-                    elif number and ln[:1] in (" ", "-", ""):
-                        pres.setdefault((f.new_path, number), []).append(ln[1:].encode("utf-8", "replace"))
+                for h in f.hunks:
+                    for ln in h.added:
+                        if s := significant(ln.encode("utf-8", "surrogateescape")):
+                            added.setdefault(f.new_path, set()).add(s)
+                    if h.before:
+                        pres[(f.new_path, h.number)] = tuple(
+                            ln.encode("utf-8", "surrogateescape") for ln in h.before
+                        )
             self.added.append({f: frozenset(v) for f, v in added.items()})
-            self.preimages.append({key: tuple(v) for key, v in pres.items()})
+            self.preimages.append(pres)
             self.creates.append(frozenset(f.new_path for f in parsed.files if f.status in ("A", "R", "C")))
             paths.extend(f for f in files if f not in paths)
         self.paths = tuple(paths)

@@ -20,6 +20,7 @@ from pathlib import Path
 
 from patchkit.core.errors import SourceError
 from patchkit.git.repo import CommitInfo, Git
+from patchkit.spec.patchfile import Hunk, parse_diff
 
 __all__ = [
     "MAX_SIDE_LINES",
@@ -112,48 +113,19 @@ def _read_block(lines: list[str], at: int) -> Block | None:
 
 
 # -- the patch's side -------------------------------------------------------------------------
-_HUNK = re.compile(r"^@@ -\d+(?:,\d+)? \+\d+(?:,\d+)? @@.*$")
-
-
-def _file_sections(diff: str) -> dict[str, list[str]]:
-    """A unified diff's lines per (new) path."""
-    out: dict[str, list[str]] = {}
-    cur: list[str] | None = None
-    for line in diff.splitlines():
-        if line.startswith("diff --git "):
-            m = re.match(r"^diff --git a/(.*) b/(.*)$", line)
-            cur = out.setdefault(m.group(2) if m else line, []) if m else None
-            continue
-        if cur is not None:
-            cur.append(line)
-    return out
+def _hunks(diff: str, path: str) -> list[Hunk]:
+    """The hunks of the file ``diff`` writes at ``path`` (its new path)."""
+    return [h for f in parse_diff(diff).files if f.new_path == path for h in f.hunks]
 
 
 def hunk_headers(diff: str, path: str) -> list[tuple[str, list[str]]]:
     """(``@@`` header, added lines) of each hunk of ``path`` in ``diff``."""
-    hunks: list[tuple[str, list[str]]] = []
-    for line in _file_sections(diff).get(path, []):
-        if _HUNK.match(line):
-            hunks.append((line, []))
-        elif hunks and line.startswith("+") and not line.startswith("+++"):
-            hunks[-1][1].append(line[1:])
-    return hunks
+    return [(h.header, list(h.added)) for h in _hunks(diff, path)]
 
 
 def added_runs(diff: str, path: str) -> list[list[str]]:
     """The runs of consecutive added lines of ``path`` in ``diff`` (without the ``+``)."""
-    runs: list[list[str]] = []
-    cur: list[str] = []
-    for line in _file_sections(diff).get(path, []):
-        if line.startswith("+") and not line.startswith("+++"):
-            cur.append(line[1:])
-            continue
-        if cur:
-            runs.append(cur)
-            cur = []
-    if cur:
-        runs.append(cur)
-    return runs
+    return [list(run) for h in _hunks(diff, path) for run in h.added_runs]
 
 
 def find_run(lines: Sequence[str], run: Sequence[str]) -> list[int]:

@@ -29,10 +29,9 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import io
-import re
 from collections.abc import Mapping, Sequence
 
-from patchkit.spec.patchfile import Conflict, Offset, ParsedDiff
+from patchkit.spec.patchfile import Conflict, Hunk, Offset, ParsedDiff, parse_diff
 
 __all__ = [
     "FileCache",
@@ -45,8 +44,6 @@ __all__ = [
     "prepare",
     "significant",
 ]
-
-_HUNK = re.compile(rb"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
 
 
 def blob_id(data: bytes) -> str:
@@ -105,108 +102,63 @@ class Result:
     post: Mapping[str, FileContent | None] = dataclasses.field(default_factory=dict)
 
 
-def _hunks_of(lines: Sequence[bytes], start: int) -> tuple[list[TextHunk], int] | None:
-    """The hunks of one ``diff --git`` section starting after its header lines; the index
-    of the next line after them. None when a hunk cannot be read as git reads it."""
-    hunks: list[TextHunk] = []
-    i = start
-    n = len(lines)
-    while i < n and not lines[i].startswith(b"@@ ") and not lines[i].startswith(b"diff --git "):
-        i += 1
-    while i < n and (m := _HUNK.match(lines[i])):
-        old_left = 1 if m.group(2) is None else int(m.group(2))
-        new_left = 1 if m.group(4) is None else int(m.group(4))
-        header = lines[i].rstrip(b"\r").decode("utf-8", "replace").rstrip()
-        i += 1
-        body: list[tuple[int, bytes]] = []  # (kind, line with newline)
-        while old_left > 0 or new_left > 0:
-            if i >= n:
-                return None
-            line = lines[i]
-            kind = line[:1]
-            if kind in (b" ", b""):
-                old_left, new_left = old_left - 1, new_left - 1
-                body.append((ord(" "), (line[1:] if kind else b"") + b"\n"))
-            elif kind == b"-":
-                old_left -= 1
-                body.append((ord("-"), line[1:] + b"\n"))
-            elif kind == b"+":
-                new_left -= 1
-                body.append((ord("+"), line[1:] + b"\n"))
-            elif kind == b"\\":
-                if not body:
-                    return None
-                k, text = body[-1]
-                body[-1] = (k, text[:-1])
-            else:
-                return None
-            i += 1
-            if old_left < 0 or new_left < 0:
-                return None
-        if i < n and lines[i].startswith(b"\\") and body:
-            k, text = body[-1]
-            body[-1] = (k, text[:-1])
-            i += 1
-        kinds = [k for k, _ in body]
-        changed = [j for j, k in enumerate(kinds) if k != ord(" ")]
-        leading = changed[0] if changed else len(kinds)
-        trailing = len(kinds) - 1 - changed[-1] if changed else len(kinds)
-        hunks.append(
-            TextHunk(
-                number=len(hunks) + 1,
-                header=header,
-                old_start=int(m.group(1)),
-                new_start=int(m.group(3)),
-                pre=tuple(t for k, t in body if k != ord("+")),
-                post=tuple(t for k, t in body if k != ord("-")),
-                leading=leading,
-                trailing=trailing,
-                added=tuple(t for k, t in body if k == ord("+")),
-            )
-        )
-    return hunks, i
+def _text_hunk(h: Hunk) -> TextHunk | None:
+    """The model's hunk as bytes (from an exact parse); None when git would not read it
+    as it stands (its lines do not match its counts, or it starts with a marker)."""
+    if not h.complete or (h.lines and h.lines[0][:1] == "\\"):
+        return None
+    kinds = [ln[:1] or " " for ln in h.lines if ln[:1] != "\\"]
+    changed = [j for j, k in enumerate(kinds) if k != " "]
+    leading = changed[0] if changed else len(kinds)
+    trailing = len(kinds) - 1 - changed[-1] if changed else len(kinds)
+    new_kinds = [k for k in kinds if k != "-"]
+    return TextHunk(
+        number=h.number,
+        header=h.header,
+        old_start=h.old_start,
+        new_start=h.new_start,
+        pre=tuple(_bytes(ln) for ln in h.image("old")),
+        post=tuple(_bytes(ln) for ln in h.image("new")),
+        leading=leading,
+        trailing=trailing,
+        added=tuple(_bytes(ln) for ln, k in zip(h.image("new"), new_kinds) if k == "+"),
+    )
 
 
-def prepare(data: bytes, parsed: ParsedDiff) -> PatchText | None:
+def _bytes(line: str) -> bytes:
+    return line.encode("utf-8", "surrogateescape")
+
+
+def prepare(data: bytes, parsed: ParsedDiff | None = None) -> PatchText | None:
     """The patch's text hunks as bytes, when every file is a plain text change (modified,
-    created or deleted, no mode change) this module models; else None (ask git)."""
+    created or deleted, no mode change) this module models; else None (ask git).
+    ``parsed``: ``parse_diff(data)`` when the caller has it (a parse from text is read
+    again from ``data``, for its exact bytes)."""
+    if parsed is None or not parsed.exact:
+        parsed = parse_diff(data)
     if parsed.problems or not parsed.files:
         return None
     files = parsed.files
     if len({f.new_path for f in files} | {f.old_path for f in files}) != len(files):
         return None  # a rename, or a path named twice
+    out: list[TextFile] = []
     for f in files:
-        if f.binary or f.status not in ("M", "A", "D") or f.old_path != f.new_path:
+        if f.binary or f.loose or f.status not in ("M", "A", "D") or f.old_path != f.new_path:
             return None
         if f.status == "M" and f.old_mode is not None and f.new_mode != f.old_mode:
             return None
         mode = f.new_mode if f.status == "A" else f.old_mode
         if mode is not None and mode not in ("100644", "100755"):
             return None
-    lines = data.split(b"\n")
-    if lines and lines[-1] == b"":
-        lines.pop()
-    starts = [i for i, ln in enumerate(lines) if ln.startswith(b"diff --git ")]
-    out: list[TextFile] = []
-    pos = 0
-    for f in files:
-        nxt = next((s for s in starts if s >= pos), None)
-        if nxt is None:
+        hunks = [_text_hunk(h) for h in f.hunks]
+        if any(h is None for h in hunks):
             return None
-        got = _hunks_of(lines, nxt + 1)
-        if got is None:
-            return None
-        hunks, pos = got
-        if [(h.old_start, h.new_start) for h in hunks] != [(h.old_start, h.new_start) for h in f.hunks]:
-            return None
-        hunks = [dataclasses.replace(h, header=g.header) for h, g in zip(hunks, f.hunks)]
-        if f.status == "A" and any(h.pre for h in hunks):
+        kept = [h for h in hunks if h is not None]
+        if f.status == "A" and any(h.pre for h in kept):
             return None
         out.append(
-            TextFile(path=f.new_path, status=f.status, new_mode=f.new_mode or "100644", hunks=tuple(hunks))
+            TextFile(path=f.new_path, status=f.status, new_mode=f.new_mode or "100644", hunks=tuple(kept))
         )
-    if len(out) != len(starts):
-        return None
     return PatchText(files=tuple(out))
 
 

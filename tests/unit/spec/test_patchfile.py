@@ -180,3 +180,55 @@ def test_apply_output_whole_file_failures_and_conflict_json() -> None:
     assert [(c.file, c.reason) for c in alone] == [("c.c", "does not apply")]
     neg, _ = parse_apply_output("Checking patch a.c...\nHunk #1 succeeded at 2 (offset -3 lines).\n", hunks)
     assert [(o.file, o.hunk, o.lines) for o in neg] == [("a.c", 1, -3)]
+
+
+def test_hunks_carry_their_ranges_and_both_sides() -> None:
+    diff = (
+        'diff --git "a/sp ace.c" "b/sp ace.c"\nindex 1111111..2222222 100644\n'
+        '--- "a/sp ace.c"\n+++ "b/sp ace.c"\n'
+        "@@ -1,4 +1,5 @@ int f(void)\n {\n-\tint i;\n+\tint i = 0;\n+++i;\n \n---i;\n+return i;\n"
+        "\\ No newline at end of file\n"
+        "@@ -9 +10,0 @@\n-gone\n"
+    )
+    (f,) = parse_diff(diff).files
+    assert (f.old_path, f.new_path, f.line) == ("sp ace.c", "sp ace.c", 1)
+    first, second = f.hunks
+    assert (first.old_count, first.new_count, first.line, first.complete) == (4, 5, 5, True)
+    assert (first.old_range, first.new_range) == (range(1, 5), range(1, 6))
+    assert first.before == ("{", "\tint i;", "", "--i;")
+    assert first.after == ("{", "\tint i = 0;", "++i;", "", "return i;")
+    assert first.added == ("\tint i = 0;", "++i;", "return i;")
+    assert first.removed == ("\tint i;", "--i;")
+    assert first.added_runs == (("\tint i = 0;", "++i;"), ("return i;",))
+    assert first.removed_runs == (("\tint i;",), ("--i;",))
+    # as file lines: the marked last line keeps no newline, on the side that has it
+    assert first.image("old") == ("{\n", "\tint i;\n", "\n", "--i;\n")
+    assert first.image("new") == ("{\n", "\tint i = 0;\n", "++i;\n", "\n", "return i;")
+    assert (second.old_range, second.new_range, second.before, second.after) == (
+        range(9, 10),
+        range(10, 10),
+        ("gone",),
+        (),
+    )
+
+
+def test_a_hunk_short_of_its_count_or_after_prose_is_marked() -> None:
+    short = "diff --git a/f b/f\n--- a/f\n+++ b/f\n@@ -1,3 +1,3 @@\n a\n-b\n+c\n"
+    assert not parse_diff(short).files[0].hunks[0].complete
+    loose = "diff --git a/f b/f\n--- a/f\n+++ b/f\n@@ -1 +1 @@\n-a\n+b\nprose\n@@ -5 +5 @@\n-x\n+y\n"
+    (f,) = parse_diff(loose).files
+    assert f.loose and len(f.hunks) == 2 and all(h.complete for h in f.hunks)
+    assert not parse_diff(short).files[0].loose
+
+
+def test_parse_from_bytes_keeps_the_bytes_and_reads_names_as_text() -> None:
+    data = b"diff --git a/caf\xe9.c b/caf\xe9.c\n--- a/caf\xe9.c\n+++ b/caf\xe9.c\n@@ -1 +1 @@ \xff\n-\xe9\n+\xea\n"
+    raw, text = parse_diff(data), parse_diff(data.decode("utf-8", "replace"))
+    assert raw.exact and not text.exact
+    assert raw.paths == text.paths == ("caf\ufffd.c",)
+    assert raw.hunks[0].header == text.hunks[0].header
+    (h,) = raw.hunks
+    assert [ln.encode("utf-8", "surrogateescape") for ln in h.image("old") + h.image("new")] == [
+        b"\xe9\n",
+        b"\xea\n",
+    ]

@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 
 from patchkit.upkeep import rerere
-from patchkit.upkeep.conflict import Block, describe_file, parse_conflicts
+from patchkit.upkeep.conflict import Block, added_runs, describe_file, hunk_headers, parse_conflicts
 from patchkit.upkeep.upstreamed import duplicated_runs, normalise_subject
 
 CONFLICTED = (
@@ -120,3 +120,49 @@ def test_duplicated_runs_only_what_upstream_added_meanwhile() -> None:
     # a lone brace is not evidence
     brace = "diff --git a/t.c b/t.c\n--- a/t.c\n+++ b/t.c\n@@ -1,1 +1,2 @@\n one\n+}\n"
     assert duplicated_runs(brace, "t.c", before="one\n", upstream="one\n}\n", merged="one\n}\n}\n") == []
+
+
+# an added C line `++i;` is `+++i;` in the diff: an added line, not a `+++ b/...` file header
+PLUS_PLUS = (
+    "diff --git a/loop.c b/loop.c\nindex 1111111..2222222 100644\n--- a/loop.c\n+++ b/loop.c\n"
+    "@@ -1,2 +1,5 @@ int f(void)\n {\n+int i = 0;\n+++i;\n+return i + 1000000;\n }\n"
+)
+
+
+def test_added_runs_keep_an_added_line_that_starts_with_plus_plus() -> None:
+    run = ["int i = 0;", "++i;", "return i + 1000000;"]
+    assert added_runs(PLUS_PLUS, "loop.c") == [run]
+    assert hunk_headers(PLUS_PLUS, "loop.c") == [("@@ -1,2 +1,5 @@ int f(void)", run)]
+    # so refresh's doubled-lines check sees the whole run a merge put in twice
+    merged = "{\n" + "\n".join(run + run) + "\n}\n"
+    got = duplicated_runs(
+        PLUS_PLUS, "loop.c", before="{\n}\n", upstream="{\n" + "\n".join(run) + "\n}\n", merged=merged
+    )
+    assert got == [([2, 5], run)]
+
+
+def test_added_runs_and_hunk_headers_read_quoted_paths() -> None:
+    # git C-quotes a name with a quote, a backslash, a control or a non-ASCII character
+    for old, new, path in (
+        ('"a/sp ace.c"', '"b/sp ace.c"', "sp ace.c"),
+        ('"a/caf\\303\\251.c"', '"b/caf\\303\\251.c"', "café.c"),
+    ):
+        diff = (
+            f"diff --git {old} {new}\nindex 1111111..2222222 100644\n--- {old}\n+++ {new}\n"
+            "@@ -1,2 +1,3 @@ int g(void)\n head\n+added line one\n+added line two\n tail\n"
+        )
+        added = ["added line one", "added line two"]
+        assert added_runs(diff, path) == [added], path
+        assert hunk_headers(diff, path) == [("@@ -1,2 +1,3 @@ int g(void)", added)], path
+        text = "head\n<<<<<<< HEAD\nup\n=======\nadded line one\nadded line two\n>>>>>>> abc (0001-x.patch)\ntail\n"
+        lines, _ = describe_file(
+            git=None,
+            old="a" * 40,
+            new="b" * 40,
+            path=path,
+            full_path=Path("/w") / path,
+            text=text,
+            new_text=None,
+            patch_diff=diff,
+        )
+        assert "the patch's hunk #1 of 1 `-1,2 +1,3`" in lines[0], lines
