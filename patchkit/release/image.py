@@ -1,0 +1,481 @@
+"""A release as a container image: ``<name>.oci.tar`` beside the archive.
+
+One file that ``podman load``, ``docker load`` and ``skopeo`` take with no daemon and no
+conversion (the layout is in :mod:`patchkit.release.oci`). Its layers, bottom up:
+
+1. **system**: the system libraries the release's files import (the manifest's
+   ``imports.system``) and what they import in turn, the dynamic loader, and the
+   ``/etc/passwd`` / ``/etc/group`` lines of the non-root user ``llama`` (10001:10001),
+   ``/tmp`` and its home. They are taken from the build root of a recipe with one
+   (``[build] root``: the image runs the very glibc the floor was built against) and
+   otherwise from this machine's ``/`` (so this layer, and the image digest, follow from
+   the releasing machine's libraries: an image released elsewhere has another digest
+   for this layer alone).
+2. **CUDA runtime** (CUDA builds with the runtime archive): NVIDIA's libraries as the
+   runtime archive holds them, under ``/opt/llama/bin`` with the runtime archive's own
+   mtime: the same bytes and digest in every image of that CUDA version, so a registry
+   and a host's image store keep them once.
+3. **release**: the archive's ``bin/``, ``LICENSE`` and ``manifest.json`` (the same bytes
+   as in the archive), under ``/opt/llama``.
+
+Every file is owned by root (the user cannot change them); the image runs as ``llama``.
+Entry point: ``llama-server`` listening on ``0.0.0.0:8080`` (``LLAMA_ARG_HOST``,
+``LLAMA_ARG_PORT``); ``/opt/llama/bin`` is on ``PATH``, so any other tool is
+``--entrypoint ggml-rpc-server`` (``-H 0.0.0.0 -p 50052``) or ``--entrypoint llama-cli``.
+CUDA images set ``NVIDIA_VISIBLE_DEVICES=all`` and
+``NVIDIA_DRIVER_CAPABILITIES=compute,utility`` for NVIDIA's container toolkit, which
+mounts the driver's ``libcuda.so.1`` in.
+
+Annotations (on the image manifest and as config labels):
+``org.opencontainers.image.source`` (llama.cpp's URL), ``.revision`` (its commit),
+``.version`` (llama.cpp's build number), ``.title`` (the release name), ``.created``,
+``.licenses``, and ``io.patchkit.series`` (the series hash), ``io.patchkit.recipe``,
+``io.patchkit.archive``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import os
+import re
+import stat
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+
+from patchkit.binary.elf import ElfFormatError, read_dynamic
+from patchkit.core.errors import ReleaseError
+from patchkit.core.fs import sha256_bytes
+from patchkit.core.record import Record
+from patchkit.core.tarcap import NOT_A_TAR_GZ, TarRefused, capped_members, open_tar_gz
+from patchkit.release.archive import Member, unsafe_member_name
+from patchkit.release.oci import (
+    ContainerConfig,
+    Dir,
+    ImageContents,
+    ImageSpec,
+    LayerSpec,
+    WrittenImage,
+    check_layout,
+    iso_time,
+    write_image,
+)
+from patchkit.spec.manifest import ReleaseManifest, RuntimeManifest, load_manifest
+
+__all__ = [
+    "IMAGE_SUFFIX",
+    "PREFIX",
+    "REPOSITORY",
+    "USER",
+    "ImageRecord",
+    "check_release_image",
+    "image_annotations",
+    "image_name",
+    "image_ref",
+    "make_release_image",
+    "release_image_spec",
+    "stage_archive",
+    "system_files",
+    "write_release_image",
+]
+
+IMAGE_SUFFIX = ".oci.tar"
+REPOSITORY = "patchkit/llama"  # local name: localhost/patchkit/llama:<release name>
+PREFIX = "opt/llama"
+USER = (10001, 10001)
+USER_NAME = "llama"
+HOME = "home/llama"
+SERVER_PORT = 8080
+RPC_PORT = 50052
+MAX_SYSTEM_LIBS = 64
+MAX_SYSTEM_BYTES = 256 << 20
+_TAG = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
+_LIB = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]{0,127}$")
+# where glibc's loader looks without an ld.so.cache, per architecture (multiarch first),
+# and the loader's own path (PT_INTERP)
+_LIB_DIRS = {
+    "x86_64": ("lib/x86_64-linux-gnu", "usr/lib/x86_64-linux-gnu", "lib64", "usr/lib64", "lib", "usr/lib"),
+    "aarch64": ("lib/aarch64-linux-gnu", "usr/lib/aarch64-linux-gnu", "lib64", "usr/lib64", "lib", "usr/lib"),
+}
+_INTERP = {"x86_64": "lib64/ld-linux-x86-64.so.2", "aarch64": "lib/ld-linux-aarch64.so.1"}
+_GOARCH = {"x86_64": "amd64", "amd64": "amd64", "aarch64": "arm64", "arm64": "arm64"}
+_PASSWD = f"root:x:0:0:root:/root:/sbin/nologin\n{USER_NAME}:x:{USER[0]}:{USER[1]}::/{HOME}:/sbin/nologin\n"
+_GROUP = f"root:x:0:\n{USER_NAME}:x:{USER[1]}:\n"
+_ETC = ("etc/group", "etc/passwd")
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class ImageRecord(Record):
+    """What ``release --image`` wrote (the CLI's ``--json`` ``image`` key)."""
+
+    file: str
+    sha256: str  # of the file (SHA256SUMS)
+    digest: str  # of the image manifest: what podman, docker and a registry show
+    ref: str
+    layers: tuple[str, ...]  # their digests, bottom up
+    system_from: str  # "/" or the build root's label
+    size: int
+
+
+def image_name(stem: str) -> str:
+    return stem + IMAGE_SUFFIX
+
+
+def image_ref(stem: str) -> str:
+    if not _TAG.match(stem):
+        raise ReleaseError(f"{stem!r} is not a valid image tag (letters, digits, '_', '.', '-'; at most 128)")
+    return f"{REPOSITORY}:{stem}"
+
+
+def _arch(manifest: ReleaseManifest) -> str:
+    arch = manifest.platform.arch
+    if manifest.platform.os != "linux" or arch not in _LIB_DIRS:
+        raise ReleaseError(
+            f"a container image is made for Linux x86_64/aarch64 builds, not {manifest.platform.os}/{arch}",
+            hint="release without --image",
+        )
+    return arch
+
+
+def system_files(needed: Iterable[str], *, root: Path, arch: str) -> list[tuple[str, Path]]:
+    """(path in the image, file) of each system library ``needed`` names, what those
+    import in turn, and the dynamic loader, found in ``root``'s library folders the way
+    glibc's loader searches them (no ld.so.cache). A link is followed only within
+    ``root``. ReleaseError naming the first library not found."""
+    dirs = _LIB_DIRS[arch]
+    interp = _INTERP[arch]
+    loader = interp.rsplit("/", 1)[1]
+    base = root.resolve()
+    found: dict[str, tuple[str, Path]] = {}
+    todo = sorted(set(needed) | {loader})
+    total = 0
+    while todo:
+        name = todo.pop(0)
+        if name in found:
+            continue
+        if not _LIB.match(name):
+            raise ReleaseError(f"the release imports {name[:80]!r}, which is not a library name")
+        if len(found) >= MAX_SYSTEM_LIBS:
+            raise ReleaseError(f"more than {MAX_SYSTEM_LIBS} system libraries for the image")
+        hit: tuple[str, Path] | None = None
+        for d in dirs:
+            candidate = base / d / name
+            if not os.path.lexists(candidate):
+                continue
+            real = candidate.resolve()
+            if not real.is_relative_to(base) or not real.is_file():
+                continue
+            hit = (interp if name == loader else f"{d}/{name}", real)
+            break
+        if hit is None:
+            raise ReleaseError(
+                f"{name}: not found in {root} ({', '.join('/' + d for d in dirs[:2])}, ...): "
+                "the image's system layer needs it",
+                hint="release on a machine (or with a build root) that has it",
+            )
+        found[name] = hit
+        total += hit[1].stat().st_size
+        if total > MAX_SYSTEM_BYTES:
+            raise ReleaseError(f"the system libraries take more than {MAX_SYSTEM_BYTES >> 20} MiB")
+        try:
+            dyn = read_dynamic(hit[1], follow_symlinks=True)
+        except (ElfFormatError, OSError) as e:
+            raise ReleaseError(f"{hit[1]}: cannot read its ELF dynamic section ({e})") from None
+        if dyn is not None:
+            todo += [n for n in dyn.needed if n not in found]
+    return sorted(found.values())
+
+
+def _system_layer(needed: Sequence[str], *, root: Path, arch: str, mtime: int) -> LayerSpec:
+    libs = system_files(needed, root=root, arch=arch)
+    files = [Member(name=rel, mode=0o755, source=src) for rel, src in libs]
+    files += [
+        Member(name="etc/group", mode=0o644, data=_GROUP.encode()),
+        Member(name="etc/passwd", mode=0o644, data=_PASSWD.encode()),
+    ]
+    return LayerSpec(
+        name="system libraries and the user llama",
+        files=tuple(files),
+        dirs=(
+            Dir(path="tmp", mode=0o1777),
+            Dir(path="home", mode=0o755),
+            Dir(path=HOME, mode=0o755, uid=USER[0], gid=USER[1]),
+        ),
+        mtime=mtime,
+    )
+
+
+def image_annotations(manifest: ReleaseManifest) -> dict[str, str]:
+    up = manifest.upstream
+    out = {
+        "org.opencontainers.image.source": up.url,
+        "org.opencontainers.image.revision": up.commit,
+        "org.opencontainers.image.title": manifest.name,
+        "org.opencontainers.image.created": iso_time(manifest.source_date_epoch),
+        "org.opencontainers.image.licenses": "MIT",
+        "org.opencontainers.image.description": f"llama.cpp {up.commit[:9]} patched by patchkit "
+        f"(recipe {manifest.recipe.name}, {len(manifest.patches)} patches)",
+        "io.patchkit.series": manifest.series_hash,
+        "io.patchkit.recipe": manifest.recipe.name,
+        "io.patchkit.archive": manifest.archive,
+    }
+    if up.build_number is not None:
+        out["org.opencontainers.image.version"] = str(up.build_number)
+    return out
+
+
+def _container(manifest: ReleaseManifest, labels: Mapping[str, str]) -> ContainerConfig:
+    tools = {f.path.rsplit("/", 1)[-1] for f in manifest.files if f.path.startswith("bin/")}
+    env = [f"PATH=/{PREFIX}/bin:/usr/bin:/bin", f"HOME=/{HOME}"]
+    entrypoint: tuple[str, ...] = ()
+    cmd: tuple[str, ...] = ()
+    if "llama-server" in tools:
+        entrypoint = (f"/{PREFIX}/bin/llama-server",)
+        env += ["LLAMA_ARG_HOST=0.0.0.0", f"LLAMA_ARG_PORT={SERVER_PORT}"]
+    elif "ggml-rpc-server" in tools:
+        entrypoint = (f"/{PREFIX}/bin/ggml-rpc-server",)
+        cmd = ("-H", "0.0.0.0", "-p", str(RPC_PORT))
+    if manifest.cuda is not None:
+        env += ["NVIDIA_VISIBLE_DEVICES=all", "NVIDIA_DRIVER_CAPABILITIES=compute,utility"]
+    ports: dict[str, dict[str, object]] = {}
+    if "llama-server" in tools:
+        ports[f"{SERVER_PORT}/tcp"] = {}
+    if "ggml-rpc-server" in tools:
+        ports[f"{RPC_PORT}/tcp"] = {}
+    return ContainerConfig(
+        user=f"{USER[0]}:{USER[1]}",
+        env=tuple(env),
+        entrypoint=entrypoint,
+        cmd=cmd,
+        exposed_ports=ports,
+        working_dir=f"/{HOME}",
+        labels=dict(labels),
+    )
+
+
+def release_image_spec(
+    manifest: ReleaseManifest,
+    manifest_data: bytes,
+    files: Sequence[Member],
+    *,
+    system_root: Path,
+    system_needed: Sequence[str],
+    runtime: Sequence[Member] = (),
+    runtime_mtime: int = 0,
+) -> ImageSpec:
+    """The image of a release: ``files`` are the archive's members (``bin/...``,
+    ``LICENSE``; source/ is left out), ``runtime`` the CUDA runtime archive's (``bin/...``)."""
+    arch = _arch(manifest)
+    mtime = manifest.source_date_epoch
+    ref = image_ref(manifest.name)
+    shipped = [m for m in files if m.name.startswith("bin/") or m.name == "LICENSE"]
+    mine = tuple(
+        Member(name=f"{PREFIX}/{m.name}", mode=m.mode, data=m.data, source=m.source) for m in shipped
+    )
+    mine += (Member(name=f"{PREFIX}/manifest.json", mode=0o644, data=manifest_data),)
+    layers = [_system_layer(system_needed, root=system_root, arch=arch, mtime=mtime)]
+    if runtime:
+        layers.append(
+            LayerSpec(
+                name="NVIDIA CUDA runtime",
+                files=tuple(
+                    Member(name=f"{PREFIX}/{m.name}", mode=m.mode, data=m.data, source=m.source)
+                    for m in runtime
+                ),
+                mtime=runtime_mtime,
+            )
+        )
+    layers.append(LayerSpec(name=f"release {manifest.name}", files=mine, mtime=mtime))
+    labels = image_annotations(manifest)
+    return ImageSpec(
+        layers=tuple(layers),
+        config=_container(manifest, labels),
+        annotations=labels,
+        ref=ref,
+        created=mtime,
+        architecture=_GOARCH[arch],
+    )
+
+
+def write_release_image(path: Path, spec: ImageSpec, *, stage: Path) -> WrittenImage:
+    """:func:`oci.write_image`, refusing an output that is a link (it would be replaced,
+    not written through, but a link there is someone's mistake or trap) or not a file."""
+    if os.path.islink(path):
+        raise ReleaseError(f"{path} is a symlink: refusing to write the image over it", hint="remove it")
+    if os.path.lexists(path) and not stat.S_ISREG(os.lstat(path).st_mode):
+        raise ReleaseError(f"{path} is not a regular file: refusing to write the image over it")
+    try:
+        return write_image(path, spec, stage=stage)
+    except ValueError as e:
+        raise ReleaseError(f"{path.name}: {e}") from None
+
+
+# -- checking an image against its release ------------------------------------------------------
+
+
+def _system_path_ok(rel: str) -> bool:
+    if rel in _ETC:
+        return True
+    top = rel.split("/", 1)[0]
+    if top in ("lib", "lib64") or rel.startswith(("usr/lib/", "usr/lib64/")):
+        return "/" in rel and _LIB.match(rel.rsplit("/", 1)[1]) is not None
+    return False
+
+
+def check_release_image(
+    name: str,
+    contents: ImageContents,
+    manifest: ReleaseManifest,
+    manifest_data: bytes,
+    runtime: RuntimeManifest | None = None,
+) -> list[str]:
+    """What an image file holds that its release does not say: its files under
+    /opt/llama are the manifest's ``bin/`` and ``LICENSE`` (the runtime archive's with
+    ``runtime``) with their sha256, size and mode, its manifest.json the archive's; the
+    rest are libraries and the user's lines; the annotations follow from the manifest; the
+    layout is :func:`oci.write_image`'s. One line each, prefixed with ``name``."""
+    diffs = [f"{name}: {p}" for p in contents.problems]
+    if contents.manifest is None or contents.config is None:
+        return diffs
+    want: dict[str, tuple[str, int, str]] = {
+        f"{PREFIX}/{f.path}": (f.sha256, f.size, f.mode)
+        for f in manifest.files
+        if f.path.startswith("bin/") or f.path == "LICENSE"
+    }
+    want[f"{PREFIX}/manifest.json"] = (sha256_bytes(manifest_data), len(manifest_data), "644")
+    if runtime is not None:
+        want |= {
+            f"{PREFIX}/{f.path}": (f.sha256, f.size, f.mode)
+            for f in runtime.files
+            if f.path.startswith("bin/")
+        }
+    got: dict[str, tuple[str, int, str]] = {}
+    for layer in contents.layers:
+        for e in layer.entries:
+            if e.is_dir:
+                continue
+            if e.path in got:
+                diffs.append(f"{name}: {e.path}: in two layers (the upper one hides the lower)")
+            got[e.path] = (e.sha256, e.size, f"{e.mode:o}")
+    for rel in sorted(set(want) - set(got)):
+        diffs.append(f"{name}: /{rel} is in the manifest but missing from the image")
+    for rel in sorted(set(got) - set(want)):
+        if rel.startswith(f"{PREFIX}/") or not _system_path_ok(rel):
+            diffs.append(f"{name}: /{rel} is in the image but not in the manifest")
+    for rel in sorted(set(want) & set(got)):
+        (ws, wz, wm), (gs, gz, gm) = want[rel], got[rel]
+        if gs != ws:
+            diffs.append(f"{name}: /{rel}: sha256 is {gs[:12]}…, the manifest says {ws[:12]}…")
+        elif gz != wz:
+            diffs.append(f"{name}: /{rel}: size is {gz}, the manifest says {wz}")
+        if gm != wm:
+            diffs.append(f"{name}: /{rel}: mode is {gm}, the manifest says {wm}")
+    notes = image_annotations(manifest)
+    for key, value in sorted(notes.items()):
+        if contents.manifest.annotations.get(key) != value:
+            diffs.append(f"{name}: annotation {key} is not {value!r} (the manifest's)")
+    if not _TAG.match(manifest.name) or contents.ref != f"{REPOSITORY}:{manifest.name}":
+        diffs.append(f"{name}: tagged {contents.ref[:140]!r}, not {REPOSITORY}:{manifest.name}")
+    runtime_mtime = runtime.source_date_epoch if runtime is not None else None
+    owners = {HOME: USER}
+    layout = check_layout(contents, mtime=manifest.source_date_epoch, owners=owners)
+    if runtime_mtime is not None:  # the runtime layer has the runtime archive's mtime
+        layout = [p for p in layout if "mtime is not" not in p or "layer 2 " not in p]
+    diffs += [f"{name}: {p}" for p in layout]
+    return diffs
+
+
+# -- from a released archive --------------------------------------------------------------------
+
+_STAGE_MAX = 32 << 30  # what an archive may unpack to for its image (a CUDA runtime is ~1.5 GB)
+
+
+def stage_archive(archive: Path, stem: str, stage: Path) -> tuple[list[Member], bytes]:
+    """The regular members of a release's ``.tar.gz`` (below its top folder ``stem``)
+    spooled into ``stage``, as Members (names relative to the top folder), and its
+    manifest.json's bytes. Capped reads (core.tarcap); a member that is not a plain file
+    with a safe name below ``stem/`` is refused."""
+    if not archive.name.endswith(".tar.gz"):
+        raise ReleaseError(f"{archive.name}: a container image is made from a .tar.gz release")
+    members: list[Member] = []
+    manifest = b""
+    total = 0
+    try:
+        with open_tar_gz(archive, seconds=None) as tar:
+            for info in capped_members(tar, skipped=_STAGE_MAX):
+                name = info.name
+                why = unsafe_member_name(name) or (
+                    "" if name.startswith(f"{stem}/") else f"not below {stem}/"
+                )
+                if why or not info.isreg():
+                    raise ReleaseError(f"{archive.name}: {name[:200]!r}: {why or 'not a regular file'}")
+                rel = name[len(stem) + 1 :]
+                dest = stage / rel
+                dest.parent.mkdir(parents=True, exist_ok=True)
+                src = tar.extractfile(info)
+                assert src is not None
+                with dest.open("wb") as f:
+                    for chunk in iter(functools.partial(src.read, 1 << 16), b""):
+                        total += len(chunk)
+                        if total > _STAGE_MAX:
+                            raise ReleaseError(f"{archive.name}: unpacks past {_STAGE_MAX >> 30} GiB")
+                        f.write(chunk)
+                if rel == "manifest.json":
+                    manifest = dest.read_bytes()
+                else:
+                    members.append(Member(name=rel, mode=0o755 if info.mode & 0o111 else 0o644, source=dest))
+    except TarRefused as e:
+        raise ReleaseError(f"{archive.name}: refused: {e}") from None
+    except NOT_A_TAR_GZ as e:
+        raise ReleaseError(f"{archive.name}: not a readable tar.gz ({str(e)[:200]})") from None
+    if not manifest:
+        raise ReleaseError(f"{archive.name}: has no {stem}/manifest.json")
+    return members, manifest
+
+
+def make_release_image(
+    dist: Path, archive: str, *, system_root: Path, system_label: str, stage: Path
+) -> ImageRecord:
+    """``<name>.oci.tar`` in ``dist`` from the release archive ``archive`` there (and the
+    CUDA runtime archive its manifest names, beside it): the image holds the archive's
+    very bytes. ``system_root``: where the system layer's libraries come from ("/" or a
+    build root's tree), named ``system_label`` in the record."""
+    stem = archive.removesuffix(".tar.gz")
+    files, manifest_data = stage_archive(dist / archive, stem, stage / "release")
+    try:
+        manifest = load_manifest(manifest_data)
+    except ValueError as e:
+        raise ReleaseError(f"{archive}: its manifest.json does not read ({str(e)[:200]})") from None
+    if not isinstance(manifest, ReleaseManifest):
+        raise ReleaseError(f"{archive}: a runtime archive is not released as an image")
+    runtime: list[Member] = []
+    runtime_mtime = 0
+    if manifest.runtime is not None:
+        rt_stem = manifest.runtime.archive.removesuffix(".tar.gz")
+        rt_files, rt_data = stage_archive(dist / manifest.runtime.archive, rt_stem, stage / "runtime")
+        rt = load_manifest(rt_data)
+        if not isinstance(rt, RuntimeManifest):
+            raise ReleaseError(f"{manifest.runtime.archive}: not a CUDA runtime archive")
+        runtime = [m for m in rt_files if m.name.startswith("bin/")]
+        runtime_mtime = rt.source_date_epoch
+    needed = manifest.imports.system if manifest.imports is not None else ()
+    spec = release_image_spec(
+        manifest,
+        manifest_data,
+        files,
+        system_root=system_root,
+        system_needed=needed,
+        runtime=runtime,
+        runtime_mtime=runtime_mtime,
+    )
+    (stage / "layers").mkdir()
+    written = write_release_image(dist / image_name(stem), spec, stage=stage / "layers")
+    return ImageRecord(
+        file=written.path.name,
+        sha256=written.sha256,
+        digest=written.digest,
+        ref=spec.ref,
+        layers=tuple(d.digest for d in written.layers),
+        system_from=system_label,
+        size=written.size,
+    )

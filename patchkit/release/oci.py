@@ -1,0 +1,828 @@
+"""OCI image files without a daemon: a reproducible writer and a capped, checking reader.
+
+The file is an OCI image layout in a tar (``oci-layout``, ``index.json``,
+``blobs/sha256/<hex>``) that also carries Docker's ``manifest.json``, the way ``docker
+save`` writes it since Docker 25: ``podman load`` / ``skopeo`` read it as an
+``oci-archive``, ``docker load`` (any version) and ``skopeo``'s ``docker-archive:``
+transport read the same bytes through ``manifest.json``. One file, both tools, no
+conversion, and the manifest digest a registry keeps when it is pushed as it is
+(``skopeo copy --preserve-digests``).
+
+Reproducible: every tar (the outer one and each layer) holds its entries sorted, with
+one mtime, owner 0:0 with empty names unless an entry says otherwise, no host paths, no
+hard links, and each layer is gzip at level 9 with mtime 0 and no file name (the same
+zlib dependency as the release's ``.tar.gz``). The JSON blobs are compact with sorted
+keys.
+
+Reading trusts nothing: every JSON blob is capped (:data:`JSON_MAX`), every tar header
+read through :class:`~patchkit.core.tarcap.CappedReader`, members, bytes and time
+budgeted as for an archive (:class:`~patchkit.release.archive.Limits`); each blob is
+hashed and compared with its name, each layer's uncompressed stream with the config's
+``diff_ids``; a layer member that is not a plain file or folder with a safe name (``..``,
+absolute, a device, a FIFO, a hard or symbolic link, a whiteout) is a problem, one line
+each. Nothing is ever unpacked.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import gzip
+import hashlib
+import io
+import json
+import re
+import stat
+import tarfile
+import time
+import zlib
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import IO, Any
+
+from patchkit.core.fs import atomic_file, sha256_stream
+from patchkit.core.record import Record, RecordError, decode, encode, meta
+from patchkit.core.tarcap import CappedReader
+from patchkit.release.archive import DEFAULT_LIMITS, ArchiveRefused, Limits, Member, unsafe_member_name
+
+__all__ = [
+    "JSON_MAX",
+    "MAX_HISTORY",
+    "MAX_LAYERS",
+    "MEDIA_CONFIG",
+    "MEDIA_INDEX",
+    "MEDIA_LAYER",
+    "MEDIA_MANIFEST",
+    "ContainerConfig",
+    "Descriptor",
+    "Dir",
+    "DockerEntry",
+    "ImageConfig",
+    "ImageContents",
+    "ImageSpec",
+    "LayerContents",
+    "LayerEntry",
+    "LayerSpec",
+    "OciIndex",
+    "OciManifest",
+    "WrittenImage",
+    "check_layout",
+    "iso_time",
+    "iter_files",
+    "read_image",
+    "write_image",
+]
+
+MEDIA_INDEX = "application/vnd.oci.image.index.v1+json"
+MEDIA_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
+MEDIA_CONFIG = "application/vnd.oci.image.config.v1+json"
+MEDIA_LAYER = "application/vnd.oci.image.layer.v1.tar+gzip"
+MEDIA_LAYER_TAR = "application/vnd.oci.image.layer.v1.tar"
+REF_NAME = "org.opencontainers.image.ref.name"
+CONTAINERD_NAME = "io.containerd.image.name"
+
+JSON_MAX = 1 << 20  # index.json, manifest.json, an image manifest or config: a few KiB each
+MAX_LAYERS = 16  # a release image has 2 or 3
+MAX_HISTORY = 64  # one entry per layer, and a few empty ones at most
+_LEVEL = 9
+_CHUNK = 1 << 16
+_BLOB = re.compile(r"^blobs/sha256/([0-9a-f]{64})$")
+_DIGEST = re.compile(r"^sha256:([0-9a-f]{64})$")
+_TAR_SLACK = 1 << 20  # a layer's uncompressed stream past its members (end blocks, padding)
+
+
+# -- the JSON of an image (OCI image spec v1.1, Docker's `docker save` manifest.json) ---------
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Descriptor(Record):
+    media_type: str = dataclasses.field(metadata=meta(key="mediaType"))
+    digest: str
+    size: int
+    annotations: Mapping[str, str] = dataclasses.field(default_factory=dict, metadata=meta(omit="empty"))
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class OciIndex(Record):
+    schema_version: int = dataclasses.field(metadata=meta(key="schemaVersion"))
+    media_type: str = dataclasses.field(default=MEDIA_INDEX, metadata=meta(key="mediaType"))
+    manifests: tuple[Descriptor, ...]
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class OciManifest(Record):
+    schema_version: int = dataclasses.field(metadata=meta(key="schemaVersion"))
+    media_type: str = dataclasses.field(default=MEDIA_MANIFEST, metadata=meta(key="mediaType"))
+    config: Descriptor
+    layers: tuple[Descriptor, ...]
+    annotations: Mapping[str, str] = dataclasses.field(default_factory=dict, metadata=meta(omit="empty"))
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class ContainerConfig(Record):
+    user: str = dataclasses.field(default="", metadata=meta(key="User", omit="empty"))
+    env: tuple[str, ...] = dataclasses.field(default=(), metadata=meta(key="Env", omit="empty"))
+    entrypoint: tuple[str, ...] = dataclasses.field(default=(), metadata=meta(key="Entrypoint", omit="empty"))
+    cmd: tuple[str, ...] = dataclasses.field(default=(), metadata=meta(key="Cmd", omit="empty"))
+    exposed_ports: Mapping[str, Mapping[str, Any]] = dataclasses.field(
+        default_factory=dict, metadata=meta(key="ExposedPorts", omit="empty")
+    )
+    working_dir: str = dataclasses.field(default="", metadata=meta(key="WorkingDir", omit="empty"))
+    labels: Mapping[str, str] = dataclasses.field(
+        default_factory=dict, metadata=meta(key="Labels", omit="empty")
+    )
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class RootFs(Record):
+    type: str
+    diff_ids: tuple[str, ...]
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class History(Record):
+    created: str = dataclasses.field(default="", metadata=meta(omit="empty"))
+    created_by: str = dataclasses.field(default="", metadata=meta(omit="empty"))
+    comment: str = dataclasses.field(default="", metadata=meta(omit="empty"))
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class ImageConfig(Record):
+    architecture: str
+    os: str
+    created: str = dataclasses.field(default="", metadata=meta(omit="empty"))
+    config: ContainerConfig = dataclasses.field(default_factory=ContainerConfig)
+    rootfs: RootFs
+    history: tuple[History, ...] = dataclasses.field(default=(), metadata=meta(omit="empty"))
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class DockerEntry(Record):
+    config: str = dataclasses.field(metadata=meta(key="Config"))
+    repo_tags: tuple[str, ...] = dataclasses.field(default=(), metadata=meta(key="RepoTags"))
+    layers: tuple[str, ...] = dataclasses.field(metadata=meta(key="Layers"))
+
+
+def _blob_json(record: Record | Sequence[Record]) -> bytes:
+    data = [encode(r) for r in record] if isinstance(record, Sequence) else encode(record)
+    return json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+def _digest(data: bytes) -> str:
+    return "sha256:" + hashlib.sha256(data).hexdigest()
+
+
+def _blob_name(digest: str) -> str:
+    return "blobs/sha256/" + digest.removeprefix("sha256:")
+
+
+# -- writing ------------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Dir:
+    """A folder a layer states (others are implied by its files: 0755, owner 0:0)."""
+
+    path: str
+    mode: int = 0o755
+    uid: int = 0
+    gid: int = 0
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class LayerSpec:
+    """One layer: ``files`` (archive Members, names relative to /), the folders it states."""
+
+    name: str  # what it is, in the config's history ("system libraries", "bin/")
+    files: tuple[Member, ...]
+    dirs: tuple[Dir, ...] = ()
+    mtime: int
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class ImageSpec:
+    layers: tuple[LayerSpec, ...]
+    config: ContainerConfig
+    annotations: Mapping[str, str]  # the image manifest's (and the index entry's)
+    ref: str  # repository:tag, e.g. patchkit/llama:llama-b10566-...
+    created: int  # seconds (SOURCE_DATE_EPOCH)
+    architecture: str = "amd64"
+    os: str = "linux"
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class WrittenImage:
+    path: Path
+    sha256: str  # of the file
+    digest: str  # of the image manifest ("sha256:..."): what podman and a registry show
+    config_digest: str  # the image ID
+    layers: tuple[Descriptor, ...]
+    diff_ids: tuple[str, ...]
+    size: int
+
+
+def iso_time(seconds: int) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(seconds))
+
+
+def _tar_info(
+    name: str, *, kind: bytes, mode: int, mtime: int, uid: int = 0, gid: int = 0
+) -> tarfile.TarInfo:
+    info = tarfile.TarInfo(name)
+    info.type = kind
+    info.mode = mode
+    info.mtime = mtime
+    info.uid, info.gid = uid, gid
+    info.uname = info.gname = ""
+    return info
+
+
+def _layer_entries(layer: LayerSpec) -> list[tuple[str, Dir | Member]]:
+    """Every entry of a layer, folders implied by files included, sorted by name."""
+    for m in layer.files:
+        why = unsafe_member_name(m.name)
+        if why:
+            raise ValueError(f"layer {layer.name}: {m.name!r}: {why}")
+    entries: dict[str, Dir | Member] = {}
+    for d in layer.dirs:
+        entries[d.path.rstrip("/")] = d
+    for m in layer.files:
+        parts = m.name.split("/")
+        for i in range(1, len(parts)):
+            entries.setdefault("/".join(parts[:i]), Dir(path="/".join(parts[:i])))
+        if m.name in entries:
+            raise ValueError(f"layer {layer.name}: {m.name} is given twice")
+        entries[m.name] = m
+    return sorted(entries.items())
+
+
+class _Hashing(io.RawIOBase):
+    """A write-only stream that hashes and counts what goes through it to ``f``."""
+
+    def __init__(self, f: IO[bytes]) -> None:
+        self.f, self.h, self.n = f, hashlib.sha256(), 0
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, b: Any) -> int:
+        data = bytes(b)
+        self.h.update(data)
+        self.n += len(data)
+        self.f.write(data)
+        return len(data)
+
+
+def _write_layer(layer: LayerSpec, f: IO[bytes]) -> tuple[str, str, int]:
+    """The layer as gzip'd tar into ``f``: (digest, diff_id, compressed size)."""
+    outer = _Hashing(f)
+    with gzip.GzipFile(filename="", mode="wb", fileobj=outer, mtime=0, compresslevel=_LEVEL) as gz:
+        inner = _Hashing(gz)  # type: ignore[arg-type]
+        with tarfile.open(fileobj=inner, mode="w|", format=tarfile.PAX_FORMAT) as tar:
+            for name, e in _layer_entries(layer):
+                if isinstance(e, Dir):
+                    tar.addfile(
+                        _tar_info(
+                            name + "/",
+                            kind=tarfile.DIRTYPE,
+                            mode=e.mode,
+                            mtime=layer.mtime,
+                            uid=e.uid,
+                            gid=e.gid,
+                        )
+                    )
+                    continue
+                info = _tar_info(name, kind=tarfile.REGTYPE, mode=e.mode, mtime=layer.mtime)
+                info.size = e.size
+                with e.open() as src:
+                    tar.addfile(info, src)
+    return "sha256:" + outer.h.hexdigest(), "sha256:" + inner.h.hexdigest(), outer.n
+
+
+def write_image(path: Path, spec: ImageSpec, *, stage: Path) -> WrittenImage:
+    """The image of ``spec`` into ``path`` (an OCI layout tar with Docker's manifest.json),
+    atomically: layers are spooled under ``stage`` first, then the file is written beside
+    ``path`` and renamed over it. ValueError for a spec that cannot be written (a bad name)."""
+    if not 0 < len(spec.layers) <= MAX_LAYERS:
+        raise ValueError(f"an image has 1 to {MAX_LAYERS} layers, not {len(spec.layers)}")
+    blobs: dict[str, bytes | Path] = {}
+    layers: list[Descriptor] = []
+    diff_ids: list[str] = []
+    for i, layer in enumerate(spec.layers):
+        spool = stage / f"layer-{i}.tar.gz"
+        with spool.open("wb") as f:
+            digest, diff_id, size = _write_layer(layer, f)
+        blobs[digest] = spool
+        layers.append(Descriptor(media_type=MEDIA_LAYER, digest=digest, size=size))
+        diff_ids.append(diff_id)
+    created = iso_time(spec.created)
+    config = ImageConfig(
+        architecture=spec.architecture,
+        os=spec.os,
+        created=created,
+        config=spec.config,
+        rootfs=RootFs(type="layers", diff_ids=tuple(diff_ids)),
+        history=tuple(
+            History(created=created, created_by=f"patchkit: {layer.name}") for layer in spec.layers
+        ),
+    )
+    config_data = _blob_json(config)
+    config_desc = Descriptor(media_type=MEDIA_CONFIG, digest=_digest(config_data), size=len(config_data))
+    blobs[config_desc.digest] = config_data
+    manifest = OciManifest(
+        schema_version=2, config=config_desc, layers=tuple(layers), annotations=dict(spec.annotations)
+    )
+    manifest_data = _blob_json(manifest)
+    manifest_digest = _digest(manifest_data)
+    blobs[manifest_digest] = manifest_data
+    tag = spec.ref.rsplit(":", 1)[1]
+    index = OciIndex(
+        schema_version=2,
+        manifests=(
+            Descriptor(
+                media_type=MEDIA_MANIFEST,
+                digest=manifest_digest,
+                size=len(manifest_data),
+                annotations={REF_NAME: tag, CONTAINERD_NAME: spec.ref},
+            ),
+        ),
+    )
+    docker = (
+        DockerEntry(
+            config=_blob_name(config_desc.digest),
+            repo_tags=(spec.ref,),
+            layers=tuple(_blob_name(d.digest) for d in layers),
+        ),
+    )
+    top: dict[str, bytes | Path] = {
+        "index.json": _blob_json(index),
+        "manifest.json": _blob_json(docker),
+        "oci-layout": b'{"imageLayoutVersion":"1.0.0"}',
+    }
+    with atomic_file(path, mode=0o644) as (f, _):
+        with tarfile.open(fileobj=f, mode="w", format=tarfile.PAX_FORMAT) as tar:
+            for d in ("blobs/", "blobs/sha256/"):
+                tar.addfile(_tar_info(d, kind=tarfile.DIRTYPE, mode=0o755, mtime=spec.created))
+            named = {_blob_name(k): v for k, v in blobs.items()} | top
+            for name in sorted(named):
+                body = named[name]
+                info = _tar_info(name, kind=tarfile.REGTYPE, mode=0o644, mtime=spec.created)
+                if isinstance(body, Path):
+                    info.size = body.stat().st_size
+                    with body.open("rb") as src:
+                        tar.addfile(info, src)
+                else:
+                    info.size = len(body)
+                    tar.addfile(info, io.BytesIO(body))
+        f.flush()
+        size = f.tell()
+        f.seek(0)
+        sha = sha256_stream(f)
+    return WrittenImage(
+        path=path,
+        sha256=sha,
+        digest=manifest_digest,
+        config_digest=config_desc.digest,
+        layers=tuple(layers),
+        diff_ids=tuple(diff_ids),
+        size=size,
+    )
+
+
+# -- reading ------------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class LayerEntry:
+    """One member of a layer as found (nothing is unpacked)."""
+
+    path: str  # without a leading "./" or trailing "/"
+    is_dir: bool
+    sha256: str  # "" for a folder
+    size: int
+    mode: int
+    mtime: int
+    uid: int
+    gid: int
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class LayerContents:
+    descriptor: Descriptor
+    diff_id: str  # as computed
+    entries: tuple[LayerEntry, ...]  # the plain files and folders (problems left out)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class ImageContents:
+    """An image file as read: ``problems`` says what is wrong, one line each (empty: a
+    well-formed image whose every digest holds)."""
+
+    digest: str  # of the image manifest ("" when there is none to name)
+    manifest: OciManifest | None
+    config: ImageConfig | None
+    ref: str  # the docker manifest's RepoTags[0] ("" when absent)
+    layers: tuple[LayerContents, ...]
+    outer_names: tuple[str, ...]  # the outer tar's entries in stored order
+    outer_mtimes: frozenset[int]
+    problems: tuple[str, ...]
+
+
+@dataclasses.dataclass
+class _Blob:
+    offset: int
+    size: int
+    sha256: str
+    data: bytes | None
+
+
+class _Budget:
+    def __init__(self, limits: Limits) -> None:
+        self.limits = limits
+        self.members = 0
+        self.total = 0
+        self.deadline = time.monotonic() + limits.seconds
+
+    def member(self) -> None:
+        self.members += 1
+        if self.members > self.limits.members:
+            raise ArchiveRefused(f"more than {self.limits.members} tar members (a bomb?)")
+
+    def add(self, n: int) -> None:
+        self.total += n
+        if self.total > self.limits.total:
+            raise ArchiveRefused(f"its contents inflate past {self.limits.total >> 30} GiB (a bomb?)")
+        self.tick()
+
+    def tick(self) -> None:
+        if time.monotonic() > self.deadline:
+            raise ArchiveRefused(f"reading it took more than {self.limits.seconds:.0f}s")
+
+
+def _short(digest: str) -> str:
+    return digest.removeprefix("sha256:")[:12] + "…"
+
+
+def _outer(path: Path, budget: _Budget) -> tuple[dict[str, _Blob], list[str], set[int], list[str]]:
+    """Pass 1: every outer member hashed (small ones kept); the problems of its layout."""
+    blobs: dict[str, _Blob] = {}
+    names: list[str] = []
+    mtimes: set[int] = set()
+    problems: list[str] = []
+    with path.open("rb") as f:
+        raw = CappedReader(
+            f, budget.limits.header + tarfile.BLOCKSIZE, tick=budget.tick, refused=ArchiveRefused
+        )
+        with tarfile.open(fileobj=raw, mode="r:") as tar:
+            for info in tar:
+                budget.member()
+                name = info.name.removeprefix("./")
+                names.append(name)
+                mtimes.add(int(info.mtime))
+                tar.members.clear()  # type: ignore[attr-defined]
+                if info.isdir() and name.rstrip("/") in ("blobs", "blobs/sha256"):
+                    continue
+                if not info.isreg():
+                    problems.append(f"{name[:200]!r}: not a regular file (an image file holds only files)")
+                    continue
+                if name in blobs:
+                    problems.append(f"{name}: appears twice (a reader keeps one of them)")
+                    continue
+                if not (_BLOB.match(name) or name in ("index.json", "manifest.json", "oci-layout")):
+                    problems.append(f"{name[:200]!r}: not a file of an OCI image layout")
+                    continue
+                src = tar.extractfile(info)
+                assert src is not None
+                h = hashlib.sha256()
+                kept = bytearray() if info.size <= JSON_MAX else None
+                got = 0
+                for chunk in iter(functools.partial(src.read, _CHUNK), b""):
+                    h.update(chunk)
+                    got += len(chunk)
+                    budget.add(len(chunk))
+                    if kept is not None:
+                        kept += chunk
+                blobs[name] = _Blob(
+                    offset=info.offset_data,
+                    size=got,
+                    sha256=h.hexdigest(),
+                    data=bytes(kept) if kept is not None else None,
+                )
+    for name, blob in sorted(blobs.items()):
+        m = _BLOB.match(name)
+        if m and m.group(1) != blob.sha256:
+            problems.append(f"{name}: its sha256 is {blob.sha256[:12]}…, not the digest it is named after")
+    return blobs, names, mtimes, problems
+
+
+def _json_blob(blobs: dict[str, _Blob], name: str, cls: type[Any], what: str) -> tuple[Any, str]:
+    """(record, problem): the blob ``name`` read as ``cls``."""
+    blob = blobs.get(name)
+    if blob is None:
+        return None, f"{what}: {name} is missing"
+    if blob.data is None:
+        return None, f"{what}: {name} is {blob.size} bytes, more than {JSON_MAX >> 20} MiB of JSON (a bomb?)"
+    try:
+        value = json.loads(blob.data.decode("utf-8"))
+    except (ValueError, UnicodeDecodeError, RecursionError) as e:
+        return None, f"{what}: {name} is not JSON ({str(e)[:120]})"
+    try:
+        if cls is DockerEntry:
+            if not isinstance(value, list) or len(value) != 1:
+                return None, f"{what}: {name} must list exactly one image"
+            return decode(DockerEntry, value[0], path="[0]"), ""
+        return decode(cls, value), ""
+    except RecordError as e:
+        return None, f"{what}: {name}: {e.key or 'the top'} is missing or not the expected type"
+
+
+def _descriptor_blob(d: Descriptor, blobs: dict[str, _Blob], what: str) -> str:
+    m = _DIGEST.match(d.digest)
+    if not m:
+        return f"{what}: digest {d.digest[:80]!r} is not sha256:<64 hex>"
+    blob = blobs.get(_blob_name(d.digest))
+    if blob is None:
+        return f"{what}: blob {_short(d.digest)} is missing"
+    if blob.size != d.size:
+        return f"{what}: blob {_short(d.digest)} is {blob.size} bytes, its descriptor says {d.size}"
+    return ""
+
+
+class _Window(io.RawIOBase):
+    """``size`` bytes of ``f`` from ``offset``: one blob of the outer tar."""
+
+    def __init__(self, f: IO[bytes], offset: int, size: int) -> None:
+        self.f, self.left = f, size
+        f.seek(offset)
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, b: Any) -> int:
+        n = min(len(b), self.left)
+        if n <= 0:
+            return 0
+        data = self.f.read(n)
+        b[: len(data)] = data
+        self.left -= len(data)
+        return len(data)
+
+
+class _HashRead(io.RawIOBase):
+    """Reads through ``f`` hashing what passes (a layer's diff_id); seeks forward only,
+    by reading (tarfile skips a member's data that way)."""
+
+    def __init__(self, f: IO[bytes], budget: _Budget) -> None:
+        self.f, self.h, self.budget, self.pos = f, hashlib.sha256(), budget, 0
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def tell(self) -> int:
+        return self.pos
+
+    def readinto(self, b: Any) -> int:
+        data = self.f.read(len(b))
+        self.h.update(data)
+        self.budget.add(len(data))
+        self.pos += len(data)
+        b[: len(data)] = data
+        return len(data)
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        target = offset if whence == io.SEEK_SET else self.pos + offset
+        if whence not in (io.SEEK_SET, io.SEEK_CUR) or target < self.pos:
+            raise ArchiveRefused("the layer's tar stream asks to be read backwards")
+        while self.pos < target:
+            if not self.read(min(_CHUNK, target - self.pos)):
+                break
+        return self.pos
+
+
+def _member_problem(info: tarfile.TarInfo, name: str) -> str:
+    if info.islnk():
+        return (
+            f"{name[:200]!r}: a hard link (to {info.linkname[:200]!r}): an image layer of a release has none"
+        )
+    if info.issym():
+        return f"{name[:200]!r}: a symbolic link (to {info.linkname[:200]!r}): a release's layers have none"
+    if info.ischr() or info.isblk():
+        return f"{name[:200]!r}: a device node"
+    if info.isfifo():
+        return f"{name[:200]!r}: a FIFO"
+    if not (info.isreg() or info.isdir()) or info.issparse():
+        return f"{name[:200]!r}: not a plain file or folder (tar type {info.type!r})"
+    why = unsafe_member_name(name)
+    if why:
+        return f"{name[:200]!r}: {why}"
+    if name.rsplit("/", 1)[-1].startswith(".wh."):
+        return f"{name[:200]!r}: a whiteout (deletes a file of a lower layer)"
+    if info.mode & (stat.S_ISUID | stat.S_ISGID):
+        return f"{name[:200]!r}: setuid/setgid mode {info.mode:o}"
+    return ""
+
+
+def _layer(
+    f: IO[bytes], blob: _Blob, d: Descriptor, n: int, budget: _Budget
+) -> tuple[LayerContents, list[str]]:
+    what = f"layer {n + 1} ({_short(d.digest)})"
+    window = io.BufferedReader(_Window(f, blob.offset, blob.size))
+    compressed = window.peek(2)[:2] == b"\x1f\x8b"
+    stream: IO[bytes] = gzip.GzipFile(fileobj=window, mode="rb") if compressed else window  # type: ignore[assignment]
+    hashed = _HashRead(stream, budget)
+    capped = CappedReader(
+        hashed,  # type: ignore[arg-type]
+        budget.limits.header + tarfile.BLOCKSIZE,
+        tick=budget.tick,
+        refused=ArchiveRefused,
+    )
+    problems: list[str] = []
+    entries: list[LayerEntry] = []
+    seen: set[str] = set()
+    with tarfile.open(fileobj=capped, mode="r:") as tar:
+        for info in tar:
+            budget.member()
+            tar.members.clear()  # type: ignore[attr-defined]
+            name = info.name.removeprefix("./").rstrip("/")
+            why = _member_problem(info, name)
+            if why:
+                problems.append(f"{what}: {why}")
+                continue
+            if name in seen:
+                problems.append(f"{what}: {name}: appears twice")
+            seen.add(name)
+            sha, size = "", 0
+            if info.isreg():
+                src = tar.extractfile(info)
+                assert src is not None
+                h = hashlib.sha256()
+                for chunk in iter(functools.partial(src.read, _CHUNK), b""):
+                    h.update(chunk)
+                    size += len(chunk)
+                sha = h.hexdigest()
+            entries.append(
+                LayerEntry(
+                    path=name,
+                    is_dir=info.isdir(),
+                    sha256=sha,
+                    size=size,
+                    mode=info.mode,
+                    mtime=int(info.mtime),
+                    uid=info.uid,
+                    gid=info.gid,
+                )
+            )
+    # the rest of the stream (end blocks, padding) is part of the diff_id; capped
+    rest = 0
+    for chunk in iter(lambda: hashed.read(_CHUNK), b""):
+        rest += len(chunk)
+        if rest > _TAR_SLACK:
+            raise ArchiveRefused(f"{what}: more than {_TAR_SLACK >> 20} MiB after its end of archive")
+    if d.media_type not in (
+        MEDIA_LAYER,
+        MEDIA_LAYER_TAR,
+        "application/vnd.docker.image.rootfs.diff.tar.gzip",
+    ):
+        problems.append(f"{what}: media type {d.media_type[:80]!r} is not a tar layer")
+    return LayerContents(
+        descriptor=d, diff_id="sha256:" + hashed.h.hexdigest(), entries=tuple(entries)
+    ), problems
+
+
+def read_image(path: Path, *, limits: Limits = DEFAULT_LIMITS) -> ImageContents:
+    """Read and check an image file without unpacking anything.
+
+    Raises :class:`ArchiveRefused` when it would take more than ``limits`` (a bomb), and
+    ValueError with a one-line reason when it is not a readable tar; everything else that
+    is wrong is in the result's ``problems``."""
+    budget = _Budget(limits)
+    try:
+        return _read_image(path, budget)
+    except ArchiveRefused:
+        raise
+    except RecursionError:
+        raise ArchiveRefused("tar headers chained too deeply (a bomb?)") from None
+    except (tarfile.TarError, OSError, EOFError, zlib.error, UnicodeError, OverflowError, ValueError) as e:
+        raise ValueError(f"not a readable image file ({str(e)[:200]})") from None
+
+
+def _read_image(path: Path, budget: _Budget) -> ImageContents:
+    blobs, names, mtimes, problems = _outer(path, budget)
+
+    def done(**kw: Any) -> ImageContents:
+        base: dict[str, Any] = dict(digest="", manifest=None, config=None, ref="", layers=())
+        base.update(kw)
+        return ImageContents(
+            outer_names=tuple(names), outer_mtimes=frozenset(mtimes), problems=tuple(problems), **base
+        )
+
+    layout = blobs.get("oci-layout")
+    if layout is None or layout.data is None:
+        problems.append("oci-layout is missing (not an OCI image layout)")
+    index, why = _json_blob(blobs, "index.json", OciIndex, "index.json")
+    if index is None:
+        problems.append(why)
+        return done()
+    if len(index.manifests) != 1:
+        problems.append(f"index.json lists {len(index.manifests)} images, a release image file holds one")
+        return done()
+    top = index.manifests[0]
+    why = _descriptor_blob(top, blobs, "index.json")
+    if why:
+        problems.append(why)
+        return done()
+    manifest, why = _json_blob(blobs, _blob_name(top.digest), OciManifest, "image manifest")
+    if manifest is None:
+        problems.append(why)
+        return done(digest=top.digest)
+    if len(manifest.layers) > MAX_LAYERS:
+        problems.append(f"image manifest: {len(manifest.layers)} layers, more than {MAX_LAYERS} (a bomb?)")
+        return done(digest=top.digest, manifest=manifest)
+    config: ImageConfig | None = None
+    why = _descriptor_blob(manifest.config, blobs, "config")
+    if why:
+        problems.append(why)
+    else:
+        config, why = _json_blob(blobs, _blob_name(manifest.config.digest), ImageConfig, "config")
+        if config is None:
+            problems.append(why)
+    if config is not None:
+        if len(config.history) > MAX_HISTORY:
+            problems.append(
+                f"config: claims a history of {len(config.history)} entries, more than {MAX_HISTORY}"
+            )
+        if len(config.rootfs.diff_ids) != len(manifest.layers):
+            problems.append(
+                f"config: {len(config.rootfs.diff_ids)} diff_ids for {len(manifest.layers)} layers"
+            )
+    docker, why = _json_blob(blobs, "manifest.json", DockerEntry, "manifest.json")
+    ref = ""
+    if docker is None:
+        problems.append(why + " (docker load needs it)")
+    else:
+        ref = docker.repo_tags[0] if docker.repo_tags else ""
+        if docker.config != _blob_name(manifest.config.digest):
+            problems.append("manifest.json: names another config than the OCI image manifest")
+        if list(docker.layers) != [_blob_name(d.digest) for d in manifest.layers]:
+            problems.append("manifest.json: lists other layers than the OCI image manifest")
+    layers: list[LayerContents] = []
+    with path.open("rb") as f:
+        for n, d in enumerate(manifest.layers):
+            why = _descriptor_blob(d, blobs, f"layer {n + 1}")
+            if why:
+                problems.append(why)
+                continue
+            layer, found = _layer(f, blobs[_blob_name(d.digest)], d, n, budget)
+            problems += found
+            layers.append(layer)
+            if config is not None and n < len(config.rootfs.diff_ids):
+                want = config.rootfs.diff_ids[n]
+                if layer.diff_id != want:
+                    problems.append(
+                        f"layer {n + 1} ({_short(d.digest)}): its content hashes to {_short(layer.diff_id)}, "
+                        f"the config's diff_id says {_short(want)}"
+                    )
+    used = {
+        _blob_name(top.digest),
+        _blob_name(manifest.config.digest),
+        *(_blob_name(d.digest) for d in manifest.layers),
+    }
+    for name in sorted(set(blobs) - used - {"index.json", "manifest.json", "oci-layout"}):
+        problems.append(f"{name}: a blob no manifest names")
+    return done(digest=top.digest, manifest=manifest, config=config, ref=ref, layers=tuple(layers))
+
+
+def iter_files(contents: ImageContents) -> Iterator[tuple[int, LayerEntry]]:
+    """Every plain file of every layer, with its layer's index."""
+    for n, layer in enumerate(contents.layers):
+        for e in layer.entries:
+            if not e.is_dir:
+                yield n, e
+
+
+def check_layout(
+    contents: ImageContents, *, mtime: int, owners: Mapping[str, tuple[int, int]] = {}
+) -> list[str]:
+    """What about a readable image is not what :func:`write_image` writes: sorted members,
+    one mtime, owner 0:0 (or ``owners[path]``), gzip layers."""
+    problems: list[str] = []
+    if list(contents.outer_names) != sorted(contents.outer_names):
+        problems.append("the image file's entries are not in sorted order")
+    if contents.outer_mtimes - {mtime}:
+        problems.append(f"the image file's entries have other mtimes than {mtime}")
+    for n, layer in enumerate(contents.layers):
+        what = f"layer {n + 1} ({_short(layer.descriptor.digest)})"
+        paths = [e.path for e in layer.entries]
+        if paths != sorted(paths):
+            problems.append(f"{what}: members are not in sorted order")
+        odd_time = [e.path for e in layer.entries if e.mtime != mtime]
+        if odd_time:
+            problems.append(f"{what}: {odd_time[0]}: mtime is not {mtime}")
+        for e in layer.entries:
+            if (e.uid, e.gid) != owners.get(e.path, (0, 0)):
+                problems.append(f"{what}: {e.path}: owner {e.uid}:{e.gid}, not what a release image states")
+                break
+    return problems

@@ -1,0 +1,390 @@
+"""Release images (release.oci, release.image): reproducible bytes, the layout podman and
+docker read, and image files that lie, each one line, nothing unpacked or half written."""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import io
+import json
+import os
+import tarfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from patchkit.core.errors import ReleaseError
+from patchkit.release import oci
+from patchkit.release.archive import Limits, Member
+from patchkit.release.image import (
+    PREFIX,
+    REPOSITORY,
+    check_release_image,
+    image_name,
+    make_release_image,
+    stage_archive,
+    system_files,
+    write_release_image,
+)
+from patchkit.spec.manifest import ReleaseManifest, load_manifest
+from tests.fixtures.elf import make_elf
+from tests.fixtures.hostile_tar import header_bomb_tar_gz
+from tests.fixtures.release import do_release, make_build
+
+MTIME = 1786106096
+
+
+def _spec(*files: tuple[str, bytes], ref: str = "patchkit/llama:t1") -> oci.ImageSpec:
+    members = tuple(Member(name=n, mode=0o755, data=d) for n, d in files)
+    return oci.ImageSpec(
+        layers=(
+            oci.LayerSpec(
+                name="one", files=members[:1], dirs=(oci.Dir(path="tmp", mode=0o1777),), mtime=MTIME
+            ),
+            oci.LayerSpec(name="two", files=members[1:], mtime=MTIME),
+        ),
+        config=oci.ContainerConfig(user="10001:10001", entrypoint=("/opt/x",)),
+        annotations={"org.opencontainers.image.revision": "abc"},
+        ref=ref,
+        created=MTIME,
+    )
+
+
+def _write(tmp_path: Path, name: str = "a.oci.tar") -> oci.WrittenImage:
+    stage = tmp_path / f"stage-{name}"
+    stage.mkdir()
+    spec = _spec(("lib/libc.so.6", b"libc" * 100), ("opt/llama/bin/x", b"x" * 5000), ("opt/llama/y", b"y"))
+    return oci.write_image(tmp_path / name, spec, stage=stage)
+
+
+def test_same_spec_same_bytes_and_digest(tmp_path: Path) -> None:
+    a, b = _write(tmp_path, "a.oci.tar"), _write(tmp_path, "b.oci.tar")
+    assert a.path.read_bytes() == b.path.read_bytes()
+    assert a.digest == b.digest and a.sha256 == b.sha256
+    assert a.digest == "sha256:" + hashlib.sha256(_blob(a.path, a.digest)).hexdigest()
+
+
+def _members(path: Path) -> dict[str, bytes]:
+    with tarfile.open(path) as tf:
+        return {m.name: tf.extractfile(m).read() for m in tf.getmembers() if m.isfile()}  # type: ignore[union-attr]
+
+
+def _blob(path: Path, digest: str) -> bytes:
+    return _members(path)["blobs/sha256/" + digest.removeprefix("sha256:")]
+
+
+def test_layout_docker_and_oci_both_name_the_same_blobs(tmp_path: Path) -> None:
+    w = _write(tmp_path)
+    files = _members(w.path)
+    assert json.loads(files["oci-layout"]) == {"imageLayoutVersion": "1.0.0"}
+    index = json.loads(files["index.json"])
+    (entry,) = index["manifests"]
+    assert entry["digest"] == w.digest
+    assert entry["annotations"]["org.opencontainers.image.ref.name"] == "t1"
+    manifest = json.loads(_blob(w.path, w.digest))
+    (docker,) = json.loads(files["manifest.json"])
+    assert docker["Config"] == "blobs/sha256/" + manifest["config"]["digest"][7:]
+    assert docker["Layers"] == ["blobs/sha256/" + d["digest"][7:] for d in manifest["layers"]]
+    assert docker["RepoTags"] == ["patchkit/llama:t1"]
+    with tarfile.open(w.path) as tf:
+        members = tf.getmembers()
+    assert [m.name for m in members] == sorted(m.name for m in members)
+    assert {(m.uid, m.gid, m.uname, m.gname, m.mtime) for m in members} == {(0, 0, "", "", MTIME)}
+    # each layer: gzip without name or time, members sorted, owner 0, folders implied
+    layer = _blob(w.path, manifest["layers"][1]["digest"])
+    assert layer[:2] == b"\x1f\x8b" and layer[4:8] == b"\0\0\0\0" and not layer[3] & 0x08
+    with tarfile.open(fileobj=io.BytesIO(gzip.decompress(layer))) as tf:
+        names = tf.getnames()
+    assert names == ["opt", "opt/llama", "opt/llama/bin", "opt/llama/bin/x", "opt/llama/y"]
+
+
+def test_read_back_clean(tmp_path: Path) -> None:
+    w = _write(tmp_path)
+    got = oci.read_image(w.path)
+    assert got.problems == ()
+    assert got.digest == w.digest and got.ref == "patchkit/llama:t1"
+    assert [layer.diff_id for layer in got.layers] == list(w.diff_ids)
+    files = {e.path: e for _, e in oci.iter_files(got)}
+    assert files["opt/llama/bin/x"].sha256 == hashlib.sha256(b"x" * 5000).hexdigest()
+    tmp = next(e for e in got.layers[0].entries if e.path == "tmp")
+    assert tmp.is_dir and tmp.mode == 0o1777
+    assert oci.check_layout(got, mtime=MTIME) == []
+    assert oci.check_layout(got, mtime=MTIME + 1) != []
+
+
+# -- hostile image files -------------------------------------------------------------------------
+
+
+def _tar_bytes(entries: list[tuple[tarfile.TarInfo, bytes | None]], *, gz: bool = True) -> bytes:
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as tf:
+        for info, data in entries:
+            tf.addfile(info, io.BytesIO(data) if data is not None else None)
+    raw = buf.getvalue()
+    return gzip.compress(raw, mtime=0) if gz else raw
+
+
+def _info(name: str, kind: bytes = tarfile.REGTYPE, size: int = 0, link: str = "") -> tarfile.TarInfo:
+    i = tarfile.TarInfo(name)
+    i.type, i.size, i.linkname, i.mode = kind, size, link, 0o755
+    return i
+
+
+def _raw_image(
+    path: Path,
+    layers: list[bytes],
+    *,
+    diff_ids: list[str] | None = None,
+    config_extra: dict[str, Any] | None = None,
+    lie: dict[str, bytes] | None = None,
+    extra: list[tuple[tarfile.TarInfo, bytes | None]] = (),  # type: ignore[assignment]
+) -> Path:
+    """An image file with these layer blobs (digests true unless ``lie`` swaps a blob's bytes)."""
+
+    def dg(b: bytes) -> str:
+        return "sha256:" + hashlib.sha256(b).hexdigest()
+
+    diffs = diff_ids or [dg(gzip.decompress(layer)) for layer in layers]
+    config = {"architecture": "amd64", "os": "linux", "rootfs": {"type": "layers", "diff_ids": diffs}}
+    config |= config_extra or {}
+    cdata = json.dumps(config).encode()
+    descs = [{"mediaType": oci.MEDIA_LAYER, "digest": dg(b), "size": len(b)} for b in layers]
+    manifest = {
+        "schemaVersion": 2,
+        "mediaType": oci.MEDIA_MANIFEST,
+        "config": {"mediaType": oci.MEDIA_CONFIG, "digest": dg(cdata), "size": len(cdata)},
+        "layers": descs,
+    }
+    mdata = json.dumps(manifest).encode()
+    index = {
+        "schemaVersion": 2,
+        "manifests": [{"mediaType": oci.MEDIA_MANIFEST, "digest": dg(mdata), "size": len(mdata)}],
+    }
+    blobs = {dg(b): b for b in [*layers, cdata, mdata]}
+    for digest, data in (lie or {}).items():
+        blobs[digest] = data
+    docker = [
+        {
+            "Config": "blobs/sha256/" + dg(cdata)[7:],
+            "RepoTags": ["x:y"],
+            "Layers": ["blobs/sha256/" + d["digest"][7:] for d in descs],
+        }
+    ]
+    entries = [(_info("blobs/sha256/" + k[7:], size=len(v)), v) for k, v in blobs.items()]
+    for name, data in (
+        ("index.json", json.dumps(index).encode()),
+        ("manifest.json", json.dumps(docker).encode()),
+        ("oci-layout", b"{}"),
+    ):
+        entries.append((_info(name, size=len(data)), data))
+    path.write_bytes(_tar_bytes([*entries, *extra], gz=False))
+    return path
+
+
+def _layer(*entries: tuple[tarfile.TarInfo, bytes | None]) -> bytes:
+    return _tar_bytes(list(entries))
+
+
+def _problems(path: Path) -> tuple[str, ...]:
+    return oci.read_image(path).problems
+
+
+def test_a_clean_raw_image_has_no_problems(tmp_path: Path) -> None:
+    ok = _layer((_info("opt/x", size=3), b"abc"))
+    assert _problems(_raw_image(tmp_path / "i.tar", [ok])) == ()
+
+
+def test_layer_digest_that_lies(tmp_path: Path) -> None:
+    good = _layer((_info("opt/x", size=3), b"abc"))
+    evil = _layer((_info("opt/x", size=3), b"EVL"))
+    digest = "sha256:" + hashlib.sha256(good).hexdigest()
+    path = _raw_image(tmp_path / "i.tar", [good], lie={digest: evil + b"\0" * (len(good) - len(evil))})
+    problems = _problems(path)
+    assert len([p for p in problems if "not the digest it is named after" in p]) == 1, problems
+
+
+def test_diff_id_that_lies(tmp_path: Path) -> None:
+    layer = _layer((_info("opt/x", size=3), b"abc"))
+    problems = _problems(_raw_image(tmp_path / "i.tar", [layer], diff_ids=["sha256:" + "0" * 64]))
+    assert problems == (
+        f"layer 1 ({hashlib.sha256(layer).hexdigest()[:12]}…): its content hashes to "
+        f"{hashlib.sha256(gzip.decompress(layer)).hexdigest()[:12]}…, the config's diff_id says 000000000000…",
+    )
+
+
+@pytest.mark.parametrize(
+    ("member", "says"),
+    [
+        ((_info("opt/../../etc/shadow", size=1), b"x"), "'..' component"),
+        ((_info("/etc/shadow", size=1), b"x"), "an absolute name"),
+        ((_info("dev/sda", kind=tarfile.BLKTYPE), None), "a device node"),
+        ((_info("dev/tty", kind=tarfile.CHRTYPE), None), "a device node"),
+        ((_info("opt/fifo", kind=tarfile.FIFOTYPE), None), "a FIFO"),
+        ((_info("opt/h", kind=tarfile.LNKTYPE, link="../../etc/shadow"), None), "a hard link"),
+        ((_info("opt/s", kind=tarfile.SYMTYPE, link="/etc/shadow"), None), "a symbolic link"),
+        ((_info("opt/.wh.x", size=0), b""), "a whiteout"),
+    ],
+)
+def test_hostile_layer_member_one_line(
+    tmp_path: Path, member: tuple[tarfile.TarInfo, bytes | None], says: str
+) -> None:
+    layer = _layer((_info("opt/ok", size=2), b"ok"), member)
+    problems = _problems(_raw_image(tmp_path / "i.tar", [layer]))
+    assert len(problems) == 1 and says in problems[0], problems
+    assert "\n" not in problems[0]
+    assert not (tmp_path / "etc").exists() and not (tmp_path / "opt").exists()  # nothing unpacked
+
+
+def test_config_claiming_a_huge_history(tmp_path: Path) -> None:
+    layer = _layer((_info("opt/x", size=1), b"x"))
+    many = {"history": [{"created_by": "x"}] * 5000}
+    problems = _problems(_raw_image(tmp_path / "i.tar", [layer], config_extra=many))
+    assert problems == ("config: claims a history of 5000 entries, more than 64",)
+    huge = {"history": [{"created_by": "x" * 1000}] * 2000}  # 2 MB of JSON: never parsed
+    problems = _problems(_raw_image(tmp_path / "j.tar", [layer], config_extra=huge))
+    assert len(problems) == 1 and "more than 1 MiB of JSON" in problems[0], problems
+
+
+def test_foreign_outer_members(tmp_path: Path) -> None:
+    layer = _layer((_info("opt/x", size=1), b"x"))
+    extra = [
+        (_info("../evil", size=1), b"x"),
+        (_info("blobs/sha256/link", kind=tarfile.SYMTYPE, link="/etc"), None),
+    ]
+    problems = _problems(_raw_image(tmp_path / "i.tar", [layer], extra=extra))
+    assert len(problems) == 2 and "not a file of an OCI image layout" in problems[0], problems
+    assert "not a regular file" in problems[1]
+
+
+def test_outer_header_bomb_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "bomb.tar.gz"
+    header_bomb_tar_gz(path, 8 << 20)
+    raw = tmp_path / "bomb.oci.tar"
+    raw.write_bytes(gzip.decompress(path.read_bytes()))
+    with pytest.raises(oci.ArchiveRefused, match="a bomb"):
+        oci.read_image(raw, limits=Limits(header=1 << 16))
+
+
+def test_not_a_tar(tmp_path: Path) -> None:
+    p = tmp_path / "x.oci.tar"
+    p.write_bytes(b"hello" * 1000)
+    with pytest.raises(ValueError, match="not a readable image file"):
+        oci.read_image(p)
+
+
+def test_too_many_members_refused(tmp_path: Path) -> None:
+    layer = _layer(*((_info(f"opt/f{i}", size=0), b"") for i in range(50)))
+    with pytest.raises(oci.ArchiveRefused, match="more than 20 tar members"):
+        oci.read_image(_raw_image(tmp_path / "i.tar", [layer]), limits=Limits(members=20))
+
+
+# -- the release image ---------------------------------------------------------------------------
+
+
+def _sysroot(tmp_path: Path) -> Path:
+    root = tmp_path / "sysroot"
+    lib = root / "lib" / "x86_64-linux-gnu"
+    lib.mkdir(parents=True)
+    (lib / "libc.so.6").write_bytes(make_elf(needed=("ld-linux-x86-64.so.2",), soname="libc.so.6"))
+    (lib / "ld-linux-x86-64.so.2").write_bytes(make_elf(needed=(), soname="ld-linux-x86-64.so.2"))
+    (root / "lib64").mkdir()
+    os.symlink("../lib/x86_64-linux-gnu/ld-linux-x86-64.so.2", root / "lib64" / "ld-linux-x86-64.so.2")
+    return root
+
+
+def test_system_files_follow_imports_within_the_root(tmp_path: Path) -> None:
+    root = _sysroot(tmp_path)
+    got = system_files(["libc.so.6"], root=root, arch="x86_64")
+    assert [rel for rel, _ in got] == ["lib/x86_64-linux-gnu/libc.so.6", "lib64/ld-linux-x86-64.so.2"]
+    os.symlink("/etc/hostname", root / "lib" / "x86_64-linux-gnu" / "libm.so.6")  # leaves the root
+    with pytest.raises(ReleaseError, match="libm.so.6: not found"):
+        system_files(["libm.so.6"], root=root, arch="x86_64")
+    with pytest.raises(ReleaseError, match="not a library name"):
+        system_files(["../../etc/shadow"], root=root, arch="x86_64")
+
+
+def _released(tmp_path: Path) -> tuple[Path, str]:
+    build = make_build(tmp_path)
+    res = do_release(build, tmp_path / "dist")
+    return tmp_path / "dist", res.archive.name
+
+
+def _image(tmp_path: Path, dist: Path, archive: str, n: int = 0) -> Any:
+    stage = tmp_path / f"stage{n}"
+    stage.mkdir()
+    return make_release_image(
+        dist, archive, system_root=_sysroot(tmp_path / f"r{n}"), system_label="/", stage=stage
+    )
+
+
+def test_release_image_holds_the_archive_bytes(tmp_path: Path) -> None:
+    dist, archive = _released(tmp_path)
+    rec = _image(tmp_path, dist, archive)
+    stem = archive.removesuffix(".tar.gz")
+    assert rec.file == image_name(stem) and rec.ref == f"{REPOSITORY}:{stem}"
+    contents = oci.read_image(dist / rec.file)
+    assert contents.problems == () and contents.digest == rec.digest
+    _, manifest_data = stage_archive(dist / archive, stem, tmp_path / "s")
+    manifest = load_manifest(manifest_data)
+    assert isinstance(manifest, ReleaseManifest)
+    assert check_release_image(rec.file, contents, manifest, manifest_data) == []
+    notes = contents.manifest.annotations  # type: ignore[union-attr]
+    assert notes["org.opencontainers.image.revision"] == manifest.upstream.commit
+    assert notes["io.patchkit.series"] == manifest.series_hash
+    cfg = contents.config.config  # type: ignore[union-attr]
+    assert cfg.user == "10001:10001" and cfg.entrypoint == (f"/{PREFIX}/bin/ggml-rpc-server",)
+    assert "50052/tcp" in cfg.exposed_ports
+    assert not any("NVIDIA" in e for e in cfg.env)
+    again = _image(tmp_path, dist, archive, 1)
+    assert again.digest == rec.digest and again.sha256 == rec.sha256
+
+
+def test_release_image_tampered_file_one_line(tmp_path: Path) -> None:
+    dist, archive = _released(tmp_path)
+    rec = _image(tmp_path, dist, archive)
+    stem = archive.removesuffix(".tar.gz")
+    _, manifest_data = stage_archive(dist / archive, stem, tmp_path / "s")
+    manifest = load_manifest(manifest_data)
+    assert isinstance(manifest, ReleaseManifest)
+    other = json.loads(manifest_data)
+    other["files"][0]["sha256"] = "0" * 64
+    forged = load_manifest(json.dumps(other).encode())
+    contents = oci.read_image(dist / rec.file)
+    diffs = check_release_image(rec.file, contents, forged, manifest_data)  # type: ignore[arg-type]
+    assert len(diffs) == 1 and f"/{PREFIX}/{other['files'][0]['path']}: sha256 is" in diffs[0], diffs
+
+
+def test_symlink_as_output_is_refused(tmp_path: Path) -> None:
+    target = tmp_path / "precious"
+    target.write_text("keep")
+    out = tmp_path / "x.oci.tar"
+    os.symlink(target, out)
+    stage = tmp_path / "stage"
+    stage.mkdir()
+    with pytest.raises(ReleaseError, match="is a symlink"):
+        write_release_image(out, _spec(("a", b"a"), ("b", b"b")), stage=stage)
+    assert target.read_text() == "keep" and out.is_symlink()
+    assert list(tmp_path.glob(".*")) == []  # nothing half written beside it
+
+
+def test_a_failed_write_leaves_nothing(tmp_path: Path) -> None:
+    stage = tmp_path / "stage"
+    stage.mkdir()
+    spec = _spec(("a", b"a"), ("b", b"b"))
+    bad = oci.ImageSpec(
+        layers=(
+            *spec.layers,
+            oci.LayerSpec(
+                name="gone", files=(Member(name="c", mode=0o644, source=tmp_path / "nope"),), mtime=MTIME
+            ),
+        ),
+        config=spec.config,
+        annotations={},
+        ref=spec.ref,
+        created=MTIME,
+    )
+    with pytest.raises(OSError):
+        oci.write_image(tmp_path / "y.oci.tar", bad, stage=stage)
+    assert not (tmp_path / "y.oci.tar").exists()
+    assert [p.name for p in tmp_path.iterdir() if p.name != "stage"] == []
