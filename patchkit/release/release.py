@@ -34,32 +34,37 @@ import dataclasses
 import datetime as dt
 import os
 import re
+import shutil
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from patchkit import __version__
-from patchkit.binary.elf import ElfDynamic, ElfFormatError, read_dynamic, rpath_problems
+from patchkit.binary.elf import ElfDynamic
 from patchkit.core.errors import ConfigError, ReleaseError
 from patchkit.core.fs import atomic_write_bytes, contained, sha256_file
-from patchkit.core.paths import cache_dir
-from patchkit.core.record import JsonValue, decode, encode
-from patchkit.release import bundle, floor, provenance, sources
+from patchkit.release import contents, floor, provenance, sources
 from patchkit.release.archive import Member, read_archive, write_archive
-from patchkit.release.names import archive_name, variant_name
-from patchkit.spec.buildinfo import BuildInfo, CMakeRecord, SmokeReport, SmokeStatus, read_build_info
-from patchkit.spec.cuda import NVCC_OBJTEMP_SINCE
+from patchkit.release.bundle import (
+    StagedRuntime,
+    check_runtime,
+    download_wheels,
+    runtime_manifest,
+    runtime_needed,
+    runtime_spec,
+    select_wheels,
+    stage_runtime,
+    write_runtime,
+)
+from patchkit.release.imports import LIBRARY_NAME, Binary, ImportReport, check_imports, read_binary
+from patchkit.release.names import archive_name
+from patchkit.spec.buildinfo import BuildInfo, SmokeStatus, read_build_info
 from patchkit.spec.manifest import (
     MANIFEST_SCHEMA,
-    CheckSummary,
-    CudaSummary,
     FileEntry,
     FloorSummary,
-    ManifestPatch,
-    ManifestUpstream,
+    ImportSummary,
     ReleaseManifest,
-    Reproducibility,
-    SmokeSummary,
+    RuntimeRef,
     dump_manifest,
     load_manifest,
 )
@@ -78,7 +83,6 @@ __all__ = [
 ]
 
 SUMS = "SHA256SUMS"
-_EXEC_TYPES = ("EXECUTABLE", "SHARED_LIBRARY", "MODULE_LIBRARY")
 _SUM_LINE = re.compile(r"^(?P<sha>[0-9a-fA-F]{64}) [ *](?P<name>.+)$")
 
 
@@ -162,118 +166,6 @@ def _stale_reasons(info: BuildInfo, recipe: Recipe) -> list[str]:
     return reasons
 
 
-def _scrub(obj: JsonValue, subs: list[tuple[str, str]]) -> JsonValue:
-    """Every string value of JSON data (not the keys) with host folders replaced."""
-    if isinstance(obj, str):
-        for host, label in subs:
-            obj = obj.replace(host, label)
-        return obj
-    if isinstance(obj, list):
-        return [_scrub(x, subs) for x in obj]
-    if isinstance(obj, dict):
-        return {k: _scrub(v, subs) for k, v in obj.items()}
-    return obj
-
-
-def _host_subs(info: BuildInfo, build_dir: Path, out_dir: Path) -> list[tuple[str, str]]:
-    subs: list[tuple[str, str]] = []
-    for raw, label in (
-        (info.build_dir, "<build>"),
-        (str(build_dir.resolve()), "<out>"),
-        (str(out_dir.resolve()), "<dist>"),
-        (str(cache_dir()), "<cache>"),
-        (str(Path.home()), "~"),
-    ):
-        if len(raw) > 1:
-            subs.append((raw, label))
-    if info.log:
-        subs.append((str(Path(info.log).parent), "<logs>"))
-    # longest first, so /home/u/proj/out wins over /home/u
-    return sorted(subs, key=lambda s: -len(s[0]))
-
-
-def _relative_file(value: str) -> str:
-    if Path(value).is_absolute() or re.match(r"^[A-Za-z]:[\\/]", value):
-        return re.split(r"[\\/]", value)[-1]
-    return value
-
-
-def _artifact_members(
-    info: BuildInfo, build_dir: Path, elves: dict[str, ElfDynamic] | None = None
-) -> list[tuple[Member, FileEntry]]:
-    """The build's files (checked against build-info); each ELF file's dynamic section
-    into ``elves`` by its path in the archive."""
-    out: list[tuple[Member, FileEntry]] = []
-    seen: set[str] = set()
-    for i, art in enumerate(info.artifacts):
-        rel = art.path
-        if not rel.startswith("bin/") or ".." in rel.split("/") or "\\" in rel:
-            raise ReleaseError(f"build-info.json: artifacts[{i}].path {rel!r} is not a file in bin/")
-        if rel in seen:
-            raise ReleaseError(f"build-info.json: {rel} is listed twice in artifacts")
-        seen.add(rel)
-        path = build_dir / rel
-        if not path.is_file():
-            raise ReleaseError(
-                f"{rel} is missing from {build_dir}",
-                hint="the build folder was changed after the build: rebuild",
-            )
-        # packed from the build folder only: a link to a host file is refused, never read
-        path = contained(path, build_dir, error=ReleaseError, what=rel)
-        size, sha = path.stat().st_size, sha256_file(path)
-        if sha != art.sha256 or size != art.size:
-            raise ReleaseError(
-                f"{rel} changed after the build (sha256 {sha[:12]}…, size {size}; "
-                f"build-info.json says {art.sha256[:12]}…, {art.size})",
-                hint="rebuild with `patchkit build <recipe>`",
-            )
-        dyn = _refuse_bad_runpath(path, rel)
-        if dyn is not None and elves is not None:
-            elves[rel] = dyn
-        kind = art.type or "FILE"
-        mode = 0o755 if kind in _EXEC_TYPES else 0o644
-        out.append(
-            (
-                Member(name=rel, mode=mode, source=path),
-                FileEntry(path=rel, sha256=sha, size=size, mode=f"{mode:o}", type=kind),
-            )
-        )
-    if not out:
-        raise ReleaseError("build-info.json lists no artifacts: nothing to release")
-    bin_dir = build_dir / "bin"
-    extra = sorted(
-        p.relative_to(build_dir).as_posix()
-        for p in bin_dir.rglob("*")
-        if not p.is_dir() and p.relative_to(build_dir).as_posix() not in seen
-    )
-    if extra:
-        raise ReleaseError(
-            f"{extra[0]} is in {bin_dir} but not in build-info.json's artifacts"
-            + (f" (and {len(extra) - 1} more)" if len(extra) > 1 else ""),
-            hint="the build folder was changed after the build: rebuild",
-        )
-    return out
-
-
-def _refuse_bad_runpath(path: Path, rel: str) -> ElfDynamic | None:
-    """ReleaseError unless an ELF file searches only `$ORIGIN`-based folders (an empty
-    entry is the current directory: a library planted there would run); its dynamic
-    section (None: not ELF)."""
-    try:
-        dyn = read_dynamic(path)
-    except (ElfFormatError, OSError) as e:
-        raise ReleaseError(
-            f"{rel}: cannot read its ELF dynamic section ({e})", hint="rebuild with `patchkit build <recipe>`"
-        ) from None
-    problems = rpath_problems(dyn) if dyn is not None else ()
-    if problems:
-        raise ReleaseError(
-            f"{rel}: {problems[0].describe()}; refusing to ship a binary that searches outside $ORIGIN",
-            hint="rebuild with this patchkit (it links with RUNPATH $ORIGIN)",
-        )
-    return dyn
-
-
 _NOT_PASSED = {
     None: "was not run",
     SmokeStatus.FAILED: "failed",
@@ -293,118 +185,6 @@ def _smoke_waiver(info: BuildInfo, allow: bool) -> list[str]:
             hint="fix the build and rebuild, or pass --allow-unsmoked (recorded in the manifest)",
         )
     return ["unsmoked"]
-
-
-def _manifest(
-    info: BuildInfo,
-    *,
-    stem: str,
-    suffix: str,
-    mtime: int,
-    sde: bool,
-    waivers: list[str],
-    files: list[FileEntry],
-    src: sources.Sources,
-    checked: bundle.ReleaseCheck,
-    floor_summary: FloorSummary | None = None,
-) -> ReleaseManifest:
-    """The manifest of ``info``'s release (host paths not yet scrubbed)."""
-    cmake, cuda, up = info.cmake, info.cuda, info.upstream
-    return ReleaseManifest(
-        schema=MANIFEST_SCHEMA,
-        name=stem,
-        archive=stem + suffix,
-        variant=variant_name(info),
-        released_by=f"patchkit {__version__}",
-        patchkit_version=info.patchkit_version,
-        recipe=dataclasses.replace(info.recipe, file=_relative_file(info.recipe.file)),
-        identity=info.identity,
-        upstream=ManifestUpstream(
-            url=up.url, commit=up.commit, commit_date=up.commit_date, ref=up.ref, build_number=up.build_number
-        ),
-        rpc_protocol=info.rpc_protocol,
-        patches=tuple(
-            ManifestPatch(
-                name=p.name,
-                file=p.file,
-                sha256=p.sha256,
-                status=p.upstream_status,
-                when=p.when,
-                experimental=p.experimental,
-                result=p.result,
-            )
-            for p in info.patches
-        ),
-        series_hash=info.series_hash,
-        experimental=info.experimental,
-        platform=info.platform,
-        cmake=CMakeRecord(
-            generator=cmake.generator,
-            build_type=cmake.build_type,
-            defines=cmake.defines,
-            toolchain=_relative_file(cmake.toolchain) if cmake.toolchain is not None else None,
-        ),
-        targets=info.targets,
-        tools=info.tools,
-        cuda=None
-        if cuda is None
-        else CudaSummary(
-            archs=cuda.archs, cmake_architectures=cuda.cmake_architectures, nvcc=cuda.nvcc, proven=cuda.proven
-        ),
-        pe_edits=info.pe_edits,
-        smoke=_smoke_summary(info.smoke),
-        waivers=tuple(sorted(waivers)),
-        source_date_epoch=mtime,
-        mtime_from="SOURCE_DATE_EPOCH" if sde else "upstream.commit_date",
-        reproducible=reproducibility(info),
-        files=tuple(sorted(files, key=lambda f: f.path)),
-        source=src.record,
-        imports=checked.imports,
-        runtime=checked.runtime_ref,
-        floor=floor_summary,
-        cpu_variants=info.cpu_variants,
-    )
-
-
-SCCACHE_PATHS = (
-    "compiled through sccache, which keeps each object's absolute source paths "
-    "(__FILE__ in ggml's assert messages): a build in another folder gives other "
-    "bytes; build with --launcher ccache or none for a release any folder rebuilds"
-)
-
-
-def reproducibility(info: BuildInfo) -> Reproducibility:
-    """Whether a rebuild in another folder gives these bytes, and if not, why: what a user
-    running ``patchkit rebuild`` on the archive should expect."""
-    launcher = (info.compile_cache.launcher if info.compile_cache is not None else "") or "none"
-    if launcher == "sccache":
-        return Reproducibility(launcher=launcher, any_folder=False, why=SCCACHE_PATHS)
-    nvcc = info.cuda.nvcc if info.cuda is not None else ""
-    if nvcc and bundle.version_key(nvcc) < NVCC_OBJTEMP_SINCE:
-        return Reproducibility(
-            launcher=launcher,
-            any_folder=False,
-            why=f"nvcc {nvcc} names its temporary host files after its process id, and "
-            "each CUDA object keeps that name (nvcc 12.0 and newer do not: "
-            "--objdir-as-tempdir): a rebuild gives other bytes in libggml-cuda",
-        )
-    return Reproducibility(
-        launcher=launcher,
-        any_folder=True,
-        why="source paths relative to the build folder (ccache's base dir, or "
-        "-ffile-prefix-map without a launcher), SOURCE_DATE_EPOCH = the upstream "
-        "commit time, nvcc's temporary files named after the object",
-    )
-
-
-def _smoke_summary(smoke: SmokeReport | None) -> SmokeSummary | None:
-    """Smoke results without their timings, so equal builds give equal manifests."""
-    if smoke is None:
-        return None
-    return SmokeSummary(
-        status=smoke.status,
-        checks=tuple(CheckSummary(name=c.name, status=c.status, why=c.why) for c in smoke.checks),
-    )
 
 
 def read_sums(path: Path) -> tuple[dict[str, str], list[str]]:
@@ -460,6 +240,142 @@ def _check_collision(out_dir: Path, stem: str, suffix: str, recipe_name: str) ->
         )
 
 
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class ReleaseCheck:
+    """What `release` learnt about a build's imports, and the runtime archive it packed
+    (in the staging folder, not yet in the out folder)."""
+
+    report: ImportReport
+    runtime: StagedRuntime | None
+    runtime_archive: Path | None = None
+    runtime_sha256: str = ""
+    runtime_manifest: bytes = b""
+    note: str = ""
+    artifacts: tuple[str, ...] = ()  # the build's own files (the manifest's imports are theirs)
+
+    @property
+    def imports(self) -> ImportSummary:
+        """The manifest's ``imports``: what the build's own files need."""
+        return self.report.summary(of=self.artifacts)
+
+    @property
+    def runtime_ref(self) -> RuntimeRef | None:
+        """The manifest's ``runtime``: the runtime archive it needs beside it."""
+        rt = self.runtime
+        if rt is None:
+            return None
+        return RuntimeRef(
+            archive=rt.archive, sha256=self.runtime_sha256, cuda=rt.spec.version, files=tuple(rt.paths)
+        )
+
+
+def _problems_error(what: str, problems: Sequence[str]) -> ReleaseError:
+    shown = "; ".join(problems[:3]) + (f" (and {len(problems) - 3} more)" if len(problems) > 3 else "")
+    return ReleaseError(
+        f"{what}: {shown}",
+        hint="every library a binary loads must be in bin/, in the CUDA runtime "
+        "bundle, or an allowed system library (docs/release.md)",
+    )
+
+
+def check_release(
+    info: BuildInfo,
+    build_dir: Path,
+    artifacts: Sequence[str],
+    *,
+    bundle: bool,
+    wheels: Path | None,
+    stage: Path,
+    sde: int | None,
+    allow: Sequence[str] = (),
+) -> ReleaseCheck:
+    """Read every artifact's imports; for a CUDA build (unless ``bundle`` is off) take the
+    runtime it imports from the wheels and pack the runtime archive into ``stage``; then
+    prove every import resolves. ReleaseError (exit 12) naming file and library if not."""
+    bad = [a for a in allow if not LIBRARY_NAME.match(a)]
+    if bad:
+        raise ReleaseError(f"--allow-system {bad[0]!r} is not a library file name (libssl.so.3)")
+    binaries: list[Binary] = []
+    unreadable: list[str] = []
+    for rel in artifacts:
+        try:
+            b = read_binary(build_dir / rel, rel)
+        except ValueError as e:
+            unreadable.append(str(e))
+            continue
+        if b is not None:
+            binaries.append(b)
+    if unreadable:
+        raise _problems_error("the import check cannot read the artifacts", unreadable)
+    runtime = None
+    note = ""
+    if info.cuda is not None and not bundle:
+        note = "no CUDA runtime bundle (--no-bundle-runtime): the target needs the toolkit's"
+    elif info.cuda is not None:
+        spec = runtime_spec(info)
+        needed = runtime_needed(binaries)
+        if not needed:
+            note = "the binaries link no NVIDIA runtime library: no runtime bundle"
+        else:
+            chosen = select_wheels(wheels, spec) if wheels is not None else download_wheels(spec)
+            runtime = stage_runtime(spec, chosen, needed, stage / "runtime")
+            own = check_runtime(runtime)
+            if own:
+                raise _problems_error("the CUDA runtime bundle's own imports do not resolve", own)
+    files = [*artifacts, *(runtime.paths if runtime else [])]
+    report = check_imports(
+        [*binaries, *(runtime.binaries if runtime else ())],
+        os_name=info.platform.os,
+        files=files,
+        allow=allow,
+    )
+    if report.problems:
+        raise _problems_error("the import check failed", report.problems)
+    if runtime is None:
+        return ReleaseCheck(report=report, runtime=None, note=note, artifacts=tuple(artifacts))
+    rt_report = check_imports(runtime.binaries, os_name=runtime.spec.os, files=runtime.paths)
+    data = dump_manifest(runtime_manifest(runtime, sde=sde, imports=rt_report.summary()))
+    mtime = sde if sde is not None else runtime.mtime
+    packed = stage / "packed"
+    digest, _ = write_runtime(runtime, packed, data, mtime)
+    return ReleaseCheck(
+        report=report,
+        runtime=runtime,
+        runtime_archive=packed / runtime.archive,
+        runtime_sha256=digest,
+        runtime_manifest=data,
+        note=note,
+        artifacts=tuple(artifacts),
+    )
+
+
+def publish(check: ReleaseCheck, out: Path) -> dict[str, str]:
+    """Put the staged runtime archive and its manifest copy into ``out``: {name: sha256}
+    for SHA256SUMS. The same archive already there is kept; another one is refused (the
+    releases already in ``out`` name its sha256)."""
+    rt = check.runtime
+    if rt is None or check.runtime_archive is None:
+        return {}
+    dest = out / rt.archive
+    side = out / f"{rt.name}.manifest.json"
+    if os.path.lexists(dest):
+        if os.path.islink(dest) or not dest.is_file() or sha256_file(dest) != check.runtime_sha256:
+            raise ReleaseError(
+                f"{dest} already holds another CUDA {rt.spec.version} runtime "
+                "bundle (other wheels?), which releases in that folder name",
+                hint="release into a fresh --out folder, or pass --runtime-wheels "
+                "with the wheels used before",
+            )
+    else:
+        out.mkdir(parents=True, exist_ok=True)
+        tmp = out / f".{rt.archive}.tmp"
+        shutil.copyfile(check.runtime_archive, tmp)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, dest)
+    atomic_write_bytes(side, check.runtime_manifest, mode=0o644)
+    return {dest.name: check.runtime_sha256, side.name: sha256_file(side)}
+
+
 def release(opts: ReleaseOptions) -> ReleaseResult:
     """Check the build, pack it, write manifest copy, then SHA256SUMS (last)."""
     with contextlib.ExitStack() as stack:
@@ -483,7 +399,7 @@ def _release(opts: ReleaseOptions, stack: contextlib.ExitStack[bool | None]) -> 
             waivers.append("stale")
     waivers += _smoke_waiver(info, opts.allow_unsmoked)
     elves: dict[str, ElfDynamic] = {}
-    arts = _artifact_members(info, build_dir, elves)
+    arts = contents.artifact_members(info, build_dir, elves)
     stated = dict(opts.recipe.release_floor) if opts.recipe is not None else {}
     floor_summary = floor.compute_floor(elves, stated)
     floor.refuse_above(floor_summary, info.recipe.name)
@@ -498,7 +414,7 @@ def _release(opts: ReleaseOptions, stack: contextlib.ExitStack[bool | None]) -> 
     stem, suffix = archive_name(info)
     mtime = _mtime(info, opts.source_date_epoch)
     stage = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="patchkit-release-")))
-    checked = bundle.check_release(
+    checked = check_release(
         info,
         build_dir,
         [m.name for m, _ in arts],
@@ -521,7 +437,7 @@ def _release(opts: ReleaseOptions, stack: contextlib.ExitStack[bool | None]) -> 
     src = sources.collect(info, opts.recipe, opts.project)
     members += src.members
     files += src.files
-    raw = _manifest(
+    raw = contents.release_manifest(
         info,
         stem=stem,
         suffix=suffix,
@@ -530,12 +446,11 @@ def _release(opts: ReleaseOptions, stack: contextlib.ExitStack[bool | None]) -> 
         waivers=waivers,
         files=files,
         src=src,
-        checked=checked,
+        imports=checked.imports,
+        runtime=checked.runtime_ref,
         floor_summary=floor_summary,
     )
-    # host folders out of every string (a smoke check's command line, a define), then read
-    # back through the manifest's record: what is written is what verify will read
-    manifest = decode(ReleaseManifest, _scrub(encode(raw), _host_subs(info, build_dir, opts.out_dir)))
+    manifest = contents.scrubbed(raw, info, build_dir, opts.out_dir)
     data = dump_manifest(manifest)
     members.append(Member(name="manifest.json", mode=0o644, data=data))
 
@@ -553,7 +468,7 @@ def _release(opts: ReleaseOptions, stack: contextlib.ExitStack[bool | None]) -> 
         from patchkit.release.signing import sign
 
         sign(b"patchkit key check", opts.sign_key)
-    sums.update(bundle.publish(checked, out))
+    sums.update(publish(checked, out))
     archive = out / (stem + suffix)
     digest = write_archive(archive, stem, members, mtime=mtime)
     side = out / f"{stem}.manifest.json"

@@ -38,7 +38,7 @@ from patchkit.core.errors import ReleaseError
 from patchkit.core.fs import sha256_file
 from patchkit.core.record import JsonValue, RecordError
 from patchkit.core.text import diff_keys, printable
-from patchkit.release import bundle, floor, provenance
+from patchkit.release import floor, provenance
 from patchkit.release.archive import (
     ARCHIVE_SUFFIXES,
     DEFAULT_LIMITS,
@@ -48,6 +48,7 @@ from patchkit.release.archive import (
     check_archive,
     read_archive,
 )
+from patchkit.release.imports import LIBRARY_NAME, archive_binaries, check_imports
 from patchkit.release.names import archive_name, runtime_name, variant_name
 from patchkit.release.release import SUMS, read_sums
 from patchkit.spec import cpuvariants
@@ -57,6 +58,7 @@ from patchkit.spec.manifest import (
     ReleaseManifest,
     RuntimeFile,
     RuntimeManifest,
+    RuntimeRef,
     dump_manifest,
     parse_manifest,
 )
@@ -263,7 +265,7 @@ def _check_manifest(
         diffs.append(f"{name}: cannot recompute the archive name from the manifest ({str(e)[:200]})")
     diffs += check_members(name, root, entries, manifest.files)
     diffs += _check_runpaths(name, root, entries)
-    diffs += bundle.verify_imports(dist, name, root, manifest)
+    diffs += _verify_imports(dist, name, root, manifest)
     mtime = manifest.source_date_epoch
     if 0 <= mtime < 1 << 40:
         diffs += [f"{name}: {p}" for p in check_archive(path, entries, root=root, mtime=mtime)]
@@ -396,3 +398,57 @@ def verify_dir(dist: Path, *, allowed_signers: Path | None = None) -> VerifyRepo
         differences=tuple(printable(d) for d in diffs),
         manifests=tuple(sorted(manifests.items())),
     )
+
+
+def _verify_imports(dist: Path, name: str, root: str, manifest: Manifest) -> list[str]:
+    """verify: the import check on an archive's own bin/ (plus, for a build, the files of
+    the CUDA runtime archive its manifest names, which must be in ``dist`` with that
+    sha256); the manifest's recorded ``imports`` must be what the archive gives."""
+    os_name = manifest.platform.os
+    if os_name not in ("linux", "windows"):
+        return []
+    diffs: list[str] = []
+    try:
+        binaries, unreadable, files = archive_binaries(dist / name, root)
+    except ValueError as e:
+        return [f"{name}: import check: {e}"]
+    extra: list[str] = []
+    if isinstance(manifest, ReleaseManifest) and manifest.runtime is not None:
+        extra, why = _runtime_files(dist, manifest.runtime)
+        diffs += [f"{name}: {w}" for w in why]
+    recorded = manifest.imports
+    allow = [a for a in recorded.allowed_extra if LIBRARY_NAME.match(a)] if recorded is not None else []
+    report = check_imports(
+        binaries, os_name=os_name, files=[*files, *extra], unreadable=unreadable, allow=allow
+    )
+    diffs += [f"{name}: import check: {p}" for p in report.problems]
+    if isinstance(manifest, RuntimeManifest):  # NVIDIA's files: each library must be one
+        fmt = "pe" if os_name == "windows" else "elf"
+        found = {b.path: b.format for b in binaries}
+        for f in manifest.files:
+            if f.type == "SHARED_LIBRARY" and found.get(f.path) != fmt:
+                diffs.append(
+                    f"{name}: {printable(f.path[:200])}: not an {fmt.upper()} shared library "
+                    "(a runtime archive ships only NVIDIA's libraries)"
+                )
+    if recorded is not None and recorded != report.summary():
+        diffs.append(
+            f"{name}: the manifest's imports {recorded.to_json()!r:.200} are not what its "
+            f"binaries import ({report.summary().to_json()!r:.200})"
+        )
+    return diffs
+
+
+def _runtime_files(dist: Path, rt: RuntimeRef) -> tuple[list[str], list[str]]:
+    archive = rt.archive
+    if "/" in archive or "\\" in archive or not archive.startswith("cudart-llama-"):
+        return [], [f"the manifest's runtime archive {archive!r:.80} is not a runtime archive name"]
+    path = dist / archive
+    if not path.is_file() or path.is_symlink():
+        return [], [f"the CUDA runtime archive it names, {archive}, is missing"]
+    got = sha256_file(path)
+    if got != rt.sha256:
+        return [], [
+            f"the CUDA runtime archive {archive} has sha256 {got[:12]}…, the manifest says {rt.sha256[:12]}…"
+        ]
+    return list(rt.files), []

@@ -12,7 +12,7 @@ import pytest
 from click.testing import CliRunner
 
 from patchkit.cli import main
-from patchkit.release import release as release_mod
+from patchkit.release import contents as release_contents
 from tests.fixtures.elf import put_artifact
 from tests.fixtures.release import do_release, make_build
 
@@ -57,7 +57,7 @@ def test_release_refuses_and_verify_flags(
     assert "Traceback" not in res.output and not dist.exists()
 
     # an archive made without that check (an older patchkit): verify names the member
-    monkeypatch.setattr(release_mod, "_refuse_bad_runpath", lambda path, rel: None)
+    monkeypatch.setattr(release_contents, "_refuse_bad_runpath", lambda path, rel: None)
     r = do_release(build, dist)
     res = runner.invoke(main, ["verify", str(dist)])
     assert res.exit_code == 12, res.output

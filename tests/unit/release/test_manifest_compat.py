@@ -400,7 +400,7 @@ def _dist(tmp_path: Path, manifest: bytes) -> Path:
 def test_the_writer_gives_the_bytes_the_old_code_path_wrote(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr("patchkit.release.release.__version__", "0.1.0")  # released_by
+    monkeypatch.setattr("patchkit.release.contents.__version__", "0.1.0")  # released_by
     r = do_release(_build(tmp_path), tmp_path / "dist")
     assert r.name == STEM
     assert r.manifest.read_bytes() == OLD_MANIFEST.encode()

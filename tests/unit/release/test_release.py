@@ -314,7 +314,7 @@ def _cuda(nvcc: str) -> dict[str, Any]:
 def test_the_manifest_says_whether_another_folder_rebuilds_the_bytes(
     info: dict[str, Any], any_folder: bool, why: str
 ) -> None:
-    from patchkit.release.release import reproducibility
+    from patchkit.release.contents import reproducibility
     from patchkit.spec.buildinfo import BuildInfo
     from tests.fixtures.buildinfo import build_info_json
 

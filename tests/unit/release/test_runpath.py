@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from patchkit.core.errors import ReleaseError
-from patchkit.release import release as release_mod
+from patchkit.release import contents as release_contents
 from patchkit.release.verify import verify_dir
 from tests.fixtures.elf import make_elf, put_artifact
 from tests.fixtures.release import do_release, make_build
@@ -56,14 +56,14 @@ def test_release_accepts_origin_only_and_no_runpath(tmp_path: Path) -> None:
 
 
 def _no_import_check(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Release without the import check too (release.bundle), so the archive is packed."""
-    from patchkit.release import bundle
+    """Release without the import check too (release.check_release), so the archive is packed."""
+    from patchkit.release import release
     from patchkit.release.imports import check_imports
 
     monkeypatch.setattr(
-        bundle,
+        release,
         "check_release",
-        lambda *a, **kw: bundle.ReleaseCheck(
+        lambda *a, **kw: release.ReleaseCheck(
             report=check_imports([], os_name="linux", files=[]), runtime=None
         ),
     )
@@ -91,7 +91,7 @@ def test_verify_flags_a_bad_search_path(
     )
     rel = "bin/ggml.dll" if windows else "bin/libggml.so"
     put_artifact(build, rel, make_elf(runpath=runpath, rpath=rpath))
-    monkeypatch.setattr(release_mod, "_refuse_bad_runpath", lambda path, rel: None)
+    monkeypatch.setattr(release_contents, "_refuse_bad_runpath", lambda path, rel: None)
     _no_import_check(monkeypatch)
     r = do_release(build, tmp_path / "dist")
     diffs = _runpath_diffs(verify_dir(tmp_path / "dist").differences)
@@ -102,7 +102,7 @@ def test_verify_flags_a_bad_search_path(
 def test_verify_flags_a_malformed_elf_member(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     build = make_build(tmp_path)
     put_artifact(build, "bin/llama-cli", make_elf(runpath="$ORIGIN")[:100])  # cut short
-    monkeypatch.setattr(release_mod, "_refuse_bad_runpath", lambda path, rel: None)
+    monkeypatch.setattr(release_contents, "_refuse_bad_runpath", lambda path, rel: None)
     _no_import_check(monkeypatch)
     r = do_release(build, tmp_path / "dist")
     (diff,) = _runpath_diffs(verify_dir(tmp_path / "dist").differences)
