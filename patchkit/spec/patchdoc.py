@@ -382,36 +382,64 @@ def split_mbox(data: bytes, *, mboxrd: bool = False) -> list[bytes]:
 # -- reading ----------------------------------------------------------------------------------
 
 
-def _read_headers(block: bytes) -> list[tuple[str, str]]:
-    """(name, value) of a mail header block, continuation lines joined, values raw."""
-    out: list[tuple[str, str]] = []
+MAX_HEADER = 65_536  # characters of one mail header, its folded lines joined
+
+
+def _excerpt(value: str) -> str:
+    """A header value for a message: its start, quoted, and its length when cut."""
+    if len(value) <= 60:
+        return repr(value)
+    return f"{value[:60]!r}… ({len(value):,} characters)"
+
+
+def _read_headers(block: bytes, where: str) -> list[tuple[str, str]]:
+    """(name, value) of a mail header block, continuation lines joined, values raw; a
+    header longer than :data:`MAX_HEADER` is a PatchError (no mail git writes has one, and
+    what reads it need not be ready for megabytes)."""
+    out: list[tuple[str, list[str]]] = []
+    size = 0
     for raw in _lines(block):
         line = raw.decode("utf-8", "replace").rstrip("\r\n")
         if not line.strip():
             break
         if line[:1] in (" ", "\t") and out:
-            out[-1] = (out[-1][0], out[-1][1] + line)
-            continue
-        name, sep, value = line.partition(":")
-        if sep and name and " " not in name:
-            out.append((name.strip(), value.strip()))
-    return out
+            out[-1][1].append(line)
+            size += len(line)
+        else:
+            name, sep, value = line.partition(":")
+            if not (sep and name and " " not in name):
+                continue
+            out.append((name.strip(), [value.strip()]))
+            size = len(line)
+        if size > MAX_HEADER:
+            raise PatchError(
+                f"{where}: the mail's header {_excerpt(out[-1][0])} is longer than "
+                f"{MAX_HEADER:,} characters: no mail git writes has one",
+                hint="is this a patch mail? `git format-patch` makes one",
+            )
+    return [(name, "".join(parts)) for name, parts in out]
 
 
 def _parse_ident(value: str, where: str) -> Ident:
     try:
         text = decode_words(value).strip()
     except ValueError as e:
-        raise PatchError(f"{where}: cannot read the mail's From: header {value!r} ({e})") from None
-    m = re.match(r"^(.*?)\s*<([^<>]*)>\s*$", text, re.DOTALL)
-    if m:
-        name, mail = m.group(1).strip(), m.group(2).strip()
-    elif re.match(r"^[^\s<>@]+@[^\s<>@]+(\s*\(.*\))?$", text):
+        raise PatchError(f"{where}: cannot read the mail's From: header {_excerpt(value)} ({e})") from None
+    name = mail = ""
+    found = False
+    # `Name <address>`: the address is in the last <...> at the end (no regex: a blank run
+    # between name and address must not cost its length squared)
+    if text.endswith(">"):
+        lt = text.rfind("<", 0, len(text) - 1)
+        if lt >= 0 and ">" not in text[lt + 1 : -1]:
+            name, mail, found = text[:lt].strip(), text[lt + 1 : -1].strip(), True
+    if not found and re.match(r"^[^\s<>@]+@[^\s<>@]+(\s*\(.*\))?$", text):
         mail, _, rest = text.partition(" ")
         name = rest.strip().strip("()").strip() or mail
-    else:
+        found = True
+    if not found:
         raise PatchError(
-            f"{where}: cannot read the mail's From: header {value!r}",
+            f"{where}: cannot read the mail's From: header {_excerpt(value)}",
             hint="it must be `Name <address>` (an empty address `<>` is allowed)",
         )
     if len(name) >= 2 and name[0] == name[-1] == '"':
@@ -420,19 +448,46 @@ def _parse_ident(value: str, where: str) -> Ident:
         name = mail
     if not name:
         raise PatchError(
-            f"{where}: the mail's From: header {value!r} names no one", hint="git am needs a name"
+            f"{where}: the mail's From: header {_excerpt(value)} names no one", hint="git am needs a name"
         )
     if any(c in name + mail for c in "<>\n\0"):
-        raise PatchError(f"{where}: cannot read the mail's From: header {value!r}")
+        raise PatchError(f"{where}: cannot read the mail's From: header {_excerpt(value)}")
     return Ident(name=name, email=mail)
+
+
+_EVERY_BYTE = bytes(range(256))
+
+
+def _charset(name: str, where: str) -> str:
+    """The charset a mail's text is read and written in: ``name`` when Python decodes and
+    encodes text with it; an unknown name (or a codec that is no charset, such as base64)
+    reads as UTF-8; a codec that cannot read text with U+FFFD for what it cannot decode
+    (``undefined``, ``idna``, ``punycode``) is a PatchError."""
+    try:
+        "".encode(name)
+    except LookupError:
+        return "utf-8"
+    except (UnicodeError, ValueError) as e:
+        raise PatchError(
+            f"{where}: the mail's charset {_excerpt(name)} cannot be read as text ({e})",
+            hint="declare the charset the mail is written in (`Content-Type: text/plain; charset=UTF-8`)",
+        ) from None
+    try:
+        _EVERY_BYTE.decode(name, "replace")
+    except (LookupError, UnicodeError, ValueError) as e:
+        raise PatchError(
+            f"{where}: the mail's charset {_excerpt(name)} cannot be read as text ({e})",
+            hint="declare the charset the mail is written in (`Content-Type: text/plain; charset=UTF-8`)",
+        ) from None
+    return name
 
 
 def _mail_head(head: bytes, where: str) -> MailHead:
     lines = _lines(head)
     start = 1 if lines and is_from_line(lines[0]) else 0
-    headers = _read_headers(b"".join(lines[start:]))
+    headers = _read_headers(b"".join(lines[start:]), where)
     body_at = _header_block(lines, start) + 1
-    inbody = _read_headers(b"".join(lines[body_at:])) if body_at < len(lines) else []
+    inbody = _read_headers(b"".join(lines[body_at:]), where) if body_at < len(lines) else []
 
     def last(name: str, *sources: list[tuple[str, str]]) -> str | None:
         found = None
@@ -455,7 +510,7 @@ def _mail_head(head: bytes, where: str) -> MailHead:
             email.utils.parsedate_to_datetime(date)
         except (TypeError, ValueError, IndexError):
             raise PatchError(
-                f"{where}: cannot read the mail's Date: header {date!r}",
+                f"{where}: cannot read the mail's Date: header {_excerpt(date)}",
                 hint="it must be an RFC 2822 date, e.g. `Thu, 6 Jun 2024 23:55:47 -0700`",
             ) from None
     subject_raw = last("subject", headers, inbody) or ""
@@ -470,11 +525,7 @@ def _mail_head(head: bytes, where: str) -> MailHead:
             hint="save the patch itself, or make it with `git format-patch` (no --attach)",
         )
     m = re.search(r'charset\s*=\s*"?([^";\s]+)', ctype, re.IGNORECASE)
-    charset = m.group(1).lower() if m else "utf-8"
-    try:
-        "".encode(charset)
-    except LookupError:
-        charset = "utf-8"
+    charset = _charset(m.group(1).lower() if m else "utf-8", where)
     cte = (last("content-transfer-encoding", headers) or "8bit").strip().lower()
     decoded: list[tuple[str, str]] = []
     for k, v in headers:
@@ -679,7 +730,7 @@ def decode_transfer(data: bytes, where: str) -> bytes:
         return data
     head = parts.head[: parts.header_end]
     cte = ""
-    for k, v in _read_headers(head[parts.mail_at :]):
+    for k, v in _read_headers(head[parts.mail_at :], where):
         if k.lower() == "content-transfer-encoding":
             cte = v.strip().lower()
     body = data[parts.header_end :]
@@ -704,7 +755,7 @@ def decode_transfer(data: bytes, where: str) -> bytes:
 def _encode_text(text: str, charset: str, where: str) -> bytes:
     try:
         return text.encode(charset)
-    except UnicodeEncodeError:
+    except (UnicodeError, ValueError):
         raise PatchError(
             f"{where}: {text[:60]!r} cannot be written in the mail's charset {charset}"
         ) from None
