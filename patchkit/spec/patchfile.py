@@ -9,16 +9,20 @@ in ``git diff`` format (``git apply`` skips everything before the first ``diff -
 
 from __future__ import annotations
 
+import base64
 import dataclasses
 import re
+import zlib
 from collections.abc import Sequence
 
 from patchkit.core.errors import PatchError
 from patchkit.core.text import did_you_mean
 
 __all__ = [
+    "BINARY_MAX",
     "HEADER_KEYS",
     "SYMLINK_MODE",
+    "BinaryBlock",
     "Conflict",
     "FileDiff",
     "Hunk",
@@ -42,6 +46,10 @@ _MODE = re.compile(r"^(new file mode|deleted file mode|new mode|old mode) +([0-7
 _INDEX = re.compile(r"^index [^.\s]*\.\.\S*?(?: +([0-7]+))?\s*$")
 _NAME_LINE = re.compile(r"^(rename from|rename to|copy from|copy to|rename old|rename new) (.*)$")
 _SIMILARITY = re.compile(r"^similarity index (\d+)%\s*$")
+_BINARY_BLOCK = re.compile(r"^(literal|delta) (\d+)\s*$")
+# the most a binary block may inflate to: a patch file's own cap (spec.series.PATCH_MAX),
+# so a small patch cannot make every `git apply` of it inflate gigabytes
+BINARY_MAX = 64 << 20
 _ESCAPES = {"a": "\a", "b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t", "v": "\v", "\\": "\\", '"': '"'}
 
 
@@ -131,6 +139,46 @@ def _runs(lines: Sequence[str], kind: str) -> tuple[tuple[str, ...], ...]:
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
+class BinaryBlock:
+    """One ``literal N`` / ``delta N`` block of a ``GIT binary patch``: N is the size of
+    the inflated data (the file itself, or the delta), ``lines`` its base85 lines."""
+
+    kind: str  # "literal" | "delta"
+    size: int
+    lines: tuple[str, ...]
+
+    def result_size(self) -> int | None:
+        """The size of the file a block makes: a literal's N; a delta's target size from
+        its header (the first bytes inflated alone); None when that cannot be read."""
+        if self.kind == "literal":
+            return self.size
+        data = bytearray()
+        try:
+            for ln in self.lines[:4]:  # the header is in the first few bytes of the stream
+                if not ln:
+                    break
+                c = ln[0]
+                n = ord(c) - ord("A") + 1 if "A" <= c <= "Z" else ord(c) - ord("a") + 27
+                data += base64.b85decode(ln[1:])[:n]
+            head = zlib.decompressobj().decompress(bytes(data), 32)
+        except (ValueError, zlib.error):
+            return None
+        pos = 0
+        for _ in range(2):  # source size, then target size: little-endian base-128
+            value = shift = 0
+            while True:
+                if pos >= len(head):
+                    return None
+                b = head[pos]
+                pos += 1
+                value |= (b & 0x7F) << shift
+                shift += 7
+                if not b & 0x80:
+                    break
+        return value
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class FileDiff:
     old_path: str
     new_path: str
@@ -150,6 +198,19 @@ class FileDiff:
     # the file's hunks at such a line, and calls what comes after it a fragment without
     # a header)
     loose: bool = False
+
+    @property
+    def binary_blocks(self) -> tuple[BinaryBlock, ...]:
+        """The ``literal``/``delta`` blocks of a ``GIT binary patch`` (forward, then the
+        reverse one git writes after it)."""
+        blocks: list[tuple[str, int, list[str]]] = []
+        for ln in self.body:
+            if m := _BINARY_BLOCK.match(ln):
+                digits = m.group(2)  # git reads it with strtoul: a long number is huge
+                blocks.append((m.group(1), int(digits) if len(digits) <= 20 else 1 << 64, []))
+            elif blocks:
+                blocks[-1][2].append(ln)
+        return tuple(BinaryBlock(kind=k, size=n, lines=tuple(lines)) for k, n, lines in blocks)
 
     @property
     def makes_symlink(self) -> bool:
@@ -513,6 +574,14 @@ def refusals(parsed: ParsedDiff) -> list[str]:
             why = _unsafe_path(p)
             if why is not None:
                 out.append(f"the path {p!r} {why}")
+        for block in f.binary_blocks:
+            size = block.size if block.kind == "literal" else max(block.size, block.result_size() or 0)
+            if size > BINARY_MAX:
+                out.append(
+                    f"{f.new_path}: a binary {block.kind} that inflates to {size:,} bytes "
+                    f"(more than {BINARY_MAX >> 20} MiB, the most a patch file may hold)"
+                )
+                break
         if f.makes_symlink:
             target = f.symlink_target
             if target is None:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from patchkit.core.errors import SourceError
+from patchkit.core.errors import PatchError, SourceError
 from patchkit.spec.series import load_series
 from patchkit.upkeep.check import bisect, check_range, check_series
 from patchkit.upkeep.scratch import Status
@@ -331,3 +331,34 @@ def test_cli_edited_patch_fails_its_hash(drift: DriftUpstream, tmp_path: Path) -
     p.write_text(p.read_text() + "\n")
     res = run_cli(proj, "check", "fixture")
     assert res.exit_code == 5 and "sha256 is" in res.stderr
+
+
+def test_cli_check_refuses_a_binary_bomb_before_any_git_apply(drift: DriftUpstream, tmp_path: Path) -> None:
+    import base64
+    import zlib
+
+    data = zlib.compress(b"\0" * 64)
+    lines = "".join(
+        chr(
+            ord("A") + len(data[i : i + 52]) - 1
+            if len(data[i : i + 52]) <= 26
+            else ord("a") + len(data[i : i + 52]) - 27
+        )
+        + base64.b85encode(data[i : i + 52], pad=True).decode()
+        + "\n"
+        for i in range(0, len(data), 52)
+    )
+    bomb = (
+        "diff --git a/t.bin b/t.bin\nnew file mode 100644\nindex 0000000..2222222\nGIT binary patch\n"
+        f"literal 1073741824\n{lines}\nliteral 0\nHcmV?d00001\n\n"
+    )
+    patches = [*standard_patches(drift), ("0004-bomb.patch", patch_header("data: a table"), bomb)]
+    proj = make_project(tmp_path, drift, pin=drift.c["d2"], patches=patches)
+    # refused where the series is read, before check (or build) runs any git apply
+    res = run_cli(proj, "check", "fixture", "--all")
+    assert res.exit_code == 5, res.output
+    assert (
+        "0004-bomb.patch: refused: t.bin: a binary literal that inflates to 1,073,741,824 bytes" in res.stderr
+    )
+    with pytest.raises(PatchError, match="inflates to 1,073,741,824 bytes"):
+        load_series(proj / "patches")

@@ -4,13 +4,16 @@ target leaves it or is not stated, diffs the parser cannot check)."""
 
 from __future__ import annotations
 
+import base64
 import posixpath
+import zlib
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from patchkit.spec.patchfile import parse_diff, refusals
+from patchkit.spec.patchfile import BINARY_MAX, parse_diff, refusals
+from patchkit.spec.series import PATCH_MAX
 
 
 def new_link(
@@ -193,3 +196,50 @@ def test_property_an_accepted_target_stays_inside(depth: int, parts: list[str], 
         assert not target.startswith("/") and "\\" not in target
         assert where != ".." and not where.startswith("../")
         assert ".git" not in where.split("/")
+
+
+def _base85_lines(data: bytes) -> str:
+    """git's base85 lines of a binary block (a length character, then 4-byte groups)."""
+    out = []
+    for i in range(0, len(data), 52):
+        chunk = data[i : i + 52]
+        n = len(chunk)
+        out.append(
+            (chr(ord("A") + n - 1) if n <= 26 else chr(ord("a") + n - 27))
+            + base64.b85encode(chunk, pad=True).decode()
+        )
+    return "\n".join(out) + "\n"
+
+
+def _binary(kind: str, declared: int, payload: bytes) -> str:
+    return (
+        "diff --git a/t.bin b/t.bin\nindex 1111111..2222222 100644\nGIT binary patch\n"
+        f"{kind} {declared}\n{_base85_lines(zlib.compress(payload))}\nliteral 0\nHcmV?d00001\n\n"
+    )
+
+
+def _varint(n: int) -> bytes:
+    out = bytearray()
+    while True:
+        b, n = n & 0x7F, n >> 7
+        out.append(b | (0x80 if n else 0))
+        if not n:
+            return bytes(out)
+
+
+def test_a_binary_block_that_inflates_past_the_patch_cap_is_refused() -> None:
+    # a small patch whose literal says 1 GiB: git apply would inflate it whole, every time
+    bomb = _binary("literal", 1 << 30, b"\0" * 64)
+    assert "t.bin: a binary literal that inflates to 1,073,741,824 bytes (more than 64 MiB" in only(bomb)
+    assert "inflates to 18,446,744,073,709,551,616 bytes" in only(_binary("literal", int("9" * 40), b"x"))
+    # a delta: its own size, and the target size its header declares
+    assert "binary delta that inflates to" in only(_binary("delta", 1 << 30, b"x"))
+    header = _varint(16) + _varint(1 << 30) + b"\x90\x10"  # copy 16 bytes, then nothing
+    (f,) = parse_diff(_binary("delta", len(header), header)).files
+    assert [(b.kind, b.result_size()) for b in f.binary_blocks] == [("delta", 1 << 30), ("literal", 0)]
+    assert "binary delta that inflates to 1,073,741,824 bytes" in only(_binary("delta", len(header), header))
+    # at the cap, and a real small one: fine
+    assert refusals(parse_diff(_binary("literal", BINARY_MAX, b"x"))) == []
+    small = _varint(16) + _varint(20) + b"\x90\x10\x04abcd"
+    assert refusals(parse_diff(_binary("delta", len(small), small))) == []
+    assert BINARY_MAX == PATCH_MAX  # the cap a patch file has is the cap on what it inflates to
