@@ -13,10 +13,8 @@ ggml-rpc-servers on 127.0.0.1 (CPU devices) and always stops them.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
-import functools
-import json
-import re
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -24,15 +22,10 @@ from pathlib import Path
 from typing import Any
 
 from patchkit.bench.link import Calibrated, calibrate, measure_path, parse_link
-from patchkit.bench.relay import Relay, Shaping, SharedLink, Traffic
-from patchkit.bench.result import (
-    PhaseTraffic,
-    PointResult,
-    PointStatus,
-    classify_failure,
-    measurements,
-    parse_bench_output,
-)
+from patchkit.bench.outdir import BENCH_JSON, check_out_dir, claim_out_dir, clear_raw
+from patchkit.bench.point import PointRun, run_point, run_relayed, skip_reason, tool_output
+from patchkit.bench.relay import Relay, Shaping, SharedLink
+from patchkit.bench.result import PointResult, PointStatus
 from patchkit.bench.sweep import (
     BenchCaps,
     Device,
@@ -46,9 +39,8 @@ from patchkit.bench.sweep import (
     point_args,
 )
 from patchkit.core.errors import ConfigError, ServerStartError, ToolMissing
-from patchkit.core.fs import atomic_write_json, first_foreign, folder_entries
+from patchkit.core.fs import atomic_write_json
 from patchkit.core.net import LOOPBACK, free_port
-from patchkit.core.proc import run
 from patchkit.smoke import llama_output
 from patchkit.spec.buildinfo import BuildInfo, read_build_info
 
@@ -63,15 +55,7 @@ __all__ = [
     "run_demo",
 ]
 
-BENCH_JSON = "bench.json"
 DEMO_SWEEP = ("sm=layer,tensor", "dev=none,RPC0,RPC0/RPC1")
-_GRAPH_CMDS = ("GRAPH_COMPUTE", "GRAPH_RECOMPUTE")
-BENCH_MARKER = ".patchkit-bench"  # written first into a results folder: bench owns it
-_BENCH_FILES = frozenset({BENCH_JSON, "bench.md", "bench.png", BENCH_MARKER})  # all a results folder holds
-_BENCH_DIRS: Mapping[str, None] = {"raw": None, "logs": None, "demo": None}
-_MARKER_MAX = 64 << 10
-_BENCH_JSON_MAX = 64 << 20
-_RAW_NAME = re.compile(r"\d{2,}(?:-[a-z]+)?(?:-r1)?\.(?:out|err)")  # _llama_bench's names
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -204,284 +188,6 @@ def _bench_exe(build_dir: Path, info: BuildInfo) -> Path:
     return exe
 
 
-def _check_out_dir(out_dir: Path) -> None:
-    """ConfigError (exit 2) unless ``out_dir`` is absent, empty, or provably a results folder
-    patchkit bench wrote: it holds bench's marker (or a bench.json a previous bench wrote,
-    readable as one), and nothing but bench's own files and folders, none of them a link.
-    A name alone proves nothing: a user's ``raw/`` of camera files is not bench's ``raw/``,
-    so bench's names count only beside its marker."""
-    try:
-        entries = folder_entries(out_dir)
-    except NotADirectoryError:
-        raise ConfigError(f"{out_dir} is not a folder for the results", hint=_PICK_OUT) from None
-    except OSError as e:
-        raise ConfigError(f"cannot list {out_dir}: {e.strerror or e}", hint=_PICK_OUT) from None
-    if not entries:
-        return
-    if not _owned(out_dir):
-        raise ConfigError(
-            f"{out_dir} holds {entries[0]}, and patchkit bench did not write that folder "
-            f"(no {BENCH_MARKER}, no {BENCH_JSON} of a previous bench): not writing into it",
-            hint=_PICK_OUT,
-        )
-    found = first_foreign(out_dir, entries, files=_BENCH_FILES.__contains__, dirs=_BENCH_DIRS)
-    if found is not None:
-        kind = " (a link)" if found.link else ""
-        raise ConfigError(
-            f"{out_dir} holds {found.name}{kind}, which patchkit bench did not write there", hint=_PICK_OUT
-        )
-
-
-_PICK_OUT = "give an empty or new folder, or one a previous bench wrote"
-
-
-def _owned(out_dir: Path) -> bool:
-    """Whether ``out_dir`` holds bench's marker, or a bench.json that reads as bench's own
-    (a folder a bench wrote before the marker existed)."""
-    marker = out_dir / BENCH_MARKER
-    if not marker.is_symlink() and marker.is_file():
-        data = _read_small(marker, _MARKER_MAX)
-        return isinstance(data, dict) and data.get("written_by") == "patchkit bench"
-    report = out_dir / BENCH_JSON
-    if not report.is_symlink() and report.is_file():
-        data = _read_small(report, _BENCH_JSON_MAX)
-        return (
-            isinstance(data, dict)
-            and data.get("schema") == 1
-            and isinstance(data.get("points"), list)
-            and isinstance(data.get("settings"), dict)
-        )
-    return False
-
-
-def _read_small(path: Path, limit: int) -> object:
-    try:
-        with path.open("rb") as f:
-            raw = f.read(limit + 1)
-        if len(raw) > limit:
-            return None
-        return json.loads(raw.decode("utf-8"))
-    except (OSError, ValueError, UnicodeDecodeError, RecursionError):
-        return None
-
-
-def _claim_out_dir(out_dir: Path) -> None:
-    """Create ``out_dir`` (checked by :func:`_check_out_dir`) and mark it bench's, before
-    anything else is written into it."""
-    out_dir.mkdir(parents=True, exist_ok=True)
-    if not (out_dir / BENCH_MARKER).is_file():
-        atomic_write_json(
-            out_dir / BENCH_MARKER,
-            {"written_by": "patchkit bench", "note": "this folder holds patchkit bench's results"},
-        )
-
-
-def _clear_raw(raw: Path) -> None:
-    """A previous bench's raw llama-bench outputs, by their names (anything else stays)."""
-    if raw.is_symlink() or not raw.is_dir():
-        return
-    for p in raw.iterdir():
-        if _RAW_NAME.fullmatch(p.name) and not p.is_symlink() and p.is_file():
-            p.unlink(missing_ok=True)
-
-
-def _tool(exe: Path, *args: str, timeout: float) -> str:
-    r = run([str(exe), *args], timeout=timeout, start_error="result")
-    text = r.stdout + r.stderr
-    if not r.ok:
-        raise ConfigError(
-            f"{exe.name} {' '.join(args)}: {r.brief()}: {llama_output.telling_line(r)}",
-            detail="\n".join(text.splitlines()[-8:]),
-        )
-    return text
-
-
-def _base_args(opts: BenchOptions, caps: BenchCaps, keys: set[str]) -> list[str]:
-    args = ["-m", str(opts.model)]
-    if opts.rpc:
-        args += ["-rpc", ",".join(opts.rpc)]
-    if "p" not in keys:
-        args += ["-p", str(opts.n_prompt)]
-    if "n" not in keys:
-        args += ["-n", str(opts.n_gen)]
-    args += ["-r", str(opts.reps), "-o", caps.output_format]
-    return args
-
-
-def _run_point(
-    exe: Path,
-    index: int,
-    label: str,
-    settings: tuple[tuple[str, str], ...],
-    base: list[str],
-    args: tuple[str, ...],
-    opts: BenchOptions,
-    raw_dir: Path,
-) -> PointResult:
-    r, found = _llama_bench(exe, [*base, *args], opts, raw_dir, f"{index:02d}")
-    res = PointResult(
-        index=index,
-        label=label,
-        settings=settings,
-        args=args,
-        status=PointStatus.OK,
-        measurements=found,
-        seconds=r.seconds,
-    )
-    return _judge(res, r, found)
-
-
-def _llama_bench(
-    exe: Path, argv: list[str], opts: BenchOptions, raw_dir: Path, name: str
-) -> tuple[Any, tuple[Any, ...]]:
-    r = run([str(exe), *argv], timeout=opts.timeout, start_error="result")
-    raw_dir.mkdir(parents=True, exist_ok=True)
-    (raw_dir / f"{name}.out").write_text(r.stdout, encoding="utf-8")
-    (raw_dir / f"{name}.err").write_text(r.stderr, encoding="utf-8")
-    return r, tuple(measurements(parse_bench_output(r.stdout)))
-
-
-def _judge(res: PointResult, r: Any, found: tuple[Any, ...]) -> PointResult:
-    if r.ok and found:
-        return res
-    if r.ok:
-        kind, msg = "error", "llama-bench exited 0 but printed no results"
-    else:
-        kind, msg = classify_failure(r)
-    return dataclasses.replace(res, status=PointStatus.FAILED, error=msg, error_kind=kind)
-
-
-# ---- relayed points: one llama-bench per phase, counted -----------------------------------
-
-
-def _strip_flags(args: Sequence[str], flags: set[str]) -> list[str]:
-    out: list[str] = []
-    skip = False
-    for a in args:
-        if skip:
-            skip = False
-        elif a in flags:
-            skip = True
-        else:
-            out.append(a)
-    return out
-
-
-def _counted(relays: Sequence[Relay], go: Callable[[], Any]) -> tuple[Any, list[Traffic]]:
-    """Run ``go()``; the traffic each relay carried meanwhile (once its clients closed)."""
-    before = [r.traffic() for r in relays]
-    out = go()
-    for r in relays:
-        r.quiesce(timeout=10)
-    return out, [r.traffic() - b for r, b in zip(relays, before, strict=True)]
-
-
-def _phase_traffic(
-    main: list[Traffic], base: list[Traffic] | None, endpoints: Sequence[str], tokens: int, note: str = ""
-) -> PhaseTraffic:
-    run_bytes = sum(t.bytes for t in main)
-    if base is None:
-        return PhaseTraffic(
-            tokens=tokens,
-            run_bytes=run_bytes,
-            note=note,
-            hosts=tuple((ep, Traffic()) for ep in endpoints) if tokens else (),
-        )
-    diff = [m - b for m, b in zip(main, base, strict=True)]
-    if any(d.bytes_up < 0 or d.bytes_down < 0 or d.round_trips < 0 for d in diff):
-        return PhaseTraffic(
-            run_bytes=run_bytes, note="the -r 1 run moved more than the full run: counts not repeatable"
-        )
-    return PhaseTraffic(
-        tokens=tokens, run_bytes=run_bytes, note=note, hosts=tuple(zip(endpoints, diff, strict=True))
-    )
-
-
-def _run_relayed(
-    exe: Path,
-    index: int,
-    point: Point,
-    args: tuple[str, ...],
-    base: list[str],
-    opts: BenchOptions,
-    relays: Sequence[Relay],
-    raw_dir: Path,
-    output_format: str,
-) -> PointResult:
-    """The point's prompt and decode phases as separate llama-bench runs through the relays,
-    each with -r R and again with -r 1: the difference is R - 1 repetitions' traffic."""
-    settings = dict(point.settings)
-    n_prompt = int(settings.get("p", opts.n_prompt))
-    n_gen = int(settings.get("n", opts.n_gen))
-    rest = _strip_flags(args, {"-p", "-n"})
-    endpoints = list(opts.rpc)
-    res = PointResult(
-        index=index, label=point.label, settings=point.settings, args=args, status=PointStatus.OK
-    )
-    found_all: list[Any] = []
-    traffic: list[tuple[str, PhaseTraffic]] = []
-    seconds = 0.0
-    for phase, p, n, per_rep in (("prompt", n_prompt, 0, n_prompt), ("decode", 0, n_gen, n_gen)):
-        if per_rep <= 0:
-            continue
-        head = [*base, "-p", str(p), "-n", str(n)]
-        name = f"{index:02d}-{phase}"
-        (r, found), main = _counted(
-            relays,
-            functools.partial(
-                _llama_bench,
-                exe,
-                [*head, "-r", str(opts.reps), "-o", output_format, *rest],
-                opts,
-                raw_dir,
-                name,
-            ),
-        )
-        seconds += r.seconds
-        found_all += [m for m in found if m.kind == phase]
-        res = dataclasses.replace(res, measurements=tuple(found_all), seconds=seconds, traffic=tuple(traffic))
-        if not (r.ok and found):
-            return _judge(res, r, found)
-        tokens = (opts.reps - 1) * per_rep
-        if opts.reps < 2:
-            pt = _phase_traffic(
-                main, None, endpoints, 0, "-r 1: per-token traffic needs 2 or more repetitions"
-            )
-        elif not any(t.count(c) for t in main for c in _GRAPH_CMDS):
-            pt = _phase_traffic(main, None, endpoints, tokens, "no graph ran on an RPC host")
-        else:
-            (rb, _), base_t = _counted(
-                relays,
-                functools.partial(
-                    _llama_bench,
-                    exe,
-                    [*head, "-r", "1", "-o", output_format, *rest],
-                    opts,
-                    raw_dir,
-                    f"{name}-r1",
-                ),
-            )
-            seconds += rb.seconds
-            if rb.ok:
-                note = "-d: each repetition also restores the context" if "depth" in settings else ""
-                pt = _phase_traffic(main, base_t, endpoints, tokens, note)
-            else:
-                pt = _phase_traffic(
-                    main, None, endpoints, 0, f"the -r 1 run failed: {classify_failure(rb)[1]}"
-                )
-        traffic.append((phase, pt))
-    return dataclasses.replace(res, measurements=tuple(found_all), seconds=seconds, traffic=tuple(traffic))
-
-
-def _skip_reason(point: Point, args: tuple[str, ...]) -> str:
-    """Points that cannot run, said instead of run."""
-    sm = dict(point.settings).get("sm", "")
-    dev = args[args.index("-dev") + 1] if "-dev" in args else "auto"
-    if sm == "tensor" and dev == "none":
-        return "not run: tensor split needs at least one device besides the CPU (-dev none)"
-    return ""
-
-
 def _links(dims: Sequence[Dimension]) -> list[str]:
     return next((list(d.values) for d in dims if d.key == "link"), [])
 
@@ -509,15 +215,88 @@ def run_bench(
     model_note: str = "",
 ) -> BenchReport:
     """Run the sweep; bench.json is written after every point, the report returned at the end."""
+    info, exe, links = _refusals(opts)
+    caps = _capabilities(exe, opts)
+    # the RPC hosts, before the sweep: round trip per host
+    latency = measure_latency(opts.rpc, count=opts.latency_count) if opts.rpc else ()
+    if on_latency is not None:
+        on_latency(latency)
+    # the relay path and every --link, measured before use
+    relayed = bool(opts.rpc) and opts.relay
+    calibrated = calibrate_links(links) if relayed else {}
+    if on_links is not None and calibrated:
+        on_links(calibrated)
+    devices: list[Device] = []
+    if caps.has("--list-devices"):
+        rpc = ["-rpc", ",".join(opts.rpc)] if opts.rpc else []
+        devices = parse_devices(tool_output(exe, *rpc, "--list-devices", timeout=opts.tool_timeout))
+    # every point's arguments resolved: a ConfigError before any run
+    resolved = [(p, point_args(p, caps, devices)) for p in expand_sweep(opts.dims)]
+    base = _base_args(opts, caps, {d.key for d in opts.dims})
+    report = BenchReport(
+        build=_build_summary(info, opts.build_dir),
+        model=str(opts.model),
+        settings=_settings(opts, caps, base, relayed, model_note),
+        latency=latency,
+        devices=tuple(devices),
+        points=(),
+        complete=False,
+        demo=demo,
+        links=tuple(calibrated.values()),
+    )
+    check_out_dir(opts.out_dir)  # again, right before the first write (the checks above took time)
+    claim_out_dir(opts.out_dir)
+    clear_raw(opts.out_dir / "raw")  # a previous bench's, in our folder
+    pr = PointRun(
+        exe=exe,
+        raw_dir=opts.out_dir / "raw",
+        timeout=opts.timeout,
+        reps=opts.reps,
+        n_prompt=opts.n_prompt,
+        n_gen=opts.n_gen,
+        rpc=opts.rpc,
+        output_format=caps.output_format,
+    )
+    with contextlib.ExitStack() as stack:
+        relays = [stack.enter_context(Relay(_split_endpoint(ep))) for ep in (opts.rpc if relayed else ())]
+        sweep = _Sweep(
+            run=pr,
+            base=base,
+            relays=relays,
+            calibrated=calibrated,
+            remote_rtt=max((x.median_ms / 1e3 for x in latency if x.ok), default=0.0),
+            loopback=all(_split_endpoint(ep)[0] in (LOOPBACK, "localhost", "::1") for ep in opts.rpc),
+            model=opts.model,
+        )
+        for i, (point, args) in enumerate(resolved, start=1):
+            res = sweep.point(i, point, args)
+            if res.status == "failed" and servers_alive is not None:
+                dead = servers_alive()
+                if dead:
+                    res = dataclasses.replace(res, error=f"{res.error}; {dead}")
+            report = dataclasses.replace(report, points=(*report.points, res))
+            _write_report(opts.out_dir, report)
+            if on_point is not None:
+                on_point(res)
+    report = dataclasses.replace(report, complete=True)
+    _write_report(opts.out_dir, report)
+    return report
+
+
+def _write_report(out_dir: Path, report: BenchReport) -> None:
+    atomic_write_json(out_dir / BENCH_JSON, report.to_json())
+
+
+def _refusals(opts: BenchOptions) -> tuple[BuildInfo, Path, list[str]]:
+    """Everything refused before a process runs: (build-info, llama-bench, the --link values)."""
     info = read_build_info(opts.build_dir)
     exe = _bench_exe(opts.build_dir, info)
     if not opts.model.is_file():
         raise ConfigError(f"model {opts.model} does not exist", hint="give -m PATH.gguf")
-    _check_out_dir(opts.out_dir)
+    check_out_dir(opts.out_dir)
     for ep in opts.rpc:
         _split_endpoint(ep)  # HOST:PORT or a one-line error, before anything runs
-    dims = opts.dims
-    links = _links(dims)
+    links = _links(opts.dims)
     if links and not opts.rpc:
         raise ConfigError(
             "--link shapes the connections to the RPC hosts: give --rpc HOST:PORT",
@@ -529,154 +308,120 @@ def run_bench(
         from patchkit.rpc.skew import check_hosts
 
         check_hosts(info, opts.build_dir, opts.rpc)
+    return info, exe, links
 
-    caps = parse_caps(_tool(exe, "--help", timeout=opts.tool_timeout))
+
+def _capabilities(exe: Path, opts: BenchOptions) -> BenchCaps:
+    """What this llama-bench can do (its --help); ConfigError for a sweep it cannot run."""
+    caps = parse_caps(tool_output(exe, "--help", timeout=opts.tool_timeout))
     if opts.rpc and not caps.has("-rpc"):
         raise ConfigError(
             "this llama-bench was built without RPC (no -rpc option)",
             hint="use a recipe with GGML_RPC=ON, e.g. cpu-rpc",
         )
-    check_supported(dims, caps)
+    check_supported(opts.dims, caps)
     for key, flag in (("p", "-p"), ("n", "-n"), ("r", "-r"), ("o", "-o")):
         if not caps.has(flag):
             raise ConfigError(f"this llama-bench has no {flag} option ({key})")
+    return caps
 
-    # ---- the RPC hosts, before the sweep: round trip per host -----------------------------
-    latency = measure_latency(opts.rpc, count=opts.latency_count) if opts.rpc else ()
-    if on_latency is not None:
-        on_latency(latency)
-    # ---- the relay path and every --link, measured before use ------------------------------
-    relayed = bool(opts.rpc) and opts.relay
-    calibrated = calibrate_links(links) if relayed else {}
-    if on_links is not None and calibrated:
-        on_links(calibrated)
-    devices: list[Device] = []
-    if caps.has("--list-devices"):
-        rpc = ["-rpc", ",".join(opts.rpc)] if opts.rpc else []
-        devices = parse_devices(_tool(exe, *rpc, "--list-devices", timeout=opts.tool_timeout))
 
-    points = expand_sweep(dims)
-    resolved = [(p, point_args(p, caps, devices)) for p in points]  # ConfigError before any run
-    base = _base_args(opts, caps, {d.key for d in dims})
-    settings = {
+def _base_args(opts: BenchOptions, caps: BenchCaps, keys: set[str]) -> list[str]:
+    args = ["-m", str(opts.model)]
+    if opts.rpc:
+        args += ["-rpc", ",".join(opts.rpc)]
+    if "p" not in keys:
+        args += ["-p", str(opts.n_prompt)]
+    if "n" not in keys:
+        args += ["-n", str(opts.n_gen)]
+    args += ["-r", str(opts.reps), "-o", caps.output_format]
+    return args
+
+
+def _settings(
+    opts: BenchOptions, caps: BenchCaps, base: list[str], relayed: bool, model_note: str
+) -> dict[str, Any]:
+    settings: dict[str, Any] = {
         "n_prompt": opts.n_prompt,
         "n_gen": opts.n_gen,
         "reps": opts.reps,
-        "sweep": {d.key: list(d.values) for d in dims},
+        "sweep": {d.key: list(d.values) for d in opts.dims},
         "base_args": base[2:],
         "output_format": caps.output_format,
         "relay": relayed,
     }
     if model_note:
         settings["model_note"] = model_note
-    report = BenchReport(
-        build=_build_summary(info, opts.build_dir),
-        model=str(opts.model),
-        settings=settings,
-        latency=latency,
-        devices=tuple(devices),
-        points=(),
-        complete=False,
-        demo=demo,
-        links=tuple(calibrated.values()),
-    )
-    _check_out_dir(opts.out_dir)  # again, right before the first write (the checks above took time)
-    _claim_out_dir(opts.out_dir)
-    _clear_raw(opts.out_dir / "raw")  # a previous bench's, in our folder
-    done: list[PointResult] = []
-    seen: dict[tuple[str, ...], str] = {}
-    remote_rtt = max((x.median_ms / 1e3 for x in latency if x.ok), default=0.0)
-    loopback = all(_split_endpoint(ep)[0] in (LOOPBACK, "localhost", "::1") for ep in opts.rpc)
-    with _relays(opts.rpc if relayed else ()) as relays:
-        rbase = ["-m", str(opts.model)]
-        if relays:
-            rbase += ["-rpc", ",".join(r.endpoint for r in relays)]
-        for i, (point, args) in enumerate(resolved, start=1):
-            link = dict(point.settings).get("link", "none")
-            no_rpc = "-dev" in args and args[args.index("-dev") + 1] == "none"
-            ident = args if no_rpc else (*args, f"link={link}")  # no RPC device: the link is moot
-            skip = _skip_reason(point, args)
-            if skip:
-                res = PointResult(
-                    index=i,
-                    label=point.label,
-                    settings=point.settings,
-                    args=args,
-                    status=PointStatus.SKIPPED,
-                    error=skip,
-                )
-            elif ident in seen:
-                res = PointResult(
-                    index=i,
-                    label=point.label,
-                    settings=point.settings,
-                    args=args,
-                    status=PointStatus.DUPLICATE,
-                    error=f"same llama-bench arguments as {seen[ident]}"
-                    + (
-                        "; no RPC device, so the link does not matter"
-                        if no_rpc and "link" in dict(point.settings)
-                        else ""
-                    ),
-                )
-            elif relays:
-                seen[ident] = point.label
-                cal = calibrated[link]
-                shared = SharedLink(cal.shaping)  # one port on the client for all hosts
-                for r in relays:
-                    r.set_shaping(cal.shaping, shared)
-                errs = [len(r.errors) for r in relays]
-                res = _run_relayed(
-                    exe, i, point, args, rbase, opts, relays, opts.out_dir / "raw", caps.output_format
-                )
-                new = [e for r, n in zip(relays, errs, strict=True) for e in r.errors[n:]]
-                if res.status == "failed" and new:
-                    res = dataclasses.replace(res, error=f"{res.error}; relay could not reach {new[0]}")
-                # the wire time this point's tokens saw: the relay (as measured) plus, for
-                # real hosts, their network (round trips only: its bandwidth is not known)
-                rtt = cal.measured.rtt_s + (0.0 if loopback else remote_rtt)
-                bw = (
-                    (cal.link.rate_bytes_s or min(cal.base.up_bytes_s, cal.base.down_bytes_s))
-                    if loopback or cal.link.rate_bit_s
-                    else 0.0
-                )
-                res = dataclasses.replace(res, link=link, path_rtt_s=rtt, path_bytes_s=bw)
-            else:
-                seen[ident] = point.label
-                res = _run_point(exe, i, point.label, point.settings, base, args, opts, opts.out_dir / "raw")
-            if res.status == "failed" and servers_alive is not None:
-                dead = servers_alive()
-                if dead:
-                    res = dataclasses.replace(res, error=f"{res.error}; {dead}")
-            done.append(res)
-            report = dataclasses.replace(report, points=tuple(done))
-            atomic_write_json(opts.out_dir / BENCH_JSON, report.to_json())
-            if on_point is not None:
-                on_point(res)
-    report = dataclasses.replace(report, complete=True)
-    atomic_write_json(opts.out_dir / BENCH_JSON, report.to_json())
-    return report
+    return settings
 
 
-class _relays:
-    """One Relay per endpoint, all closed at the end."""
+@dataclasses.dataclass(kw_only=True)
+class _Sweep:
+    """The points of one sweep, run in turn: skipped, a duplicate of an earlier one, or run
+    (through the relays when there are any, each point's link set on them first)."""
 
-    def __init__(self, endpoints: Sequence[str]) -> None:
-        self.endpoints = endpoints
-        self.relays: list[Relay] = []
+    run: PointRun
+    base: list[str]
+    relays: list[Relay]
+    calibrated: dict[str, Calibrated]
+    remote_rtt: float  # the slowest real host's round trip (s)
+    loopback: bool  # every RPC host is this machine
+    model: Path
+    seen: dict[tuple[str, ...], str] = dataclasses.field(default_factory=dict)
 
-    def __enter__(self) -> list[Relay]:
-        try:
-            for ep in self.endpoints:
-                self.relays.append(Relay(_split_endpoint(ep)).__enter__())
-        except BaseException:
-            self.__exit__()
-            raise
-        return self.relays
+    def point(self, i: int, point: Point, args: tuple[str, ...]) -> PointResult:
+        link = dict(point.settings).get("link", "none")
+        no_rpc = "-dev" in args and args[args.index("-dev") + 1] == "none"
+        ident = args if no_rpc else (*args, f"link={link}")  # no RPC device: the link is moot
+        skip = skip_reason(point, args)
+        if skip:
+            return PointResult(
+                index=i,
+                label=point.label,
+                settings=point.settings,
+                args=args,
+                status=PointStatus.SKIPPED,
+                error=skip,
+            )
+        if ident in self.seen:
+            moot = (
+                "; no RPC device, so the link does not matter"
+                if no_rpc and "link" in dict(point.settings)
+                else ""
+            )
+            return PointResult(
+                index=i,
+                label=point.label,
+                settings=point.settings,
+                args=args,
+                status=PointStatus.DUPLICATE,
+                error=f"same llama-bench arguments as {self.seen[ident]}{moot}",
+            )
+        self.seen[ident] = point.label
+        if not self.relays:
+            return run_point(self.run, i, point, self.base, args)
+        return self._relayed(i, point, args, link)
 
-    def __exit__(self, *exc: object) -> None:
+    def _relayed(self, i: int, point: Point, args: tuple[str, ...], link: str) -> PointResult:
+        cal = self.calibrated[link]
+        shared = SharedLink(cal.shaping)  # one port on the client for all hosts
         for r in self.relays:
-            r.close()
+            r.set_shaping(cal.shaping, shared)
+        errs = [len(r.errors) for r in self.relays]
+        rbase = ["-m", str(self.model), "-rpc", ",".join(r.endpoint for r in self.relays)]
+        res = run_relayed(self.run, i, point, args, rbase, self.relays)
+        new = [e for r, n in zip(self.relays, errs, strict=True) for e in r.errors[n:]]
+        if res.status == "failed" and new:
+            res = dataclasses.replace(res, error=f"{res.error}; relay could not reach {new[0]}")
+        # the wire time this point's tokens saw: the relay (as measured) plus, for real
+        # hosts, their network (round trips only: its bandwidth is not known)
+        rtt = cal.measured.rtt_s + (0.0 if self.loopback else self.remote_rtt)
+        bw = (
+            (cal.link.rate_bytes_s or min(cal.base.up_bytes_s, cal.base.down_bytes_s))
+            if self.loopback or cal.link.rate_bit_s
+            else 0.0
+        )
+        return dataclasses.replace(res, link=link, path_rtt_s=rtt, path_bytes_s=bw)
 
 
 def demo_model(out_dir: Path) -> tuple[Path, str]:
@@ -719,9 +464,9 @@ def run_demo(
             f"{build_dir} has no bin/{server.name} (the demo's RPC servers)",
             hint="build a recipe with GGML_RPC=ON and the ggml-rpc-server target",
         )
-    _check_out_dir(out_dir)
+    check_out_dir(out_dir)
     dims = parse_sweep(sweep)
-    _claim_out_dir(out_dir)  # demo/ and logs/ go into it next
+    claim_out_dir(out_dir)  # demo/ and logs/ go into it next
     model, note = demo_model(out_dir)
     with llama_output.servers(out_dir / "logs") as procs:
         endpoints = []

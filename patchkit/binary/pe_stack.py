@@ -6,10 +6,22 @@ Tensor split over RPC makes ggml-rpc's client recurse over ~1,800 graph nodes; t
 sources, on any OS.
 
 An edit is planned on the bytes first (every refusal happens there, nothing is
-written), then written to a temp file next to the original, re-read and verified
-with pefile, and only then renamed over the original (``os.replace``): a crash
-leaves either the old file or the verified new one. A file that already has the
-asked values is not rewritten.
+written), then written to a temp file next to the original, re-read and verified,
+and only then renamed over the original (``os.replace``, through
+``core.fs.atomic_write_many``: a batch is all or nothing): a crash leaves either the
+old file or the verified new one. A file that already has the asked values is not
+rewritten.
+
+The headers are read by one parser, this module's own (``_layout``), not pefile: it
+reads only the fixed fields it edits (COFF header, optional header magic, stack
+reserve/commit, checksum, the certificate directory) and refuses, naming the file, any
+offset or size that runs past the end, a section table beyond the file, a wrong magic
+or a short optional header. pefile is built to load odd files leniently (it warns and
+goes on, and parses far more than these fields), which is what a reader of import
+tables wants (``pe_imports``) and not what a writer of hostile files should trust:
+an edit must never be computed from a header pefile accepted but the loader reads
+differently. The checksum is the one imagehlp and pefile compute (the tests compare
+it with pefile's).
 """
 
 from __future__ import annotations
@@ -21,8 +33,6 @@ import sys
 from array import array
 from collections.abc import Sequence
 from pathlib import Path
-
-import pefile
 
 from patchkit.core.errors import PEError
 from patchkit.core.fs import BatchWriteError, atomic_write_many, read_capped
@@ -432,7 +442,8 @@ def plan_stack_edit(
 
 
 def _verify(plan: StackPlan, tmp: Path, label: str) -> int:
-    """Re-read the written temp file and check it with pefile (an independent parser)."""
+    """Re-read the written temp file: the bytes meant, and the header fields read back by the
+    same strict parser that planned the edit; the new checksum."""
     assert plan.new_data is not None
     data = tmp.read_bytes()
     if data != plan.new_data:
@@ -442,25 +453,18 @@ def _verify(plan: StackPlan, tmp: Path, label: str) -> int:
             "to be written (disk full?); the original is unchanged",
         )
     try:
-        # pefile.PE.close()/generate_checksum() run gc.collect(); with data= there is no
-        # mmap to close, so neither is called. The checksum is ours (tested against pefile).
-        pe = pefile.PE(data=data, fast_load=True)
-        opt = pe.OPTIONAL_HEADER
-        got = (opt.SizeOfStackReserve, opt.SizeOfStackCommit, opt.CheckSum)
-        sec_size = opt.DATA_DIRECTORY[_SECURITY_DIR].Size if plan.signature_removed else 0
-    except Exception as e:  # pefile raises many kinds on odd input
-        raise _fail(
-            label, f"verification failed: pefile cannot read the edited file ({e}); the original is unchanged"
-        ) from None
-    lay = _layout(data, label)
-    want = (plan.reserve, plan.commit, pe_checksum(data, lay.checksum_off))
+        after = _info(plan.before.path, data)
+    except PEError as e:
+        raise _fail(label, f"verification failed: {e.message}; the original is unchanged") from None
+    got = (after.stack_reserve, after.stack_commit, after.checksum)
+    want = (plan.reserve, plan.commit, after.checksum_computed)
     if got != want:
         raise _fail(
             label,
-            f"verification failed: pefile reads reserve/commit/checksum {got}, "
+            f"verification failed: the edited file reads reserve/commit/checksum {got}, "
             f"expected {want}; the original is unchanged",
         )
-    if plan.signature_removed and sec_size != 0:
+    if plan.signature_removed and after.signed:
         raise _fail(
             label, "verification failed: the certificate directory is still set; the original is unchanged"
         )
@@ -491,7 +495,7 @@ def _distinct(plans: Sequence[StackPlan], names: Sequence[str]) -> dict[Path, tu
 
 def apply_stack_edits(plans: Sequence[StackPlan], *, labels: Sequence[str] | None = None) -> list[StackEdit]:
     """Write planned edits, all or nothing (:func:`patchkit.core.fs.atomic_write_many`):
-    every file's new bytes are staged beside it and verified (pefile) first; only then are
+    every file's new bytes are staged beside it and verified (read back) first; only then are
     they renamed into place, and if one rename fails the files already renamed get their
     originals back. A file named twice is edited once.
     """

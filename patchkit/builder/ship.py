@@ -44,7 +44,7 @@ def post_output(recipe: Recipe) -> PostStep:
 
 
 def _pe_stack_edits(recipe: Recipe) -> PostStep:
-    """The post-output step for Windows: a bigger stack for the RPC clients (pefile)."""
+    """The post-output step for Windows: a bigger stack for the RPC clients (binary.pe_stack)."""
     from patchkit.binary.pe_stack import apply_stack_edit, plan_stack_edit
     from patchkit.core.units import format_size
 

@@ -272,7 +272,7 @@ def test_ctrl_c_keeps_the_points_done_and_stops_servers(
     from patchkit.bench import run as bench
 
     build = _fake_build(tmp_path)
-    real = bench._run_relayed
+    real = bench.run_relayed
     calls = {"n": 0}
 
     def interrupt(*a, **kw):
@@ -281,7 +281,7 @@ def test_ctrl_c_keeps_the_points_done_and_stops_servers(
             raise KeyboardInterrupt
         return real(*a, **kw)
 
-    monkeypatch.setattr(bench, "_run_relayed", interrupt)
+    monkeypatch.setattr(bench, "run_relayed", interrupt)
     with pytest.raises(KeyboardInterrupt):
         bench.run_demo(tmp_path / "demo", build)
     res = json.loads((tmp_path / "demo" / "bench.json").read_text())
