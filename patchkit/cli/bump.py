@@ -16,6 +16,7 @@ from patchkit.core.errors import BuildError, ConfigError, FatalError, PatchError
 from patchkit.core.fs import atomic_write_text, check_writable, read_capped
 from patchkit.core.log import log
 from patchkit.core.paths import cache_dir, cache_layout, default_out_dir
+from patchkit.core.text import printable
 from patchkit.spec.recipe import Recipe, list_recipes, load_recipe, resolve_recipe_path
 from patchkit.upkeep.bump import (
     BumpOptions,
@@ -41,11 +42,14 @@ _LOG_MAX = 256 * 1024 * 1024  # a failed build's log read for compile errors
 
 
 def _emit(text: str, summary: Path | None) -> None:
+    # upstream's and the patches' text is in code spans already; the printer escapes what
+    # could still act on a terminal, line by line (one printer for everything untrusted)
+    text = "\n".join(printable(ln) for ln in text.split("\n"))
     click.echo(text, nl=False)
     if summary is not None:
         # a name the user gave: a link there is written through, /dev/stdout streams
         atomic_write_text(summary, text, follow_links=True)
-        log.info(f"wrote {summary}")
+        log.info(printable(f"wrote {summary}"))
 
 
 def _check_outputs(summary: Path | None, build: Recipe | None, out: Path | None) -> None:
@@ -175,7 +179,8 @@ def bump_cmd(
         hint_workdir=workdir is not None,
         rerere=cache_layout().rerere,
     )
-    with log.step(f"bump {len(recipes)} recipe(s) on {rec.upstream.url}" + (" (dry run)" if dry_run else "")):
+    step = f"bump {len(recipes)} recipe(s) on {rec.upstream.url}" + (" (dry run)" if dry_run else "")
+    with log.step(printable(step)):
         try:
             result = run_bump(opts)
         except BumpStopped as e:
@@ -197,7 +202,7 @@ def bump_cmd(
     if error is not None:
         raise error
     if result.stopped and dry_run:
-        log.warning(f"dry run: the refresh would stop ({result.stopped})")
+        log.warning(printable(f"dry run: the refresh would stop ({result.stopped})"))
 
 
 def _build(

@@ -102,7 +102,7 @@ def _short(r: PatchVerdict, numbers: dict[str, int]) -> str:
 
 def _cell(r: PatchVerdict, numbers: dict[str, int]) -> str:
     style = "yellow" if isinstance(r, CheckVerdict) and r.cascade_of else _STYLE[r.status]
-    return f"[{style}]{escape(_short(r, numbers))}[/]"
+    return f"[{style}]{escape(printable(_short(r, numbers)))}[/]"
 
 
 def _key(r: PatchVerdict) -> tuple[str, tuple[str, ...]]:
@@ -116,7 +116,7 @@ def render_check(report: CheckReport, *, group: bool) -> tuple[list[str], Table,
     ref, with the whole verdict (each line at most 120 columns)."""
     numbers = {name: i for i, name in enumerate(report.patches, 1)}
     refs = report.refs
-    title = [f"patch check against {report.repo}"]
+    title = [printable(f"patch check against {report.repo}")]
     if group and refs:
         title.append(
             f"{len(report.patches)} patches x {len(refs)} first-parent commits "
@@ -134,11 +134,11 @@ def render_check(report: CheckReport, *, group: bool) -> tuple[list[str], Table,
         cols = list(refs)
         heads = [r.name if len(r.name) <= _CELL_WIDTH else r.commit.short for r in refs]
     for h in heads:
-        table.add_column(escape(h), no_wrap=True, overflow="ellipsis", max_width=_CELL_WIDTH)
+        table.add_column(escape(printable(h)), no_wrap=True, overflow="ellipsis", max_width=_CELL_WIDTH)
     if group and len(refs) > 1:
         table.add_column("since", no_wrap=True, overflow="ellipsis", max_width=_SINCE_WIDTH)
     for i, name in enumerate(report.patches):
-        row = [str(i + 1), escape(name), *(_cell(r.results[i], numbers) for r in cols)]
+        row = [str(i + 1), escape(printable(name)), *(_cell(r.results[i], numbers) for r in cols)]
         if group and len(refs) > 1:
             row.append(escape(_since(refs, i)))
         table.add_row(*row)
@@ -156,7 +156,7 @@ def render_check(report: CheckReport, *, group: bool) -> tuple[list[str], Table,
             left = [n for n in report.patches if n in r.note]
             if r.note.startswith("checked without") and left:
                 what += " (checked without " + ", ".join(f"#{numbers[n]}" for n in left) + ")"
-        line = f"#{i + 1} {name}: {what}"
+        line = printable(f"#{i + 1} {name}: {what}")
         if len(line) > _LINE_WIDTH:
             line = line[: _LINE_WIDTH - 1] + "…"
         lines.append(line)
@@ -192,7 +192,7 @@ def render_bisect(report: BisectReport) -> list[str]:
         res = r.result.label if r.result else ""
         if r.verdict in (Verdict.BROKEN, Verdict.MERGED_UPSTREAM) and c is not None:
             what = "broken by" if r.verdict is Verdict.BROKEN else "merged upstream by"
-            lines.append(f"{head}{what} {c.short} {c.date} {printable(c.subject)}")
+            lines.append(f"{head}{what} {c.short} {c.date} {c.subject}")
             pad = " " * len(head)
             if r.files:
                 lines.append(f"{pad}which touched {', '.join(r.files)}")
@@ -204,7 +204,7 @@ def render_bisect(report: BisectReport) -> list[str]:
             lines.append(f"{head}applies throughout ({res})")
         else:
             lines.append(f"{head}n/a: outside its When range across the whole range")
-    return lines
+    return [printable(ln) for ln in lines]  # names, paths and subjects are the patches' and upstream's
 
 
 def _fail_check(failures: Sequence[tuple[str, PatchVerdict]]) -> None:
@@ -271,7 +271,7 @@ def check_cmd(
     if range_:
         old, new = parse_range(range_)
         if do_bisect:
-            with log.step(f"bisect {len(patches)} patches over {range_}"):
+            with log.step(printable(f"bisect {len(patches)} patches over {range_}")):
                 breport = bisect(repo_path, patches, old, new)
             for line in render_bisect(breport):
                 out(line, err=as_json)
@@ -287,7 +287,7 @@ def check_cmd(
                     hint="`patchkit refresh --onto REF` rebases the series",
                 )
             return
-        with log.step(f"check {len(patches)} patches against {range_}"):
+        with log.step(printable(f"check {len(patches)} patches against {range_}")):
             report = check_range(repo_path, patches, old, new)
     else:
         targets = list(refs) or ([rec.upstream.commit] if rec else [])
