@@ -804,10 +804,17 @@ def iter_files(contents: ImageContents) -> Iterator[tuple[int, LayerEntry]]:
 
 
 def check_layout(
-    contents: ImageContents, *, mtime: int, owners: Mapping[str, tuple[int, int]] = {}
+    contents: ImageContents,
+    *,
+    mtime: int,
+    layer_mtimes: Mapping[int, int] | None = None,
+    owners: Mapping[str, tuple[int, int]] | None = None,
 ) -> list[str]:
     """What about a readable image is not what :func:`write_image` writes: sorted members,
-    one mtime, owner 0:0 (or ``owners[path]``), gzip layers."""
+    one mtime (``layer_mtimes[n]`` for layer ``n``, counted from 0, where given), owner
+    0:0 (or ``owners[path]``), gzip layers."""
+    owners = owners or {}
+    layer_mtimes = layer_mtimes or {}
     problems: list[str] = []
     if list(contents.outer_names) != sorted(contents.outer_names):
         problems.append("the image file's entries are not in sorted order")
@@ -818,9 +825,12 @@ def check_layout(
         paths = [e.path for e in layer.entries]
         if paths != sorted(paths):
             problems.append(f"{what}: members are not in sorted order")
-        odd_time = [e.path for e in layer.entries if e.mtime != mtime]
+        want = layer_mtimes.get(n, mtime)
+        odd_time = [e.path for e in layer.entries if e.mtime != want]
         if odd_time:
-            problems.append(f"{what}: {odd_time[0]}: mtime is not {mtime}")
+            problems.append(f"{what}: {odd_time[0]}: mtime is not {want}")
+        if layer.descriptor.media_type != MEDIA_LAYER:
+            problems.append(f"{what}: not a gzip layer ({layer.descriptor.media_type[:80]})")
         for e in layer.entries:
             if (e.uid, e.gid) != owners.get(e.path, (0, 0)):
                 problems.append(f"{what}: {e.path}: owner {e.uid}:{e.gid}, not what a release image states")

@@ -388,3 +388,45 @@ def test_a_failed_write_leaves_nothing(tmp_path: Path) -> None:
         oci.write_image(tmp_path / "y.oci.tar", bad, stage=stage)
     assert not (tmp_path / "y.oci.tar").exists()
     assert [p.name for p in tmp_path.iterdir() if p.name != "stage"] == []
+
+
+def test_cuda_images_share_the_runtime_layer(tmp_path: Path) -> None:
+    from tests.fixtures.wheels import runtime_wheels, set_binary
+    from tests.unit.release.test_bundle import cuda_build
+
+    wheels = tmp_path / "wheels"
+    runtime_wheels(wheels, major=12, minor=4)
+    dist = tmp_path / "dist"
+    first = do_release(cuda_build(tmp_path / "a"), dist, runtime_wheels=wheels)
+    other = cuda_build(tmp_path / "b")
+    set_binary(other, "bin/llama-cli", make_elf(runpath="$ORIGIN") + b" another build")
+    info = json.loads((other / "build-info.json").read_text())
+    info["recipe"]["name"] = "cuda-turing-ampere"
+    info["cuda"]["archs"] = [75, 86]
+    (other / "build-info.json").write_text(json.dumps(info))
+    second = do_release(other, dist, runtime_wheels=wheels)
+    a = _image(tmp_path, dist, first.archive.name, 0)
+    b = _image(tmp_path, dist, second.archive.name, 1)
+    assert len(a.layers) == len(b.layers) == 3
+    assert a.layers[0] == b.layers[0]  # the same system libraries
+    assert a.layers[1] == b.layers[1]  # one CUDA runtime layer for both
+    assert a.layers[2] != b.layers[2] and a.digest != b.digest
+    contents = oci.read_image(dist / a.file)
+    files = {e.path for _, e in oci.iter_files(contents)}
+    assert f"{PREFIX}/bin/libcublas.so.12" in files and f"{PREFIX}/bin/libggml-cuda.so" in files
+    env = contents.config.config.env  # type: ignore[union-attr]
+    assert "NVIDIA_VISIBLE_DEVICES=all" in env and "NVIDIA_DRIVER_CAPABILITIES=compute,utility" in env
+    stem = first.archive.name.removesuffix(".tar.gz")
+    _, data = stage_archive(first.archive, stem, tmp_path / "s")
+    manifest = load_manifest(data)
+    rt_stem = first.runtime.name.removesuffix(".tar.gz")
+    _, rt_data = stage_archive(first.runtime, rt_stem, tmp_path / "s2")
+    runtime = load_manifest(rt_data)
+    assert isinstance(manifest, ReleaseManifest) and not isinstance(runtime, ReleaseManifest)
+    assert runtime.source_date_epoch != manifest.source_date_epoch  # the wheels' date: its own layer mtime
+    assert check_release_image(a.file, contents, manifest, data, runtime) == []
+    # without the runtime's manifest its files are not the release's
+    assert any(
+        "libcublas.so.12 is in the image but not in the manifest" in d
+        for d in check_release_image(a.file, contents, manifest, data)
+    )
