@@ -4,7 +4,9 @@ The result goes to stdout: the files it wrote, one line each (the CUDA runtime a
 ``ARCHIVE  sha256 HEX``, each provenance statement). The progress, the warnings (waivers,
 no sources), the import check and the errors go to stderr. ``--json`` prints one object
 instead (``name``, ``archive``, ``sha256``, ``manifest``, ``sums``, ``waivers``,
-``provenance``, ``runtime``, ``imports``), and the lines go to stderr.
+``provenance``, ``runtime``, ``imports``, ``floor``, ``image``: with ``--image``, the
+container image's ``file``, ``sha256``, ``digest``, ``ref``, ``layers``, ``system_from``,
+``size``, else null), and the lines go to stderr.
 """
 
 from __future__ import annotations
@@ -14,10 +16,13 @@ from pathlib import Path
 
 import click
 
+from patchkit.builder.sysroot import require_root, root_dir
 from patchkit.cli._common import load_recipe_arg, out
 from patchkit.core.log import log
-from patchkit.core.paths import default_out_dir
+from patchkit.core.paths import cache_dir, default_out_dir
+from patchkit.release.image import ImageOptions
 from patchkit.release.release import ReleaseOptions, release, source_date_epoch_from_env
+from patchkit.spec.recipe import Recipe
 
 __all__ = ["COMMANDS"]
 
@@ -75,6 +80,13 @@ __all__ = ["COMMANDS"]
     help="Let binaries import this system library too (e.g. libssl.so.3), beyond "
     "the documented set; recorded in the manifest. Repeatable.",
 )
+@click.option(
+    "--image",
+    "with_image",
+    is_flag=True,
+    help="Also write <name>.oci.tar: the build as a container image that podman load and "
+    "docker load take (system libraries from the recipe's build root, else this machine).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON on stdout.")
 @click.pass_context
 def release_cmd(
@@ -88,6 +100,7 @@ def release_cmd(
     runtime_wheels: Path | None,
     allow_system: tuple[str, ...],
     sign_key: Path | None,
+    with_image: bool,
     as_json: bool,
 ) -> None:
     """Pack a finished build of RECIPE into a reproducible archive + SHA256SUMS.
@@ -114,6 +127,7 @@ def release_cmd(
         allow_system=tuple(allow_system),
         project=project,
         sign_key=sign_key,
+        image=_image_options(loaded) if with_image else None,
     )
     with log.step(f"release {build_dir}"):
         result = release(opts)
@@ -133,6 +147,12 @@ def release_cmd(
     if result.runtime is not None:
         out(f"{result.runtime}  (the CUDA runtime: unpack it over the build's folder)", err=as_json)
     out(f"{result.archive}  sha256 {result.sha256}", err=as_json)
+    if result.image is not None:
+        img = result.image
+        out(
+            f"{result.sums.parent / img.file}  sha256 {img.sha256}  (image {img.ref}@{img.digest})",
+            err=as_json,
+        )
     for path in result.provenance:
         out(f"{path.name}  (provenance)", err=as_json)
     if as_json:
@@ -149,10 +169,21 @@ def release_cmd(
                     "runtime": str(result.runtime) if result.runtime else None,
                     "imports": list(result.imports),
                     "floor": result.floor or None,
+                    "image": result.image.to_json() if result.image is not None else None,
                 },
                 indent=2,
             )
         )
+
+
+def _image_options(recipe: Recipe | None) -> ImageOptions:
+    """The system layer from the recipe's build root (prepared), else this machine's /."""
+    root = recipe.build.root if recipe is not None else None
+    if root is None:
+        return ImageOptions()
+    cache = cache_dir()
+    found = require_root(cache, root)
+    return ImageOptions(system_root=root_dir(cache, root) / "tree", system_label=found.label)
 
 
 COMMANDS = [release_cmd]

@@ -3,8 +3,8 @@
 The result goes to stdout: one line when everything matches (then one line per archive
 with its C library floor: what its files need, the floor its recipe states, what they take
 from the system), else one line per difference (then the error, exit 12, on stderr).
-``--json`` prints ``{"schema": 1, "directory", "ok", "archives", "differences"}``
-instead, and the lines or the error (with the differences) go to stderr.
+``--json`` prints ``{"schema": 1, "directory", "ok", "archives", "images",
+"differences"}`` instead, and the lines or the error (with the differences) go to stderr.
 """
 
 from __future__ import annotations
@@ -43,6 +43,7 @@ def verify_cmd(directory: Path, as_json: bool, allowed_signers: Path | None) -> 
                 "directory": str(directory),
                 "ok": report.ok,
                 "archives": list(report.archives),
+                "images": list(report.images),
                 "differences": list(report.differences),
             }
         )
@@ -56,8 +57,9 @@ def verify_cmd(directory: Path, as_json: bool, allowed_signers: Path | None) -> 
             # with --json, stdout holds them as JSON; the log shows them too, as before
             detail="\n".join(report.differences) if as_json else "",
         )
+    images = f" and {len(report.images)} container image(s)" if report.images else ""
     out(
-        f"{directory}: {len(report.archives)} archive(s) match SHA256SUMS, their manifests "
+        f"{directory}: {len(report.archives)} archive(s){images} match SHA256SUMS, their manifests "
         "and provenance" + (" (signed by allowed signers)" if allowed_signers else ""),
         err=as_json,
     )

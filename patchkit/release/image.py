@@ -67,12 +67,14 @@ __all__ = [
     "PREFIX",
     "REPOSITORY",
     "USER",
+    "ImageOptions",
     "ImageRecord",
     "check_release_image",
     "image_annotations",
     "image_name",
     "image_ref",
     "make_release_image",
+    "preflight",
     "release_image_spec",
     "stage_archive",
     "system_files",
@@ -115,6 +117,26 @@ class ImageRecord(Record):
     layers: tuple[str, ...]  # their digests, bottom up
     system_from: str  # "/" or the build root's label
     size: int
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class ImageOptions:
+    """``release --image``: where the system layer's libraries come from."""
+
+    system_root: Path = Path("/")
+    system_label: str = "/"  # "/" or the build root's label (debian11@<id>)
+
+
+def preflight(manifest: ReleaseManifest, out_dir: Path, opts: ImageOptions) -> None:
+    """Everything that could stop the image, checked before the release writes anything:
+    a Linux build, a valid tag, an output that is not a link, every system library found."""
+    arch = _arch(manifest)
+    image_ref(manifest.name)
+    path = out_dir / image_name(manifest.name)
+    if os.path.islink(path) or (os.path.lexists(path) and not stat.S_ISREG(os.lstat(path).st_mode)):
+        raise ReleaseError(f"{path} is a symlink or not a regular file: refusing to write the image over it")
+    needed = manifest.imports.system if manifest.imports is not None else ()
+    system_files(needed, root=opts.system_root, arch=arch)
 
 
 def image_name(stem: str) -> str:
@@ -335,8 +357,8 @@ def check_release_image(
     rest are libraries and the user's lines; the annotations follow from the manifest; the
     layout is :func:`oci.write_image`'s. One line each, prefixed with ``name``."""
     diffs = [f"{name}: {p}" for p in contents.problems]
-    if contents.manifest is None or contents.config is None:
-        return diffs
+    if contents.manifest is None or contents.config is None or not contents.complete:
+        return diffs  # a layer that could not be read is its own line; its files are unknown
     want: dict[str, tuple[str, int, str]] = {
         f"{PREFIX}/{f.path}": (f.sha256, f.size, f.mode)
         for f in manifest.files
@@ -468,7 +490,7 @@ def make_release_image(
         runtime=runtime,
         runtime_mtime=runtime_mtime,
     )
-    (stage / "layers").mkdir()
+    (stage / "layers").mkdir(parents=True)
     written = write_release_image(dist / image_name(stem), spec, stage=stage / "layers")
     return ImageRecord(
         file=written.path.name,

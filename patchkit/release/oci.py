@@ -426,6 +426,7 @@ class ImageContents:
     outer_names: tuple[str, ...]  # the outer tar's entries in stored order
     outer_mtimes: frozenset[int]
     problems: tuple[str, ...]
+    complete: bool  # every layer the manifest names was read (its files are all known)
 
 
 @dataclasses.dataclass
@@ -511,7 +512,9 @@ def _outer(path: Path, budget: _Budget) -> tuple[dict[str, _Blob], list[str], se
     for name, blob in sorted(blobs.items()):
         m = _BLOB.match(name)
         if m and m.group(1) != blob.sha256:
-            problems.append(f"{name}: its sha256 is {blob.sha256[:12]}…, not the digest it is named after")
+            problems.append(
+                f"{name}: its bytes hash to {blob.sha256[:12]}…, not the digest it is named after (tampered?)"
+            )
     return blobs, names, mtimes, problems
 
 
@@ -536,13 +539,20 @@ def _json_blob(blobs: dict[str, _Blob], name: str, cls: type[Any], what: str) ->
         return None, f"{what}: {name}: {e.key or 'the top'} is missing or not the expected type"
 
 
+_SAID = "its bytes are not its digest's (said once, above)"
+
+
 def _descriptor_blob(d: Descriptor, blobs: dict[str, _Blob], what: str) -> str:
+    """Why the blob ``d`` names cannot be used ('' when it can; :data:`_SAID` when its
+    bytes lie about their digest, which the outer pass reported already)."""
     m = _DIGEST.match(d.digest)
     if not m:
         return f"{what}: digest {d.digest[:80]!r} is not sha256:<64 hex>"
     blob = blobs.get(_blob_name(d.digest))
     if blob is None:
         return f"{what}: blob {_short(d.digest)} is missing"
+    if blob.sha256 != m.group(1):
+        return _SAID
     if blob.size != d.size:
         return f"{what}: blob {_short(d.digest)} is {blob.size} bytes, its descriptor says {d.size}"
     return ""
@@ -713,7 +723,7 @@ def _read_image(path: Path, budget: _Budget) -> ImageContents:
     blobs, names, mtimes, problems = _outer(path, budget)
 
     def done(**kw: Any) -> ImageContents:
-        base: dict[str, Any] = dict(digest="", manifest=None, config=None, ref="", layers=())
+        base: dict[str, Any] = dict(digest="", manifest=None, config=None, ref="", layers=(), complete=False)
         base.update(kw)
         return ImageContents(
             outer_names=tuple(names), outer_mtimes=frozenset(mtimes), problems=tuple(problems), **base
@@ -732,7 +742,7 @@ def _read_image(path: Path, budget: _Budget) -> ImageContents:
     top = index.manifests[0]
     why = _descriptor_blob(top, blobs, "index.json")
     if why:
-        problems.append(why)
+        problems += [why] if why is not _SAID else []
         return done()
     manifest, why = _json_blob(blobs, _blob_name(top.digest), OciManifest, "image manifest")
     if manifest is None:
@@ -744,7 +754,7 @@ def _read_image(path: Path, budget: _Budget) -> ImageContents:
     config: ImageConfig | None = None
     why = _descriptor_blob(manifest.config, blobs, "config")
     if why:
-        problems.append(why)
+        problems += [why] if why is not _SAID else []
     else:
         config, why = _json_blob(blobs, _blob_name(manifest.config.digest), ImageConfig, "config")
         if config is None:
@@ -773,9 +783,16 @@ def _read_image(path: Path, budget: _Budget) -> ImageContents:
         for n, d in enumerate(manifest.layers):
             why = _descriptor_blob(d, blobs, f"layer {n + 1}")
             if why:
-                problems.append(why)
+                problems += [why] if why is not _SAID else []
                 continue
-            layer, found = _layer(f, blobs[_blob_name(d.digest)], d, n, budget)
+            blob = blobs[_blob_name(d.digest)]
+            try:
+                layer, found = _layer(f, blob, d, n, budget)
+            except (OSError, EOFError, zlib.error, tarfile.TarError) as e:
+                problems.append(
+                    f"layer {n + 1} ({_short(d.digest)}): not a readable tar layer ({str(e)[:120]})"
+                )
+                continue
             problems += found
             layers.append(layer)
             if config is not None and n < len(config.rootfs.diff_ids):
@@ -785,6 +802,7 @@ def _read_image(path: Path, budget: _Budget) -> ImageContents:
                         f"layer {n + 1} ({_short(d.digest)}): its content hashes to {_short(layer.diff_id)}, "
                         f"the config's diff_id says {_short(want)}"
                     )
+    complete = len(layers) == len(manifest.layers)
     used = {
         _blob_name(top.digest),
         _blob_name(manifest.config.digest),
@@ -792,7 +810,9 @@ def _read_image(path: Path, budget: _Budget) -> ImageContents:
     }
     for name in sorted(set(blobs) - used - {"index.json", "manifest.json", "oci-layout"}):
         problems.append(f"{name}: a blob no manifest names")
-    return done(digest=top.digest, manifest=manifest, config=config, ref=ref, layers=tuple(layers))
+    return done(
+        digest=top.digest, manifest=manifest, config=config, ref=ref, layers=tuple(layers), complete=complete
+    )
 
 
 def iter_files(contents: ImageContents) -> Iterator[tuple[int, LayerEntry]]:

@@ -4,6 +4,9 @@
 
     _type          https://in-toto.io/Statement/v1
     subject        [{name: <archive file>, digest: {sha256: <archive sha256>}}]
+                   + with a container image beside it (release.image): the image file
+                   {name: <name>.oci.tar, digest: {sha256: <file sha256>}} and the image
+                   {name: patchkit/llama:<name>, digest: {sha256: <image manifest digest>}}
     predicateType  https://slsa.dev/provenance/v1
     predicate.buildDefinition
       buildType            BUILD_TYPE
@@ -16,10 +19,11 @@
     predicate.runDetails   builder.id BUILDER_ID (+ patchkit's version);
                            byproducts: the manifest (sha256)
 
-Everything in it follows from the manifest inside the archive and the archive's sha256,
-so `verify` recomputes it and names each key that differs (``statement_for``). The
-statement is a :class:`Statement` record (in-toto's camelCase keys are field metadata),
-written with the one canonical serialisation (patchkit.core.record.canonical_json).
+Everything in it follows from the manifest inside the archive, the archive's sha256 and
+the image's (when there is one), so `verify` recomputes it and names each key that
+differs (``statement_for``). The statement is a :class:`Statement` record (in-toto's
+camelCase keys are field metadata), written with the one canonical serialisation
+(patchkit.core.record.canonical_json).
 """
 
 from __future__ import annotations
@@ -50,6 +54,7 @@ __all__ = [
     "BuildDefinition",
     "Builder",
     "ExternalParameters",
+    "ImageSubject",
     "InternalParameters",
     "Predicate",
     "ResourceDescriptor",
@@ -150,6 +155,23 @@ class Statement(Record):
     predicate: Predicate
 
 
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class ImageSubject:
+    """A container image of the release: its file and the image itself (its manifest's
+    digest, what a registry and ``podman images --digests`` show)."""
+
+    file: str
+    sha256: str
+    ref: str
+    digest: str  # "sha256:<hex>"
+
+    def descriptors(self) -> tuple[ResourceDescriptor, ...]:
+        return (
+            ResourceDescriptor(name=self.file, digest={"sha256": self.sha256}),
+            ResourceDescriptor(name=self.ref, digest={"sha256": self.digest.removeprefix("sha256:")}),
+        )
+
+
 def statement_name(stem: str) -> str:
     return stem + STATEMENT_SUFFIX
 
@@ -193,11 +215,21 @@ def _deps(manifest: ReleaseManifest) -> list[ResourceDescriptor]:
     return deps
 
 
-def statement_for(archive: str, sha256: str, manifest: ReleaseManifest, manifest_sha256: str) -> Statement:
-    """The statement for ``archive`` (its sha256) built from its manifest."""
+def statement_for(
+    archive: str,
+    sha256: str,
+    manifest: ReleaseManifest,
+    manifest_sha256: str,
+    image: ImageSubject | None = None,
+) -> Statement:
+    """The statement for ``archive`` (its sha256) built from its manifest, with the
+    container image of the same build as subjects too when there is one."""
     up = manifest.upstream
     return Statement(
-        subject=(ResourceDescriptor(name=archive, digest={"sha256": sha256}),),
+        subject=(
+            ResourceDescriptor(name=archive, digest={"sha256": sha256}),
+            *(image.descriptors() if image is not None else ()),
+        ),
         predicate=Predicate(
             build_definition=BuildDefinition(
                 build_type=BUILD_TYPE,
@@ -240,9 +272,10 @@ def write_beside(
     manifest: ReleaseManifest,
     manifest_data: bytes,
     sign_key: Path | None,
+    image: ImageSubject | None = None,
 ) -> dict[str, Path]:
     """Write ``<stem>.intoto.json`` (and its ``.sig`` with ``sign_key``); {name: path}."""
-    data = dump_statement(statement_for(archive, sha256, manifest, sha256_bytes(manifest_data)))
+    data = dump_statement(statement_for(archive, sha256, manifest, sha256_bytes(manifest_data), image))
     sig = sign(data, sign_key) if sign_key is not None else None
     path = out_dir / statement_name(stem)
     atomic_write_bytes(path, data, mode=0o644)
@@ -265,8 +298,10 @@ def check_beside(
     manifest: ReleaseManifest,
     manifest_data: bytes,
     allowed_signers: Path | None,
+    image: ImageSubject | None = None,
 ) -> list[str]:
-    """Each way ``<stem>.intoto.json`` (and its signature) beside ``archive`` is wrong."""
+    """Each way ``<stem>.intoto.json`` (and its signature) beside ``archive`` is wrong
+    (``image``: the container image beside it, as verify found it)."""
 
     def plain(p: Path) -> str:
         try:
@@ -287,7 +322,9 @@ def check_beside(
     if path.stat().st_size > STATEMENT_MAX:
         return [f"{name}: larger than {STATEMENT_MAX >> 20} MiB, so not one a release wrote"]
     data = path.read_bytes()
-    statement = statement_for(archive, sha256_file(dist / archive), manifest, sha256_bytes(manifest_data))
+    statement = statement_for(
+        archive, sha256_file(dist / archive), manifest, sha256_bytes(manifest_data), image
+    )
     want = dump_statement(statement)
     diffs: list[str] = []
     if data != want:

@@ -10,6 +10,7 @@ Output in the ``--out`` folder:
 
     llama-<sha7>-pk<series8>-<os>-<arch>-<variant>.tar.gz   (.zip for Windows)
     llama-...-<variant>.manifest.json                       (a copy of the manifest inside)
+    llama-...-<variant>.oci.tar                             (``image``: the container image, release.image)
     SHA256SUMS                                              (``sha256sum -c`` format, merged)
 
 The archive holds ``<name>/bin/...``, ``<name>/LICENSE`` and ``<name>/manifest.json``.
@@ -42,7 +43,7 @@ from pathlib import Path
 from patchkit.binary.elf import ElfDynamic
 from patchkit.core.errors import ConfigError, ReleaseError
 from patchkit.core.fs import atomic_write_bytes, contained, sha256_file
-from patchkit.release import contents, floor, provenance, sources
+from patchkit.release import contents, floor, image, provenance, sources
 from patchkit.release.archive import Member, read_archive, write_archive
 from patchkit.release.bundle import (
     StagedRuntime,
@@ -99,6 +100,7 @@ class ReleaseOptions:
     bundle_runtime: bool = True  # CUDA builds: NVIDIA's runtime archive beside (release.bundle)
     runtime_wheels: Path | None = None  # None: pip downloads them into the cache
     allow_system: tuple[str, ...] = ()  # more system libraries (recorded in the manifest)
+    image: image.ImageOptions | None = None  # also a container image beside it (release.image)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -116,6 +118,7 @@ class ReleaseResult:
     runtime: Path | None = None  # the CUDA runtime archive beside it
     note: str = ""
     floor: str = ""  # the C library floor: "GLIBC_2.30 GLIBCXX_3.4.26 CXXABI_1.3.11 (floor ...)"
+    image: image.ImageRecord | None = None  # the container image beside it
 
 
 def _allowed_system(opts: ReleaseOptions) -> tuple[str, ...]:
@@ -468,11 +471,23 @@ def _release(opts: ReleaseOptions, stack: contextlib.ExitStack[bool | None]) -> 
         from patchkit.release.signing import sign
 
         sign(b"patchkit key check", opts.sign_key)
+    if opts.image is not None:  # nor may the image stop it half written
+        image.preflight(manifest, out, opts.image)
     sums.update(publish(checked, out))
     archive = out / (stem + suffix)
     digest = write_archive(archive, stem, members, mtime=mtime)
     side = out / f"{stem}.manifest.json"
     atomic_write_bytes(side, data, mode=0o644)
+    made: image.ImageRecord | None = None
+    if opts.image is not None:  # from the archive just written: its very bytes
+        made = image.make_release_image(
+            out,
+            archive.name,
+            system_root=opts.image.system_root,
+            system_label=opts.image.system_label,
+            stage=stage / "image",
+        )
+        sums[made.file] = made.sha256
     beside = provenance.write_beside(
         out,
         stem=stem,
@@ -481,6 +496,9 @@ def _release(opts: ReleaseOptions, stack: contextlib.ExitStack[bool | None]) -> 
         manifest=manifest,
         manifest_data=data,
         sign_key=opts.sign_key,
+        image=None
+        if made is None
+        else provenance.ImageSubject(file=made.file, sha256=made.sha256, ref=made.ref, digest=made.digest),
     )
     sums[archive.name] = digest
     sums[side.name] = sha256_file(side)
@@ -500,6 +518,7 @@ def _release(opts: ReleaseOptions, stack: contextlib.ExitStack[bool | None]) -> 
         runtime=out / checked.runtime.archive if checked.runtime else None,
         note=checked.note,
         floor=_floor_line(floor_summary),
+        image=made,
     )
 
 

@@ -21,7 +21,12 @@ Checked, each difference one line naming the file:
   archive its manifest names (present, that sha256), and its recorded ``imports``;
 - ``<name>.intoto.json`` beside the archive: the in-toto provenance statement that
   follows from the archive's sha256 and its manifest (release.provenance); with
-  ``allowed_signers``, its ``.sig`` must be a good ssh-keygen signature of a trusted key.
+  ``allowed_signers``, its ``.sig`` must be a good ssh-keygen signature of a trusted key;
+  with a container image beside the archive, the statement names it too;
+- each ``<name>.oci.tar`` (release.image): read without unpacking (release.oci: every
+  blob's digest, each layer's diff_id, every layer member safe), its files under
+  /opt/llama the archive manifest's ``bin/`` and ``LICENSE`` with their sha256 (and the
+  CUDA runtime archive's), its manifest.json the archive's, its annotations and layout.
 """
 
 from __future__ import annotations
@@ -38,7 +43,7 @@ from patchkit.core.errors import ReleaseError
 from patchkit.core.fs import sha256_file
 from patchkit.core.record import JsonValue, RecordError
 from patchkit.core.text import diff_keys, printable
-from patchkit.release import floor, provenance
+from patchkit.release import floor, image, oci, provenance
 from patchkit.release.archive import (
     ARCHIVE_SUFFIXES,
     DEFAULT_LIMITS,
@@ -101,6 +106,7 @@ class VerifyReport:
     differences: tuple[str, ...]
     # each archive's manifest as verify read it (from inside the archive)
     manifests: tuple[tuple[str, Manifest], ...] = ()
+    images: tuple[str, ...] = ()  # the container image files (release.image)
 
     @property
     def ok(self) -> bool:
@@ -163,9 +169,16 @@ def _check_runpaths(label: str, root: str, entries: list[EntryInfo]) -> list[str
 
 
 def _check_archive_file(
-    dist: Path, name: str, allowed_signers: Path | None = None, manifests: dict[str, Manifest] | None = None
+    dist: Path,
+    name: str,
+    allowed_signers: Path | None = None,
+    manifests: dict[str, Manifest] | None = None,
+    *,
+    images: dict[str, provenance.ImageSubject] | None = None,
+    datas: dict[str, bytes] | None = None,
 ) -> list[str]:
-    """``manifests``: where the archive's manifest goes, when it parses."""
+    """``manifests``: where the archive's manifest goes, when it parses (and its bytes
+    into ``datas``); ``images``: the container images found beside, by their stem."""
     path = dist / name
     root = name[: -len("." + archive_kind(name))]
     why = _not_plain(path)
@@ -200,6 +213,8 @@ def _check_archive_file(
         diffs += _check_manifest(dist, name, root, path, entries, manifest)
         if manifests is not None:
             manifests[name] = manifest
+        if datas is not None:
+            datas[name] = inner.data
     side = dist / f"{root}.manifest.json"
     side_why = _not_plain(side) if os.path.lexists(side) else ""
     if not os.path.lexists(side):
@@ -228,6 +243,7 @@ def _check_archive_file(
             manifest=manifest,
             manifest_data=inner.data,
             allowed_signers=allowed_signers,
+            image=(images or {}).get(root),
         )
     return diffs
 
@@ -373,6 +389,7 @@ def verify_dir(dist: Path, *, allowed_signers: Path | None = None) -> VerifyRepo
             p.name.endswith(ARCHIVE_SUFFIXES)
             or p.name.endswith(".manifest.json")
             or p.name.endswith(provenance.BESIDE_SUFFIXES)
+            or p.name.endswith(image.IMAGE_SUFFIX)
         )
     )
     for name in ours:
@@ -387,9 +404,19 @@ def verify_dir(dist: Path, *, allowed_signers: Path | None = None) -> VerifyRepo
     )
     if not archives and not diffs:
         diffs.append(f"{dist}: no archives to verify")
+    images = sorted(
+        {n for n in (*ours, *sums) if n.endswith(image.IMAGE_SUFFIX) and os.path.lexists(dist / n)}
+    )
+    read: dict[str, oci.ImageContents] = {}
+    subjects: dict[str, provenance.ImageSubject] = {}
+    for name in images:
+        diffs += _read_image_file(dist, name, read, subjects)
     manifests: dict[str, Manifest] = {}
+    datas: dict[str, bytes] = {}
     for name in archives:
-        diffs += _check_archive_file(dist, name, allowed_signers, manifests)
+        diffs += _check_archive_file(dist, name, allowed_signers, manifests, images=subjects, datas=datas)
+    for name, contents in sorted(read.items()):
+        diffs += _check_image(name, contents, manifests, datas)
     # member names, manifest and statement fields, file names in DIR: all someone else's
     # text, shown on a terminal: every control character escaped (one line each, no ESC)
     return VerifyReport(
@@ -397,7 +424,49 @@ def verify_dir(dist: Path, *, allowed_signers: Path | None = None) -> VerifyRepo
         archives=tuple(archives),
         differences=tuple(printable(d) for d in diffs),
         manifests=tuple(sorted(manifests.items())),
+        images=tuple(images),
     )
+
+
+def _read_image_file(
+    dist: Path, name: str, read: dict[str, oci.ImageContents], subjects: dict[str, provenance.ImageSubject]
+) -> list[str]:
+    """Read a container image file (release.oci: every blob and layer hashed, nothing
+    unpacked) into ``read``, and its provenance subject into ``subjects`` by its stem."""
+    path = dist / name
+    why = _not_plain(path)
+    if why:
+        return [f"{name}: {why}"]
+    try:
+        contents = oci.read_image(path)
+    except ArchiveRefused as e:
+        raise ReleaseError(printable(f"{name}: refused: {e}"), hint=_REFUSED_HINT) from None
+    except ValueError as e:
+        return [f"{name}: {e}"]
+    read[name] = contents
+    stem = name.removesuffix(image.IMAGE_SUFFIX)
+    subjects[stem] = provenance.ImageSubject(
+        file=name, sha256=sha256_file(path), ref=f"{image.REPOSITORY}:{stem}", digest=contents.digest
+    )
+    return []
+
+
+def _check_image(
+    name: str, contents: oci.ImageContents, manifests: dict[str, Manifest], datas: dict[str, bytes]
+) -> list[str]:
+    """An image against the archive of the same name beside it (and the CUDA runtime
+    archive that one names)."""
+    archive = name.removesuffix(image.IMAGE_SUFFIX) + ".tar.gz"
+    manifest = manifests.get(archive)
+    if not isinstance(manifest, ReleaseManifest) or archive not in datas:
+        return [f"{name}: no readable release archive {archive} beside it to check it against"]
+    runtime = None
+    if manifest.runtime is not None:
+        found = manifests.get(manifest.runtime.archive)
+        if not isinstance(found, RuntimeManifest):
+            return [f"{name}: the CUDA runtime archive {manifest.runtime.archive} is not beside it"]
+        runtime = found
+    return image.check_release_image(name, contents, manifest, datas[archive], runtime)
 
 
 def _verify_imports(dist: Path, name: str, root: str, manifest: Manifest) -> list[str]:

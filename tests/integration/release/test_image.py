@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from patchkit.release.image import PREFIX, REPOSITORY, make_release_image
+from patchkit.release.image import PREFIX, REPOSITORY
 from patchkit.release.oci import read_image
 from tests.fixtures.project import invoke
 
@@ -31,13 +31,15 @@ WHY_NOT = "needs podman and runc, as root" if not CAN_RUN else ""
 
 def _release_with_image(project: Path, tmp_path: Path, out: Path, n: int) -> tuple[Path, Path, str]:
     dist = tmp_path / f"dist{n}"
-    r = invoke(project, "release", "fixture", "--build-dir", str(out), "--out", str(dist))
+    r = invoke(
+        project, "release", "fixture", "--build-dir", str(out), "--out", str(dist), "--image", "--json"
+    )
     assert r.exit_code == 0, r.output
-    (archive,) = dist.glob("*.tar.gz")
-    stage = tmp_path / f"stage{n}"
-    stage.mkdir()
-    rec = make_release_image(dist, archive.name, system_root=Path("/"), system_label="/", stage=stage)
-    return dist, dist / rec.file, rec.digest
+    rec = json.loads(r.stdout)["image"]
+    assert rec["system_from"] == "/" and rec["file"].endswith(".oci.tar")
+    r = invoke(project, "verify", str(dist))
+    assert r.exit_code == 0 and "and 1 container image(s) match" in r.stdout, r.output
+    return dist, dist / rec["file"], rec["digest"]
 
 
 def test_image_reproducible_and_runs(project: Path, tmp_path: Path) -> None:

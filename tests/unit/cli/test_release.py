@@ -42,7 +42,7 @@ def test_cli_release_and_verify(tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
     res = runner.invoke(main, ["verify", str(dist), "--json"])
     assert res.exit_code == 0, res.output
     ok = json.loads(res.stdout)
-    assert set(ok) == {"schema", "directory", "ok", "archives", "differences"}
+    assert set(ok) == {"schema", "directory", "ok", "archives", "images", "differences"}
     assert ok["schema"] == 1 and ok["ok"] is True and ok["differences"] == [] and len(ok["archives"]) == 1
     assert "1 archive(s) match" in res.stderr  # the line goes with the log
     Path(out["manifest"]).write_text("{}\n")

@@ -197,11 +197,13 @@ def test_a_clean_raw_image_has_no_problems(tmp_path: Path) -> None:
 
 def test_layer_digest_that_lies(tmp_path: Path) -> None:
     good = _layer((_info("opt/x", size=3), b"abc"))
-    evil = _layer((_info("opt/x", size=3), b"EVL"))
+    evil = bytearray(good)
+    evil[len(evil) // 2] ^= 0xFF  # one byte flipped: same size, other bytes
     digest = "sha256:" + hashlib.sha256(good).hexdigest()
-    path = _raw_image(tmp_path / "i.tar", [good], lie={digest: evil + b"\0" * (len(good) - len(evil))})
-    problems = _problems(path)
-    assert len([p for p in problems if "not the digest it is named after" in p]) == 1, problems
+    path = _raw_image(tmp_path / "i.tar", [good], lie={digest: bytes(evil)})
+    problems = oci.read_image(path).problems
+    assert len(problems) == 1 and "not the digest it is named after (tampered?)" in problems[0], problems
+    assert not oci.read_image(path).complete
 
 
 def test_diff_id_that_lies(tmp_path: Path) -> None:
@@ -430,3 +432,116 @@ def test_cuda_images_share_the_runtime_layer(tmp_path: Path) -> None:
         "libcublas.so.12 is in the image but not in the manifest" in d
         for d in check_release_image(a.file, contents, manifest, data)
     )
+
+
+# -- release --image and verify ------------------------------------------------------------------
+
+
+def _release_image(tmp_path: Path, dist: Path | None = None) -> Any:
+    from patchkit.release.image import ImageOptions
+
+    build = make_build(tmp_path / "b")
+    opts = ImageOptions(system_root=_sysroot(tmp_path / "r"), system_label="/")
+    return do_release(build, dist or tmp_path / "dist", image=opts)
+
+
+def test_release_image_is_summed_attested_and_verified(tmp_path: Path) -> None:
+    from patchkit.release.verify import verify_dir
+
+    r = _release_image(tmp_path)
+    assert r.image is not None and r.image.file == image_name(r.name)
+    dist = tmp_path / "dist"
+    assert f"{r.image.sha256}  {r.image.file}\n" in (dist / "SHA256SUMS").read_text()
+    statement = json.loads((dist / f"{r.name}.intoto.json").read_text())
+    assert statement["subject"][1:] == [
+        {"name": r.image.file, "digest": {"sha256": r.image.sha256}},
+        {"name": f"{REPOSITORY}:{r.name}", "digest": {"sha256": r.image.digest.removeprefix("sha256:")}},
+    ]
+    report = verify_dir(dist)
+    assert report.differences == () and report.images == (r.image.file,)
+
+
+def _flip_in_layer(image: Path, layer_digest: str) -> None:
+    with tarfile.open(image) as tf:
+        info = tf.getmember("blobs/sha256/" + layer_digest.removeprefix("sha256:"))
+    with image.open("r+b") as f:
+        f.seek(info.offset_data + info.size // 2)
+        b = f.read(1)
+        f.seek(-1, 1)
+        f.write(bytes([b[0] ^ 0xFF]))
+
+
+def test_verify_one_line_per_tampered_layer(tmp_path: Path) -> None:
+    from patchkit.release.verify import verify_dir
+
+    r = _release_image(tmp_path)
+    dist = tmp_path / "dist"
+    image = dist / r.image.file
+    _flip_in_layer(image, r.image.layers[1])
+    diffs = verify_dir(dist).differences
+    layer_lines = [d for d in diffs if "not the digest it is named after" in d]
+    assert len(layer_lines) == 1 and r.image.layers[1].removeprefix("sha256:") in layer_lines[0], diffs
+    assert [d for d in diffs if d not in layer_lines] == [
+        d
+        for d in diffs
+        if d.startswith((f"{r.image.file}: sha256 is", f"{r.name}.intoto.json: does not match"))
+    ]  # besides: SHA256SUMS and the provenance statement name the file's new sha256
+    _flip_in_layer(image, r.image.layers[0])
+    diffs = verify_dir(dist).differences
+    assert len([d for d in diffs if "not the digest it is named after" in d]) == 2, diffs
+
+
+def test_verify_image_whose_files_are_not_the_archives(tmp_path: Path) -> None:
+    from patchkit.release.verify import verify_dir
+
+    dist = tmp_path / "dist"
+    r = _release_image(tmp_path)
+    # another build's image under this release's name: well formed, but other bytes
+    other = make_build(tmp_path / "o")
+    from tests.fixtures.wheels import set_binary
+
+    set_binary(other, "bin/llama-cli", make_elf(runpath="$ORIGIN") + b"other")
+    from patchkit.release.image import ImageOptions
+
+    elsewhere = tmp_path / "elsewhere"
+    r2 = do_release(other, elsewhere, image=ImageOptions(system_root=_sysroot(tmp_path / "r2")))
+    assert r2.name == r.name
+    (dist / r.image.file).write_bytes((elsewhere / r2.image.file).read_bytes())
+    diffs = [d for d in verify_dir(dist).differences if d.startswith(f"{r.image.file}: /")]
+    theirs = hashlib.sha256((other / "bin" / "llama-cli").read_bytes()).hexdigest()
+    ours = next(
+        f["sha256"] for f in json.loads(r.manifest.read_text())["files"] if f["path"] == "bin/llama-cli"
+    )
+    assert (
+        f"{r.image.file}: /{PREFIX}/bin/llama-cli: sha256 is {theirs[:12]}…, the manifest says {ours[:12]}…"
+        in diffs
+    )
+    assert sorted(d.split(":")[1].strip() for d in diffs) == [
+        f"/{PREFIX}/bin/llama-cli",
+        f"/{PREFIX}/manifest.json",
+    ]
+
+
+def test_release_image_refusals_write_nothing(tmp_path: Path) -> None:
+    from patchkit.release.image import ImageOptions
+
+    build = make_build(tmp_path / "b")
+    dist = tmp_path / "dist"
+    empty = tmp_path / "empty-root"
+    empty.mkdir()
+    with pytest.raises(ReleaseError, match=r"\.so\.[0-9]+: not found in .*empty-root"):
+        do_release(build, dist, image=ImageOptions(system_root=empty))
+    assert not dist.exists() or list(dist.iterdir()) == []
+    # a link where the image would go: refused before anything is written
+    dist.mkdir(exist_ok=True)
+    r = do_release(build, tmp_path / "probe")
+    target = tmp_path / "precious"
+    target.write_text("keep")
+    os.symlink(target, dist / image_name(r.name))
+    with pytest.raises(ReleaseError, match="symlink"):
+        do_release(build, dist, image=ImageOptions(system_root=_sysroot(tmp_path / "r")))
+    assert sorted(p.name for p in dist.iterdir()) == [image_name(r.name)] and target.read_text() == "keep"
+    windows = make_build(tmp_path / "w", os_name="windows")
+    with pytest.raises(ReleaseError, match="made for Linux"):
+        do_release(windows, tmp_path / "wdist", image=ImageOptions(system_root=_sysroot(tmp_path / "r3")))
+    assert not (tmp_path / "wdist").exists() or list((tmp_path / "wdist").iterdir()) == []
