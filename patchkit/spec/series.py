@@ -44,10 +44,13 @@ __all__ = [
     "UPSTREAM_STATUSES",
     "Patch",
     "Series",
+    "SeriesLine",
     "load_series",
     "parse_patch",
     "patch_name_from_file",
+    "read_series_text",
     "rehash_series",
+    "rewrite_series",
     "series_files",
     "series_line",
 ]
@@ -55,7 +58,7 @@ __all__ = [
 UPSTREAM_STATUSES = ("pending", "submitted", "accepted", "backport", "inappropriate", "denied")
 _REQUIRED = ("Subject", "Why", "Upstream-Status", "When")
 _HEX = re.compile(r"^[0-9a-f]{7,40}$")
-_SERIES_LINE = re.compile(r"^(?P<file>\S+)\s+sha256=(?P<sha>[0-9a-fA-F]{64})\s*$")
+_SHA_OPTION = re.compile(r"sha256=[0-9a-fA-F]{64}")
 SERIES_MAX = 1 << 20  # patches/series: a line per patch
 PATCH_MAX = 64 << 20  # one patch file (llama.cpp's are a few KiB)
 _DATA_HINT = (
@@ -213,19 +216,97 @@ def _load_patch(path: Path, sha: str) -> Patch:
     return parse_patch(_read_patch(path), path, sha)
 
 
+@dataclasses.dataclass(frozen=True)
+class SeriesLine:
+    """One line of a series file (patchkit's or quilt's), as written: ``FILE [OPTION...]
+    [# comment]``. Blank and comment-only lines are lines too (``file`` is ''); a line is
+    written back byte for byte unless something in it changes (:meth:`with_sha256`)."""
+
+    raw: str  # without its newline
+
+    @classmethod
+    def make(cls, file: str, sha256: str, comment: str | None = None) -> SeriesLine:
+        """patchkit's line for a patch file: ``FILE sha256=HEX`` (and ``  #comment``)."""
+        return cls(f"{file} sha256={sha256}" + ("" if comment is None else f"  #{comment}"))
+
+    @property
+    def _body(self) -> str:
+        return self.raw.partition("#")[0]
+
+    @property
+    def fields(self) -> tuple[str, ...]:
+        return tuple(self._body.split())
+
+    @property
+    def file(self) -> str:
+        """The patch file it names ('' for a blank or comment-only line)."""
+        return self.fields[0] if self.fields else ""
+
+    @property
+    def options(self) -> tuple[str, ...]:
+        """What follows the file name (``sha256=HEX``, quilt's ``-p1``), as written."""
+        return self.fields[1:]
+
+    @property
+    def sha256(self) -> str | None:
+        """The recorded hash, when the line is exactly patchkit's ``FILE sha256=HEX``."""
+        opts = self.options
+        if len(opts) == 1 and _SHA_OPTION.fullmatch(opts[0]):
+            return opts[0].removeprefix("sha256=")
+        return None
+
+    @property
+    def comment(self) -> str | None:
+        """The text after ``#`` (None: the line has no ``#``)."""
+        _, sep, after = self.raw.partition("#")
+        return after if sep else None
+
+    def with_sha256(self, sha256: str) -> SeriesLine:
+        """The same line recording ``sha256`` (every other byte kept)."""
+        body, sep, comment = self.raw.partition("#")
+        if _SHA_OPTION.search(body):
+            body = _SHA_OPTION.sub(f"sha256={sha256}", body, count=1)
+        else:
+            head, name, rest = body.partition(self.file)
+            body = f"{head}{name} sha256={sha256}{rest}"
+        return SeriesLine(body + sep + comment)
+
+
+def read_series_text(text: str) -> list[SeriesLine]:
+    """Every line of a series file's text, in order."""
+    return [SeriesLine(raw) for raw in text.splitlines()]
+
+
+def rewrite_series(
+    text: str, new_hashes: dict[str, str], dropped: set[str] | frozenset[str] = frozenset()
+) -> str:
+    """The series text with the files in ``dropped`` left out and the hashes of those in
+    ``new_hashes`` replaced; every other line (comments, blank lines) byte for byte."""
+    out: list[str] = []
+    for raw in text.splitlines(keepends=True):
+        body = raw.rstrip("\r\n")
+        line = SeriesLine(body)
+        if line.file and line.file in dropped:
+            continue
+        if line.file in new_hashes:
+            raw = line.with_sha256(new_hashes[line.file]).raw + raw[len(body) :]
+        out.append(raw)
+    return "".join(out)
+
+
 def series_line(filename: str, data: bytes) -> str:
     """The series line of a patch file: ``FILE sha256=HEX``."""
-    return f"{filename} sha256={sha256_bytes(data)}"
+    return SeriesLine.make(filename, sha256_bytes(data)).raw
 
 
-def _series_lines(series_file: Path) -> list[str]:
+def _series_lines(series_file: Path) -> list[SeriesLine]:
     if not series_file.is_file():
         if series_file.exists():
             raise PatchError(f"{series_file} is not a regular file: it lists the patches in order")
         raise PatchError(f"{series_file} is missing: it lists the patches in order")
     data = read_capped(series_file, limit=SERIES_MAX, error=PatchError, what=str(series_file))
     try:
-        return data.decode("utf-8").splitlines()
+        return read_series_text(data.decode("utf-8"))
     except UnicodeDecodeError as e:
         line = data[: e.start].count(b"\n") + 1
         raise PatchError(
@@ -248,28 +329,25 @@ def series_files(patches_dir: Path) -> list[str]:
     if not series_file.exists() and not series_file.is_symlink():
         return []
     names: list[str] = []
-    for n, raw in enumerate(_series_lines(series_file), 1):
-        fields = raw.split("#", 1)[0].split()
-        if fields:
-            names.append(_series_file_name(fields[0], n))
+    for n, line in enumerate(_series_lines(series_file), 1):
+        if line.file:
+            names.append(_series_file_name(line.file, n))
     return names
 
 
 def load_series(patches_dir: Path) -> Series:
     series_file = patches_dir / "series"
     patches: list[Patch] = []
-    for n, raw in enumerate(_series_lines(series_file), 1):
-        line = raw.split("#", 1)[0].strip()
-        if not line:
+    for n, line in enumerate(_series_lines(series_file), 1):
+        if not line.file:
             continue
-        m = _SERIES_LINE.match(line)
-        if not m:
+        if line.sha256 is None:
             raise PatchError(
-                f"patches/series:{n}: expected `FILE sha256=<64 hex>`, got {raw.strip()[:120]!r}",
+                f"patches/series:{n}: expected `FILE sha256=<64 hex>`, got {line.raw.strip()[:120]!r}",
                 hint="run `patchkit series --rehash` to write the hashes",
             )
-        fname = _series_file_name(m.group("file"), n)
-        patch = _load_patch(patches_dir / fname, m.group("sha"))
+        fname = _series_file_name(line.file, n)
+        patch = _load_patch(patches_dir / fname, line.sha256)
         if any(p.name == patch.name for p in patches):
             raise PatchError(f"patches/series:{n}: patch name {patch.name!r} appears twice")
         patches.append(patch)
@@ -283,21 +361,18 @@ def rehash_series(patches_dir: Path) -> list[tuple[str, str, str]]:
     series_file = patches_dir / "series"
     out: list[str] = []
     changed: list[tuple[str, str, str]] = []
-    for n, raw in enumerate(_series_lines(series_file), 1):
-        body, hash_, comment = raw.partition("#")
-        fields = body.split()
-        if not fields:
-            out.append(raw)
+    for n, line in enumerate(_series_lines(series_file), 1):
+        if not line.file:
+            out.append(line.raw)
             continue
-        fname = _series_file_name(fields[0], n)
+        fname = _series_file_name(line.file, n)
         path = patches_dir / fname
         if not path.is_file():
             raise PatchError(f"patches/series names {fname!r}, which does not exist")
         new = sha256_bytes(_read_patch(path))
-        old = next((f.split("=", 1)[1] for f in fields[1:] if f.startswith("sha256=")), "")
+        old = next((f.split("=", 1)[1] for f in line.options if f.startswith("sha256=")), "")
         if old != new:
             changed.append((fname, old, new))
-        line = f"{fname} sha256={new}"
-        out.append(line + (f"  #{comment}" if hash_ else ""))
+        out.append(SeriesLine.make(fname, new, line.comment).raw)
     atomic_write_text(series_file, "\n".join(out) + "\n")
     return changed

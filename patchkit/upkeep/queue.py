@@ -48,8 +48,10 @@ from patchkit.spec.series import (
     SERIES_MAX,
     Patch,
     Series,
+    SeriesLine,
     parse_patch,
     patch_name_from_file,
+    read_series_text,
     series_files,
 )
 
@@ -208,12 +210,11 @@ def _quilt_entries(series_file: Path, budget: _Budget) -> list[str]:
     """The patch files a quilt (or patchkit) series file lists, relative to its folder."""
     text = budget.read(series_file).decode("utf-8", "replace")
     names: list[str] = []
-    for n, raw in enumerate(text.splitlines(), 1):
-        fields = raw.split("#", 1)[0].split()
-        if not fields:
+    for n, line in enumerate(read_series_text(text), 1):
+        if not line.file:
             continue
-        name, opts = fields[0], fields[1:]
-        for opt in opts:
+        name = line.file
+        for opt in line.options:
             if opt.startswith("sha256=") or opt == "-p1":
                 continue
             raise PatchError(
@@ -431,7 +432,7 @@ def import_patches(
                 renamed=filename != src.filename,
             )
         )
-    lines = [f"{it.file} sha256={it.patch.sha256}" for it in items]
+    lines = [SeriesLine.make(it.file, it.patch.sha256).raw for it in items]
     keep: list[str] = []
     series_path = patches_dir / "series"
     if not old and series_path.is_file():  # comments of an empty series stay
