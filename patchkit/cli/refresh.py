@@ -22,6 +22,7 @@ from patchkit.cli._common import (
 from patchkit.core.errors import ConfigError
 from patchkit.core.log import log
 from patchkit.core.paths import cache_layout
+from patchkit.core.text import printable
 from patchkit.upkeep.refresh import (
     RefreshOptions,
     RefreshResult,
@@ -114,7 +115,13 @@ def refresh_cmd(
         return
     if resume:
         with log.step("refresh: " + ("skip" if skip or not cont else "continue")):
-            result = refresh_continue(workdir, skip=skip, drop=drop, drop_only=not (cont or skip))
+            result = refresh_continue(
+                workdir,
+                drop_stopped=skip,
+                drop=drop,
+                drop_only=not (cont or skip),
+                rerere=cache_layout().rerere,
+            )
     else:
         need_recipe = not all_ or move_pin or (repo is None and upstream is None)
         _project, series, rec = load_optional_recipe(ctx, recipe, need_recipe)
@@ -150,12 +157,15 @@ def report(result: RefreshResult) -> None:
         log.info(f"updated   {f}")
     for f in result.unchanged:
         log.info(f"unchanged {f}")
-    for f in result.skipped:
+    for f in result.outside_when:
         log.info(f"skipped   {f} (outside its When range at {result.onto[:12]}; left as is)")
+    # reasons and findings quote upstream commit subjects: untrusted text
     for d in result.dropped:
-        log.info(f"dropped   {d.file}: {d.reason} (removed from the series)")
+        log.info(f"dropped   {d.file}: {printable(d.reason)} (removed from the series)")
     for u in result.upstream:
-        log.warning(f"kept      {u.file}, {u.describe()}: proposed for dropping (`--drop-upstreamed`)")
+        log.warning(
+            f"kept      {u.file}, {printable(u.describe())}: proposed for dropping (`--drop-upstreamed`)"
+        )
     if result.reused:
         log.info(f"reused {result.reused} recorded conflict resolution(s)")
     if result.pin_moved:

@@ -30,6 +30,8 @@ from pathlib import Path
 
 from patchkit.core.errors import ConfigError, PatchError, SourceError
 from patchkit.core.fs import atomic_write_many, read_capped, sha256_bytes
+from patchkit.core.text import printable
+from patchkit.git.commit import PrivateIndex
 from patchkit.git.repo import Git, parse_range
 from patchkit.git.runner import git_env, run_git
 from patchkit.spec.mailfmt import PATCH_NAME_MAX, sanitized_subject
@@ -567,6 +569,35 @@ def export_folder(
     return done
 
 
+def _checked_out(repo: Path, ref: str) -> Path | None:
+    """The worktree of ``repo`` that has ``ref`` checked out (None: none has)."""
+    listing = run_git(repo, "worktree", "list", "--porcelain", check=False, env=git_env())
+    where: Path | None = None
+    for line in listing.stdout.splitlines():
+        if line.startswith("worktree "):
+            where = Path(line.removeprefix("worktree "))
+        elif line == f"branch {ref}":
+            return where or repo
+    head = run_git(repo, "symbolic-ref", "--quiet", "HEAD", check=False, env=git_env()).stdout.strip()
+    return repo if head == ref else None
+
+
+def _branch_ref(branch: str) -> str:
+    """``refs/heads/BRANCH`` for a name git takes as a branch name (``git check-ref-format
+    --branch``: not ``HEAD``, ``@``, ``-x``, ``@{-1}`` or anything that is not one)."""
+    check = run_git(None, "check-ref-format", "--branch", branch, check=False, env=git_env())
+    if (
+        not check.ok
+        or check.stdout.strip() != branch
+        or branch.startswith("-")
+        or branch in ("HEAD", "@")
+        or "@{" in branch
+        or not run_git(None, "check-ref-format", f"refs/heads/{branch}", check=False, env=git_env()).ok
+    ):
+        raise ConfigError(f"--to-branch {printable(branch)!r} is not a valid branch name")
+    return f"refs/heads/{branch}"
+
+
 def export_branch(
     series: Series,
     *,
@@ -577,11 +608,9 @@ def export_branch(
     force: bool = False,
 ) -> BranchExport:
     """The series as commits on ``base`` in ``repo``, on branch ``branch`` (moved only with
-    ``force``); nothing is written to the repository but objects until every patch is in."""
-    check = run_git(None, "check-ref-format", f"refs/heads/{branch}", check=False)
-    if not check.ok or branch.startswith("-"):
-        raise ConfigError(f"--to-branch {branch!r} is not a valid branch name")
-    ref = f"refs/heads/{branch}"
+    ``force``, and never while it is checked out); nothing is written to the repository
+    but objects until every patch is in."""
+    ref = _branch_ref(branch)
     git = Git(repo)
     old = run_git(repo, "rev-parse", "--verify", "--quiet", ref, check=False).stdout.strip()
     if old and not force:
@@ -589,21 +618,26 @@ def export_branch(
             f"branch {branch} already exists in {repo} (at {old[:12]}): not moving it",
             hint="pass --force to move it, or name another branch",
         )
+    if old:
+        at = _checked_out(repo, ref)
+        if at is not None:  # git itself refuses this, even with -f: the work tree would not follow
+            raise ConfigError(
+                f"branch {branch} is checked out in {at}: not moving it, even with --force",
+                hint="check out another branch there first, or name another branch",
+            )
     base_date = git.run("show", "-s", "--format=%cD", base).strip()
     commits: list[tuple[str, str]] = []
     parent = base
     tmp = Path(tempfile.mkdtemp(prefix="patchkit-export-"))
     try:
-        env = git_env({"GIT_INDEX_FILE": str(tmp / "index")})
-        run_git(repo, "read-tree", base, env=env, what=f"reading {base[:12]}")
+        index = PrivateIndex(repo, tmp / "index", env=git_env())
+        index.read_tree(base, what=f"reading {base[:12]}")
         for n, patch in enumerate(series.patches, 1):
             filename = f"{n:04d}-{_export_name(patch)}.patch"
             mail = _render(patch, filename, author)
             pfile = tmp / filename
             pfile.write_bytes(mail)
-            applied = run_git(
-                repo, "apply", "--cached", "--whitespace=nowarn", str(pfile), check=False, env=env
-            )
+            applied = index.apply(pfile)
             if not applied.ok:
                 reason = applied.stderr.strip().splitlines()
                 raise PatchError(
@@ -612,29 +646,22 @@ def export_branch(
                     detail=applied.stderr,
                     hint="`patchkit check` says which patch no longer applies at the pin",
                 )
-            tree = run_git(repo, "write-tree", env=env).stdout.strip()
+            tree = index.write_tree()
             who, date, message = commit_of(mail, filename)
             when = date or base_date
-            cenv = git_env(
-                {
+            parent = index.commit(
+                tree,
+                parents=[parent],
+                message=message,
+                env={
                     "GIT_AUTHOR_NAME": who.name,
                     "GIT_AUTHOR_EMAIL": who.email,
                     "GIT_AUTHOR_DATE": when,
                     "GIT_COMMITTER_NAME": "patchkit",
                     "GIT_COMMITTER_EMAIL": "patchkit@localhost",
                     "GIT_COMMITTER_DATE": when,
-                }
+                },
             )
-            parent = run_git(
-                repo,
-                "commit-tree",
-                "--no-gpg-sign",
-                tree,
-                "-p",
-                parent,
-                input=message.encode("utf-8"),
-                env=cenv,
-            ).stdout.strip()
             commits.append((patch.name, parent))
         run_git(repo, "update-ref", "-m", "patchkit series export", ref, parent, old or "0" * 40)
     finally:

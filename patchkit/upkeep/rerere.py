@@ -26,11 +26,24 @@ from pathlib import Path
 from patchkit.core.fs import atomic_write_json
 from patchkit.upkeep.conflict import Block, parse_conflicts
 
-__all__ = ["MAX_RECORD", "MAX_RECORDS", "Replay", "Store", "block_key", "learn", "replay"]
+__all__ = ["MAX_RECORD", "MAX_RECORDS", "Replay", "Store", "block_key", "learn", "marker_lines", "replay"]
 
 MAX_RECORD = 1 << 20  # bytes of one record
 MAX_RECORDS = 2000  # records kept; the oldest are removed beyond that
 _VERSION = 1
+
+
+def marker_lines(text: str | Sequence[str]) -> list[int]:
+    """The (1-based) lines that are conflict markers as ``git diff --check`` sees them:
+    seven ``<``, ``=``, ``>`` or ``|`` followed by a blank or the end of the line."""
+    lines = text.splitlines(keepends=True) if isinstance(text, str) else text
+    out: list[int] = []
+    for n, line in enumerate(lines, 1):
+        if len(line) >= 8 and line[0] in "<=>|" and line[:7] == line[0] * 7 and line[7].isspace():
+            out.append(n)
+        elif len(line) == 7 and line == line[0] * 7 and line[0] in "<=>|":
+            out.append(n)  # the last line, without its newline
+    return out
 
 
 def _norm(lines: Sequence[str]) -> str:
@@ -53,11 +66,21 @@ class Store:
     def _path(self, key: str) -> Path:
         return self.root / f"{key}.json"
 
+    def _usable(self) -> bool:
+        """The store's folder is a real folder (or not there yet): a link planted in its
+        place (or as any record) never redirects a read, a write or the trimming."""
+        return not self.root.is_symlink() and (self.root.is_dir() or not self.root.exists())
+
     def get(self, block: Block) -> list[str] | None:
         key = block_key(block)
         path = self._path(key)
         try:
-            if not path.is_file() or path.stat().st_size > MAX_RECORD:
+            if (
+                not self._usable()
+                or path.is_symlink()
+                or not path.is_file()
+                or path.stat().st_size > MAX_RECORD
+            ):
                 return None
             data = json.loads(path.read_text(encoding="utf-8"))
         except (OSError, ValueError, UnicodeDecodeError, RecursionError):
@@ -75,6 +98,8 @@ class Store:
             return None
         if sorted((_norm(block.ours), _norm(block.theirs))) != sides:
             return None  # another conflict with the same hash: never
+        if marker_lines(res):
+            return None  # a resolution that is still a conflict is none
         try:
             os.utime(path)  # recently used: kept longest
         except OSError:
@@ -90,16 +115,26 @@ class Store:
             "sides": sorted((_norm(block.ours), _norm(block.theirs))),
             "resolution": list(resolution),
         }
-        if len(json.dumps(record).encode("utf-8", "surrogateescape")) > MAX_RECORD:
+        if len(json.dumps(record).encode("utf-8", "surrogateescape")) > MAX_RECORD or marker_lines(
+            resolution
+        ):
+            return False
+        if not self._usable():
             return False
         self.root.mkdir(parents=True, exist_ok=True)
+        if not self._usable():
+            return False
         atomic_write_json(self._path(key), record)
         self._trim()
         return True
 
     def _trim(self) -> None:
         try:
-            records = [p for p in self.root.iterdir() if p.suffix == ".json" and p.is_file()]
+            if not self._usable():
+                return
+            records = [
+                p for p in self.root.iterdir() if p.suffix == ".json" and p.is_file() and not p.is_symlink()
+            ]
             if len(records) <= MAX_RECORDS:
                 return
             records.sort(key=lambda p: p.stat().st_mtime)

@@ -63,7 +63,7 @@ def test_summary_says_what_moved_and_why() -> None:
         plan=plan(),
         dry_run=False,
         refresh=RefreshResult(
-            onto=NEW.sha, updated=("0001-guard.patch",), unchanged=(), skipped=(), pin_moved=True
+            onto=NEW.sha, updated=("0001-guard.patch",), unchanged=(), outside_when=(), pin_moved=True
         ),
         moved=("cpu-rpc", "cpu-rpc-experimental"),
     )
@@ -212,7 +212,7 @@ def test_dropped_and_upstream_patches_are_listed_with_their_commits() -> None:
             onto=NEW.sha,
             updated=(),
             unchanged=(),
-            skipped=(),
+            outside_when=(),
             pin_moved=True,
             dropped=(Dropped(file="0001-guard.patch", reason="already upstream (patch-id)", commit=up),),
             upstream=(Upstreamed(file="0002-other.patch", rule="pull-request", commit=up, detail="#16769"),),
@@ -237,7 +237,7 @@ def test_no_section_when_nothing_was_dropped() -> None:
     r = BumpResult(
         plan=plan(),
         dry_run=False,
-        refresh=RefreshResult(onto=NEW.sha, updated=(), unchanged=(), skipped=(), pin_moved=True),
+        refresh=RefreshResult(onto=NEW.sha, updated=(), unchanged=(), outside_when=(), pin_moved=True),
         moved=("cpu-rpc",),
     )
     assert "dropped or found upstream" not in render_summary(r)

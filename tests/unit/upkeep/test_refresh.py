@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from patchkit.core.errors import RecipeError
-from patchkit.upkeep.refresh import _rewrite_series, move_recipe_pin
+from patchkit.spec.series import rewrite_series
+from patchkit.upkeep.refresh import move_recipe_pin
 
 
 def test_move_recipe_pin_keeps_every_other_byte() -> None:
@@ -26,6 +27,6 @@ def test_move_recipe_pin_without_upstream_commit_fails() -> None:
 def test_rewrite_series_touches_only_named_lines() -> None:
     a, b, c = "1" * 64, "2" * 64, "3" * 64
     text = f"# head\n0001-a.patch sha256={a}  # keep\n0002-b.patch   sha256={b}\n"
-    assert _rewrite_series(text, {"0001-a.patch": c}) == (
+    assert rewrite_series(text, {"0001-a.patch": c}) == (
         f"# head\n0001-a.patch sha256={c}  # keep\n0002-b.patch   sha256={b}\n"
     )
