@@ -46,7 +46,7 @@ import click
 from patchkit.cli._common import DEFAULT_RECIPE, out, out_json
 from patchkit.core.lock import cache_lock
 from patchkit.core.paths import cache_dir, find_project_dir
-from patchkit.core.text import did_you_mean
+from patchkit.core.text import did_you_mean, printable
 from patchkit.git.cache import ensure_clone, ensure_commit, is_local, open_upstream
 from patchkit.git.repo import Git
 from patchkit.spec.recipe import load_recipe, resolve_recipe_path
@@ -102,7 +102,7 @@ def series_cmd(ctx: click.Context, rehash: bool, as_json: bool) -> None:
         rehashed = [{"file": f, "old": old, "new": new} for f, old, new in rehash_series(patches_dir)]
         if not as_json:
             for c in rehashed:
-                out(f"{c['file']}: {c['old'][:12] or '(none)'} -> {c['new'][:12]}")
+                out(printable(f"{c['file']}: {c['old'][:12] or '(none)'} -> {c['new'][:12]}"))
     series = load_series(patches_dir)
     verified: list[dict[str, Any]] = []
     for p in series.patches:
@@ -123,11 +123,14 @@ def series_cmd(ctx: click.Context, rehash: bool, as_json: bool) -> None:
             }
         )
         if not as_json:  # line by line: a bad patch later still leaves these said
+            # a mail's author and date, its file name: untrusted text, printed escaped
             out(
-                f"✓ {p.filename}: sha256 ok, {p.upstream_status}, when {p.when}"
-                + (", experimental" if p.experimental else "")
-                + (f", by {p.author}" if p.author else "")
-                + (f", derived {', '.join(p.derived)}" if p.derived else "")
+                printable(
+                    f"✓ {p.filename}: sha256 ok, {p.upstream_status}, when {p.when}"
+                    + (", experimental" if p.experimental else "")
+                    + (f", by {p.author}" if p.author else "")
+                    + (f", derived {', '.join(p.derived)}" if p.derived else "")
+                )
             )
     if as_json:
         out_json({"schema": 1, "rehashed": rehashed, "patches": verified})
@@ -243,7 +246,7 @@ def import_cmd(
             said.append(
                 "derived " + ", ".join(k if k == "Why" else f"{k} {v}" for k, v in it.derived.items())
             )
-        out(f"✓ {it.file} (from {it.source}): " + "; ".join(said))
+        out(printable(f"✓ {it.file} (from {it.source}): " + "; ".join(said)))
     if as_json:
         out_json(
             {
@@ -256,7 +259,7 @@ def import_cmd(
         )
         return
     for f in result.dropped:
-        out(f"  {f}: no longer in the series (left in patches/)")
+        out(printable(f"  {f}: no longer in the series (left in patches/)"))
     out(f"{len(result.patches)} patch(es) imported into {result.series.parent} (series written)")
 
 
@@ -320,7 +323,7 @@ def export_cmd(
         ):
             files.append({"file": e.file, "name": e.name, "author": e.author, "date": e.date})
             if not as_json:
-                out(f"✓ {outdir / e.file}: {e.author}" + (f", {e.date}" if e.date else ""))
+                out(printable(f"✓ {outdir / e.file}: {e.author}" + (f", {e.date}" if e.date else "")))
         if not as_json:
             out(f"{len(files)} patch(es) written to {outdir} (and its series file)")
     made: dict[str, Any] | None = None

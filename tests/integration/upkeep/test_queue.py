@@ -314,3 +314,38 @@ def test_bad_ranges(project: Path, queue: Queue, upstream: FixtureUpstream) -> N
     )
     assert_error(r, 5, "holds merge commit", "a patch queue is a line of commits")
     assert sha256_file(project / "patches" / "0001-zero-nbytes-guard.patch")  # untouched
+
+
+@pytest.mark.parametrize("name", ["HEAD", "@", "-x", "@{-1}", "a\x1b]0;x\x07b"])
+def test_export_to_a_branch_refuses_names_git_takes_for_something_else(
+    project: Path, queue: Queue, name: str
+) -> None:
+    before = git(queue.fork, "for-each-ref", "--format=%(refname) %(objectname)")
+    r = invoke(
+        project, "series", "export", "--to-branch", name, "--upstream", str(queue.fork), "--recipe", "fixture"
+    )
+    assert_error(r, 2, "is not a valid branch name")
+    assert "\x1b" not in r.output
+    assert git(queue.fork, "for-each-ref", "--format=%(refname) %(objectname)") == before
+
+
+def test_export_to_a_branch_never_moves_the_branch_checked_out(project: Path, queue: Queue) -> None:
+    assert invoke(project, "series", "import", str(QUEUE_DATA), "--replace").exit_code == 0
+    checked_out = git(queue.fork, "symbolic-ref", "--short", "HEAD")
+    head = git(queue.fork, "rev-parse", "HEAD")
+    status = git(queue.fork, "status", "--porcelain")
+    r = invoke(
+        project,
+        "series",
+        "export",
+        "--to-branch",
+        checked_out,
+        "--upstream",
+        str(queue.fork),
+        "--recipe",
+        "fixture",
+        "--force",
+    )
+    assert_error(r, 2, f"branch {checked_out} is checked out in {queue.fork}", "even with --force")
+    assert git(queue.fork, "rev-parse", "HEAD") == head
+    assert git(queue.fork, "status", "--porcelain") == status

@@ -117,3 +117,35 @@ def test_a_state_that_would_remove_a_file_outside_the_series_is_damaged(tmp_path
         (wd / STATE_FILE).write_text(json.dumps({**good, **bad}))
         with pytest.raises(PatchError, match="damaged"):
             RefreshState.load(wd)
+
+
+def test_upstream_subjects_in_the_report_are_printed_escaped(capsys: pytest.CaptureFixture[str]) -> None:
+    """ "dropped … already upstream" and "proposed for dropping" quote upstream commit
+    subjects: an escape in one reaches the terminal escaped."""
+    import dataclasses
+
+    from patchkit.cli.refresh import report
+    from patchkit.git.repo import CommitInfo
+    from patchkit.upkeep.refresh import Dropped, RefreshResult
+    from patchkit.upkeep.upstreamed import Upstreamed
+
+    evil = CommitInfo(sha="a" * 40, date="2025-01-01", subject="fix \x1b]0;pwned\x07 (#42)\u202e")
+    left = (
+        "outside_when" if "outside_when" in {f.name for f in dataclasses.fields(RefreshResult)} else "skipped"
+    )
+    result = RefreshResult(
+        onto="b" * 40,
+        updated=(),
+        unchanged=(),
+        pin_moved=False,
+        dropped=(
+            Dropped(file="0001-x.patch", reason=f"already upstream (subject): {evil.subject}", commit=evil),
+        ),
+        upstream=(Upstreamed(file="0002-y.patch", rule="pull-request #42", commit=evil),),
+        **{left: ()},
+    )
+    report(result)
+    err = capsys.readouterr().err
+    assert "dropped   0001-x.patch" in err and "proposed for dropping" in err
+    assert "\x1b" not in err and "\x07" not in err and "\u202e" not in err
+    assert "\\x1b]0;pwned\\x07" in err

@@ -245,3 +245,30 @@ def test_export_then_import_gives_the_same_series(project: Path, tmp_path: Path)
     assert_error(r, 2, "is (or holds) the project's patches/")
     r = invoke(project, "series", "export", str(tmp_path / "x"), "--author", "nobody")
     assert_error(r, 2, "--author 'nobody' must be `Name <mail>`")
+
+
+def test_untrusted_mail_fields_are_printed_escaped(project: Path, tmp_path: Path) -> None:
+    """A mail's author (RFC 2047 hides an ESC in it), date and a file name with a bidi
+    override reach the terminal escaped, in import, series and export."""
+    src = tmp_path / "in"
+    src.mkdir()
+    mail = (
+        _queue_files()[3]
+        .read_bytes()
+        .replace(
+            b"From: Fixture Author <fixture@example.invalid>\n",
+            b"From: =?UTF-8?q?Ann=1B]0;pwned=07?= <ann@example.invalid>\n",
+        )
+    )
+    mail = mail.replace(b"\nDate: ", b"\nDate: \x1b[31m", 1) if b"\nDate: " in mail else mail
+    (src / "0001-a\u202eb.patch").write_bytes(mail)
+    out = tmp_path / "out"
+    for args in (
+        ("series", "import", str(src), "--replace"),
+        ("series",),
+        ("series", "export", str(out)),
+    ):
+        r = invoke(project, *args)
+        assert r.exit_code == 0, r.output
+        assert "\x1b" not in r.output and "\x07" not in r.output and "\u202e" not in r.output, args
+        assert "\\x1b" in r.output, args

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from patchkit.core.errors import RecipeError
@@ -30,3 +32,37 @@ def test_rewrite_series_touches_only_named_lines() -> None:
     assert rewrite_series(text, {"0001-a.patch": c}) == (
         f"# head\n0001-a.patch sha256={c}  # keep\n0002-b.patch   sha256={b}\n"
     )
+
+
+def test_move_recipe_pin_writes_only_a_commit_and_through_the_toml_writer() -> None:
+    from patchkit.upkeep.refresh.finish import toml_string
+
+    text = '[upstream]\nurl = "u"\ncommit = "' + "a" * 40 + '"  # pin\n'
+    for bad in ("b" * 40 + '"\n[build.defines]\nX = "y', "b" * 39, "B" * 40, "HEAD"):
+        with pytest.raises(RecipeError, match="40 hex digits"):
+            move_recipe_pin(text, bad, where="r.toml")
+    assert move_recipe_pin(text.replace('"', "'"), "c" * 40) == text.replace('"', "'").replace(
+        "a" * 40, "c" * 40
+    )
+    assert toml_string('a"b\\c\nd\x1b') == '"a\\"b\\\\c\\nd\\u001b"'
+
+
+def test_rerere_store_refuses_a_planted_link_and_a_resolution_that_is_a_conflict(tmp_path: Path) -> None:
+    from patchkit.upkeep.conflict import Block, parse_conflicts
+    from patchkit.upkeep.rerere import Store, marker_lines
+
+    text = "a\n<<<<<<< ours\nx\n=======\ny\n>>>>>>> theirs\nb\n"
+    (block,) = [p for p in parse_conflicts(text) if isinstance(p, Block)]
+    assert marker_lines(text) == [2, 4, 6] and marker_lines("a\n======= b\n") == [2]
+    assert marker_lines("a == b\n<<<<<<<<x\n") == []
+    real = Store(tmp_path / "real")
+    assert not real.put(block, ["<<<<<<< ours\n", "x\n"])  # still a conflict: not recorded
+    assert real.put(block, ["x\n", "y\n"]) and real.get(block) == ["x\n", "y\n"]
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    (tmp_path / "link").symlink_to(victim, target_is_directory=True)
+    linked = Store(tmp_path / "link")
+    assert not linked.put(block, ["x\n"]) and list(victim.iterdir()) == []
+    (victim / "k.json").write_text("{}")
+    linked._trim()
+    assert (victim / "k.json").exists()
