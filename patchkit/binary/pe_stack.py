@@ -33,9 +33,11 @@ import sys
 from array import array
 from collections.abc import Sequence
 from pathlib import Path
+from typing import ClassVar
 
 from patchkit.core.errors import PEError
 from patchkit.core.fs import BatchWriteError, atomic_write_many, read_capped
+from patchkit.core.record import Record
 from patchkit.core.units import PAGE_SIZE, format_size, parse_size
 
 __all__ = [
@@ -92,24 +94,29 @@ def pe_checksum(data: bytes | bytearray, checksum_offset: int) -> int:
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class PEInfo:
-    path: Path
+class PEInfo(Record):
+    """A PE file's header, as ``pe-info`` shows it."""
+
+    json_derived: ClassVar[tuple[str, ...]] = ("checksum_ok",)
+
+    path: Path  # the file, as named
     machine: str  # x86_64, i386, arm64, ... or 0xNNNN
     format: str  # "PE32" or "PE32+"
     subsystem: str  # console, windows-gui, ...
-    is_dll: bool
+    is_dll: bool  # IMAGE_FILE_DLL is set
     large_address_aware: bool  # IMAGE_FILE_LARGE_ADDRESS_AWARE (PE32: 4 GiB, not 2 GiB)
-    stack_reserve: int
-    stack_commit: int
+    stack_reserve: int  # SizeOfStackReserve, bytes
+    stack_commit: int  # SizeOfStackCommit, bytes
     checksum: int  # as stored in the header
-    checksum_computed: int
+    checksum_computed: int  # what the file's bytes give
     signed: bool  # the security (certificate) directory is non-empty
-    certificate_offset: int
-    certificate_size: int
+    certificate_offset: int  # of the certificate table, 0 when unsigned
+    certificate_size: int  # of the certificate table, 0 when unsigned
     size: int  # file size in bytes
 
     @property
     def checksum_ok(self) -> bool:
+        """the stored checksum is the computed one"""
         return self.checksum == self.checksum_computed
 
     @property
@@ -132,26 +139,20 @@ class PEInfo:
     def max_stack(self) -> int:
         return min(self.field_max, self.loader_max[0])
 
-    def to_json(self) -> dict[str, object]:
-        d = dataclasses.asdict(self)
-        d["path"] = str(self.path)
-        d["checksum_ok"] = self.checksum_ok
-        return d
-
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class StackEdit:
+class StackEdit(Record):
     """What ``set_stack_reserve`` did to one file."""
 
-    file: Path
-    reserve_before: int
-    reserve_after: int
-    commit_before: int
-    commit_after: int
-    checksum_before: int
-    checksum_after: int
+    file: Path  # the file, as named
+    reserve_before: int  # stack reserve before, bytes
+    reserve_after: int  # stack reserve after, bytes
+    commit_before: int  # stack commit before, bytes
+    commit_after: int  # stack commit after, bytes
+    checksum_before: int  # header checksum before
+    checksum_after: int  # header checksum after
     changed: bool  # False: the file already had these values and was not rewritten
-    signature_removed: bool = False
+    signature_removed: bool = False  # its Authenticode signature was removed (--allow-unsign)
 
     def describe(self) -> str:
         if not self.changed:
@@ -171,11 +172,6 @@ class StackEdit:
         if self.signature_removed:
             text += "; Authenticode signature removed"
         return text
-
-    def to_json(self) -> dict[str, object]:
-        d = dataclasses.asdict(self)
-        d["file"] = str(self.file)
-        return d
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

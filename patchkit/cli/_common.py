@@ -22,6 +22,7 @@ from rich.console import Console
 from patchkit.core.errors import ConfigError, RecipeError
 from patchkit.core.log import log
 from patchkit.core.paths import cache_dir, find_project_dir
+from patchkit.core.record import encode
 from patchkit.git.cache import open_upstream
 from patchkit.spec.recipe import Recipe, load_recipe, resolve_recipe_path
 from patchkit.spec.series import Patch, Series, load_series
@@ -38,6 +39,7 @@ __all__ = [
     "load_recipe_arg",
     "out",
     "out_json",
+    "out_record",
     "out_styled",
     "out_table",
     "repo_options",
@@ -174,3 +176,8 @@ def out_table(table: Table, *, err: bool = False) -> None:
 def out_json(obj: object) -> None:
     """The ``--json`` result: one JSON document on stdout, keys sorted, 2-space indent."""
     click.echo(json.dumps(obj, indent=2, sort_keys=True))
+
+
+def out_record(record: object) -> None:
+    """A record's JSON form (:func:`patchkit.core.record.encode`) as the ``--json`` result."""
+    out_json(encode(record))

@@ -1,30 +1,75 @@
 """`patchkit pe-stack` and `patchkit pe-info`: Windows PE header edits on any OS.
 
 `pe-stack` prints one line per file on stdout, the edit made (or that none was needed);
-``--json`` prints ``{"schema": 1, "edits": [...]}`` instead (the lines go to stderr), one
-object per file in argument order with the fields of ``StackEdit`` (``file``,
-``reserve_before``, ``reserve_after``, ``commit_before``, ``commit_after``,
-``checksum_before``, ``checksum_after``, ``changed``, ``signature_removed``).
-`pe-info` prints one line per file on stdout; ``--json`` prints ``{"schema": 1, "files":
-[...]}``, one object per file in argument order with the fields of ``PEInfo`` (``path``,
-``machine``, ``format``, ``subsystem``, ``is_dll``, ``large_address_aware``,
-``stack_reserve``, ``stack_commit``, ``checksum``, ``checksum_computed``, ``checksum_ok``,
-``signed``, ``certificate_offset``, ``certificate_size``, ``size``).
+``--json`` prints one object instead (the lines go to stderr), one edit per file in
+argument order. `pe-info` prints one line per file on stdout; ``--json`` one object, one
+header per file in argument order.
+
+``pe-stack --json`` keys:
+
+- ``edits``: one per file, in argument order
+- ``edits[].changed``: False: the file already had these values and was not rewritten
+- ``edits[].checksum_after``: header checksum after
+- ``edits[].checksum_before``: header checksum before
+- ``edits[].commit_after``: stack commit after, bytes
+- ``edits[].commit_before``: stack commit before, bytes
+- ``edits[].file``: the file, as named
+- ``edits[].reserve_after``: stack reserve after, bytes
+- ``edits[].reserve_before``: stack reserve before, bytes
+- ``edits[].signature_removed``: its Authenticode signature was removed (--allow-unsign)
+- ``schema``: the JSON format's version: 1
+
+``pe-info --json`` keys:
+
+- ``files``: one per file, in argument order
+- ``files[].certificate_offset``: of the certificate table, 0 when unsigned
+- ``files[].certificate_size``: of the certificate table, 0 when unsigned
+- ``files[].checksum``: as stored in the header
+- ``files[].checksum_computed``: what the file's bytes give
+- ``files[].checksum_ok``: the stored checksum is the computed one
+- ``files[].format``: "PE32" or "PE32+"
+- ``files[].is_dll``: IMAGE_FILE_DLL is set
+- ``files[].large_address_aware``: IMAGE_FILE_LARGE_ADDRESS_AWARE (PE32: 4 GiB, not 2 GiB)
+- ``files[].machine``: x86_64, i386, arm64, ... or 0xNNNN
+- ``files[].path``: the file, as named
+- ``files[].signed``: the security (certificate) directory is non-empty
+- ``files[].size``: file size in bytes
+- ``files[].stack_commit``: SizeOfStackCommit, bytes
+- ``files[].stack_reserve``: SizeOfStackReserve, bytes
+- ``files[].subsystem``: console, windows-gui, ...
+- ``schema``: the JSON format's version: 1
 """
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import click
 
-from patchkit.binary.pe_stack import apply_stack_edits, pe_info, plan_stack_edit
-from patchkit.cli._common import out, out_json
+from patchkit.binary.pe_stack import PEInfo, StackEdit, apply_stack_edits, pe_info, plan_stack_edit
+from patchkit.cli._common import out, out_record
 from patchkit.core.errors import FatalError
 from patchkit.core.log import log
 from patchkit.core.units import format_size, parse_size
 
-__all__ = ["COMMANDS", "pe_info_cmd", "pe_stack_cmd"]
+__all__ = ["COMMANDS", "EditsJson", "InfoJson", "pe_info_cmd", "pe_stack_cmd"]
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class EditsJson:
+    """``pe-stack --json``."""
+
+    schema: int = 1  # the JSON format's version: 1
+    edits: tuple[StackEdit, ...]  # one per file, in argument order
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class InfoJson:
+    """``pe-info --json``."""
+
+    schema: int = 1  # the JSON format's version: 1
+    files: tuple[PEInfo, ...]  # one per file, in argument order
 
 
 class _Size(click.ParamType):  # type: ignore[type-arg, unused-ignore]
@@ -88,7 +133,7 @@ def pe_stack_cmd(
     for edit in edits:
         out(edit.describe(), err=as_json)
     if as_json:
-        out_json({"schema": 1, "edits": [e.to_json() for e in edits]})
+        out_record(EditsJson(edits=tuple(edits)))
 
 
 @click.command("pe-info")
@@ -98,7 +143,7 @@ def pe_info_cmd(files: tuple[Path, ...], as_json: bool) -> None:
     """Show a PE file's machine, format, subsystem, stack sizes, checksum and signature."""
     infos = [pe_info(f) for f in files]
     if as_json:
-        out_json({"schema": 1, "files": [i.to_json() for i in infos]})
+        out_record(InfoJson(files=tuple(infos)))
         return
     for i in infos:
         kind = "DLL" if i.is_dll else "exe"

@@ -10,7 +10,7 @@ file that does not fit is one :class:`RecordError` naming the dotted key.
 
 Supported field types: ``str``, ``int`` (a ``bool`` is not an int), ``float`` (an int is
 accepted and becomes a float), ``bool``, ``None`` / ``X | None``, unions of those scalars
-(``int | float`` keeps what the file says), ``tuple[T, ...]``, ``list[T]``,
+(``int | float`` keeps what the file says), ``pathlib.Path`` (a string), ``tuple[T, ...]``, ``list[T]``,
 ``Mapping[str, T]`` / ``dict[str, T]``, :class:`enum.Enum` (by value, e.g. ``StrEnum``),
 nested record dataclasses, and ``Any`` (any JSON value, taken as it is).
 
@@ -45,11 +45,17 @@ It imports nothing of patchkit (``core``).
 
 from __future__ import annotations
 
+import ast
 import copy
 import dataclasses
 import enum
 import functools
+import inspect
+import io
 import json
+import pathlib
+import textwrap
+import tokenize
 import types
 import typing
 from collections.abc import Callable, Mapping
@@ -63,6 +69,9 @@ __all__ = [
     "canonical_json",
     "decode",
     "encode",
+    "field_docs",
+    "json_keys",
+    "key_list",
     "meta",
 ]
 
@@ -149,7 +158,13 @@ class RecordError(ValueError):
 
 
 class Record:
-    """A mixin for record dataclasses: ``to_json()`` is :func:`encode`."""
+    """A mixin for record dataclasses: ``to_json()`` is :func:`encode`.
+
+    A record may name properties whose values its JSON form carries too (never read
+    back): ``json_derived: ClassVar[tuple[str, ...]] = ("checksum_ok",)``.
+    """
+
+    json_derived: typing.ClassVar[tuple[str, ...]] = ()
 
     def to_json(self) -> dict[str, Any]:
         return encode(self)
@@ -270,6 +285,10 @@ def _decode(tp: Any, value: Any, path: str, unknown: str) -> Any:
         if not isinstance(value, str):
             raise _bad(tp, value, path)
         return value
+    if tp is pathlib.Path:
+        if not isinstance(value, str):
+            raise _bad(tp, value, path)
+        return pathlib.Path(value)
     raise TypeError(f"{path}: the record converter does not support {tp!r}")
 
 
@@ -376,6 +395,8 @@ def encode(record: Any) -> dict[str, Any]:
             out[f.key] = f.meta.encode(value)
         else:
             out[f.key] = _encode(value)
+    for name in getattr(record, "json_derived", ()):
+        out[name] = _encode(getattr(record, name))
     return out
 
 
@@ -390,6 +411,8 @@ def _encode(value: Any) -> Any:
         return [_encode(v) for v in value]
     if isinstance(value, Mapping):
         return {k: _encode(v) for k, v in value.items()}
+    if isinstance(value, pathlib.PurePath):
+        return str(value)
     raise TypeError(f"{type(value).__name__} is not JSON data")
 
 
@@ -399,3 +422,86 @@ def canonical_json(value: Any) -> bytes:
     trailing newline. ``verify`` re-serialises what it reads and compares bytes."""
     data = encode(value) if dataclasses.is_dataclass(value) and not isinstance(value, type) else value
     return (json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False) + "\n").encode()
+
+
+# -- the keys of a record's JSON form, with their docs ---------------------------------------
+
+
+@functools.cache
+def field_docs(cls: type) -> dict[str, str]:
+    """Each field's doc, by field name: the string right after the field in the class body
+    (as scikit-build-core documents its settings), else the comment ending the field's
+    line; a derived key's (``json_derived``): its property's docstring. One line each."""
+    docs: dict[str, str] = {}
+    for klass in reversed(cls.__mro__):
+        if not dataclasses.is_dataclass(klass):
+            continue
+        try:
+            source = textwrap.dedent(inspect.getsource(klass))
+        except (OSError, TypeError):  # no source (a class made at run time)
+            continue
+        comments = {
+            t.start[0]: t.string.lstrip("#").strip()
+            for t in tokenize.generate_tokens(io.StringIO(source).readline)
+            if t.type == tokenize.COMMENT
+        }
+        body = typing.cast(ast.ClassDef, ast.parse(source).body[0]).body
+        for node, after in zip(body, [*body[1:], None]):
+            if not (isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name)):
+                continue
+            if (
+                isinstance(after, ast.Expr)
+                and isinstance(after.value, ast.Constant)
+                and isinstance(after.value.value, str)
+            ):
+                docs[node.target.id] = " ".join(after.value.value.split())
+            elif node.end_lineno in comments:
+                docs[node.target.id] = comments[node.end_lineno]
+    for name in getattr(cls, "json_derived", ()):
+        doc = inspect.getdoc(getattr(cls, name, None))
+        if doc:
+            docs[name] = " ".join(doc.split())
+    return docs
+
+
+def _inner_record(tp: Any) -> tuple[type, str] | None:
+    """The record type inside a field's type and how its keys are reached: ``R`` / ``R |
+    None`` (``.``), ``tuple[R, ...]`` / ``list[R]`` (``[].``), ``Mapping[str, R]`` (``{}.``)."""
+    if _is_union(tp):
+        rest = [a for a in typing.get_args(tp) if a is not type(None)]
+        return _inner_record(rest[0]) if len(rest) == 1 else None
+    origin = typing.get_origin(tp)
+    args = typing.get_args(tp)
+    if origin in (tuple, list) and args and _is_record(args[0]):
+        return args[0], "[]."
+    if origin in (dict, Mapping) and len(args) == 2 and _is_record(args[1]):
+        return args[1], "{}."
+    if isinstance(tp, type) and dataclasses.is_dataclass(tp):
+        return tp, "."
+    return None
+
+
+def json_keys(cls: type, *, prefix: str = "") -> list[tuple[str, str]]:
+    """Every key of ``cls``'s JSON form, nested records' keys dotted (``edits[].file``),
+    with its doc (:func:`field_docs`), sorted as ``--json`` sorts them."""
+    docs = field_docs(cls)
+    out: list[tuple[str, str]] = []
+    for f in _fields(cls):
+        key = prefix + f.key
+        out.append((key, docs.get(f.name, "")))
+        inner = _inner_record(f.hint) if f.meta.encode is None else None
+        if inner is not None:
+            out += json_keys(inner[0], prefix=key + inner[1])
+    out += [(prefix + name, docs.get(name, "")) for name in getattr(cls, "json_derived", ())]
+    return sorted(out)
+
+
+def key_list(cls: type, *, width: int = 96) -> str:
+    """The keys of ``cls``'s JSON form as a list for a docstring or README: one item per key
+    (``- ``key``: doc``), wrapped at ``width``. A command's docstring carries this text and
+    a test keeps the two equal, so the documented keys cannot drift from the records."""
+    lines: list[str] = []
+    for key, doc in json_keys(cls):
+        item = f"- ``{key}``" + (f": {doc}" if doc else "")
+        lines += textwrap.wrap(item, width=width, subsequent_indent="  ", break_on_hyphens=False)
+    return "\n".join(lines)

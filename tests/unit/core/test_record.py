@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import pathlib
+import typing
 from collections.abc import Mapping
 from typing import Any
 
@@ -13,7 +15,18 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from patchkit.core.enums import StrEnum
-from patchkit.core.record import JsonValue, Record, RecordError, canonical_json, decode, encode, meta
+from patchkit.core.record import (
+    JsonValue,
+    Record,
+    RecordError,
+    canonical_json,
+    decode,
+    encode,
+    field_docs,
+    json_keys,
+    key_list,
+    meta,
+)
 
 
 class Colour(StrEnum):
@@ -259,3 +272,67 @@ def test_property_decode_of_encode_is_the_record(r: Everything) -> None:
     data = encode(r)
     assert decode(Everything, json.loads(json.dumps(data))) == r
     assert canonical_json(decode(Everything, data)) == canonical_json(r)
+
+
+# -- derived keys, paths, field docs and key lists ----------------------------------------
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class _Inner(Record):
+    name: str  # the name
+    size: int = 0
+    """its size in bytes,
+    over two lines"""
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class _Outer(Record):
+    json_derived: typing.ClassVar[tuple[str, ...]] = ("total",)
+
+    where: pathlib.Path  # a folder
+    items: tuple[_Inner, ...] = ()  # what is in it
+    extra: _Inner | None = None
+
+    @property
+    def total(self) -> int:
+        """the sizes, summed"""
+        return sum(i.size for i in self.items)
+
+
+def test_a_derived_key_is_written_and_not_read_back() -> None:
+    rec = _Outer(where=pathlib.Path("/x/y"), items=(_Inner(name="a", size=2), _Inner(name="b", size=3)))
+    data = rec.to_json()
+    assert data == {
+        "where": "/x/y",
+        "items": [{"name": "a", "size": 2}, {"name": "b", "size": 3}],
+        "extra": None,
+        "total": 5,
+    }
+    assert decode(_Outer, data) == rec  # "total" is ignored when read
+
+
+def test_a_path_field_is_a_string_in_the_file() -> None:
+    assert decode(_Outer, {"where": "rel/dir"}).where == pathlib.Path("rel/dir")
+    with pytest.raises(RecordError, match="where is missing or not the expected type"):
+        decode(_Outer, {"where": 3})
+
+
+def test_field_docs_come_from_the_string_after_a_field_or_its_comment() -> None:
+    assert field_docs(_Inner) == {"name": "the name", "size": "its size in bytes, over two lines"}
+    assert field_docs(_Outer) == {"where": "a folder", "items": "what is in it", "total": "the sizes, summed"}
+
+
+def test_json_keys_walk_nested_records_in_sorted_order() -> None:
+    assert json_keys(_Outer) == [
+        ("extra", ""),
+        ("extra.name", "the name"),
+        ("extra.size", "its size in bytes, over two lines"),
+        ("items", "what is in it"),
+        ("items[].name", "the name"),
+        ("items[].size", "its size in bytes, over two lines"),
+        ("total", "the sizes, summed"),
+        ("where", "a folder"),
+    ]
+    assert (
+        key_list(_Inner, width=30) == "- ``name``: the name\n- ``size``: its size in bytes,\n  over two lines"
+    )
