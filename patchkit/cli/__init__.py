@@ -38,6 +38,7 @@ _COMMANDS = {
     "model": "model",
     "pe-info": "pe",
     "pe-stack": "pe",
+    "plan": "plan",
     "rebuild": "rebuild",
     "refresh": "refresh",
     "release": "release",

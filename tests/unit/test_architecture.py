@@ -27,6 +27,7 @@ ALLOWED: dict[str, set[str]] = {
     "bench": {"core", "spec", "rpc", "smoke", "weights"},
     "doctor": {"core", "spec", "builder"},
     "rebuild": {"core", "spec", "builder", "release"},
+    "plan": {"core", "spec", "rpc", "bench", "smoke", "weights"},
 }
 TOP_LEVEL = {"__init__.py", "__main__.py"}
 SUBPROCESS_OK = {"core/proc.py"}

@@ -1,0 +1,239 @@
+"""`patchkit plan MODEL`: which arrangement of a rig runs a model fastest, and up to what
+context; `patchkit plan shape CONFIG --quant Q -o OUT.gguf`: a hole-GGUF of a model not
+downloaded yet.
+
+MODEL is a GGUF (only its header and tensor table are read), a hole-GGUF shape, or a
+Hugging Face ``config.json`` with ``--quant``. Devices: ``-d rtx3070 -d p100-16g@box2``
+(the shipped table, ``patchkit/plan/devices.toml``), ``-d vram=8GiB,bw=448``, the host
+CPU (``--cpu``), ``--link box2=1gbe`` for each remote host, ``--rpc HOST:PORT`` (asked).
+Output on stdout: the ranked table, the ``llama-server`` command line of the best one and
+its predicted numbers; ``--png FILE`` draws memory per device against capacity and tok/s.
+``--json`` prints ``{"schema": 1, "model": {...}, "ctx": N, "arrangements": [...]}`` (the
+keys are in ``patchkit/plan/report.py``), ranked best first.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+from pathlib import Path
+
+import click
+
+from patchkit.cli._common import out, out_json
+from patchkit.core.errors import ConfigError
+from patchkit.core.log import log
+from patchkit.core.paths import cache_dir
+from patchkit.core.text import printable
+
+__all__ = ["COMMANDS", "plan"]
+
+GIB = 1 << 30
+
+
+def _host_ram() -> int:
+    """This machine's RAM from /proc/meminfo (0 where there is none: give --cpu ram=)."""
+    try:
+        for line in Path("/proc/meminfo").read_text(encoding="ascii").splitlines():
+            if line.startswith("MemTotal:"):
+                return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0
+
+
+class _PlanGroup(click.Group):
+    """`plan MODEL ...` runs the planner; `plan shape ...` writes a shape."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        if args[:1] not in (["-h"], ["--help"]) and (not args or args[0] not in self.commands):
+            args = ["rig", *args]
+        return super().parse_args(ctx, args)
+
+
+@click.group("plan", cls=_PlanGroup, invoke_without_command=False)
+def plan() -> None:
+    """Which arrangement of a rig runs MODEL fastest, and up to what context.
+
+    `patchkit plan MODEL -d DEVICE ... [--ctx N]` ranks them; `patchkit plan shape
+    CONFIG.json --quant Q5_K_M -o model.gguf` writes a model's shape as a hole-GGUF.
+    """
+
+
+def _fmt_gib(n: int) -> str:
+    return f"{n / GIB:.2f}"
+
+
+@plan.command("rig", hidden=True)
+@click.argument("model", type=click.Path(dir_okay=False, path_type=Path))
+@click.option(
+    "-d", "--device", "devices", multiple=True, metavar="SPEC", help="A device: NAME, NAME@HOST, k=v,..."
+)
+@click.option(
+    "--link", "links", multiple=True, metavar="HOST=LINK", help="The link to a remote host (1gbe, ...)."
+)
+@click.option(
+    "--rpc", "rpc", multiple=True, metavar="HOST:PORT[=NAME]", help="Ask an RPC server for its devices."
+)
+@click.option("--cpu", "cpu", default="cpu", show_default=True, metavar="SPEC", help="The host CPU and RAM.")
+@click.option(
+    "-c", "--ctx", "ctx_text", default="", metavar="N", help="Context to plan for (111K; default: 32K)."
+)
+@click.option("--quant", default=None, metavar="TYPE", help="Quantization of a config.json (Q5_K_M...).")
+@click.option(
+    "--cache-type", "cache_types", default="f16,q8_0", show_default=True, help="KV cache types to try."
+)
+@click.option("--mode", "modes", default="layer,tensor", show_default=True, help="Split modes to try.")
+@click.option(
+    "--top", default=12, show_default=True, type=click.IntRange(1, 10_000), help="Rows in the table."
+)
+@click.option(
+    "--png", type=click.Path(dir_okay=False, path_type=Path), default=None, help="Write the picture."
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the plan as JSON.")
+@click.option("--no-calibration", is_flag=True, help="Ignore the cached calibration.")
+def rig(
+    model: Path,
+    devices: tuple[str, ...],
+    links: tuple[str, ...],
+    rpc: tuple[str, ...],
+    cpu: str,
+    ctx_text: str,
+    quant: str | None,
+    cache_types: str,
+    modes: str,
+    top: int,
+    png: Path | None,
+    as_json: bool,
+    no_calibration: bool,
+) -> None:
+    """Rank the arrangements of the rig for MODEL (a GGUF, a shape, or config.json + --quant)."""
+    from patchkit.plan import calibration
+    from patchkit.plan.memory import CACHE_TYPES
+    from patchkit.plan.planner import PlanOptions, check_ctx
+    from patchkit.plan.planner import plan as run_plan
+    from patchkit.plan.report import report
+    from patchkit.plan.rig import build_rig, load_model, parse_ctx
+
+    shape = load_model(model, quant)
+    ctx = check_ctx(parse_ctx(ctx_text) if ctx_text else min(32768, shape.n_ctx_train))
+    cts = tuple(c.strip().lower() for c in cache_types.split(",") if c.strip())
+    for c in cts:
+        if c not in CACHE_TYPES:
+            raise ConfigError(f"--cache-type {c!r} is not one of {', '.join(CACHE_TYPES)}")
+    ms = tuple(m.strip().lower() for m in modes.split(",") if m.strip())
+    for m in ms:
+        if m not in ("layer", "tensor"):
+            raise ConfigError(f"--mode {m!r}: layer or tensor (row is refused: see the table)")
+    the_rig = build_rig(devices=devices, links=links, rpc=rpc, host=cpu, host_ram=_host_ram())
+    if not no_calibration:
+        cal = calibration.load(calibration.calibration_path(cache_dir()))
+        import dataclasses
+
+        the_rig = dataclasses.replace(
+            the_rig,
+            devices=calibration.apply(the_rig.devices, cal),
+            host=calibration.apply((the_rig.host,), cal)[0],
+        )
+    cands = run_plan(shape, the_rig, PlanOptions(ctx=ctx, cache_types=cts, modes=ms))
+    # a config.json is planned as the GGUF it would be converted to
+    model_arg = (
+        str(model.with_name(f"{model.parent.name or 'model'}-{quant.upper()}.gguf")) if quant else str(model)
+    )
+    rep = report(shape, the_rig, cands, ctx=ctx, model_arg=model_arg)
+    if png is not None:
+        from patchkit.plan.picture import render_png
+
+        data = render_png(rep)
+        tmp = png.with_name(f".{png.name}.tmp")
+        tmp.write_bytes(data)
+        os.replace(tmp, png)
+        log.info(f"wrote {png}")
+    if as_json:
+        out_json(rep.to_json())
+        return
+    _show(rep, top)
+
+
+def _show(rep: object, top: int) -> None:
+    from rich.table import Table
+
+    from patchkit.cli._common import out_table
+    from patchkit.plan.report import PlanReport
+
+    assert isinstance(rep, PlanReport)
+    m = rep.model
+    out(
+        f"{printable(m.name)}: {m.arch}, {m.n_layer} layers ({m.attention_layers} attention, "
+        f"{m.recurrent_layers} recurrent), {m.weight_bytes / GIB:.2f} GiB of weights; context {rep.ctx}"
+    )
+    table = Table(title="arrangements, best first (* uncalibrated)", title_justify="left")
+    for col in (
+        "#",
+        "arrangement",
+        "fits",
+        "GiB per device (used/capacity)",
+        "max ctx",
+        "decode",
+        "prompt",
+        "wire/token",
+        "bottleneck",
+    ):
+        table.add_column(col)
+    for i, a in enumerate(rep.arrangements[:top], 1):
+        mems = [
+            f"{d.name}{'@' + d.host if d.host else ''} {_fmt_gib(d.memory.total)}/"
+            f"{_fmt_gib(d.memory.capacity)}"
+            for d in a.devices
+            if d.memory is not None
+        ]
+        if a.host_memory is not None:
+            mems.append(f"host {_fmt_gib(a.host_memory.total)}/{_fmt_gib(a.host_memory.capacity)}")
+        mark = "" if a.calibrated else "*"
+        fits = "yes" if a.fits else ("refused" if not a.command else "no")
+        wire = f"{a.link_mb_per_token:.3g} MB, {a.round_trips_per_token:.0f} RT" if a.links else "—"
+        table.add_row(
+            str(i),
+            printable(a.description) + (" [experimental patch]" if a.needs_experimental else ""),
+            fits if a.fits or not a.why_not else f"{fits}: {printable(a.why_not)}",
+            ", ".join(mems),
+            str(a.max_ctx) if a.command else "—",
+            f"{a.decode_tps:.1f}{mark}" if a.command else "—",
+            f"{a.prompt_tps:.0f}{mark}" if a.command else "—",
+            wire,
+            printable(a.bottleneck),
+        )
+    out_table(table)
+    best = next((a for a in rep.arrangements if a.fits), None)
+    if best is None:
+        out("nothing fits at this context: lower --ctx, try --cache-type q4_0, or add a device")
+        return
+    out("")
+    out(f"best: {printable(best.description)}")
+    out(
+        f"  decode {best.decode_tps:.1f} tok/s, prompt {best.prompt_tps:.0f} tok/s"
+        f"{'' if best.calibrated else ' (uncalibrated: run `patchkit plan --calibrate`)'}; "
+        f"fits up to {best.max_ctx} context"
+    )
+    if best.needs_experimental:
+        out("  needs the experimental -ot scheduling patch (recipe cpu-rpc-experimental)")
+    out("  " + " ".join(shlex.quote(x) for x in shlex.split(best.command)))
+
+
+@plan.command("shape")
+@click.argument("config", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--quant", required=True, metavar="TYPE", help="Quantization preset (Q5_K_M, Q4_K_M, Q8_0...).")
+@click.option("-o", "--out", "dest", required=True, type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--name", default=None, help="general.name of the shape (default: the config's folder).")
+def shape(config: Path, quant: str, dest: Path, name: str | None) -> None:
+    """Write CONFIG's shape as a hole-GGUF: header and tensor table, the data a hole."""
+    from patchkit.plan.hfconfig import read_config, table_from_config, write_hole_gguf
+
+    if dest.exists() and dest.is_dir():
+        raise ConfigError(f"{dest} is a folder")
+    kv, tensors = table_from_config(read_config(config), quant, name=name or config.parent.name or "model")
+    size = write_hole_gguf(kv, tensors, dest)
+    out(f"{dest}: {size / GIB:.2f} GiB shape ({len(tensors)} tensors, {quant.upper()}), data region a hole")
+
+
+COMMANDS = [plan]

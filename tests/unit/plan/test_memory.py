@@ -1,0 +1,130 @@
+"""Memory per device on synthetic headers: dense GQA, hybrid recurrent, MoE, sliding window."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from patchkit.plan.arrangement import CPU, Arrangement, layer_devices
+from patchkit.plan.devices import Device
+from patchkit.plan.hfconfig import table_from_config
+from patchkit.plan.memory import kv_cells, memory
+from patchkit.plan.model import ModelShape, shape_of_table
+from tests.unit.plan.shapes import dense, hybrid, moe
+
+GIB = 1 << 30
+
+
+def _shape(cfg: dict, quant: str = "F16", **kv_extra: object) -> ModelShape:
+    kv, tensors = table_from_config(cfg, quant)
+    kv.update(kv_extra)
+    return shape_of_table(kv, tensors, name="t")
+
+
+def _dev(name: str, gib: float = 8, bw: float = 100, **kw: object) -> Device:
+    return Device(name=name, vram=int(gib * GIB), bw_gbs=bw, fp16_tflops=10, fp32_tflops=5, **kw)  # type: ignore[arg-type]
+
+
+def _one(shape: ModelShape, ctx: int, **kw: object) -> Arrangement:
+    return Arrangement(split_mode="layer", devices=(_dev("a"),), shares=(1.0,), ctx=ctx, **kw)  # type: ignore[arg-type]
+
+
+def test_dense_gqa_kv_is_padded_context_times_k_and_v() -> None:
+    s = _shape(dense())
+    # 8 layers, K and V each 2 kv heads x 32 = 64 wide, f16; 1000 cells pad to 1024
+    mem = memory(s, _one(s, 1000), host_capacity=64 * GIB)
+    a = mem.devices[0]
+    assert a.context == 8 * 1024 * (64 + 64) * 2
+    q8 = memory(s, _one(s, 1000, cache_type="q8_0"), host_capacity=64 * GIB).devices[0]
+    assert q8.context == int(8 * 1024 * (64 + 64) * 34 / 32)
+    # weights: every block and the output on the device, the token embedding on the host
+    blocks = sum(lyr.weight_bytes for lyr in s.layers)
+    assert a.model == blocks + s.output_bytes
+    assert mem.devices[-1].label == "host"
+    assert mem.devices[-1].model == s.token_embd_bytes == 1024 * 256 * 2
+
+
+def test_tied_embeddings_are_duplicated_on_the_output_device() -> None:
+    s = _shape(dense(tie_word_embeddings=True))
+    assert s.output_split_bytes == s.token_embd_bytes
+    a = memory(s, _one(s, 256), host_capacity=64 * GIB).devices[0]
+    assert a.model == sum(lyr.weight_bytes for lyr in s.layers) + s.output_bytes
+
+
+def test_hybrid_recurrent_state_per_linear_attention_layer() -> None:
+    s = _shape(hybrid())
+    kinds = [lyr.kind for lyr in s.layers]
+    assert kinds == ["recurrent"] * 3 + ["attention"] + ["recurrent"] * 3 + ["attention"]
+    rec = s.layers[0]
+    # llama_hparams: n_embd_r = (d_conv - 1) * (d_inner + 2 * n_group * d_state), n_embd_s = d_state * d_inner
+    d_inner, n_group, d_state = 4 * 32, 2, 32
+    assert rec.state_r == 3 * (d_inner + 2 * n_group * d_state)
+    assert rec.state_s == d_state * d_inner
+    small = memory(s, _one(s, 256), host_capacity=64 * GIB).devices[0].context
+    big = memory(s, _one(s, 4096), host_capacity=64 * GIB).devices[0].context
+    attn = s.layers[3]
+    assert attn.k_width == 2 * 64
+    assert small == 6 * rec.state_bytes + 2 * 256 * (attn.k_width + attn.v_width) * 2
+    # only the two attention layers grow with the context
+    assert big - small == 2 * (4096 - 256) * (attn.k_width + attn.v_width) * 2
+
+
+def test_moe_reads_only_the_used_experts() -> None:
+    s = _shape(moe())
+    lyr = s.layers[0]
+    assert lyr.expert_bytes == 3 * 256 * 256 * 8 * 2
+    assert s.active_bytes(lyr) == lyr.weight_bytes - lyr.expert_bytes + lyr.expert_bytes * 2 / 8
+    # all experts are resident
+    a = memory(s, _one(s, 256), host_capacity=64 * GIB).devices[0]
+    assert a.model >= 4 * lyr.expert_bytes
+
+
+def test_sliding_window_layers_hold_window_plus_ubatch_cells() -> None:
+    pattern = tuple([True, False] * 4)
+    s = _shape(
+        dense(), **{"llama.attention.sliding_window": 1000, "llama.attention.sliding_window_pattern": pattern}
+    )
+    assert [lyr.swa for lyr in s.layers] == list(pattern)
+    assert kv_cells(s, 32768, swa=True) == 1536  # pad(1000 + 512, 256)
+    assert kv_cells(s, 512, swa=True) == 512
+    mem = memory(s, _one(s, 32768), host_capacity=64 * GIB).devices[0]
+    assert mem.context == 4 * 32768 * 256 + 4 * 1536 * 256
+
+
+def test_layer_split_assigns_layers_like_llama_cpp() -> None:
+    devs = (_dev("a"), _dev("b"), _dev("c"))
+    arr = Arrangement(split_mode="layer", devices=devs, shares=(), ts_values=(3.0, 5.0, 1.0))
+    where = layer_devices(arr, 8)  # 9 layers with the output
+    assert where == [0, 0, 0, 1, 1, 1, 1, 1, 2]
+    spill = dataclasses.replace(arr, cpu_layers=2)
+    assert layer_devices(spill, 8)[:2] == [CPU, CPU]
+    # counts that sum to the layers land exactly (float32, as llama.cpp computes them)
+    counts = (23.0, 40.0, 1.0, 1.0)
+    arr4 = Arrangement(split_mode="layer", devices=(*devs, _dev("d")), shares=(), ts_values=counts)
+    w = layer_devices(arr4, 64)
+    assert [w.count(i) for i in range(4)] == [23, 40, 1, 1]
+
+
+def test_tensor_split_divides_split_tensors_and_mirrors_the_rest() -> None:
+    s = _shape(dense())
+    devs = (_dev("a"), _dev("b"))
+    arr = Arrangement(split_mode="tensor", devices=devs, shares=(0.25, 0.75), ctx=1024)
+    mem = memory(s, arr, host_capacity=64 * GIB)
+    a, b = mem.devices[0], mem.devices[1]
+    split = sum(lyr.split_bytes for lyr in s.layers) + s.output_split_bytes
+    mirrored = sum(lyr.mirrored_bytes for lyr in s.layers) + s.output_other_bytes
+    assert mirrored > 0
+    assert a.model == pytest.approx(split * 0.25 + mirrored, abs=2)
+    assert b.model == pytest.approx(split * 0.75 + mirrored, abs=2)
+    full = memory(s, _one(s, 1024), host_capacity=64 * GIB).devices[0].context
+    assert a.context + b.context == pytest.approx(full, abs=2)
+
+
+def test_the_output_device_holds_a_ubatch_of_logits() -> None:
+    s = _shape(dense(vocab_size=65536))
+    devs = (_dev("a"), _dev("b"))
+    arr = Arrangement(split_mode="layer", devices=devs, shares=(), ts_values=(1.0, 1.0), ctx=1024)
+    mem = memory(s, arr, host_capacity=64 * GIB)
+    assert mem.devices[1].compute >= 512 * 65536 * 4
+    assert mem.devices[0].compute < 512 * 65536 * 4
