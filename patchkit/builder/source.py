@@ -64,10 +64,10 @@ def check_source(recipe: Recipe, url: str, cache_root: Path, work: WorkDirs, *, 
             "sparse": list(recipe.build.sparse_exclude),
         }
     )
-    matches = worktree_matches(work.src, state.tree, recipe.upstream.commit)
+    matches = worktree_matches(work.src, state.tree, recipe.upstream.commit, repo=repo)
     # a worktree that differs from what patchkit left is the user's work: never reset it
     if not matches and state.tree and (work.src / ".git").exists():
-        refuse_user_work(work.src, recipe.upstream.commit)
+        refuse_user_work(work.src, recipe.upstream.commit, repo=repo)
     return Source(repo=repo, state=state, source_id=source_id, reuse=state.source_id == source_id and matches)
 
 

@@ -18,6 +18,7 @@ from typing import Any
 
 from patchkit.core.errors import SourceError
 from patchkit.core.fs import atomic_write_json
+from patchkit.git.cache import own_worktree
 from patchkit.git.runner import git_out
 
 __all__ = ["BuildState", "digest", "read_state", "refuse_user_work", "worktree_matches", "write_state"]
@@ -83,10 +84,11 @@ def write_state(path: Path, state: BuildState) -> None:
     atomic_write_json(path, state.to_json())
 
 
-def worktree_matches(path: Path, tree: str, commit: str) -> bool:
-    """True if the worktree is exactly as patchkit left it: HEAD at the pin, the recorded
-    tree in the index, no edits, no untracked or ignored files."""
-    if not tree or not (path / ".git").exists():
+def worktree_matches(path: Path, tree: str, commit: str, *, repo: Path) -> bool:
+    """True if the worktree is exactly as patchkit left it: the cache clone ``repo``'s own
+    worktree (git.cache.own_worktree: git runs in nothing else), HEAD at the pin, the
+    recorded tree in the index, no edits, no untracked or ignored files."""
+    if not tree or not own_worktree(repo, path):
         return False
     try:
         git_out(path, "update-index", "-q", "--refresh")
@@ -99,8 +101,14 @@ def worktree_matches(path: Path, tree: str, commit: str) -> bool:
     return head == commit and not unstaged and not extra and current == tree
 
 
-def refuse_user_work(src: Path, commit: str) -> None:
+def refuse_user_work(src: Path, commit: str, *, repo: Path) -> None:
     """Raise unless the worktree holds nothing but what patchkit put there."""
+    if not own_worktree(repo, src):
+        raise SourceError(
+            f"the worktree {src} is not the one patchkit made (its .git is not the link to the "
+            "cache's clone): git is not run in it",
+            hint="rerun with --clean to make a new one (it deletes the folder)",
+        )
     try:
         head = git_out(src, "rev-parse", "HEAD")
         changed = git_out(src, "status", "--porcelain", "--ignored")

@@ -33,6 +33,7 @@ __all__ = [
     "is_local",
     "local_path",
     "open_upstream",
+    "own_worktree",
     "prepare_worktree",
     "remove_worktree",
     "update_clone",
@@ -211,7 +212,45 @@ def build_number(repo: Path, commit: str) -> int | None:
     return int(count) if count.isdigit() and int(count) > 0 else None
 
 
+_GITDIR_MAX = 4096
+
+
+def own_worktree(repo: Path, path: Path) -> bool:
+    """Whether ``path`` is a worktree of the bare clone ``repo`` as git made it: its ``.git``
+    a plain file (no link, no folder) naming ``repo``'s ``worktrees/<name>`` folder, which
+    names ``path/.git`` back. A ``.git`` that whoever could write the worktree replaced (a
+    build's code: a folder with a config of its own, ``core.fsmonitor`` a shell command; a
+    file naming another repository) is not, and git must not run there."""
+    dotgit = path / ".git"
+    try:
+        if path.is_symlink() or dotgit.is_symlink() or not dotgit.is_file():
+            return False
+        with dotgit.open("rb") as f:
+            data = f.read(_GITDIR_MAX + 1)
+        m = re.fullmatch(rb"gitdir: ([^\n]+)\n?", data)
+        if m is None or len(data) > _GITDIR_MAX:
+            return False
+        named = Path(os.fsdecode(m.group(1)))
+        gitdir = (named if named.is_absolute() else path / named).resolve()
+        if gitdir.parent != (repo.resolve() / "worktrees") or not gitdir.is_dir():
+            return False
+        back_file = gitdir / "gitdir"
+        if back_file.is_symlink():
+            return False
+        back = Path(back_file.read_text(encoding="utf-8", errors="replace").strip())
+        back = back if back.is_absolute() else (gitdir / back)
+        return back.resolve() == dotgit.resolve()
+    except (OSError, ValueError):
+        return False
+
+
 def remove_worktree(repo: Path, path: Path) -> None:
+    """Remove the worktree and git's record of it; one that is not :func:`own_worktree`'s
+    is deleted as files (git never runs in it)."""
+    if path.is_symlink():
+        path.unlink()
+    elif path.exists() and not own_worktree(repo, path):
+        shutil.rmtree(path, ignore_errors=True)
     if path.exists():
         try:
             git_out(repo, "worktree", "remove", "--force", "--force", str(path))
@@ -223,7 +262,7 @@ def remove_worktree(repo: Path, path: Path) -> None:
 def prepare_worktree(repo: Path, path: Path, commit: str, sparse_exclude: tuple[str, ...] = ()) -> Worktree:
     """A clean worktree at ``commit`` (created, or reset if it exists)."""
     excludes = tuple(dict.fromkeys((*DEFAULT_SPARSE_EXCLUDE, *sparse_exclude)))
-    if not (path / ".git").exists():
+    if not own_worktree(repo, path):  # missing, or not the one git made: made afresh
         remove_worktree(repo, path)
         path.parent.mkdir(parents=True, exist_ok=True)
         git_out(

@@ -6,6 +6,16 @@ line instead of hanging), and for scratch repositories without the user's config
 repository above them. A failure is one line with git's own reason (its ``fatal:`` /
 ``error:`` line) and git's whole stderr as detail, every URL in them redacted
 (``core.redact``: git hides a URL's password in most messages, never a token in its query).
+
+Every git run ignores the configuration that makes git start a program of the repository's
+choosing (:data:`SAFE_CONFIG`, given with ``-c``, which beats every config file): no
+fsmonitor hook (``core.fsmonitor``, run by ``update-index --refresh``, ``status``,
+``diff``...), no hooks (``core.hooksPath`` is ``/dev/null``), no untracked cache, no
+``ext::`` transport (a URL that is a command line); ``GIT_EXTERNAL_DIFF`` is unset. Filters,
+diff and merge drivers, ``core.sshCommand`` and credential helpers are named in config
+files only: a worktree another program could have written is checked to be the one
+patchkit made before git runs in it (git.cache.own_worktree), so its config is the
+cache clone's.
 """
 
 from __future__ import annotations
@@ -19,7 +29,7 @@ from patchkit.core.errors import FatalError, SourceError, ToolMissing
 from patchkit.core.proc import RunResult, run
 from patchkit.core.redact import redact_text
 
-__all__ = ["IDENTITY", "git_env", "git_exe", "git_out", "run_git", "scratch_env"]
+__all__ = ["IDENTITY", "SAFE_CONFIG", "git_env", "git_exe", "git_out", "run_git", "scratch_env"]
 
 # what commits in scratch repositories are made as (never the user's identity or signing)
 IDENTITY = (
@@ -33,6 +43,17 @@ IDENTITY = (
     "core.autocrlf=false",
 )
 _REPO_VARS = ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_OBJECT_DIRECTORY")
+SAFE_CONFIG = (
+    "-c",
+    "core.fsmonitor=false",
+    "-c",
+    "core.hooksPath=/dev/null",
+    "-c",
+    "core.untrackedCache=false",
+    "-c",
+    "protocol.ext.allow=never",
+)
+_PROGRAM_VARS = ("GIT_EXTERNAL_DIFF",)
 
 
 def git_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
@@ -83,7 +104,7 @@ def run_git(
     identity: bool = False,
 ) -> RunResult:
     """``git -C cwd ARGS``; with ``check`` a non-zero exit raises ``error`` (one line)."""
-    argv: list[str] = [git_exe(), *(IDENTITY if identity else ())]
+    argv: list[str] = [git_exe(), *SAFE_CONFIG, *(IDENTITY if identity else ())]
     if identity:  # the user's GIT_AUTHOR_*/GIT_COMMITTER_* would win over -c user.*
         env = {
             k: v
@@ -94,7 +115,8 @@ def run_git(
         argv += ["-C", str(cwd)]
     argv += list(args)
     try:
-        r = run(argv, input=input, binary=binary, env=git_env() if env is None else env)
+        run_env = {k: v for k, v in (git_env() if env is None else env).items() if k not in _PROGRAM_VARS}
+        r = run(argv, input=input, binary=binary, env=run_env)
     except OSError as e:
         raise ToolMissing(f"cannot run git: {e.strerror or e}", hint="install git") from None
     if check and not r.ok:

@@ -78,8 +78,8 @@ def test_digest_is_canonical() -> None:
 
 
 def test_a_folder_without_git_never_matches(tmp_path: Path) -> None:
-    assert not worktree_matches(tmp_path, "t" * 40, "c" * 40)  # no .git: decided without git
-    assert not worktree_matches(tmp_path, "", "c" * 40)
+    assert not worktree_matches(tmp_path, "t" * 40, "c" * 40, repo=tmp_path)  # no .git: decided without git
+    assert not worktree_matches(tmp_path, "", "c" * 40, repo=tmp_path)
 
 
 def test_unknown_patch_results_make_the_whole_state_empty(tmp_path: Path) -> None:
