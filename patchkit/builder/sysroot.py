@@ -62,6 +62,8 @@ ROOT_PACKAGES = ("build-essential", "cmake", "ninja-build", "git")
 DPKG_STATUS_MAX = 64 << 20  # a minbase root's status file is ~100 KiB; a full desktop's ~5 MiB
 RECORD_MAX = 1 << 20
 _NAME = re.compile(r"^[a-z][a-z0-9-]{0,31}$")
+_UNPRIVILEGED = "65534"  # nobody/nogroup inside a build root's sandbox
+IN_SANDBOX = "PATCHKIT_SANDBOXED"  # set inside a rebuild's sandbox (builder.sandbox)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -217,18 +219,64 @@ def _tool(name: str, env: Mapping[str, str], why: str) -> str:
 
 
 def bwrap_argv(
-    bwrap: str, tree: Path, binds: Sequence[Path] = (), *, network: bool = False, cwd: Path | None = None
+    bwrap: str,
+    tree: Path,
+    binds: Sequence[Path] = (),
+    *,
+    network: bool = False,
+    cwd: Path | None = None,
+    privileged: bool = False,
+    nested: bool = False,
 ) -> list[str]:
     """bwrap's arguments to run a program in ``tree`` as ``/``: /dev, /proc, the root also
-    at its own path, each of ``binds`` at its own path; no network unless asked."""
-    argv = [bwrap, "--bind", str(tree), "/", "--dev", "/dev", "--proc", "/proc"]
-    argv += ["--bind", str(tree), str(tree)]
-    for b in binds:
-        argv += ["--bind", str(b), str(b)]
-    if network:
-        argv += ["--ro-bind", "/etc/resolv.conf", "/etc/resolv.conf"]
+    at its own path, each of ``binds`` writable at its own path.
+
+    A build's compilers run unprivileged (the default): the root read-only, an empty /tmp,
+    their own user namespace with uid/gid 65534 inside (the caller's own outside, so what
+    they write is the caller's), every capability dropped (as root too), no user
+    namespaces of their own, no network, their own PID/IPC/UTS namespaces (bwrap sets
+    no-new-privileges). ``nested``: inside the rebuild's sandbox (builder.sandbox), which
+    already has a PID namespace of its own and whose /proc an unprivileged bwrap may not
+    mount again: the same, but in its PID namespace, with its /proc. ``privileged`` is for
+    `root prepare` only: apt installs Debian's packages into the root, which needs it
+    writable, root's capabilities and the network (``network``)."""
+    if privileged:
+        argv = [bwrap, "--bind", str(tree), "/", "--dev", "/dev", "--proc", "/proc"]
+        argv += ["--bind", str(tree), str(tree)]
+        for b in binds:
+            argv += ["--bind", str(b), str(b)]
+        if network:
+            argv += ["--ro-bind", "/etc/resolv.conf", "/etc/resolv.conf"]
+        else:
+            argv.append("--unshare-net")
     else:
-        argv.append("--unshare-net")
+        spaces = ["--unshare-all"] if not nested else ["--unshare-ipc", "--unshare-net", "--unshare-uts"]
+        argv = [
+            bwrap,
+            *spaces,
+            "--unshare-user",
+            "--uid",
+            _UNPRIVILEGED,
+            "--gid",
+            _UNPRIVILEGED,
+            "--cap-drop",
+            "ALL",
+            "--disable-userns",
+            "--ro-bind",
+            str(tree),
+            "/",
+            "--dev",
+            "/dev",
+            *(["--proc", "/proc"] if not nested else ["--ro-bind", "/proc", "/proc"]),
+            "--tmpfs",
+            "/tmp",
+            "--ro-bind",
+            str(tree),
+            str(tree),
+        ]
+        for b in binds:
+            argv += ["--bind", str(b), str(b)]
+        argv += ["--setenv", "TMPDIR", "/tmp"]
     argv += ["--die-with-parent", "--setenv", "PATH", "/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin"]
     if cwd is not None:
         argv += ["--chdir", str(cwd)]
@@ -269,7 +317,7 @@ def prepare_root(
     )
     if rc != 0:
         raise BuildError(f"debootstrap failed (exit {rc}); log: {logf}", hint="check the network and the log")
-    inside = [*bwrap_argv(bwrap, new, network=True)]
+    inside = [*bwrap_argv(bwrap, new, network=True, privileged=True)]
     apt_env = {**env, "DEBIAN_FRONTEND": "noninteractive"}
     for step in (
         ["apt-get", "update"],
@@ -332,6 +380,7 @@ def write_wrappers(
     sed = shlex.quote(f"s| /usr/| {_sed_replacement(str(tree))}/usr/|g")
     for name, prog in (("cc", "/usr/bin/gcc"), ("c++", "/usr/bin/g++")):
         argv = bwrap_argv(bwrap, tree, binds)
+        inside = bwrap_argv(bwrap, tree, binds, nested=True)
         text = (
             "#!/bin/sh\n"
             f"# patchkit: {prog} of the build root {record.label} ({record.suite}, glibc {record.glibc})\n"
@@ -341,7 +390,11 @@ def write_wrappers(
             '  case "$a" in -MF?*) mf=${a#-MF};; esac\n'
             "  prev=$a\n"
             "done\n"
-            f'{shlex.join(argv)} --chdir "$PWD" {prog} "$@" || exit $?\n'
+            f'if [ -z "${{{IN_SANDBOX}:-}}" ]; then\n'
+            f'  {shlex.join(argv)} --chdir "$PWD" {prog} "$@" || exit $?\n'
+            "else  # in a rebuild's sandbox: its PID namespace and /proc\n"
+            f'  {shlex.join(inside)} --chdir "$PWD" {prog} "$@" || exit $?\n'
+            "fi\n"
             f'if [ -n "$mf" ] && [ -f "$mf" ]; then sed -i -e {sed} "$mf"; fi\n'
         )
         atomic_write_text(wrappers / name, text, mode=0o755)

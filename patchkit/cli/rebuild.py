@@ -37,7 +37,8 @@ __all__ = ["COMMANDS"]
 @click.option(
     "--cache",
     type=click.Path(file_okay=False, path_type=Path),
-    help="patchkit cache for the rebuild (default: a fresh temporary one, removed).",
+    help="Make the rebuild's own cache in this folder, as a new DIR/rebuild-XXXXXXXX/ (kept, "
+    "never reused; default: a temporary one, removed).",
 )
 @click.option(
     "--out",
@@ -81,12 +82,14 @@ def rebuild_cmd(
 
     \b
     Trust: the release's recipe and patches are someone else's code, and its CMake
-    configure and build run them. They run in a sandbox (bubblewrap): no network, the
-    host read-only, only the rebuild's own work and compile-cache folders writable, /tmp
-    empty. It cannot stop reading what you can read on this host (into the binaries it
+    configure and build run them. They run in a sandbox (bubblewrap): unprivileged as
+    root too (uid 65534, no capability), no network, only the system (/usr, parts of
+    /etc) and the programs the build runs shown read-only, no home, /run or host socket,
+    only the rebuild's own work and compile-cache folders writable, /tmp empty, in a new
+    cache of its own. It cannot stop reading what that view shows (into the binaries it
     makes), using CPU, memory and disk, or a kernel or compiler exploit. A carried
     recipe may not name programs or scripts in its defines (compilers, launchers,
-    toolchain files...; refused, exit 12). The rebuilt binaries are the release's code:
+    toolchain files...) or hold shell in them (refused, exit 12). The rebuilt binaries are the release's code:
     never run them. No bubblewrap, or no user namespaces: exit 8, and --no-sandbox
     is the explicit opt-out. See docs/release.md and docs/hostile-input.md.
     """

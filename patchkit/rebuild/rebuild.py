@@ -28,7 +28,8 @@ import tempfile
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
-from patchkit.builder import compcache, sandbox
+from patchkit.builder import cmake as cm
+from patchkit.builder import compcache, sandbox, sysroot
 from patchkit.builder.pipeline import BuildOptions, run_build
 from patchkit.builder.repro import is_launcher_define
 from patchkit.builder.sandbox import Sandbox
@@ -56,7 +57,7 @@ from patchkit.spec.manifest import (
     SourceRecord,
     parse_manifest,
 )
-from patchkit.spec.recipe import load_recipe
+from patchkit.spec.recipe import Recipe, load_recipe
 from patchkit.spec.series import load_series
 
 __all__ = ["ArchiveRebuild", "RebuildOptions", "archives_of", "rebuild_archive"]
@@ -245,17 +246,31 @@ def _sources(
     return manifest, out, recipe_rel
 
 
-def _refuse_command_defines(name: str, recipe_rel: str, defines: Mapping[str, str]) -> None:
-    """A carried recipe's defines may not name a program, a script or a command line the
-    build would run (builder.sandbox.command_define), sandbox or not: the rebuild would run
-    what the release chose on this machine."""
-    for key, value in sorted(defines.items()):
+def _refuse_command_defines(name: str, recipe_rel: str, recipe: Recipe) -> None:
+    """A carried recipe may not name a program, a script or a command line the build would
+    run, nor hold what a shell runs in a define (builder.sandbox.command_define), sandbox
+    or not: the rebuild would run what the release chose on this machine. Its ``[cuda]``
+    toolkit_root (where nvcc is run from) and host_compiler are programs too."""
+    hint = (
+        "a release's recipe may not choose what runs on the machine that rebuilds it "
+        '(docs/release.md, "Trust")'
+    )
+    for key, value in sorted(recipe.build.defines_dict.items()):
         why = sandbox.command_define(key, value)
         if why:
             raise ReleaseError(
-                f"{name}: carried recipe {recipe_rel}: [build.defines] {why}; not rebuilding it",
-                hint="a release's recipe may not choose what runs on the machine that rebuilds it "
-                '(docs/release.md, "Trust")',
+                f"{name}: carried recipe {recipe_rel}: [build.defines] {why}; not rebuilding it", hint=hint
+            )
+    cuda = recipe.cuda
+    programs = (
+        {} if cuda is None else {"toolkit_root": cuda.toolkit_root, "host_compiler": cuda.host_compiler}
+    )
+    for field, program in programs.items():
+        if program:
+            raise ReleaseError(
+                f"{name}: carried recipe {recipe_rel}: [cuda] {field} names a program the build "
+                "would run; not rebuilding it",
+                hint=hint + "; rebuild with this machine's toolkit (PATH, CUDA_PATH)",
             )
 
 
@@ -335,6 +350,52 @@ def _config_diffs(manifest: ReleaseManifest, info: BuildInfo) -> list[str]:
     return out
 
 
+def _private_cache(given: Path | None, scratch: Path) -> Path:
+    """The rebuild's own patchkit cache: always a new folder, never one a build reads.
+
+    Without ``--cache`` it is in the scratch folder (removed); with ``--cache DIR`` it is a
+    new ``DIR/rebuild-XXXXXXXX/`` (kept, for its logs), so a ``DIR`` that is the user's own
+    cache (or one a CI job builds in) gets nothing its builds would reuse: `patchkit build`
+    reads ``DIR/work``, ``DIR/repos`` and the compile cache, never ``DIR/rebuild-*``, and a
+    later rebuild makes a new folder too. The release's code wrote into it (work folder,
+    compile cache): nothing in it is trusted again."""
+    if given is None:
+        return (scratch / "cache").resolve()
+    base = given.expanduser()
+    if base.is_symlink() or (base.exists() and not base.is_dir()):
+        raise ConfigError(f"--cache {given} is not a folder", hint="name a folder (it is made if missing)")
+    base.mkdir(parents=True, exist_ok=True)
+    return Path(tempfile.mkdtemp(prefix="rebuild-", dir=base)).resolve()
+
+
+def _sandbox(recipe: Recipe, upstream: str, cache: Path, project: Path, env: Mapping[str, str]) -> Sandbox:
+    """The sandbox the release's configure and build run in: its work folder and compile
+    cache writable; read-only the carried project, the rebuild's cache (its clone: the
+    build's own git reads it), a build root, and every program the build runs, wherever it
+    lives (cmake and its modules, ninja, the launcher, the compilers on PATH)."""
+    tools = cm.find_tools(env)
+    programs = [tools.cmake.cmake_path, tools.ninja, *([tools.ccache] if tools.ccache else [])]
+    compilers = []
+    for name in (env.get("CC"), env.get("CXX"), env.get("CUDACXX"), "cc", "c++", "gcc", "g++"):
+        found = shutil.which(name.split()[0], path=env.get("PATH")) if name and name.split() else None
+        if found:
+            compilers.append(Path(found))
+    readonly = [project, cache]
+    roots = _roots_cache() if recipe.build.root is not None else None
+    if roots is not None and recipe.build.root is not None:
+        readonly.append(sysroot.root_dir(roots, recipe.build.root))
+    work = cache_layout(cache).work(recipe.name, upstream).root
+    return sandbox.prepare(
+        [work, cache / "ccache"],
+        env,
+        readonly=readonly,
+        programs=[Path(p) for p in programs],
+        compilers=compilers,
+        # a build root's compilers run under their own (unprivileged) bwrap
+        nested=recipe.build.root is not None,
+    )
+
+
 def _roots_cache() -> Path | None:
     """The user's cache, whose prepared build roots a root recipe's rebuild compiles in
     (builder.sysroot); None when there is none (the build then says to prepare one)."""
@@ -383,19 +444,20 @@ def _rebuild(
             dest.write_bytes(data)
         series = load_series(project / "patches")
         recipe = load_recipe(project / recipe_rel, project, series)
-        _refuse_command_defines(path.name, recipe_rel, recipe.build.defines_dict)
+        _refuse_command_defines(path.name, recipe_rel, recipe)
         upstream = opts.upstream or manifest.upstream.url
         smoked = manifest.smoke is not None  # the release's build ran its smoke stage
         out = opts.out or scratch / "out" / recipe.name
-        cache = (opts.cache or scratch / "cache").expanduser().resolve()
+        cache = _private_cache(opts.cache, scratch)
         env = dict(opts.env)
+        # a compile cache of its own in the rebuild's cache, sandbox or not: the user's is
+        # never read (a hit would make "identical" meaningless) nor written
+        env["CCACHE_DIR"] = str(cache / "ccache")
+        env["SCCACHE_DIR"] = str(cache / "sccache")
         box: Sandbox | None = None
         if opts.sandbox:
             settings = _sandbox_cache_settings(opts, env)
-            # a compile cache of its own in the rebuild's cache: the user's stays untouched
-            env["CCACHE_DIR"] = str(cache / "ccache")
-            work = cache_layout(cache).work(recipe.name, upstream).root
-            box = sandbox.prepare([work, cache / "ccache"], env, readonly=[project])
+            box = _sandbox(recipe, upstream, cache, project, env)
         else:
             settings = opts.compile_cache or compcache.resolve(
                 env=opts.env,
@@ -408,7 +470,7 @@ def _rebuild(
                 f"rebuilding {path.name}: recipe {recipe.name}, upstream "
                 f"{recipe.upstream.commit[:12]}, {len(recipe.patches)} patch(es), cache {cache}, "
                 + (
-                    "in a sandbox (bubblewrap: no network, the host read-only)"
+                    "in a sandbox (bubblewrap: unprivileged, no network, no home, the system read-only)"
                     if box
                     else "NOT sandboxed (--no-sandbox)"
                 )

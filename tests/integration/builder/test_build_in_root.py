@@ -53,7 +53,13 @@ def test_a_root_recipe_compiles_through_the_roots_wrappers(
     assert defines["CMAKE_FIND_ROOT_PATH"] == str(cache_dir() / "roots" / "debian11" / "tree")
     calls = (bin_dir / "bwrap.log").read_text().splitlines()
     tree = cache_dir() / "roots" / "debian11" / "tree"
-    assert calls and all(c.startswith(f"--bind {tree} / ") and "--unshare-net" in c for c in calls)
+    # the root read-only, the compilers unprivileged (no capability, uid 65534), no network
+    assert calls and all(
+        f"--ro-bind {tree} / " in c
+        and c.startswith("--unshare-all --unshare-user --uid 65534 --gid 65534 --cap-drop ALL")
+        and f"--bind {tree} " not in c
+        for c in calls
+    )
     assert any(c.endswith("/usr/bin/gcc --version") or " /usr/bin/gcc " in c for c in calls), calls[:3]
 
 

@@ -106,9 +106,18 @@ def test_wrappers_exec_the_roots_compiler_under_bwrap(tmp_path: Path) -> None:
         assert run.endswith(f'--chdir "$PWD" {prog} "$@" || exit $?')
         argv = shlex.split(run.split(" --chdir")[0])
         tree = str(tmp_path / "roots/debian11/tree")
-        assert argv[:4] == [str(bin_ / "bwrap"), "--bind", tree, "/"]
+        assert argv[0] == str(bin_ / "bwrap")
+        # the root read-only, only the work folder writable; unprivileged, no network
+        assert ["--ro-bind", tree, "/"] == argv[argv.index("/") - 2 : argv.index("/") + 1]
+        assert "--bind" not in argv[: argv.index(str(work)) - 1]
         assert ["--bind", str(work), str(work)] == argv[argv.index(str(work)) - 1 : argv.index(str(work)) + 2]
-        assert "--unshare-net" in argv and "--die-with-parent" in argv
+        assert _unprivileged(argv) and "--die-with-parent" in argv
+        # in a rebuild's sandbox: the same, in its PID namespace and with its /proc
+        nested = [ln for ln in script.splitlines() if " --chdir " in ln][1]
+        inner = shlex.split(nested.split(" --chdir")[0])
+        assert "--cap-drop ALL --disable-userns --ro-bind" in " ".join(inner)
+        assert "--unshare-all" not in inner and "--unshare-net" in inner and "--proc" not in inner
+        assert ["--ro-bind", tree, "/"] == inner[inner.index("/") - 2 : inner.index("/") + 1]
         assert rec.label in script
         # the dependency file's /usr/ paths are the root's, on the host
         tree_q = str(tmp_path / "roots/debian11/tree")
@@ -122,8 +131,27 @@ def test_wrappers_need_bwrap(tmp_path: Path) -> None:
         sysroot.write_wrappers(rec, tmp_path, tmp_path / "w", binds=(), env={"PATH": str(tmp_path / "none")})
 
 
-def test_bwrap_argv_network_only_when_asked(tmp_path: Path) -> None:
-    off = sysroot.bwrap_argv("bwrap", tmp_path, ())
-    on = sysroot.bwrap_argv("bwrap", tmp_path, (), network=True)
-    assert "--unshare-net" in off and "--unshare-net" not in on
-    assert "/etc/resolv.conf" in on and "/etc/resolv.conf" not in off
+def _unprivileged(argv: list[str]) -> bool:
+    """uid/gid 65534 in a user namespace of its own, every capability dropped, no user
+    namespaces inside, its own network/PID/IPC namespaces, /tmp its own."""
+    joined = " ".join(argv)
+    return all(
+        part in joined
+        for part in (
+            "--unshare-all --unshare-user --uid 65534 --gid 65534 --cap-drop ALL --disable-userns",
+            "--tmpfs /tmp",
+        )
+    )
+
+
+def test_bwrap_argv_is_unprivileged_and_read_only_unless_preparing(tmp_path: Path) -> None:
+    """A build's compilers in the root ran with the root writable and, for a root caller,
+    every capability: now unprivileged and read-only; only `root prepare` (apt) is not."""
+    build = sysroot.bwrap_argv("bwrap", tmp_path, (tmp_path / "w",))
+    assert _unprivileged(build) and "/etc/resolv.conf" not in build
+    assert ["--ro-bind", str(tmp_path), "/"] == build[build.index("/") - 2 : build.index("/") + 1]
+    assert [a for i, a in enumerate(build) if build[i - 1] == "--bind"] == [str(tmp_path / "w")]
+    prep = sysroot.bwrap_argv("bwrap", tmp_path, (), network=True, privileged=True)
+    assert "--unshare-net" not in prep and "/etc/resolv.conf" in prep and "--cap-drop" not in prep
+    off = sysroot.bwrap_argv("bwrap", tmp_path, (), privileged=True)
+    assert "--unshare-net" in off and "/etc/resolv.conf" not in off

@@ -231,6 +231,11 @@ def test_what_rebuild_reports_from_an_archive_is_escaped(project: Path, tmp_path
             "CMAKE_C_FLAGS holds the compiler option '-wrapper'",
         ),
         ('CMAKE_C_FLAGS = "-O2 @opts.rsp"', "CMAKE_C_FLAGS holds the compiler option '@opts.rsp'"),
+        # ninja runs every compile line through /bin/sh: a shell command in a flag
+        ('CMAKE_C_FLAGS = "-O2 `touch /tmp/x`"', "CMAKE_C_FLAGS holds '`', which a shell runs"),
+        ('CMAKE_C_COMPILER_ARG1 = "-O2; touch /tmp/x;"', "CMAKE_C_COMPILER_ARG1 holds ';', which a shell"),
+        ('CMAKE_EXE_LINKER_FLAGS = "-s $(touch /tmp/x)"', "CMAKE_EXE_LINKER_FLAGS holds '$(', which"),
+        ('GGML_FOO = "x > /tmp/x"', "GGML_FOO holds '>', which a shell runs"),
     ],
     ids=[
         "launcher",
@@ -240,6 +245,10 @@ def test_what_rebuild_reports_from_an_archive_is_escaped(project: Path, tmp_path
         "clang-tidy",
         "gcc-wrapper",
         "response-file",
+        "backquote-in-flags",
+        "semicolon-in-arg1",
+        "substitution-in-linker-flags",
+        "redirect-in-any-define",
     ],
 )
 def test_a_carried_recipe_naming_a_program_to_run_is_refused(
@@ -258,6 +267,55 @@ def test_a_carried_recipe_naming_a_program_to_run_is_refused(
             f"{r.archive.name}: carried recipe recipes/fixture.toml: [build.defines] {why}"
         ), e.value.message
     assert not (tmp_path / "cache").exists()
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        "-O2 `id`",
+        "-O2 $(id)",
+        "-O2; id",
+        "-O2 | id",
+        "-O2 && id",
+        "-O2 & id",
+        "-O2 > f",
+        "-O2 < f",
+        "-O2\nid",
+        "-O2\rid",
+        "-O2\x00",
+    ],
+)
+@pytest.mark.parametrize(
+    "name",
+    [
+        "CMAKE_C_FLAGS",
+        "CMAKE_CXX_FLAGS_RELEASE",
+        "CMAKE_CUDA_FLAGS",
+        "CMAKE_EXE_LINKER_FLAGS_INIT",
+        "CMAKE_SHARED_LINKER_FLAGS",
+        "CMAKE_STATIC_LINKER_FLAGS",
+        "CMAKE_C_COMPILER_ARG1",
+        "CMAKE_CXX_STANDARD_LIBRARIES",
+        "CMAKE_C_STANDARD_INCLUDE_DIRECTORIES",
+        "FOO_DEFINITIONS",
+        "GGML_CUDA_NVCC_FLAGS",
+    ],
+)
+def test_shell_in_a_command_line_define_is_refused(name: str, value: str) -> None:
+    """Every define CMake pastes into a command line unquoted, with every shell
+    metacharacter (the list separator ``;`` too: it separates shell commands there)."""
+    from patchkit.builder.sandbox import command_define
+
+    assert "which a shell runs" in command_define(name, value), (name, value)
+
+
+def test_a_list_define_may_hold_a_semicolon_but_nothing_else_of_a_shell() -> None:
+    from patchkit.builder.sandbox import command_define
+
+    assert command_define("CMAKE_CUDA_ARCHITECTURES", "60-real;86-real") == ""
+    assert command_define("GGML_BACKENDS", "a;b") == ""
+    for value in ("a`id`", "a$(id)", "a|b", "a&b", "a>b", "a\nb"):
+        assert "which a shell runs" in command_define("GGML_BACKENDS", value), value
 
 
 def test_an_ordinary_define_passes_the_rule() -> None:
@@ -282,3 +340,22 @@ def test_an_ordinary_define_passes_the_rule() -> None:
         defines = tomllib.loads(path.read_text()).get("build", {}).get("defines", {})
         for name, value in defines.items():
             assert command_define(name, str(value)) == "", (path.name, name)
+
+
+@pytest.mark.parametrize("field", ["toolkit_root", "host_compiler"])
+def test_a_carried_recipes_cuda_programs_are_refused(field: str) -> None:
+    """[cuda] toolkit_root is where nvcc is run from and host_compiler a program: a carried
+    recipe may choose neither."""
+    import dataclasses
+
+    from patchkit.rebuild.rebuild import _refuse_command_defines
+    from patchkit.spec.recipe import load_recipe
+    from patchkit.spec.series import load_series
+    from tests.fixtures.paths import REPO
+
+    recipe = load_recipe(REPO / "recipes/cuda-turing-ampere.toml", REPO, load_series(REPO / "patches"))
+    assert recipe.cuda is not None
+    _refuse_command_defines("x.tar.gz", "recipes/cuda-turing-ampere.toml", recipe)  # as shipped: fine
+    evil = dataclasses.replace(recipe, cuda=dataclasses.replace(recipe.cuda, **{field: "/tmp/evil/bin"}))
+    with pytest.raises(ReleaseError, match=rf"\[cuda\] {field} names a program the build would run"):
+        _refuse_command_defines("x.tar.gz", "recipes/cuda-turing-ampere.toml", evil)
