@@ -17,7 +17,9 @@ from patchkit.git.runner import git_out
 from patchkit.release.ci import (
     DEFAULT_CRON,
     DEFAULT_CUDA,
+    DEFAULT_REGISTRY,
     ActionPin,
+    ImagePush,
     load_pins,
     matrix_from_recipes,
     parse_ci_cache,
@@ -67,6 +69,21 @@ GITHUB = "https://github.com"  # where --update-pins lists the actions' tags; PA
     "(default ccache; gha is always sccache).",
 )
 @click.option(
+    "--push-images",
+    "push_images",
+    is_flag=True,
+    help="Also release each Linux build as a container image (release --image) and, after "
+    "publishing a tag, push it to --image-registry tagged with its release name.",
+)
+@click.option(
+    "--image-registry",
+    "image_registry",
+    default=DEFAULT_REGISTRY,
+    show_default=True,
+    help="With --push-images: the registry (GitHub's takes the job's token; another one the "
+    "secrets IMAGE_REGISTRY_USER and IMAGE_REGISTRY_TOKEN).",
+)
+@click.option(
     "--canary",
     is_flag=True,
     help="Instead: the nightly upstream canary (check against upstream's newest "
@@ -112,6 +129,8 @@ def ci_template_cmd(
     output: Path | None,
     cache_remote: str | None,
     launcher: str | None,
+    push_images: bool,
+    image_registry: str,
     canary: bool,
     branch: str,
     cron: str,
@@ -125,17 +144,27 @@ def ci_template_cmd(
     (`OWNER/REPO@SHA # vX.Y.Z`): --update-pins moves the pins. With --canary: the nightly
     upstream canary instead (docs/upstream.md)."""
     if update:
-        others = recipes or output or cache_remote or launcher or canary or upstream
+        others = recipes or output or cache_remote or launcher or canary or upstream or push_images
         if others or branch != "master" or cron != DEFAULT_CRON or cuda_version != DEFAULT_CUDA:
             raise ConfigError("--update-pins takes no other option but --pins")
         _update_pins(pins_file or pins_path())
         return
     pins = _pins(pins_file)
+    if canary and (push_images or image_registry != DEFAULT_REGISTRY):
+        raise ConfigError("--push-images and --image-registry are for the release workflow, not --canary")
     if canary:
         _canary(ctx, recipes, output, branch, cron, upstream, cache_remote or launcher, pins)
         return
     if branch != "master" or cron != DEFAULT_CRON or upstream is not None:
         raise ConfigError("--branch, --cron and --upstream are for --canary")
+    images = None
+    if push_images:
+        try:
+            images = ImagePush(registry=image_registry)
+        except ValueError as e:
+            raise ConfigError(f"--image-registry: {e}") from None
+    elif image_registry != DEFAULT_REGISTRY:
+        raise ConfigError("--image-registry needs --push-images")
     cache = None
     if cache_remote is not None:
         try:
@@ -151,7 +180,7 @@ def ci_template_cmd(
     if not paths:
         raise ConfigError(f"no recipes in {project / 'recipes'}")
     entries = matrix_from_recipes([load_recipe(p, project, series) for p in paths], cuda=cuda_version)
-    text = render_workflow(entries, cache=cache, pins=pins)
+    text = render_workflow(entries, cache=cache, pins=pins, images=images)
     if output is None:
         click.echo(text, nl=False)
     else:

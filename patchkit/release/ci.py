@@ -37,10 +37,12 @@ else:  # pragma: no cover
 __all__ = [
     "DEFAULT_CRON",
     "DEFAULT_CUDA",
+    "DEFAULT_REGISTRY",
     "RUNNERS",
     "SCCACHE_VERSION",
     "ActionPin",
     "CiCache",
+    "ImagePush",
     "MatrixEntry",
     "apply_pins",
     "load_pins",
@@ -297,16 +299,60 @@ def _q(value: str) -> str:
     return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
+DEFAULT_REGISTRY = "ghcr.io"
+_REGISTRY = re.compile(
+    r"^[a-z0-9]([a-z0-9.-]{0,200}[a-z0-9])?(:[0-9]{1,5})?(/[a-z0-9][a-z0-9._-]{0,100}){0,4}$"
+)
+# each Linux build (not a Windows one cross-built there) is also released as an image
+_RELEASE_IMAGE = " ${{ (runner.os == 'Linux' && matrix.cross == '') && '--image' || '' }}"
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class ImagePush:
+    """``ci-template --push-images``: after publishing, push each container image to
+    ``registry`` (``REGISTRY/<owner>/llama:<release name>``); GitHub's registry takes the
+    job's own token, another one the secrets ``IMAGE_REGISTRY_USER`` and
+    ``IMAGE_REGISTRY_TOKEN``."""
+
+    registry: str = DEFAULT_REGISTRY
+
+    def __post_init__(self) -> None:
+        if not _REGISTRY.match(self.registry):
+            raise ValueError(
+                f"registry {self.registry!r} is not a registry host (and path), e.g. ghcr.io or quay.io/team"
+            )
+
+
+def _image_slots(push: ImagePush | None) -> tuple[str, str]:
+    """(the Release step's flag, the push job) for ``render_workflow``."""
+    if push is None:
+        return "", ""
+    job = resources.files("patchkit.release").joinpath("templates/push-images.yml").read_text("utf-8")
+    ghcr = push.registry.split("/", 1)[0] == "ghcr.io"
+    user = "${{ github.actor }}" if ghcr else "${{ secrets.IMAGE_REGISTRY_USER }}"
+    token = "${{ secrets.GITHUB_TOKEN }}" if ghcr else "${{ secrets.IMAGE_REGISTRY_TOKEN }}"
+    job = (
+        job.replace("@@IMAGE_REGISTRY@@", _q(push.registry))
+        .replace("@@IMAGE_USER@@", user)
+        .replace("@@IMAGE_TOKEN@@", token)
+    )
+    return _RELEASE_IMAGE, job
+
+
 def render_workflow(
     entries: Sequence[MatrixEntry],
     *,
     cache: CiCache | None = None,
     pins: Mapping[str, ActionPin] | None = None,
+    images: ImagePush | None = None,
 ) -> str:
-    """The release workflow; ``pins``: the actions' pins (default: the shipped file)."""
+    """The release workflow; ``pins``: the actions' pins (default: the shipped file);
+    ``images``: also release each Linux build as a container image and push it."""
     if not entries:
         raise ValueError("a workflow needs at least one recipe")
+    flag, job = _image_slots(images)
     template = resources.files("patchkit.release").joinpath("templates/release.yml").read_text("utf-8")
+    template = template.replace("@@RELEASE_IMAGE@@", flag).replace("@@IMAGE_JOB@@", job)
     pad = " " * 10
     matrix = "\n".join(
         f"{pad}- recipe: {_q(e.recipe)}\n{pad}  runner: {_q(e.runner)}\n"

@@ -2,8 +2,8 @@
 and (where podman and runc are installed, and we are root) loaded and run with podman.
 
 podman needs a containers.conf without ulimits and with cgroupfs on these machines, and
-runc as its runtime: ``CONTAINERS_CONF`` is written here into a temp folder, so the host's
-configuration is never touched; podman's storage goes to a temp folder too (``--root``,
+runc as its runtime: ``CONTAINERS_CONF`` (which .ci/run writes) or else one written here
+into a temp folder, so the host's configuration is never touched; podman's storage goes to a temp folder too (``--root``,
 ``--runroot``), so nothing is left behind.
 """
 
@@ -66,8 +66,9 @@ def test_image_reproducible_and_runs(project: Path, tmp_path: Path) -> None:
 
 
 def _podman_run(tmp_path: Path, image: Path, entrypoint: str, *args: str) -> str:
-    conf = tmp_path / "containers.conf"
-    conf.write_text('[containers]\ndefault_ulimits = []\n[engine]\ncgroup_manager = "cgroupfs"\n')
+    conf = Path(os.environ.get("CONTAINERS_CONF") or tmp_path / "containers.conf")  # .ci/run writes one
+    if not conf.is_file():
+        conf.write_text('[containers]\ndefault_ulimits = []\n[engine]\ncgroup_manager = "cgroupfs"\n')
     env = {**os.environ, "CONTAINERS_CONF": str(conf)}
     runroot = Path(tempfile.mkdtemp(prefix="pk-podman-", dir="/tmp"))  # podman: at most 50 characters
     base = [

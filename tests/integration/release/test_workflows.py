@@ -28,6 +28,8 @@ def _ok(text: str, root: Path, name: str) -> None:
         ("--cache-remote", "gha"),
         ("--cache-remote", "secret:CACHE_URL"),
         ("--cache-remote", "secret:CACHE_URL", "--launcher", "sccache"),
+        ("--push-images",),
+        ("--push-images", "--image-registry", "quay.io/team"),
     ],
 )
 def test_release_workflows_pass_actionlint(project: Path, tmp_path: Path, extra: tuple[str, ...]) -> None:
