@@ -48,6 +48,7 @@ from patchkit.release.archive import (
     read_archive,
     unsafe_member_name,
 )
+from patchkit.release.image import rebuilt_image_diffs
 from patchkit.release.sources import PREFIX, SOURCE_MAX
 from patchkit.release.verify import check_members, verify_dir
 from patchkit.spec.buildinfo import BuildInfo
@@ -495,6 +496,7 @@ def _rebuild(
         assert result.info is not None  # a full build, never configure-only
         info = result.info
         count, diffs = _compare(manifest, result.out_dir, info)
+        diffs += [] if diffs else rebuilt_image_diffs(path, result.out_dir)  # an image beside: its digest
         repro = manifest.reproducible
         expected = repro.why if repro is not None and not repro.any_folder else ""
         return ArchiveRebuild(

@@ -48,7 +48,7 @@ from patchkit.core.errors import ReleaseError
 from patchkit.core.fs import sha256_bytes
 from patchkit.core.record import Record
 from patchkit.core.tarcap import NOT_A_TAR_GZ, TarRefused, capped_members, open_tar_gz
-from patchkit.release.archive import Member, unsafe_member_name
+from patchkit.release.archive import Member, read_archive, unsafe_member_name
 from patchkit.release.oci import (
     ContainerConfig,
     Dir,
@@ -58,6 +58,8 @@ from patchkit.release.oci import (
     WrittenImage,
     check_layout,
     iso_time,
+    read_image,
+    rewrite_top_layer,
     write_image,
 )
 from patchkit.spec.manifest import ReleaseManifest, RuntimeManifest, load_manifest
@@ -75,6 +77,7 @@ __all__ = [
     "image_ref",
     "make_release_image",
     "preflight",
+    "rebuilt_image_diffs",
     "release_image_spec",
     "stage_archive",
     "system_files",
@@ -501,3 +504,52 @@ def make_release_image(
         system_from=system_label,
         size=written.size,
     )
+
+
+# -- rebuild: the image digest that follows from rebuilt files -----------------------------------
+
+
+def rebuilt_image_diffs(archive: Path, out_dir: Path) -> list[str]:
+    """With ``<name>.oci.tar`` beside ``archive``: the image digest the rebuilt files in
+    ``out_dir`` give, against the released image's, one line if they differ (else none).
+
+    The release layer is made again from the rebuilt ``bin/`` and ``LICENSE`` (and the
+    archive's manifest.json); the system and CUDA runtime layers are not built by
+    patchkit (this machine's or a root's libraries, NVIDIA's files), so they are taken as
+    the released image holds them, as the runtime archive is. The config and image
+    manifest are then written again around them and the digest compared."""
+    stem = archive.name.removesuffix(".tar.gz")
+    image = archive.parent / image_name(stem)
+    if not os.path.lexists(image) or archive.name == stem:
+        return []
+    label = image.name
+    if os.path.islink(image) or not image.is_file():
+        return [f"{label}: not a regular file (not read)"]
+    try:
+        contents = read_image(image)
+        entries = read_archive(archive, keep=[f"{stem}/manifest.json"])
+    except ValueError as e:
+        return [f"{label}: cannot be compared ({str(e)[:200]})"]
+    data = next((e.data for e in entries if e.name == f"{stem}/manifest.json"), None)
+    manifest = load_manifest(data) if data else None
+    if contents.problems or contents.manifest is None or contents.config is None or not contents.complete:
+        return [f"{label}: not a well-formed image (`patchkit verify` says why)"]
+    if not isinstance(manifest, ReleaseManifest) or data is None:
+        return [f"{label}: its archive has no release manifest"]
+    files = [
+        Member(name=f"{PREFIX}/{f.path}", mode=int(f.mode, 8), source=out_dir / f.path)
+        for f in manifest.files
+        if f.path.startswith("bin/") or f.path == "LICENSE"
+    ]
+    missing = [m.name for m in files if m.source is None or not m.source.is_file()]
+    if missing:
+        return [f"{label}: /{missing[0]} was not made by the rebuild"]
+    files.append(Member(name=f"{PREFIX}/manifest.json", mode=0o644, data=data))
+    layer = LayerSpec(name=f"release {manifest.name}", files=tuple(files), mtime=manifest.source_date_epoch)
+    rebuilt = rewrite_top_layer(contents, layer)
+    if rebuilt != contents.digest:
+        return [
+            f"{label}: the rebuilt files give the image digest {rebuilt[:19]}…, "
+            f"the released image is {contents.digest[:19]}…"
+        ]
+    return []

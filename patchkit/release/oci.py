@@ -34,6 +34,7 @@ import json
 import re
 import stat
 import tarfile
+import tempfile
 import time
 import zlib
 from collections.abc import Iterator, Mapping, Sequence
@@ -70,6 +71,7 @@ __all__ = [
     "iso_time",
     "iter_files",
     "read_image",
+    "rewrite_top_layer",
     "write_image",
 ]
 
@@ -856,3 +858,24 @@ def check_layout(
                 problems.append(f"{what}: {e.path}: owner {e.uid}:{e.gid}, not what a release image states")
                 break
     return problems
+
+
+def rewrite_top_layer(contents: ImageContents, layer: LayerSpec) -> str:
+    """The image manifest digest ``contents`` would have with its top layer made from
+    ``layer`` (the layers below, the config's other fields and the annotations kept as
+    they are): what a rebuild compares. ``contents`` must be complete and well formed."""
+    assert contents.manifest is not None and contents.config is not None
+    with tempfile.TemporaryFile(prefix="patchkit-layer-") as f:
+        digest, diff_id, size = _write_layer(layer, f)
+    top = Descriptor(media_type=MEDIA_LAYER, digest=digest, size=size)
+    config = dataclasses.replace(
+        contents.config,
+        rootfs=RootFs(type="layers", diff_ids=(*contents.config.rootfs.diff_ids[:-1], diff_id)),
+    )
+    data = _blob_json(config)
+    manifest = dataclasses.replace(
+        contents.manifest,
+        config=Descriptor(media_type=MEDIA_CONFIG, digest=_digest(data), size=len(data)),
+        layers=(*contents.manifest.layers[:-1], top),
+    )
+    return _digest(_blob_json(manifest))

@@ -102,3 +102,25 @@ def _podman_run(tmp_path: Path, image: Path, entrypoint: str, *args: str) -> str
         run("rmi", "-a", "-f")
         shutil.rmtree(tmp_path / "storage", ignore_errors=True)
         shutil.rmtree(runroot, ignore_errors=True)
+
+
+def test_rebuild_of_an_image_release_compares_the_digest(project: Path, tmp_path: Path) -> None:
+    out = tmp_path / "out" / "fixture"
+    r = invoke(project, "build", "fixture", "--out", str(out), "-j", "2", "--launcher", "none")
+    assert r.exit_code == 0, r.output
+    dist, image, _ = _release_with_image(project, tmp_path, out, 1)
+    r = invoke(
+        project, "rebuild", str(dist), "--cache", str(tmp_path / "rb"), "-j", "2", "--launcher", "none"
+    )
+    assert r.exit_code == 0 and r.stdout.startswith("identical: "), r.output
+    # an image whose release layer is not what these sources build: a well-formed image
+    # of the same name, made from other files (its manifest matching them)
+    from patchkit.release.image import rebuilt_image_diffs
+
+    (archive,) = dist.glob("*.tar.gz")
+    other = tmp_path / "other"
+    shutil.copytree(out, other)
+    cli = other / "bin" / "fixture-cli"
+    cli.write_bytes(cli.read_bytes() + b"\0")
+    (line,) = rebuilt_image_diffs(archive, other)
+    assert "the rebuilt files give the image digest" in line and image.name in line

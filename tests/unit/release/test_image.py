@@ -545,3 +545,25 @@ def test_release_image_refusals_write_nothing(tmp_path: Path) -> None:
     with pytest.raises(ReleaseError, match="made for Linux"):
         do_release(windows, tmp_path / "wdist", image=ImageOptions(system_root=_sysroot(tmp_path / "r3")))
     assert not (tmp_path / "wdist").exists() or list((tmp_path / "wdist").iterdir()) == []
+
+
+def test_rebuilt_files_give_the_released_image_digest(tmp_path: Path) -> None:
+    import shutil
+
+    from patchkit.release.image import rebuilt_image_diffs
+
+    r = _release_image(tmp_path)
+    build = tmp_path / "b" / "out" / "cpu-rpc"
+    assert rebuilt_image_diffs(r.archive, build) == []  # the build's own files: the same digest
+    other = tmp_path / "rebuilt"
+    shutil.copytree(build, other)
+    (other / "bin" / "llama-cli").write_bytes(b"other bytes")
+    (line,) = rebuilt_image_diffs(r.archive, other)
+    assert line.startswith(f"{r.image.file}: the rebuilt files give the image digest sha256:")
+    assert line.endswith(f"the released image is {r.image.digest[:19]}…")
+    (other / "bin" / "llama-cli").unlink()
+    assert rebuilt_image_diffs(r.archive, other) == [
+        f"{r.image.file}: /{PREFIX}/bin/llama-cli was not made by the rebuild"
+    ]
+    plain = do_release(make_build(tmp_path / "p"), tmp_path / "plain")
+    assert rebuilt_image_diffs(plain.archive, build) == []  # no image beside: nothing to compare
