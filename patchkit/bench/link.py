@@ -25,10 +25,10 @@ import statistics
 import struct
 import threading
 import time
-from typing import Any
 
 from patchkit.bench.relay import Relay, Shaping
 from patchkit.core.errors import ConfigError
+from patchkit.core.record import Record, meta
 from patchkit.core.text import did_you_mean
 from patchkit.rpc.client import CONN_CAPS_SIZE, HELLO_RSP, Cmd
 
@@ -49,12 +49,12 @@ TOLERANCE = 0.10
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class Link:
+class Link(Record):
     """A network link: payload bandwidth per direction and small-message round trip."""
 
-    name: str
-    rate_bit_s: float = 0.0  # 0: unlimited
-    rtt_s: float = 0.0
+    name: str  # as given to --link (1gbe, rate=1gbit,rtt=0.3ms)
+    rate_bit_s: float = 0.0  # bits per second; 0: unlimited
+    rtt_s: float = 0.0  # round trip, seconds
 
     @property
     def rate_bytes_s(self) -> float:
@@ -73,9 +73,6 @@ class Link:
         if self.rtt_s:
             parts.append(f"rtt {self.rtt_s * 1e3:g} ms")
         return ", ".join(parts)
-
-    def to_json(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
 
 
 def fmt_bits(bit_s: float) -> str:
@@ -237,18 +234,21 @@ class Sink:
                 conn.close()
 
 
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class PathMeasure:
-    rtt_s: float  # median small-message round trip
-    up_bytes_s: float  # 0: not measured
-    down_bytes_s: float
+def _mbit_s(bytes_s: float) -> float:
+    return round(bytes_s * 8e-6, 1)
 
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "rtt_ms": round(self.rtt_s * 1e3, 4),
-            "up_mbit_s": round(self.up_bytes_s * 8e-6, 1),
-            "down_mbit_s": round(self.down_bytes_s * 8e-6, 1),
-        }
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class PathMeasure(Record):
+    rtt_s: float = dataclasses.field(
+        metadata=meta(key="rtt_ms", encode=lambda s: round(s * 1e3, 4))
+    )  # median small-message round trip, ms
+    up_bytes_s: float = dataclasses.field(
+        metadata=meta(key="up_mbit_s", encode=_mbit_s)
+    )  # client -> host throughput, Mbit/s; 0: not measured
+    down_bytes_s: float = dataclasses.field(
+        metadata=meta(key="down_mbit_s", encode=_mbit_s)
+    )  # host -> client throughput, Mbit/s; 0: not measured
 
 
 def _ping(s: socket.socket) -> float:
@@ -304,21 +304,15 @@ def measure_path(
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class Calibrated:
+class Calibrated(Record):
     """A link the relay was shown to hold: the shaping that does it and what it measured."""
 
-    link: Link
-    shaping: Shaping
-    measured: PathMeasure
-    base: PathMeasure  # the bare relay on loopback
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "link": self.link.to_json(),
-            "delay_ms": round(self.shaping.delay_s * 1e3, 4),
-            "measured": self.measured.to_json(),
-            "bare_relay": self.base.to_json(),
-        }
+    link: Link  # the link asked for
+    shaping: Shaping = dataclasses.field(
+        metadata=meta(key="delay_ms", encode=lambda sh: round(sh.delay_s * 1e3, 4))
+    )  # the one-way delay the relay adds, ms
+    measured: PathMeasure  # what the relay measured with that shaping
+    base: PathMeasure = dataclasses.field(metadata=meta(key="bare_relay"))  # the bare relay on loopback
 
 
 def _bulk_for(link: Link) -> int:

@@ -39,6 +39,7 @@ import time
 from collections import Counter
 from typing import Any
 
+from patchkit.core.record import Record, meta
 from patchkit.rpc.client import CONN_CAPS_SIZE, HELLO_RSP, Cmd
 
 __all__ = ["REPLY_LESS", "Relay", "Shaping", "SharedLink", "Traffic"]
@@ -73,15 +74,17 @@ class Shaping:
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class Traffic:
+class Traffic(Record):
     """What crossed one relay (framing included): exact counts."""
 
     bytes_up: int = 0  # client -> server
     bytes_down: int = 0  # server -> client
-    commands: tuple[tuple[str, int], ...] = ()  # by type, in command-id order
+    commands: tuple[tuple[str, int], ...] = dataclasses.field(
+        default=(), metadata=meta(encode=dict)
+    )  # commands by type, in command-id order
     round_trips: int = 0  # commands that wait for a reply
-    replies: int = 0
-    connections: int = 0
+    replies: int = 0  # replies the host sent
+    connections: int = 0  # connections relayed
     framing_lost: int = 0  # connections whose framing the relay could not follow
     version: str = ""  # the protocol the server said in HELLO
     host_s: float = 0.0  # seconds the host took to answer the requests that wait (see above)
@@ -110,9 +113,6 @@ class Traffic:
             version=self.version or other.version,
             host_s=self.host_s - other.host_s,
         )
-
-    def to_json(self) -> dict[str, Any]:
-        return dataclasses.asdict(self) | {"commands": dict(self.commands)}
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> Traffic:

@@ -11,11 +11,12 @@ from __future__ import annotations
 import dataclasses
 import json
 import statistics
-from typing import Any
+from typing import Any, ClassVar
 
 from patchkit.bench.relay import Traffic
 from patchkit.core.enums import StrEnum
 from patchkit.core.proc import LINE_MAX, RunResult
+from patchkit.core.record import Record, encode, meta
 from patchkit.smoke.llama_output import failure_kind, telling_line
 
 __all__ = [
@@ -53,20 +54,17 @@ def parse_bench_output(text: str) -> list[dict[str, Any]]:
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class Measurement:
+class Measurement(Record):
     """One llama-bench test: tokens/s over the repetitions."""
 
     test: str  # pp512, tg128, pp512+tg128, with @d<depth>
     kind: str  # prompt | decode | mixed
-    samples_ts: tuple[float, ...]
-    median: float
-    min: float
-    max: float
+    samples_ts: tuple[float, ...]  # tokens/s of each repetition
+    median: float  # tokens/s
+    min: float  # tokens/s
+    max: float  # tokens/s
     devices: str = ""  # as llama-bench reports them (after its own resolution)
-    split_mode: str = ""
-
-    def to_json(self) -> dict[str, Any]:
-        return dataclasses.asdict(self) | {"samples_ts": list(self.samples_ts)}
+    split_mode: str = ""  # as llama-bench reports it
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> Measurement:
@@ -127,15 +125,23 @@ def classify_failure(r: RunResult) -> tuple[str, str]:
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class PhaseTraffic:
+class PhaseTraffic(Record):
     """The RPC traffic of one phase (prompt or decode) of one setup, per host.
 
     ``hosts`` holds the exact counts of ``tokens`` tokens: llama-bench ran the phase with
     -r R and again with -r 1 (same everything else); the difference is R - 1 repetitions,
     so model loading, context setup and the warmup cancel out."""
 
-    tokens: int = 0
-    hosts: tuple[tuple[str, Traffic], ...] = ()  # endpoint -> traffic of those tokens
+    json_derived: ClassVar[tuple[str | tuple[str, str], ...]] = (
+        "mb_per_token",
+        ("rt_per_token", "rt_per_token_rounded"),
+        "host_ms_per_token",
+    )
+
+    tokens: int = 0  # the tokens counted (0: no per-token numbers)
+    hosts: tuple[tuple[str, Traffic], ...] = dataclasses.field(
+        default=(), metadata=meta(encode=lambda hosts: {ep: encode(t) for ep, t in hosts})
+    )  # endpoint -> traffic of those tokens
     run_bytes: int = 0  # the whole -r R run, loading included
     note: str = ""  # why there are no per-token numbers, or what to know about them
 
@@ -166,20 +172,24 @@ class PhaseTraffic:
         return self.total.round_trips / self.tokens if self.tokens else 0.0
 
     @property
+    def rt_per_token_rounded(self) -> float:
+        """round trips per token, all hosts"""
+        return round(self.rt_per_token, 6)
+
+    @property
     def host_s_per_token(self) -> float:
         """Seconds per token the hosts took to answer (compute + the path to them)."""
         return self.total.host_s / self.tokens if self.tokens else 0.0
 
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "tokens": self.tokens,
-            "run_bytes": self.run_bytes,
-            "note": self.note,
-            "mb_per_token": round(self.bytes_per_token / 1e6, 6),
-            "rt_per_token": round(self.rt_per_token, 6),
-            "host_ms_per_token": round(self.host_s_per_token * 1e3, 4),
-            "hosts": {ep: t.to_json() for ep, t in self.hosts},
-        }
+    @property
+    def mb_per_token(self) -> float:
+        """MB on the wire per token, all hosts"""
+        return round(self.bytes_per_token / 1e6, 6)
+
+    @property
+    def host_ms_per_token(self) -> float:
+        """ms per token the hosts took to answer"""
+        return round(self.host_s_per_token * 1e3, 4)
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> PhaseTraffic:
@@ -203,22 +213,35 @@ class PointStatus(StrEnum):
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class PointResult:
+class PointResult(Record):
     """One setup of the sweep and what became of it."""
 
-    index: int
-    label: str
-    settings: tuple[tuple[str, str], ...]
+    json_derived: ClassVar[tuple[str, ...]] = ("path",)
+
+    index: int  # 1, 2, ... in sweep order
+    label: str  # the setup, as the summary names it
+    settings: tuple[tuple[str, str], ...] = dataclasses.field(
+        metadata=meta(encode=dict)
+    )  # sweep key -> value
     args: tuple[str, ...]  # the llama-bench arguments of this point (without -m/-rpc)
-    status: PointStatus
-    error: str = ""
-    error_kind: str = ""
-    measurements: tuple[Measurement, ...] = ()
-    seconds: float = 0.0
-    traffic: tuple[tuple[str, PhaseTraffic], ...] = ()  # phase -> RPC traffic
+    status: PointStatus  # ok | failed | duplicate | skipped
+    error: str = ""  # why it failed or was not run
+    error_kind: str = ""  # timeout, oom, abort, rpc, args, load, signal, error
+    measurements: tuple[Measurement, ...] = ()  # one per llama-bench test
+    seconds: float = dataclasses.field(default=0.0, metadata=meta(encode=lambda s: round(s, 2)))  # wall time
+    traffic: tuple[tuple[str, PhaseTraffic], ...] = dataclasses.field(
+        default=(), metadata=meta(encode=lambda phases: {k: encode(t) for k, t in phases})
+    )  # phase (prompt, decode) -> RPC traffic
     link: str = ""  # the emulated link ("none": the bare relay; "": no relay)
-    path_rtt_s: float = 0.0  # the path this point's RPC traffic went through
-    path_bytes_s: float = 0.0  # 0: unknown (a real network)
+    path_rtt_s: float = dataclasses.field(default=0.0, metadata=meta(written=False))
+    """the path this point's RPC traffic went through (written as ``path``)"""
+    path_bytes_s: float = dataclasses.field(default=0.0, metadata=meta(written=False))
+    """0: unknown (a real network)"""
+
+    @property
+    def path(self) -> dict[str, float]:
+        """the path its RPC traffic went through: ``rtt_ms``, ``mbit_s`` (0: unknown, a real network)"""
+        return {"rtt_ms": round(self.path_rtt_s * 1e3, 4), "mbit_s": round(self.path_bytes_s * 8e-6, 1)}
 
     def phase_traffic(self, kind: str) -> PhaseTraffic | None:
         return dict(self.traffic).get(kind)
@@ -237,22 +260,6 @@ class PointResult:
     @property
     def devices(self) -> str:
         return next((m.devices for m in self.measurements if m.devices), "")
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "index": self.index,
-            "label": self.label,
-            "settings": dict(self.settings),
-            "args": list(self.args),
-            "status": self.status.value,
-            "error": self.error,
-            "error_kind": self.error_kind,
-            "seconds": round(self.seconds, 2),
-            "measurements": [m.to_json() for m in self.measurements],
-            "traffic": {k: t.to_json() for k, t in self.traffic},
-            "link": self.link,
-            "path": {"rtt_ms": round(self.path_rtt_s * 1e3, 4), "mbit_s": round(self.path_bytes_s * 8e-6, 1)},
-        }
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> PointResult:

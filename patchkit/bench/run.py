@@ -19,7 +19,7 @@ import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from patchkit.bench.link import Calibrated, calibrate, measure_path, parse_link
 from patchkit.bench.outdir import BENCH_JSON, check_out_dir, claim_out_dir, clear_raw
@@ -41,6 +41,7 @@ from patchkit.bench.sweep import (
 from patchkit.core.errors import ConfigError, ServerStartError, ToolMissing
 from patchkit.core.fs import atomic_write_json
 from patchkit.core.net import LOOPBACK, free_port
+from patchkit.core.record import Record, encode, meta
 from patchkit.smoke import llama_output
 from patchkit.spec.buildinfo import BuildInfo, read_build_info
 
@@ -75,52 +76,43 @@ class BenchOptions:
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class RpcLatency:
-    endpoint: str
-    ok: bool
-    error: str = ""
-    version: str = ""
-    devices: int = 0
-    count: int = 0
-    median_ms: float = 0.0
-    min_ms: float = 0.0
-    max_ms: float = 0.0
-
-    def to_json(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+class RpcLatency(Record):
+    endpoint: str  # HOST:PORT, as given to --rpc
+    ok: bool  # the host answered as a ggml RPC server
+    error: str = ""  # what was odd about its answer
+    version: str = ""  # its RPC protocol version
+    devices: int = 0  # how many devices it has
+    count: int = 0  # round trips timed
+    median_ms: float = 0.0  # round trip, ms
+    min_ms: float = 0.0  # round trip, ms
+    max_ms: float = 0.0  # round trip, ms
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class BenchReport:
-    build: dict[str, Any]
-    model: str
-    settings: dict[str, Any]
-    latency: tuple[RpcLatency, ...]
-    devices: tuple[Device, ...]
-    points: tuple[PointResult, ...]
-    complete: bool = True
-    demo: bool = False
+class BenchReport(Record):
+    """bench.json (and ``bench --json``): what the sweep measured."""
+
+    json_derived: ClassVar[tuple[str | tuple[str, str], ...]] = (("best", "best_labels"),)
+
+    schema: int = 1  # the format's version: 1
+    build: dict[str, Any]  # the build benched: dir, recipe, upstream_commit, patches, os
+    model: str  # the GGUF file
+    settings: dict[str, Any]  # n_prompt, n_gen, reps, sweep, base_args, output_format, relay, model_note
+    latency: tuple[RpcLatency, ...] = dataclasses.field(metadata=meta(key="rpc_latency"))  # per --rpc host
+    devices: tuple[Device, ...]  # what llama-bench --list-devices listed
+    points: tuple[PointResult, ...]  # one per setup, in sweep order
+    complete: bool = True  # False while the sweep runs (or when it was interrupted)
+    demo: bool = False  # a --demo run (loopback RPC servers)
     links: tuple[Calibrated, ...] = ()  # the relay path(s) measured before the sweep
 
     def best(self, kind: str = "decode") -> PointResult | None:
         ok = [p for p in self.points if p.status == "ok" and p.kind(kind) is not None]
         return max(ok, key=lambda p: p.kind(kind).median, default=None)  # type: ignore[union-attr]
 
-    def to_json(self) -> dict[str, Any]:
-        best = {kind: (b.label if (b := self.best(kind)) else None) for kind in ("decode", "prompt")}
-        return {
-            "schema": 1,
-            "build": self.build,
-            "model": self.model,
-            "settings": self.settings,
-            "demo": self.demo,
-            "complete": self.complete,
-            "rpc_latency": [x.to_json() for x in self.latency],
-            "devices": [dataclasses.asdict(d) for d in self.devices],
-            "links": [c.to_json() for c in self.links],
-            "best": best,
-            "points": [p.to_json() for p in self.points],
-        }
+    @property
+    def best_labels(self) -> dict[str, str | None]:
+        """the fastest setup's label by ``decode`` and by ``prompt`` (null: none ran)"""
+        return {kind: (b.label if (b := self.best(kind)) else None) for kind in ("decode", "prompt")}
 
 
 def _split_endpoint(ep: str) -> tuple[str, int]:
@@ -284,7 +276,7 @@ def run_bench(
 
 
 def _write_report(out_dir: Path, report: BenchReport) -> None:
-    atomic_write_json(out_dir / BENCH_JSON, report.to_json())
+    atomic_write_json(out_dir / BENCH_JSON, encode(report))
 
 
 def _refusals(opts: BenchOptions) -> tuple[BuildInfo, Path, list[str]]:

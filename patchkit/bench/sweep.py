@@ -22,6 +22,7 @@ from collections.abc import Sequence
 from typing import NoReturn
 
 from patchkit.core.errors import ConfigError
+from patchkit.core.record import Record
 from patchkit.core.text import did_you_mean
 
 __all__ = [
@@ -256,11 +257,11 @@ def parse_caps(help_text: str) -> BenchCaps:
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class Device:
-    name: str
-    description: str
-    total_mib: int = 0
-    free_mib: int = 0
+class Device(Record):
+    name: str  # as llama-bench --list-devices names it (CPU, RPC0, CUDA0)
+    description: str  # what llama-bench says it is
+    total_mib: int = 0  # memory, MiB
+    free_mib: int = 0  # free memory, MiB
 
     @property
     def remote(self) -> bool:

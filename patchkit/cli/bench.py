@@ -4,8 +4,69 @@ While it runs, the steps and one line per setup go to stderr. At the end the sum
 to stdout: a table of the results (one row per setup: decode and prompt tok/s, the decode
 traffic per token when the relay counted it, best / failed / skipped), the projection vs
 emulated link lines, and the closing line naming the files written. ``--json`` prints
-bench.json (its exact text: ``BenchReport.to_json()``, keys sorted) on stdout instead, and
-the summary lines go to stderr as before.
+bench.json (its exact text: ``BenchReport`` through core.record, keys sorted) on stdout
+instead, and the summary lines go to stderr as before.
+
+``bench --json`` (bench.json) keys:
+
+- ``best``: the fastest setup's label by ``decode`` and by ``prompt`` (null: none ran)
+- ``build``: the build benched: dir, recipe, upstream_commit, patches, os
+- ``complete``: False while the sweep runs (or when it was interrupted)
+- ``demo``: a --demo run (loopback RPC servers)
+- ``devices``: what llama-bench --list-devices listed
+- ``devices[].description``: what llama-bench says it is
+- ``devices[].free_mib``: free memory, MiB
+- ``devices[].name``: as llama-bench --list-devices names it (CPU, RPC0, CUDA0)
+- ``devices[].total_mib``: memory, MiB
+- ``links``: the relay path(s) measured before the sweep
+- ``links[].bare_relay``: the bare relay on loopback
+- ``links[].bare_relay.down_mbit_s``: host -> client throughput, Mbit/s; 0: not measured
+- ``links[].bare_relay.rtt_ms``: median small-message round trip, ms
+- ``links[].bare_relay.up_mbit_s``: client -> host throughput, Mbit/s; 0: not measured
+- ``links[].delay_ms``: the one-way delay the relay adds, ms
+- ``links[].link``: the link asked for
+- ``links[].link.name``: as given to --link (1gbe, rate=1gbit,rtt=0.3ms)
+- ``links[].link.rate_bit_s``: bits per second; 0: unlimited
+- ``links[].link.rtt_s``: round trip, seconds
+- ``links[].measured``: what the relay measured with that shaping
+- ``links[].measured.down_mbit_s``: host -> client throughput, Mbit/s; 0: not measured
+- ``links[].measured.rtt_ms``: median small-message round trip, ms
+- ``links[].measured.up_mbit_s``: client -> host throughput, Mbit/s; 0: not measured
+- ``model``: the GGUF file
+- ``points``: one per setup, in sweep order
+- ``points[].args``: the llama-bench arguments of this point (without -m/-rpc)
+- ``points[].error``: why it failed or was not run
+- ``points[].error_kind``: timeout, oom, abort, rpc, args, load, signal, error
+- ``points[].index``: 1, 2, ... in sweep order
+- ``points[].label``: the setup, as the summary names it
+- ``points[].link``: the emulated link ("none": the bare relay; "": no relay)
+- ``points[].measurements``: one per llama-bench test
+- ``points[].measurements[].devices``: as llama-bench reports them (after its own resolution)
+- ``points[].measurements[].kind``: prompt | decode | mixed
+- ``points[].measurements[].max``: tokens/s
+- ``points[].measurements[].median``: tokens/s
+- ``points[].measurements[].min``: tokens/s
+- ``points[].measurements[].samples_ts``: tokens/s of each repetition
+- ``points[].measurements[].split_mode``: as llama-bench reports it
+- ``points[].measurements[].test``: pp512, tg128, pp512+tg128, with @d<depth>
+- ``points[].path``: the path its RPC traffic went through: ``rtt_ms``, ``mbit_s`` (0: unknown,
+  a real network)
+- ``points[].seconds``: wall time
+- ``points[].settings``: sweep key -> value
+- ``points[].status``: ok | failed | duplicate | skipped
+- ``points[].traffic``: phase (prompt, decode) -> RPC traffic
+- ``rpc_latency``: per --rpc host
+- ``rpc_latency[].count``: round trips timed
+- ``rpc_latency[].devices``: how many devices it has
+- ``rpc_latency[].endpoint``: HOST:PORT, as given to --rpc
+- ``rpc_latency[].error``: what was odd about its answer
+- ``rpc_latency[].max_ms``: round trip, ms
+- ``rpc_latency[].median_ms``: round trip, ms
+- ``rpc_latency[].min_ms``: round trip, ms
+- ``rpc_latency[].ok``: the host answered as a ggml RPC server
+- ``rpc_latency[].version``: its RPC protocol version
+- ``schema``: the format's version: 1
+- ``settings``: n_prompt, n_gen, reps, sweep, base_args, output_format, relay, model_note
 """
 
 from __future__ import annotations
@@ -21,7 +82,7 @@ from patchkit.bench.link import Calibrated, fmt_bits
 from patchkit.bench.result import Measurement, PointResult
 from patchkit.bench.run import DEMO_SWEEP, BenchOptions, BenchReport, RpcLatency, run_bench, run_demo
 from patchkit.bench.sweep import DIMENSIONS, parse_sweep
-from patchkit.cli._common import out, out_json, out_table
+from patchkit.cli._common import out, out_record, out_table
 from patchkit.cli._types import FiniteFloatRange
 from patchkit.core.errors import ConfigError
 from patchkit.core.log import log
@@ -296,7 +357,7 @@ def bench_cmd(
         err=as_json,
     )
     if as_json:
-        out_json(report.to_json())  # bench.json's text (core.fs.atomic_write_json)
+        out_record(report)  # bench.json's text (core.fs.atomic_write_json)
 
 
 COMMANDS = [bench_cmd]

@@ -25,7 +25,9 @@ What today's formats need beyond the types is per-field metadata (:func:`meta`):
 - ``check``: a predicate the decoded value must pass (a build number is positive);
 - ``absent``: the value a file without the key gets, where the constructor has no
   default (code that makes the record must say it; files from older versions may lack it);
-- ``required``: the key must be in the file although the constructor has a default.
+- ``required``: the key must be in the file although the constructor has a default;
+- ``written=False``: the field is not written (a derived key carries it in another form:
+  bench.json's ``path`` holds two of a point's fields in other units).
 
 Decoding rules: a key not in the file takes the field's default (a missing key without
 a default is an error); ``null`` is None where the type allows it, else the default,
@@ -94,6 +96,7 @@ class Meta:
     check: Callable[[Any], bool] | None = None
     absent: Any = _UNSET
     required: bool = False
+    written: bool = True
 
 
 def meta(
@@ -105,11 +108,19 @@ def meta(
     check: Callable[[Any], bool] | None = None,
     absent: Any = _UNSET,
     required: bool = False,
+    written: bool = True,
 ) -> dict[str, Meta]:
     """``dataclasses.field(metadata=meta(...))``."""
     return {
         _META: Meta(
-            key=key, omit=omit, encode=encode, decode=decode, check=check, absent=absent, required=required
+            key=key,
+            omit=omit,
+            encode=encode,
+            decode=decode,
+            check=check,
+            absent=absent,
+            required=required,
+            written=written,
         )
     }
 
@@ -161,10 +172,11 @@ class Record:
     """A mixin for record dataclasses: ``to_json()`` is :func:`encode`.
 
     A record may name properties whose values its JSON form carries too (never read
-    back): ``json_derived: ClassVar[tuple[str, ...]] = ("checksum_ok",)``.
+    back): ``json_derived: ClassVar[tuple[str, ...]] = ("checksum_ok",)``; an entry
+    ``(key, property)`` writes a property under another key.
     """
 
-    json_derived: typing.ClassVar[tuple[str, ...]] = ()
+    json_derived: typing.ClassVar[tuple[str | tuple[str, str], ...]] = ()
 
     def to_json(self) -> dict[str, Any]:
         return encode(self)
@@ -389,15 +401,22 @@ def encode(record: Any) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for f in _fields(type(record)):
         value = getattr(record, f.name)
+        if not f.meta.written:
+            continue
         if (f.meta.omit == "none" and value is None) or (f.meta.omit == "empty" and _empty(value)):
             continue
         if value is not None and f.meta.encode is not None:
             out[f.key] = f.meta.encode(value)
         else:
             out[f.key] = _encode(value)
-    for name in getattr(record, "json_derived", ()):
-        out[name] = _encode(getattr(record, name))
+    for key, name in _derived(type(record)):
+        out[key] = _encode(getattr(record, name))
     return out
+
+
+def _derived(cls: type) -> list[tuple[str, str]]:
+    """(key, property) of each derived key of ``cls`` (:class:`Record`)."""
+    return [(d, d) if isinstance(d, str) else d for d in getattr(cls, "json_derived", ())]
 
 
 def _encode(value: Any) -> Any:
@@ -457,10 +476,10 @@ def field_docs(cls: type) -> dict[str, str]:
                 docs[node.target.id] = " ".join(after.value.value.split())
             elif node.end_lineno in comments:
                 docs[node.target.id] = comments[node.end_lineno]
-    for name in getattr(cls, "json_derived", ()):
+    for key, name in _derived(cls):
         doc = inspect.getdoc(getattr(cls, name, None))
         if doc:
-            docs[name] = " ".join(doc.split())
+            docs[key] = " ".join(doc.split())
     return docs
 
 
@@ -487,12 +506,14 @@ def json_keys(cls: type, *, prefix: str = "") -> list[tuple[str, str]]:
     docs = field_docs(cls)
     out: list[tuple[str, str]] = []
     for f in _fields(cls):
+        if not f.meta.written:
+            continue
         key = prefix + f.key
         out.append((key, docs.get(f.name, "")))
         inner = _inner_record(f.hint) if f.meta.encode is None else None
         if inner is not None:
             out += json_keys(inner[0], prefix=key + inner[1])
-    out += [(prefix + name, docs.get(name, "")) for name in getattr(cls, "json_derived", ())]
+    out += [(prefix + key, docs.get(key, "")) for key, _ in _derived(cls)]
     return sorted(out)
 
 

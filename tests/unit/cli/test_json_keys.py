@@ -19,6 +19,7 @@ from patchkit.core.record import encode, json_keys, key_list
 KEY_LISTS = [
     ("patchkit.cli.pe", "``pe-stack --json`` keys:", "EditsJson"),
     ("patchkit.cli.pe", "``pe-info --json`` keys:", "InfoJson"),
+    ("patchkit.cli.bench", "``bench --json`` (bench.json) keys:", "BenchReport"),
 ]
 
 
