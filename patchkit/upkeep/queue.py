@@ -29,7 +29,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from patchkit.core.errors import ConfigError, PatchError, SourceError
-from patchkit.core.fs import atomic_write_many, read_capped, sha256_bytes
+from patchkit.core.fs import atomic_write_many, first_foreign, read_capped, sha256_bytes
 from patchkit.core.text import printable
 from patchkit.git.commit import PrivateIndex
 from patchkit.git.repo import Git, parse_range
@@ -522,14 +522,15 @@ def _check_outdir(outdir: Path, project: Path, replace: bool) -> list[Path]:
     entries = sorted(outdir.iterdir())
     if not entries:
         return []
-    foreign = [
-        e
-        for e in entries
-        if not (e.is_file() and not e.is_symlink() and (e.suffix == ".patch" or e.name == "series"))
-    ]
-    if foreign:
+    foreign = first_foreign(
+        outdir,
+        [e.name for e in entries],
+        files=lambda name: Path(name).suffix == ".patch" or name == "series",
+        dirs={},
+    )
+    if foreign is not None:
         raise ConfigError(
-            f"{outdir} holds {foreign[0].name}, which an export does not write: not writing there",
+            f"{outdir} holds {printable(foreign.name)}, which an export does not write: not writing there",
             hint="export into an empty (or new) folder",
         )
     if not replace:

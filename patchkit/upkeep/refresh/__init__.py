@@ -44,7 +44,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 from patchkit.core.errors import ConfigError, LockBusy, PatchError, SourceError
-from patchkit.core.fs import sha256_bytes
+from patchkit.core.fs import first_foreign, sha256_bytes
 from patchkit.core.lock import cache_lock
 from patchkit.core.log import log
 from patchkit.core.text import printable
@@ -59,7 +59,8 @@ from patchkit.upkeep.refresh.hints import abort_hint, command_of
 from patchkit.upkeep.refresh.merge import run
 from patchkit.upkeep.refresh.options import Dropped, RefreshOptions, RefreshResult, RefreshStopped
 from patchkit.upkeep.refresh.scratch import (
-    OWNED,
+    OWNED_DIRS,
+    OWNED_FILES,
     commit_staged,
     head,
     make_scratch,
@@ -427,10 +428,16 @@ def refresh_abort(workdir: Path) -> None:
     if not (workdir / STATE_FILE).is_file():
         raise NoRefresh(workdir)
     with _locked(workdir):
-        foreign = sorted(p.name for p in workdir.iterdir() if p.name not in OWNED)
-        if foreign:
+        foreign = first_foreign(
+            workdir,
+            sorted(p.name for p in workdir.iterdir()),
+            files=OWNED_FILES.__contains__,
+            dirs=dict.fromkeys(OWNED_DIRS),
+        )
+        if foreign is not None:
             raise PatchError(
-                f"{workdir} holds {foreign[0]}, which a refresh did not write: not removing it",
+                f"{workdir} holds {foreign.name}{' (a link)' if foreign.link else ''}, "
+                "which a refresh did not write: not removing it",
                 hint="remove the folder by hand",
             )
         rmtree(workdir)

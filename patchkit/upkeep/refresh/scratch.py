@@ -24,7 +24,8 @@ from patchkit.git.runner import run_git, scratch_env
 
 __all__ = [
     "CONFLICT_LIMIT",
-    "OWNED",
+    "OWNED_DIRS",
+    "OWNED_FILES",
     "commit_staged",
     "head",
     "make_scratch",
@@ -40,19 +41,10 @@ __all__ = [
 CONFLICT_LIMIT = 8 << 20  # bytes of one conflicted file kept to learn its resolution from
 _CONFIG = ("-c", "merge.conflictStyle=diff3", "-c", "rerere.enabled=false")
 # what a refresh writes in its work folder (abort removes a folder holding only these)
-OWNED = frozenset(
-    {
-        "refresh-state.json",
-        "tree",
-        "patches",
-        "conflicts",
-        "cascade.index",
-        "graft.index",
-        "effect.patch",
-        "lock",
-        "lock.owner",
-    }
+OWNED_FILES = frozenset(
+    {"refresh-state.json", "cascade.index", "graft.index", "effect.patch", "lock", "lock.owner"}
 )
+OWNED_DIRS = ("tree", "patches", "conflicts")
 
 
 def _env(tree: Path) -> dict[str, str]:
