@@ -1,10 +1,14 @@
-"""The one parser of patch files (the ``Key: value`` header and the git diff after it) and
-of what ``git apply -v`` says about them (offsets, conflicts by hunk).
+"""The one diff model, and the one parser of patch files (the ``Key: value`` header and
+the git diff after it).
 
 A patch file is a header of ``Key: value`` lines, a blank line, free text, then a diff
 in ``git diff`` format (``git apply`` skips everything before the first ``diff --git``).
-``parse_diff`` reads, per file: its old and new path, its modes (``new file mode``,
-``new mode``, ``deleted file mode``, the mode on the ``index`` line), and its hunks.
+``parse_diff`` reads it as ``git apply`` does, per file: its old and new path (C-quoted
+names too), its modes (``new file mode``, ``new mode``, ``deleted file mode``, the mode on
+the ``index`` line), renames and copies, its binary blocks, and its hunks with their line
+ranges and the lines of both sides. Every reader of a diff in patchkit reads it here.
+What ``git apply -v`` says about a patch (:mod:`patchkit.spec.applyout`) and why one is
+refused (:mod:`patchkit.spec.diffsafety`) live beside it and are importable from here.
 """
 
 from __future__ import annotations
@@ -17,6 +21,10 @@ from collections.abc import Sequence
 
 from patchkit.core.errors import PatchError
 from patchkit.core.text import did_you_mean
+
+# what git apply -v says, and why a patch is refused: their own modules, read from here too
+from patchkit.spec.applyout import Conflict, Offset, parse_apply_output
+from patchkit.spec.diffsafety import BINARY_MAX, refusals
 
 __all__ = [
     "BINARY_MAX",
@@ -47,9 +55,6 @@ _INDEX = re.compile(r"^index [^.\s]*\.\.\S*?(?: +([0-7]+))?\s*$")
 _NAME_LINE = re.compile(r"^(rename from|rename to|copy from|copy to|rename old|rename new) (.*)$")
 _SIMILARITY = re.compile(r"^similarity index (\d+)%\s*$")
 _BINARY_BLOCK = re.compile(r"^(literal|delta) (\d+)\s*$")
-# the most a binary block may inflate to: a patch file's own cap (spec.series.PATCH_MAX),
-# so a small patch cannot make every `git apply` of it inflate gigabytes
-BINARY_MAX = 64 << 20
 _ESCAPES = {"a": "\a", "b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t", "v": "\v", "\\": "\\", '"': '"'}
 
 
@@ -523,79 +528,6 @@ def _replaced(f: FileDiff) -> FileDiff:
     )
 
 
-def _unsafe_path(path: str) -> str | None:
-    """Why a path in a patch is not a plain path inside the worktree, or None."""
-    if not path or "\0" in path:
-        return "is empty or holds a NUL byte"
-    if path.startswith(("/", "\\")) or re.match(r"^[A-Za-z]:", path):
-        return "is absolute"
-    if "\\" in path:
-        return "holds a backslash (a folder separator on Windows)"
-    parts = path.split("/")
-    if any(p in ("", ".", "..") for p in parts):
-        return "has an empty, '.' or '..' component"
-    if any(p.lower().rstrip(". ") == ".git" for p in parts):
-        return "is inside .git"
-    return None
-
-
-def _link_escapes(path: str, target: str) -> str | None:
-    """Why a symlink at ``path`` pointing to ``target`` may leave the worktree, or None."""
-    if not target or "\0" in target:
-        return "an empty target"
-    if target.startswith(("/", "\\")) or re.match(r"^[A-Za-z]:", target):
-        return "an absolute target"
-    if "\\" in target:
-        return "a target with a backslash (a folder separator on Windows)"
-    depth = path.count("/")  # folders above the link, up to the worktree's root
-    named = False
-    for part in target.split("/"):
-        if part in ("", "."):
-            continue
-        if part == "..":
-            if named:  # x/.. goes wherever x's parent is, and x may be a link
-                return "a target with '..' after a folder name (cannot be checked)"
-            depth -= 1
-            if depth < 0:
-                return "a target above the worktree"
-            continue
-        if part.lower().rstrip(". ") == ".git":
-            return "a target inside .git"
-        named = True
-    return None
-
-
-def refusals(parsed: ParsedDiff) -> list[str]:
-    """Why a parsed patch must not be applied: paths outside the worktree, symlinks whose
-    target leaves it (or is not stated), diffs patchkit cannot check. One line each."""
-    out = list(parsed.problems)
-    for f in parsed.files:
-        for p in dict.fromkeys((f.old_path, f.new_path, *f.names)):
-            why = _unsafe_path(p)
-            if why is not None:
-                out.append(f"the path {p!r} {why}")
-        for block in f.binary_blocks:
-            size = block.size if block.kind == "literal" else max(block.size, block.result_size() or 0)
-            if size > BINARY_MAX:
-                out.append(
-                    f"{f.new_path}: a binary {block.kind} that inflates to {size:,} bytes "
-                    f"(more than {BINARY_MAX >> 20} MiB, the most a patch file may hold)"
-                )
-                break
-        if f.makes_symlink:
-            target = f.symlink_target
-            if target is None:
-                out.append(
-                    f"{f.new_path}: makes a symlink without stating its target "
-                    "(a mode change alone, binary data or a partial hunk)"
-                )
-                continue
-            why = _link_escapes(f.new_path, target)
-            if why is not None:
-                out.append(f"{f.new_path}: makes a symlink to {target!r}, {why}: it would leave the worktree")
-    return out
-
-
 def parse_header(text: str, where: str) -> dict[str, str]:
     """``Key: value`` lines up to the first blank line or diff."""
     header: dict[str, str] = {}
@@ -610,86 +542,3 @@ def parse_header(text: str, where: str) -> dict[str, str]:
             raise PatchError(f"{where}: unknown header key {key!r}{did_you_mean(key, HEADER_KEYS)}")
         header[key] = value.strip()
     return header
-
-
-# -- git apply -v output ------------------------------------------------------------------
-
-
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class Offset:
-    file: str
-    hunk: int
-    lines: int
-
-
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class Conflict:
-    file: str
-    hunk: int | None  # None: the whole file (missing, already exists, ...)
-    header: str
-    reason: str
-
-    @property
-    def where(self) -> str:
-        return f"{self.file}:{self.hunk}" if self.hunk is not None else f"{self.file} ({self.reason})"
-
-    def to_json(self) -> dict[str, object]:
-        return {"file": self.file, "hunk": self.hunk, "header": self.header, "reason": self.reason}
-
-
-_CHECKING = re.compile(r"^Checking patch (.+)\.\.\.$")
-_SUCCEEDED = re.compile(r"^Hunk #(\d+) succeeded at (\d+)(?: \(offset (-?\d+) lines?\))?")
-_FAILED = re.compile(r"^error: patch failed: (.+):(\d+)$")
-_FILE_ERR = re.compile(
-    r"^error: (.+?): (No such file or directory|already exists in working "
-    r"directory|does not exist in index|does not match index|"
-    r"patch does not apply|.+)$"
-)
-
-
-def parse_apply_output(out: str, hunks: Sequence[Hunk]) -> tuple[list[Offset], list[Conflict]]:
-    """Offsets and conflicts from ``git apply -v`` (forward) output."""
-    offsets: list[Offset] = []
-    conflicts: list[Conflict] = []
-    current = ""
-    searching = False
-    used: set[tuple[str, int]] = set()
-    for line in out.splitlines():
-        if searching:
-            if not line.startswith("error: patch failed:"):
-                continue
-            searching = False
-        if m := _CHECKING.match(line):
-            current = m.group(1)
-            continue
-        if line.startswith("error: while searching for:"):
-            searching = True
-            continue
-        if m := _SUCCEEDED.match(line):
-            if m.group(3) and int(m.group(3)) != 0:
-                offsets.append(Offset(file=current, hunk=int(m.group(1)), lines=int(m.group(3))))
-            continue
-        if m := _FAILED.match(line):
-            file, pos = m.group(1), int(m.group(2))
-            hunk = next(
-                (h for h in hunks if h.file == file and h.old_start == pos and (file, h.number) not in used),
-                None,
-            )
-            if hunk is not None:
-                used.add((file, hunk.number))
-                conflicts.append(
-                    Conflict(file=file, hunk=hunk.number, header=hunk.header, reason="context does not match")
-                )
-            else:
-                conflicts.append(
-                    Conflict(file=file, hunk=None, header=f"line {pos}", reason="context does not match")
-                )
-            continue
-        if line.startswith("error: ") and (m := _FILE_ERR.match(line)):
-            file, reason = m.group(1), m.group(2)
-            if reason == "patch does not apply" and any(c.file == file for c in conflicts):
-                continue
-            if reason == "patch does not apply":
-                reason = "does not apply"
-            conflicts.append(Conflict(file=file, hunk=None, header="", reason=reason))
-    return offsets, conflicts
