@@ -18,15 +18,9 @@ from patchkit.core.log import log
 from patchkit.core.paths import cache_dir, cache_layout, default_out_dir
 from patchkit.core.text import printable
 from patchkit.spec.recipe import Recipe, list_recipes, load_recipe, resolve_recipe_path
-from patchkit.upkeep.bump import (
-    BumpOptions,
-    BumpStopped,
-    PatchErrors,
-    compile_errors,
-    md_code,
-    render_summary,
-    run_bump,
-)
+from patchkit.upkeep.bump import BumpOptions, BumpStopped, run_bump
+from patchkit.upkeep.bump_summary import md_code, render_summary
+from patchkit.upkeep.compile_errors import PatchErrors, compile_errors
 
 __all__ = ["COMMANDS"]
 
@@ -55,7 +49,7 @@ def _emit(text: str, summary: Path | None) -> None:
 def _check_outputs(summary: Path | None, build: Recipe | None, out: Path | None) -> None:
     """Every file or folder bump writes besides the project, checked before the project is
     changed: a summary that cannot be written, or a build output folder that is not
-    patchkit's, stops the bump with nothing written (issue 25 item 12)."""
+    patchkit's, stops the bump with nothing written."""
     if summary is not None:
         check_writable(summary, follow_links=True)
     if build is not None:

@@ -14,13 +14,14 @@
    the bump (every pin moves then), ``--abort`` drops it, and nothing in the project was
    written. ``dry_run`` runs the same refresh on a copy of ``patches/`` in a temp folder
    (to say whether it would merge cleanly) and writes nothing.
-3. **Summary** (:func:`render_summary`): markdown for a pull-request body.
+3. **Summary** (:func:`patchkit.upkeep.bump_summary.render_summary`): markdown for a
+   pull-request body; a failed ``--build``'s compile errors are mapped to the patches by
+   :mod:`patchkit.upkeep.compile_errors`.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import os
 import re
 import shutil
 import tempfile
@@ -29,12 +30,10 @@ from pathlib import Path
 
 from patchkit.core.errors import PatchError, RecipeError, SourceError
 from patchkit.core.fs import atomic_write_many
-from patchkit.core.redact import redact_url
-from patchkit.core.text import printable
 from patchkit.git.repo import CommitInfo, Git
 from patchkit.spec.patchfile import parse_diff
 from patchkit.spec.recipe import Recipe
-from patchkit.spec.rpcproto import RPC_HEADER, ProtoVersion, judge, parse_rpc_header
+from patchkit.spec.rpcproto import RPC_HEADER, ProtoVersion, parse_rpc_header
 from patchkit.spec.series import Patch
 from patchkit.upkeep.check import check_series
 from patchkit.upkeep.refresh import (
@@ -51,15 +50,10 @@ __all__ = [
     "BumpPlan",
     "BumpResult",
     "BumpStopped",
-    "CompileError",
-    "PatchErrors",
     "Touching",
-    "compile_errors",
     "default_target",
     "github_web",
-    "md_code",
     "plan_bump",
-    "render_summary",
     "run_bump",
 ]
 
@@ -376,25 +370,13 @@ def _dry_run(opts: BumpOptions, plan: BumpPlan) -> BumpResult:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-# -- the summary --------------------------------------------------------------------------
-def _verdict_cell(v: PatchVerdict) -> tuple[str, str]:
-    if v.status is Status.OFFSET:
-        by_file: dict[str, list[str]] = {}
-        for o in v.offsets:
-            by_file.setdefault(o.file, []).append(f"#{o.hunk} {o.lines:+d}")
-        return v.status.value, "; ".join(f"{f}: {', '.join(h)}" for f, h in by_file.items())
-    if v.status is Status.CONFLICTS:
-        return v.status.value, ", ".join(c.where for c in v.conflicts) or "-"
-    return v.status.value, "-"
-
-
+# -- the upstream's web address ---------------------------------------------------------------
 _GITHUB = (
     re.compile(
         r"^(?:https?|git|ssh)://(?:[^/@]*@)?github\.com(?::\d+)?/([A-Za-z0-9_.-]+)/([A-Za-z0-9_.-]+?)(?:\.git)?/?$"
     ),
     re.compile(r"^[A-Za-z0-9_.-]+@github\.com:([A-Za-z0-9_.-]+)/([A-Za-z0-9_.-]+?)(?:\.git)?/?$"),
 )
-_PR = re.compile(r"\s*\(#(\d{1,9})\)")
 
 
 def github_web(url: str) -> str:
@@ -406,248 +388,3 @@ def github_web(url: str) -> str:
             if owner not in (".", "..") and repo not in (".", ".."):
                 return f"https://github.com/{owner}/{repo}"
     return ""
-
-
-def md_code(text: str, *, cell: bool = False) -> str:
-    """Text from outside (upstream's subjects, refs and URLs; patch and file names; messages)
-    as a markdown code span: shown as it is, never markup (no link, image or HTML), and
-    GitHub makes no @mention, #reference or autolink of it. Control characters are escaped
-    (core.text.printable); a backtick, which would end the span, becomes '; ``cell``: in a
-    table cell, where ``|`` must be escaped even inside a span."""
-    body = printable(text).replace("`", "'").strip() or "-"
-    if cell:
-        body = body.replace("|", "\\|")
-    return f"`{body}`"
-
-
-def _subject(subject: str, web: str, *, cell: bool = False) -> str:
-    """A commit subject: a code span, its ``(#N)`` pull-request references as links to the
-    upstream's pull request on GitHub (on GitHub itself ``#N`` would name the *project's*
-    issue N), or kept in the span as plain text when the upstream is not on GitHub."""
-    if not web:
-        return md_code(subject, cell=cell)
-    prs = _PR.findall(subject)
-    rest = _PR.sub("", subject)
-    links = "".join(f" ([#{n}]({web}/pull/{n}))" for n in prs)
-    return md_code(rest, cell=cell) + links
-
-
-def _commit(c: CommitInfo, web: str, *, full: bool = False) -> str:
-    label = f"`{c.sha if full else c.short}`"
-    return f"[{label}]({web}/commit/{c.sha})" if web and re.fullmatch(r"[0-9a-f]{40}", c.sha) else label
-
-
-# -- compile errors in patched code ------------------------------------------------------
-_DIAG = re.compile(
-    r"^(?P<file>[^\s:][^:\n]*?):(?P<line>\d+):(?:(?P<col>\d+):)? (?:fatal )?error: (?P<msg>.*)$"
-)
-_MAX_ERRORS = 50  # per patch, in the summary
-
-
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class CompileError:
-    file: str  # relative to the source tree
-    line: int
-    col: int | None
-    message: str
-
-
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class PatchErrors:
-    patch: str
-    errors: tuple[CompileError, ...]
-
-
-def _moved(line: int, hunks: Sequence[tuple[int, int, int, int]]) -> int:
-    """Where line ``line`` of a file is after hunks (old start, count, new start, count)."""
-    delta = 0
-    for os_, oc, ns, nc in hunks:
-        if line >= os_ + oc:
-            delta = (ns + nc) - (os_ + oc)
-        elif line >= os_:
-            return min(ns + (line - os_), ns + max(nc - 1, 0))
-        else:
-            break
-    return line + delta
-
-
-def _owned_lines(patches: Sequence[Patch]) -> dict[str, list[tuple[str, int, int]]]:
-    """Per file, the line ranges (first, last, in the tree after every patch) that each
-    patch's hunks cover (their post-image: context and added lines), moved by the later
-    patches' hunks. The series is refreshed: each hunk sits where its header says."""
-    owned: dict[str, list[tuple[str, int, int]]] = {}
-    for p in patches:
-        parsed = parse_diff(p.read_verified().decode("utf-8", "replace"))
-        for f in parsed.files:
-            hunks = [(h.old_start, h.old_count, h.new_start, h.new_count) for h in f.hunks]
-            if f.old_path != f.new_path and f.old_path in owned:
-                owned[f.new_path] = owned.pop(f.old_path)
-            ranges = owned.setdefault(f.new_path, [])
-            ranges[:] = [(name, _moved(a, hunks), _moved(b, hunks)) for name, a, b in ranges]
-            ranges += [(p.name, ns, ns + nc - 1) for _os, _oc, ns, nc in hunks if nc > 0]
-    return owned
-
-
-def compile_errors(
-    log: str, patches: Sequence[Patch], *, src: Path, build: Path | None = None
-) -> tuple[PatchErrors, ...]:
-    """The compiler errors (``FILE:LINE:COL: error: ...``, GCC's and Clang's form) of a
-    failed build's ``log`` that point into a line a patch's hunk covers, per patch (series
-    order). FILE is taken relative to ``src`` (the source tree; a relative FILE is read
-    from ``build``, where the compiler ran)."""
-    owned = _owned_lines(patches)
-    found: dict[str, list[CompileError]] = {}
-    seen: set[tuple[str, int, int | None, str]] = set()
-    for raw in log.splitlines():
-        m = _DIAG.match(raw.strip())
-        if m is None:
-            continue
-        rel = _relative(m.group("file"), src, build)
-        if rel is None or rel not in owned:
-            continue
-        line = int(m.group("line"))
-        col = int(m.group("col")) if m.group("col") else None
-        key = (rel, line, col, m.group("msg"))
-        if key in seen:
-            continue
-        seen.add(key)
-        err = CompileError(file=rel, line=line, col=col, message=m.group("msg").strip())
-        for name in dict.fromkeys(n for n, a, b in owned[rel] if a <= line <= b):
-            found.setdefault(name, []).append(err)
-    return tuple(PatchErrors(patch=p.name, errors=tuple(found[p.name])) for p in patches if p.name in found)
-
-
-def _relative(file: str, src: Path, build: Path | None) -> str | None:
-    """``file`` relative to the source tree, or None when it lies outside."""
-    path = Path(file)
-    if not path.is_absolute():
-        if build is None:
-            return Path(os.path.normpath(path)).as_posix()
-        path = build / path
-    try:
-        return Path(os.path.normpath(path)).relative_to(Path(os.path.normpath(src))).as_posix()
-    except ValueError:
-        return None
-
-
-def _upstreamed_lines(result: BumpResult, web: str) -> list[str]:
-    """The patches the refresh dropped (already upstream, ``--skip``, ``--drop``) and those
-    found upstream but kept (proposed for dropping), each with the upstream commit that
-    has it: a reviewer sees why the series got shorter."""
-    r = result.refresh
-    if r is None or not (r.dropped or r.upstream):
-        return []
-    out = ["", "### Patches dropped or found upstream", ""]
-    for d in r.dropped:
-        at = f" {_commit(d.commit, web)} {_subject(d.commit.subject, web)}" if d.commit else ""
-        out.append(f"- {md_code(d.file)} dropped: {md_code(d.reason)}{at}")
-    for u in r.upstream:
-        rule = u.rule + (f" {u.detail}" if u.detail else "")
-        at = f" {_commit(u.commit, web)} {_subject(u.commit.subject, web)}" if u.commit else ""
-        out.append(
-            f"- {md_code(u.file)} kept, though upstream has it ({md_code(rule)}):{at}; "
-            "`--drop-upstreamed` drops it"
-        )
-    return out
-
-
-def render_summary(
-    result: BumpResult, *, build_lines: Sequence[str] = (), errors: Sequence[PatchErrors] = ()
-) -> str:
-    """Markdown for a pull-request body: what moved, what changed upstream, the verdicts;
-    ``errors``: a failed build's compile errors in patched code, per patch.
-
-    Every text from outside is a code span (:func:`md_code`): an upstream subject cannot
-    mention, link, embed or break the table; upstream's ``(#N)`` is a link to *its* pull
-    request when it is on GitHub; the upstream URL is shown without credentials."""
-    p = result.plan
-    old, new = p.old, p.new
-    web = p.web
-    lines = [f"## Bump llama.cpp {old.short} (build {p.old_build}) → {new.short} (build {p.new_build})", ""]
-    if p.up_to_date:
-        return "\n".join([*lines, f"Already at the newest commit of {md_code(p.target)}: nothing to do.", ""])
-    state = (
-        "dry run: nothing was written"
-        if result.dry_run
-        else "stopped at a conflict: nothing was written yet"
-        if result.stopped
-        else "patches refreshed and every pin moved"
-    )
-    lines += [
-        "| | commit | date | build | RPC protocol |",
-        "|---|---|---|---|---|",
-        f"| old | {_commit(old, web, full=True)} | {old.date[:10]} | {p.old_build} | {p.rpc_old or '-'} |",
-        f"| new | {_commit(new, web, full=True)} | {new.date[:10]} | {p.new_build} | {p.rpc_new or '-'} |",
-        "",
-        f"Target: {md_code(p.target)} of {md_code(redact_url(p.upstream))}: {_subject(new.subject, web)}. "
-        f"{p.commits} commits in between ({p.first_parent} first-parent). Status: {state}.",
-    ]
-    if p.rpc_old and p.rpc_new and p.rpc_old != p.rpc_new:
-        fwd, back = judge(p.rpc_new, p.rpc_old), judge(p.rpc_old, p.rpc_new)
-        lines += [
-            "",
-            f"**RPC protocol {p.rpc_old} → {p.rpc_new}.** New clients with old "
-            f"servers: {'ok' if fwd.ok else 'refused'}; old clients with new servers: "
-            f"{'ok' if back.ok else 'refused'}. Rebuild every RPC node of a rig "
-            "from the same pin.",
-        ]
-    lines += [
-        "",
-        "### Patches at the new commit",
-        "",
-        "| patch | verdict | offsets / conflicts | refresh |",
-        "|---|---|---|---|",
-    ]
-    refreshed: dict[str, str] = {}
-    if result.refresh is not None:
-        for f in result.refresh.updated:
-            refreshed[f] = "rewritten"
-        for f in result.refresh.unchanged:
-            refreshed[f] = "unchanged"
-        for f in result.refresh.skipped:
-            refreshed[f] = "skipped (outside When)"
-        for d in result.refresh.dropped:
-            refreshed[d.file] = "dropped"
-    files_of = dict(p.patch_files)
-    for v in p.verdicts:
-        verdict, where = _verdict_cell(v)
-        how = refreshed.get(files_of.get(v.patch, ""), "stopped" if result.stopped else "-")
-        if how == "rewritten" and v.status is Status.CONFLICTS:
-            how = "rewritten (3-way merge)"
-        if result.dry_run and how.startswith(("rewritten", "unchanged")):
-            how = f"would be {how}"
-        lines.append(f"| {md_code(v.patch, cell=True)} | {verdict} | {md_code(where, cell=True)} | {how} |")
-    if result.stopped:
-        lines += ["", f"Refresh: {md_code(result.stopped)}"]
-    lines += _upstreamed_lines(result, web)
-    files = ", ".join(md_code(f) for f in p.files) or "-"
-    lines += [
-        "",
-        f"### Upstream commits that touched the patched files ({p.touching_total})",
-        "",
-        f"Files: {files}",
-        "",
-    ]
-    if not p.touching:
-        lines.append("None.")
-    for t in p.touching:
-        where = ", ".join(md_code(f) for f in t.files)
-        lines.append(
-            f"- {_commit(t.commit, web)} {t.commit.date[:10]} {_subject(t.commit.subject, web)} ({where})"
-        )
-    if p.touching_total > len(p.touching):
-        lines.append(f"- … and {p.touching_total - len(p.touching)} more")
-    verb = "would move" if result.dry_run else "moved" if result.moved else "to move"
-    lines += ["", f"### Recipes ({verb} together)", "", *(f"- {n}" for n in sorted(p.recipes))]
-    if build_lines:
-        lines += ["", "### Build", "", *build_lines]
-    if errors:
-        lines += ["", "### Compile errors in patched code", ""]
-        for pe in errors:
-            lines.append(f"- {md_code(pe.patch)}: {len(pe.errors)} error(s) in lines its hunks cover")
-            for e in pe.errors[:_MAX_ERRORS]:
-                at = f"{e.file}:{e.line}" + (f":{e.col}" if e.col else "")
-                lines.append(f"  - {md_code(at)}: {md_code(e.message)}")
-            if len(pe.errors) > _MAX_ERRORS:
-                lines.append(f"  - … and {len(pe.errors) - _MAX_ERRORS} more (the build log has all)")
-    return "\n".join(lines) + "\n"

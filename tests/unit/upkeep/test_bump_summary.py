@@ -8,7 +8,8 @@ from pathlib import Path
 from patchkit.git.repo import CommitInfo
 from patchkit.spec.patchfile import Offset
 from patchkit.spec.rpcproto import ProtoVersion
-from patchkit.upkeep.bump import BumpPlan, BumpResult, Touching, render_summary
+from patchkit.upkeep.bump import BumpPlan, BumpResult, Touching
+from patchkit.upkeep.bump_summary import render_summary
 from patchkit.upkeep.refresh import Dropped, RefreshResult
 from patchkit.upkeep.scratch import PatchVerdict, Status
 from patchkit.upkeep.upstreamed import Upstreamed
@@ -168,7 +169,7 @@ def _series(tmp: Path, bodies: list[tuple[str, str]]) -> list[object]:
 def test_compile_errors_map_to_the_patch_whose_hunk_covers_the_line(tmp_path: Path) -> None:
     """Issue 24 part 5: FILE:LINE:COL errors of a failed build, per patch, with the lines a
     later patch moved followed; errors outside every hunk, or in other files, left out."""
-    from patchkit.upkeep.bump import compile_errors
+    from patchkit.upkeep.compile_errors import compile_errors
 
     first = (
         "diff --git a/src/a.c b/src/a.c\n--- a/src/a.c\n+++ b/src/a.c\n"
