@@ -17,6 +17,7 @@ from __future__ import annotations
 import os
 import shlex
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
@@ -25,6 +26,10 @@ from patchkit.core.errors import ConfigError
 from patchkit.core.log import log
 from patchkit.core.paths import cache_dir
 from patchkit.core.text import printable
+
+if TYPE_CHECKING:
+    from patchkit.plan.model import ModelShape
+    from patchkit.plan.planner import Candidate, Rig
 
 __all__ = ["COMMANDS", "plan"]
 
@@ -92,6 +97,34 @@ def _fmt_gib(n: int) -> str:
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the plan as JSON.")
 @click.option("--no-calibration", is_flag=True, help="Ignore the cached calibration.")
+@click.option(
+    "--check-memory",
+    "check_n",
+    type=click.IntRange(0, 100),
+    default=0,
+    metavar="N",
+    help="Load the top N that run here in llama.cpp; its buffer sizes beside the prediction.",
+)
+@click.option("--calibrate", is_flag=True, help="First measure each device here once (llama-bench).")
+@click.option(
+    "--verify",
+    "verify_n",
+    type=click.IntRange(0, 100),
+    default=0,
+    metavar="N",
+    help="Measure the top N that run here (and llama.cpp's default) with llama-bench.",
+)
+@click.option(
+    "--bin",
+    "bin_dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=Path("out/cpu-rpc/bin"),
+    show_default=True,
+    help="The llama.cpp build's bin/ (llama-cli, llama-bench).",
+)
+@click.option(
+    "--reps", type=click.IntRange(1, 50), default=3, show_default=True, help="llama-bench repetitions."
+)
 def rig(
     model: Path,
     devices: tuple[str, ...],
@@ -106,6 +139,11 @@ def rig(
     png: Path | None,
     as_json: bool,
     no_calibration: bool,
+    check_n: int,
+    calibrate: bool,
+    verify_n: int,
+    bin_dir: Path,
+    reps: int,
 ) -> None:
     """Rank the arrangements of the rig for MODEL (a GGUF, a shape, or config.json + --quant)."""
     from patchkit.plan import calibration
@@ -126,8 +164,18 @@ def rig(
         if m not in ("layer", "tensor"):
             raise ConfigError(f"--mode {m!r}: layer or tensor (row is refused: see the table)")
     the_rig = build_rig(devices=devices, links=links, rpc=rpc, host=cpu, host_ram=_host_ram())
+    store = calibration.calibration_path(cache_dir())
+    if (calibrate or verify_n) and model.suffix == ".json":
+        raise ConfigError("--calibrate and --verify measure a GGUF: write one with `patchkit plan shape`")
+    if calibrate:
+        from patchkit.plan.verify import calibrate as run_calibrate
+
+        for d, bw, tf in run_calibrate(
+            shape, the_rig, bench=bin_dir / "llama-bench", model=model, ctx=ctx, store=store, reps=reps
+        ):
+            log.info(f"calibrated {d.label}: {bw:.3g} GB/s effective, prompt {tf:.3g} TFLOP/s")
     if not no_calibration:
-        cal = calibration.load(calibration.calibration_path(cache_dir()))
+        cal = calibration.load(store)
         import dataclasses
 
         the_rig = dataclasses.replace(
@@ -149,10 +197,72 @@ def rig(
         tmp.write_bytes(data)
         os.replace(tmp, png)
         log.info(f"wrote {png}")
+    if check_n:
+        _check(shape, the_rig, cands, check_n, model, bin_dir)
+    if verify_n:
+        _verify(shape, the_rig, cands, verify_n, model, bin_dir, ctx, store, reps)
     if as_json:
         out_json(rep.to_json())
         return
     _show(rep, top)
+
+
+def _check(
+    shape: ModelShape, the_rig: Rig, cands: list[Candidate], n: int, model: Path, bin_dir: Path
+) -> None:
+    """Predicted beside llama.cpp's own buffer sizes, on stderr (the plan stays on stdout)."""
+    from patchkit.plan.check import MIB, check_memory
+    from patchkit.plan.verify import checkable
+
+    picked = [c for c in cands if c.memory is not None and checkable(c.arrangement)][:n]
+    if not picked:
+        log.warning("--check-memory: no arrangement runs here (only the CPU and RPC servers can be loaded)")
+    for c in picked:
+        assert c.memory is not None
+        rows, _cmd = check_memory(
+            bin_dir=bin_dir,
+            model=model,
+            arr=c.arrangement,
+            predicted=c.memory,
+            rig=the_rig,
+            n_layer=shape.n_layer,
+        )
+        log.info(f"memory check: {c.arrangement.describe()}")
+        for r in rows:
+            p = r.predicted
+            log.info(
+                f"  {r.label}: predicted {p.total / MIB:.0f} MiB (model {p.model / MIB:.0f}, context "
+                f"{p.context / MIB:.0f}, compute {p.compute / MIB:.0f}); llama.cpp {r.total / MIB:.0f} MiB "
+                f"(model {r.model / MIB:.0f}, context {r.context / MIB:.0f}, compute {r.compute / MIB:.0f})"
+                f" {'within 5 % or 64 MiB' if r.ok else 'OFF'}"
+            )
+
+
+def _verify(
+    shape: ModelShape,
+    the_rig: Rig,
+    cands: list[Candidate],
+    n: int,
+    model: Path,
+    bin_dir: Path,
+    ctx: int,
+    store: Path,
+    reps: int,
+) -> None:
+    from patchkit.plan.verify import verify
+
+    rows = verify(
+        shape, the_rig, cands, n, bench=bin_dir / "llama-bench", model=model, ctx=ctx, store=store, reps=reps
+    )
+    if not rows:
+        log.warning("--verify: no arrangement runs here (only the CPU and RPC servers can be measured)")
+    for r in rows:
+        log.info(
+            f"verify: {r.description}: decode predicted {r.predicted_decode:.1f} measured "
+            f"{r.measured_decode:.1f} tok/s (x{r.decode_ratio:.2f}); prompt predicted "
+            f"{r.predicted_prompt:.0f} measured {r.measured_prompt:.0f} (x{r.prompt_ratio:.2f})"
+            + (f"; off: {r.miss_term}" if r.miss_term else "")
+        )
 
 
 def _show(rep: object, top: int) -> None:
