@@ -1,22 +1,65 @@
 """`patchkit rpc-probe HOST:PORT`: ask a ggml RPC server what it is, optionally test patch 0001.
 
 The result goes to stdout (the ``--build`` verdict, the server, the guard's cases; ``-v``
-adds each case's detail on stderr). ``--json`` prints one object instead: ``{"schema": 1,
-"server": {...}, "skew": {...}, "guard": {...}}``, ``skew`` only with ``--build`` and
-``guard`` only with ``--guard``; when the build's clients cannot talk to the server it is
-``{"schema": 1, "skew": {...}}`` and the exit code is 14.
+adds each case's detail on stderr). ``--json`` prints one object instead: ``skew`` only
+with ``--build`` and ``guard`` only with ``--guard``; when the build's clients cannot talk
+to the server it holds ``schema`` and ``skew`` alone, and the exit code is 14.
+
+``rpc-probe --json`` keys:
+
+- ``guard``: with --guard: the zero-byte tensor guard
+- ``guard.cases``: the three probes, in order
+- ``guard.cases[].description``: what the case sends
+- ``guard.cases[].detail``: what was seen
+- ``guard.cases[].expected``: what a patched server does: accepted, refused
+- ``guard.cases[].name``: in-bounds, zero-nbytes-outside, straddling
+- ``guard.cases[].ok``: the outcome is the expected one
+- ``guard.cases[].outcome``: what this server did: accepted, refused, server-died, no-answer,
+  not-run
+- ``guard.endpoint``: HOST:PORT
+- ``guard.ok``: the verdict is patched
+- ``guard.verdict``: patched, unpatched, no-bounds-check, refuses-zero-bytes, inconclusive
+- ``guard.version``: the server's RPC protocol
+- ``schema``: the JSON format's version: 1
+- ``server``: the server
+- ``server.connect_s``: TCP connect + HELLO, seconds
+- ``server.devices``: what it serves
+- ``server.devices[].alignment``: buffer alignment, bytes
+- ``server.devices[].free``: free memory, bytes
+- ``server.devices[].index``: 0, 1, ... as the server numbers them
+- ``server.devices[].max_size``: the largest buffer, bytes
+- ``server.devices[].total``: memory, bytes
+- ``server.endpoint``: HOST:PORT
+- ``server.rtt``: DEVICE_COUNT round trips on one connection
+- ``server.rtt.count``: round trips timed
+- ``server.rtt.max_s``: seconds
+- ``server.rtt.median_s``: seconds
+- ``server.rtt.min_s``: seconds
+- ``server.version``: its RPC protocol
+- ``skew``: with --build: can the build's clients talk to it
+- ``skew.build``: the build folder as the user named it
+- ``skew.client``: the RPC protocol the build's clients speak
+- ``skew.commit``: the build's upstream commit
+- ``skew.endpoint``: HOST:PORT
+- ``skew.message``: the verdict line the text output prints
+- ``skew.ok``: the build's clients can talk to the server
+- ``skew.reason``: upstream's rule, as it applies here
+- ``skew.recipe``: the build's recipe
+- ``skew.server``: the RPC protocol the server speaks
 """
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import click
 
-from patchkit.cli._common import out, out_json
+from patchkit.cli._common import out, out_record
 from patchkit.cli._types import FiniteFloatRange
 from patchkit.core.errors import RpcError, SmokeError
 from patchkit.core.log import log
+from patchkit.core.record import meta
 from patchkit.rpc.probe import (
     GuardReport,
     GuardVerdict,
@@ -28,7 +71,21 @@ from patchkit.rpc.probe import (
 from patchkit.rpc.skew import SkewReport, check_server
 from patchkit.spec.buildinfo import read_build_info
 
-__all__ = ["COMMANDS", "rpc_probe"]
+__all__ = ["COMMANDS", "ProbeJson", "rpc_probe"]
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class ProbeJson:
+    """``rpc-probe --json``."""
+
+    schema: int = 1  # the JSON format's version: 1
+    server: ServerInfo | None = dataclasses.field(default=None, metadata=meta(omit="none"))  # the server
+    skew: SkewReport | None = dataclasses.field(
+        default=None, metadata=meta(omit="none")
+    )  # with --build: can the build's clients talk to it
+    guard: GuardReport | None = dataclasses.field(
+        default=None, metadata=meta(omit="none")
+    )  # with --guard: the zero-byte tensor guard
 
 
 def _mib(n: int) -> str:
@@ -106,7 +163,7 @@ def rpc_probe(
         skew = check_server(host, port, read_build_info(build), build, timeout=timeout)
         if not skew.ok:
             if as_json:
-                out_json({"schema": 1, "skew": skew.to_json()})
+                out_record(ProbeJson(skew=skew))
             raise RpcError(skew.line())
         if not as_json:
             out(skew.line())
@@ -117,12 +174,7 @@ def rpc_probe(
     if report is not None and not as_json:
         _show_guard(report)
     if as_json:
-        result: dict[str, object] = {"schema": 1, "server": info.to_json()}
-        if skew is not None:
-            result["skew"] = skew.to_json()
-        if report is not None:
-            result["guard"] = report.to_json()
-        out_json(result)
+        out_record(ProbeJson(server=info, skew=skew, guard=report))
     if report is not None and not report.ok:
         died = "; the server died" if report.verdict is GuardVerdict.UNPATCHED else ""
         raise SmokeError(

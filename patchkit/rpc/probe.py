@@ -27,9 +27,11 @@ import re
 import statistics
 import time
 from collections.abc import Callable
+from typing import ClassVar
 
 from patchkit.core.enums import StrEnum
 from patchkit.core.errors import ConfigError
+from patchkit.core.record import Record, meta
 from patchkit.rpc.client import (
     RpcClient,
     RpcClosed,
@@ -76,39 +78,35 @@ class GuardVerdict(StrEnum):
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class GuardCase:
-    name: str
-    description: str
-    expected: Outcome
-    outcome: Outcome
-    detail: str = ""
+class GuardCase(Record):
+    json_derived: ClassVar[tuple[str, ...]] = ("ok",)
+
+    name: str  # in-bounds, zero-nbytes-outside, straddling
+    description: str  # what the case sends
+    expected: Outcome  # what a patched server does: accepted, refused
+    outcome: Outcome  # what this server did: accepted, refused, server-died, no-answer, not-run
+    detail: str = ""  # what was seen
 
     @property
     def ok(self) -> bool:
+        """the outcome is the expected one"""
         return self.outcome is self.expected
-
-    def to_json(self) -> dict[str, object]:
-        return {
-            "name": self.name,
-            "description": self.description,
-            "expected": self.expected.value,
-            "outcome": self.outcome.value,
-            "ok": self.ok,
-            "detail": self.detail,
-        }
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class GuardReport:
-    endpoint: str
-    version: Version
-    cases: tuple[GuardCase, ...]
+class GuardReport(Record):
+    json_derived: ClassVar[tuple[str, ...]] = ("verdict", "ok")
+
+    endpoint: str  # HOST:PORT
+    version: Version = dataclasses.field(metadata=meta(encode=str))  # the server's RPC protocol
+    cases: tuple[GuardCase, ...]  # the three probes, in order
 
     def case(self, name: str) -> GuardCase:
         return next(c for c in self.cases if c.name == name)
 
     @property
     def verdict(self) -> GuardVerdict:
+        """patched, unpatched, no-bounds-check, refuses-zero-bytes, inconclusive"""
         inb, zero, strad = (self.case(n).outcome for n in CASES)
         if zero is Outcome.SERVER_DIED:
             return GuardVerdict.UNPATCHED
@@ -124,51 +122,34 @@ class GuardReport:
 
     @property
     def ok(self) -> bool:
+        """the verdict is patched"""
         return self.verdict is GuardVerdict.PATCHED
 
-    def to_json(self) -> dict[str, object]:
-        return {
-            "endpoint": self.endpoint,
-            "version": str(self.version),
-            "verdict": self.verdict.value,
-            "ok": self.ok,
-            "cases": [c.to_json() for c in self.cases],
-        }
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class DeviceInfo(Record):
+    index: int  # 0, 1, ... as the server numbers them
+    free: int  # free memory, bytes
+    total: int  # memory, bytes
+    alignment: int  # buffer alignment, bytes
+    max_size: int  # the largest buffer, bytes
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class DeviceInfo:
-    index: int
-    free: int
-    total: int
-    alignment: int
-    max_size: int
+class RttStats(Record):
+    count: int  # round trips timed
+    median_s: float  # seconds
+    min_s: float  # seconds
+    max_s: float  # seconds
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class RttStats:
-    count: int
-    median_s: float
-    min_s: float
-    max_s: float
-
-
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class ServerInfo:
-    endpoint: str
-    version: Version
-    devices: tuple[DeviceInfo, ...]
-    connect_s: float  # TCP connect + HELLO
+class ServerInfo(Record):
+    endpoint: str  # HOST:PORT
+    version: Version = dataclasses.field(metadata=meta(encode=str))  # its RPC protocol
+    devices: tuple[DeviceInfo, ...]  # what it serves
+    connect_s: float  # TCP connect + HELLO, seconds
     rtt: RttStats  # DEVICE_COUNT round trips on one connection
-
-    def to_json(self) -> dict[str, object]:
-        return {
-            "endpoint": self.endpoint,
-            "version": str(self.version),
-            "devices": [dataclasses.asdict(d) for d in self.devices],
-            "connect_s": self.connect_s,
-            "rtt": dataclasses.asdict(self.rtt),
-        }
 
 
 _ENDPOINT = re.compile(r"^(?:\[(?P<v6>[0-9A-Fa-f:.%\w]+)\]|(?P<host>[^\s:\[\]/]+)):(?P<port>\d{1,5})$")

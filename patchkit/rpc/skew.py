@@ -15,9 +15,11 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 from pathlib import Path
+from typing import ClassVar
 
 from patchkit.core.errors import ConfigError
 from patchkit.core.log import log
+from patchkit.core.record import Record, meta
 from patchkit.rpc.client import RpcClient, RpcVersionError
 from patchkit.rpc.probe import parse_endpoint
 from patchkit.spec.buildinfo import BuildInfo
@@ -27,16 +29,45 @@ __all__ = ["SkewReport", "build_protocol", "check_hosts", "check_server"]
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class SkewReport:
-    endpoint: str
+class SkewReport(Record):
+    json_derived: ClassVar[tuple[str | tuple[str, str], ...]] = (
+        ("client", "client_version"),
+        ("server", "server_version"),
+        "ok",
+        "reason",
+        ("message", "message_line"),
+    )
+
+    endpoint: str  # HOST:PORT
     build: str  # the build folder as the user named it
-    recipe: str
+    recipe: str  # the build's recipe
     commit: str  # the build's upstream commit
-    verdict: SkewVerdict
+    verdict: SkewVerdict = dataclasses.field(metadata=meta(written=False))
 
     @property
     def ok(self) -> bool:
+        """the build's clients can talk to the server"""
         return self.verdict.ok
+
+    @property
+    def client_version(self) -> str:
+        """the RPC protocol the build's clients speak"""
+        return str(self.verdict.client)
+
+    @property
+    def server_version(self) -> str:
+        """the RPC protocol the server speaks"""
+        return str(self.verdict.server)
+
+    @property
+    def reason(self) -> str:
+        """upstream's rule, as it applies here"""
+        return self.verdict.reason
+
+    @property
+    def message_line(self) -> str:
+        """the verdict line the text output prints"""
+        return self.line()
 
     def line(self) -> str:
         """One line: the verdict and, when it is no, what to rebuild."""
@@ -57,20 +88,6 @@ class SkewReport:
                 f"(`patchkit build {self.recipe}`, then its bin/ggml-rpc-server there)"
             )
         return f"{who} cannot talk to {self.endpoint} (RPC {v.server}): {v.reason}; {todo}"
-
-    def to_json(self) -> dict[str, object]:
-        v = self.verdict
-        return {
-            "endpoint": self.endpoint,
-            "build": self.build,
-            "recipe": self.recipe,
-            "commit": self.commit,
-            "client": str(v.client),
-            "server": str(v.server),
-            "ok": v.ok,
-            "reason": v.reason,
-            "message": self.line(),
-        }
 
 
 def build_protocol(info: BuildInfo, build: Path | str) -> ProtoVersion:

@@ -20,6 +20,7 @@ KEY_LISTS = [
     ("patchkit.cli.pe", "``pe-stack --json`` keys:", "EditsJson"),
     ("patchkit.cli.pe", "``pe-info --json`` keys:", "InfoJson"),
     ("patchkit.cli.bench", "``bench --json`` (bench.json) keys:", "BenchReport"),
+    ("patchkit.cli.rpc_probe", "``rpc-probe --json`` keys:", "ProbeJson"),
 ]
 
 
