@@ -183,20 +183,38 @@ def _record_for(kind: RootKind, tree: Path, debootstrap: str | None) -> RootReco
     )
 
 
+_ENTRIES = ("tree", "tree.new", "tree.old", "root.json", "prepare.log")
+_SHA256 = re.compile(r"[0-9a-f]{64}")
+
+
+def _planted_link(cache: Path, name: str) -> Path | None:
+    """The first of ``<cache>/roots``, ``roots/<name>`` and what patchkit keeps in it that
+    is a link (someone else's: patchkit makes none there), or None."""
+    base = root_dir(cache, name)
+    for p in (base.parent, base, *(base / e for e in _ENTRIES)):
+        if p.is_symlink():
+            return p
+    return None
+
+
 def find_root(cache: Path, name: str) -> RootRecord | None:
-    """The record of the prepared root ``name`` in the cache, or None (not prepared, or
-    its record unreadable: ``prepare`` makes it again)."""
+    """The record of the prepared root ``name`` in the cache, or None (not prepared, a link
+    planted in its place, or its record unreadable or not what patchkit writes: ``prepare``
+    makes it again)."""
     base = root_dir(cache, name)
     rec = base / "root.json"
-    if not (base / "tree").is_dir() or not rec.is_file() or rec.is_symlink():
+    if _planted_link(cache, name) is not None or not (base / "tree").is_dir() or not rec.is_file():
         return None
     try:
         raw = read_capped(rec, limit=RECORD_MAX, error=BuildError, what="root.json")
         import json
 
-        return decode(RootRecord, json.loads(raw.decode("utf-8")))
+        found = decode(RootRecord, json.loads(raw.decode("utf-8")))
     except (BuildError, RecordError, ValueError, UnicodeDecodeError):
         return None
+    if found.name != name or not _SHA256.fullmatch(found.packages_sha256):
+        return None
+    return found
 
 
 def require_root(cache: Path, name: str) -> RootRecord:
@@ -304,11 +322,35 @@ def prepare_root(
         )
     debootstrap = _tool("debootstrap", env, "it makes the root")
     bwrap = _tool("bwrap", env, "apt runs inside the root")
+    planted = _planted_link(cache, name)
+    if planted is not None:  # a write through it would land in someone's folder
+        raise BuildError(
+            f"{planted} is a link: patchkit prepares a build root only in its own cache folder",
+            hint=f"remove the link, then run `patchkit root prepare {name}` again",
+        )
     base = root_dir(cache, name)
     base.mkdir(parents=True, exist_ok=True)
     new = base / "tree.new"
-    if new.exists():
-        shutil.rmtree(new)
+    for stale in (new, base / "tree.old"):  # an interrupted preparation's
+        shutil.rmtree(stale, ignore_errors=True)
+    try:
+        return _prepare(kind, base, debootstrap, bwrap, env=env, log_path=log_path), True
+    finally:  # made, or failed: no tree.new or tree.old is left
+        shutil.rmtree(new, ignore_errors=True)
+        shutil.rmtree(base / "tree.old", ignore_errors=True)
+
+
+def _prepare(
+    kind: RootKind,
+    base: Path,
+    debootstrap: str,
+    bwrap: str,
+    *,
+    env: Mapping[str, str],
+    log_path: Path | None,
+) -> RootRecord:
+    name = kind.name
+    new = base / "tree.new"
     logf = log_path or base / "prepare.log"
     logf.write_text(f"patchkit root prepare {name}\n", encoding="utf-8")
     log.info(f"debootstrap --variant=minbase {kind.suite} ({kind.mirror}); log: {logf}")
@@ -332,15 +374,12 @@ def prepare_root(
     words = version.stdout.split() if version.ok else []
     record = _record_for(kind, new, words[-1] if words else None)
     tree = base / "tree"
+    (base / "root.json").unlink(missing_ok=True)  # no record beside a tree it is not
     if tree.exists():
-        old = base / "tree.old"
-        if old.exists():
-            shutil.rmtree(old)
-        tree.rename(old)
-        shutil.rmtree(old)
+        tree.rename(base / "tree.old")  # removed by the caller
     new.rename(tree)
     atomic_write_bytes(base / "root.json", canonical_json(record), mode=0o644)
-    return record, True
+    return record
 
 
 def compiler_defines(record: RootRecord, cache: Path, wrappers: Path) -> dict[str, str]:

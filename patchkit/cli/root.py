@@ -18,6 +18,7 @@ from patchkit.cli._common import out, out_json
 from patchkit.core.log import log
 from patchkit.core.paths import cache_dir
 from patchkit.core.record import encode
+from patchkit.core.text import printable
 
 __all__ = ["COMMANDS"]
 
@@ -37,14 +38,17 @@ def prepare_cmd(name: str, again: bool, as_json: bool) -> None:
     cache = cache_dir()
     with log.step(f"root {name}"):
         record, made = prepare_root(cache, name, env=dict(os.environ), again=again)
+    # root.json's fields, and the versions read from the root's dpkg status: not patchkit's
+    # words, so printed escaped
     log.info(
-        f"{'prepared' if made else 'reusing'} {root_dir(cache, name)}: {record.suite}, glibc {record.glibc}, "
-        f"GCC {record.gcc}, cmake {record.cmake}, {record.packages} packages"
+        f"{'prepared' if made else 'reusing'} {root_dir(cache, name)}: {printable(record.suite)}, "
+        f"glibc {printable(record.glibc)}, GCC {printable(record.gcc)}, cmake {printable(record.cmake)}, "
+        f"{record.packages} packages"
     )
     if as_json:
         out_json(encode(record))
     else:
-        out(record.label)
+        out(printable(record.label))
 
 
 @root_cmd.command("list")
@@ -66,7 +70,7 @@ def list_cmd(as_json: bool) -> None:
         )
         if not as_json:
             state = (
-                f"prepared ({found.label}, {found.prepared})"
+                f"prepared ({printable(found.label)}, {printable(found.prepared)})"
                 if found
                 else f"not prepared (`patchkit root prepare {name}`)"
             )
