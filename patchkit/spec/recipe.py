@@ -23,7 +23,7 @@ from typing import Any
 from patchkit.core.errors import PEError, RecipeError
 from patchkit.core.fs import read_capped, sha256_bytes
 from patchkit.core.record import RecordError, decode
-from patchkit.core.text import did_you_mean
+from patchkit.core.text import did_you_mean, printable
 from patchkit.core.units import PAGE_SIZE, parse_size
 from patchkit.spec import cpuvariants
 from patchkit.spec.cuda import CudaArchs, check_cuda_build, resolve_archs
@@ -35,6 +35,7 @@ else:  # pragma: no cover
     import tomli as tomllib  # type: ignore[import-not-found, unused-ignore]
 
 __all__ = [
+    "BUILD_ROOTS",
     "BuildSpec",
     "CudaSpec",
     "Recipe",
@@ -51,7 +52,8 @@ _COMMIT = re.compile(r"^[0-9a-f]{40}$")
 _NAME = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
 _TARGET = re.compile(r"^[A-Za-z0-9_.+-]+$")
 _DEFINE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-_ROOT = re.compile(r"^[a-z][a-z0-9-]{0,31}$")  # a build root (builder.sysroot.KINDS)
+# the build roots patchkit can prepare (builder.sysroot.KINDS says what each is)
+BUILD_ROOTS = ("debian11", "debian12")
 _VERSION = re.compile(r"^[0-9]{1,4}(\.[0-9]{1,4}){1,3}$")  # a symbol version floor: 2.31, 3.4.28
 OS_NAMES = ("linux", "windows", "macos")
 BUILD_TYPES = ("Release", "RelWithDebInfo", "Debug", "MinSizeRel")
@@ -226,7 +228,7 @@ class _Ctx:
             self.label = str(path)
 
     def fail(self, key: str, msg: str) -> RecipeError:
-        return RecipeError(f"{self.label}: {key}: {msg}")
+        return RecipeError(f"{self.label}: {printable(key)}: {msg}")  # a key is the file's text
 
     def record_error(self, e: RecordError) -> RecipeError:
         """The one line for what the converter found: an unknown key (did you mean), a
@@ -251,7 +253,7 @@ class _Ctx:
         out: list[str] = []
         for i, value in enumerate(values):
             item = str(value)
-            if pattern is not None and not pattern.match(item):
+            if pattern is not None and not pattern.fullmatch(item):
                 raise self.fail(f"{where}[{i}]", f"{item!r} is not a valid name")
             if item in out:
                 raise self.fail(f"{where}[{i}]", f"{item!r} is listed twice")
@@ -329,15 +331,15 @@ def _build(ctx: _Ctx, b: _BuildTable) -> BuildSpec:
     targets = ctx.names(b.targets, "build.targets", required=True, pattern=_TARGET)
     defines = []
     for key, value in b.defines.items():
-        if not _DEFINE.match(key):
+        if not _DEFINE.fullmatch(key):
             raise ctx.fail(f"build.defines.{key}", "is not a valid CMake variable name")
         defines.append((key, _define_value(ctx, key, value)))
     build_type = ctx.one_of(b.build_type, BUILD_TYPES, "build.build_type")
     sparse = ctx.names(b.sparse_exclude, "build.sparse_exclude")
     if b.launcher is not None:
         ctx.one_of(b.launcher, LAUNCHERS, "build.launcher")
-    if b.root is not None and not _ROOT.match(b.root):
-        raise ctx.fail("build.root", f"{b.root!r} is not a build root name (`patchkit root list` shows them)")
+    if b.root is not None:
+        ctx.one_of(b.root, BUILD_ROOTS, "build.root")
     return BuildSpec(
         targets=targets,
         defines=tuple(defines),
@@ -406,13 +408,13 @@ def _parse(ctx: _Ctx, data: dict[str, Any], series: Series) -> Recipe:
         f = decode(_RecipeFile, data, unknown="forbid")
     except RecordError as e:
         raise ctx.record_error(e) from None
-    if not _NAME.match(f.name):
+    if not _NAME.fullmatch(f.name):
         raise ctx.fail("name", f"{f.name!r} must be lowercase letters, digits, '.', '_' or '-'")
     url = f.upstream.url.strip()
     if not url:
         raise ctx.fail("upstream.url", "must not be empty")
     commit = f.upstream.commit.strip()
-    if not _COMMIT.match(commit):
+    if not _COMMIT.fullmatch(commit):
         raise ctx.fail("upstream.commit", f"{commit!r} must be a full 40-hex-digit commit sha (lowercase)")
     patches = _patches(ctx, f, series)
     build = _build(ctx, f.build)
@@ -469,7 +471,7 @@ def _floor(ctx: _Ctx, r: _ReleaseTable) -> tuple[tuple[str, str], ...]:
     ):
         if value is None:
             continue
-        if not _VERSION.match(value):
+        if not _VERSION.fullmatch(value):
             raise ctx.fail(f"release.{key}", f'{value!r} is not a version like "2.31" (numbers and dots)')
         out.append((prefix, value))
     return tuple(out)
