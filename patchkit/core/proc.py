@@ -42,10 +42,12 @@ from patchkit.core.errors import ServerStartError
 __all__ = [
     "ERROR_WORDS",
     "LINE_MAX",
+    "STREAM_LINE_MAX",
     "LogPicker",
     "Processes",
     "RunResult",
     "Terminated",
+    "capped_lines",
     "install_signal_handlers",
     "run",
     "run_streaming",
@@ -304,6 +306,34 @@ def run(
     )
 
 
+STREAM_LINE_MAX = 64 << 10  # a line of a build tool's output kept whole (its head beyond)
+_SKIP_CHUNK = 64 << 10
+_LOG_TAIL_BYTES = 1 << 20  # of a server's log, what its telling line is looked for in
+
+
+def capped_lines(stream: IO[bytes], limit: int = STREAM_LINE_MAX) -> Iterator[bytes]:
+    """``stream``'s lines, each at most ``limit`` bytes: a longer one (a tool that prints a
+    300 MB line without a newline) is its first ``limit`` bytes and a note saying how many
+    bytes were cut, read past in chunks, so memory stays bounded by ``limit`` whatever the
+    tool prints."""
+    while True:
+        line = stream.readline(limit + 1)
+        if not line:
+            return
+        if line.endswith(b"\n") or len(line) <= limit:  # whole (or the last, unended)
+            yield line
+            continue
+        cut = len(line) - limit
+        ended = False
+        while not ended:
+            more = stream.readline(_SKIP_CHUNK)
+            if not more:
+                break
+            ended = more.endswith(b"\n")
+            cut += len(more) - (1 if ended else 0)
+        yield line[:limit] + f" [... line cut: {cut} more bytes]\n".encode()
+
+
 def run_streaming(
     args: Sequence[StrPath],
     *,
@@ -330,7 +360,7 @@ def run_streaming(
                     stderr=subprocess.STDOUT,
                 )
             assert proc.stdout is not None
-            for raw in iter(proc.stdout.readline, b""):
+            for raw in capped_lines(proc.stdout):
                 line = raw.decode("utf-8", "replace")
                 logf.write(line)
                 if on_line is not None:
@@ -425,7 +455,9 @@ class Processes:
         path = self.logs.get(proc.pid)
         if path is None or not path.exists():
             return ""
-        lines = _lines(path.read_text("utf-8", "replace"))
+        with path.open("rb") as f:  # its end: a server's log has no size limit
+            f.seek(max(0, path.stat().st_size - _LOG_TAIL_BYTES))
+            lines = _lines(f.read(_LOG_TAIL_BYTES).decode("utf-8", "replace"))
         picked = self.telling(lines) if self.telling is not None else None
         if picked:
             return picked[:300]

@@ -222,3 +222,29 @@ def test_a_server_that_never_listens_is_stopped(tmp_path: Path) -> None:
         pid = int((tmp_path / "logs" / f"mute-{port}.log").read_text().split()[1])
         assert str(e.value) == f"mute did not listen on 127.0.0.1:{port} within 1s: thinking | {pid}"
         assert group_gone(pid)  # stopped before the error went on
+
+
+def test_run_streaming_cuts_a_huge_line_and_keeps_the_rest(tmp_path: Path) -> None:
+    """A tool printing a 50 MB line without a newline: the log and on_line get its head and
+    a note, the lines after it whole; patchkit's own memory stays bounded (measured as
+    allocations, not time)."""
+    import tracemalloc
+
+    from patchkit.core.proc import STREAM_LINE_MAX
+
+    size = 50_000_000
+    seen: list[int] = []
+    log = tmp_path / "build.log"
+    script = f"head -c {size} /dev/zero | tr '\\0' x; echo; echo after"
+    tracemalloc.start()
+    try:
+        rc = run_streaming(["sh", "-c", script], log_path=log, on_line=lambda ln: seen.append(len(ln)))
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert rc == 0
+    text = log.read_text()
+    assert f"x [... line cut: {size - STREAM_LINE_MAX} more bytes]\nafter\n" in text
+    assert log.stat().st_size < 2 * STREAM_LINE_MAX
+    assert max(seen) < STREAM_LINE_MAX + 100 and len(seen) == 2
+    assert peak < 16 * STREAM_LINE_MAX, peak

@@ -96,3 +96,62 @@ def test_binary_results_keep_bytes() -> None:
     r = RunResult(args=("t",), returncode=0, stdout="", stderr="", seconds=0.0, data=b"\x00\xff")
     assert r.data == b"\x00\xff" and r.stdout == ""
     assert result(0).data == b""
+
+
+class _Endless:
+    """A stream holding one ``size``-byte line without a newline, then ``tail``: made as it
+    is read, never held (what a build tool's pipe is)."""
+
+    def __init__(self, size: int, tail: bytes = b"") -> None:
+        self.left = size
+        self.tail = tail
+        self.biggest = 0
+
+    def readline(self, size: int = -1) -> bytes:
+        assert size > 0, "an unbounded readline holds the whole line"
+        self.biggest = max(self.biggest, size)
+        if self.left:
+            n = min(size, self.left)
+            self.left -= n
+            return b"x" * n
+        out, self.tail = self.tail[:size], self.tail[size:]
+        if b"\n" in out:
+            i = out.index(b"\n") + 1
+            out, self.tail = out[:i], out[i:] + self.tail
+        return out
+
+
+def test_a_300_mb_line_is_cut_to_its_head_and_said_so() -> None:
+    """A tool's line of 300 MB without a newline was held whole (896 MB RSS): now its first
+    STREAM_LINE_MAX bytes and a note, read past in bounded pieces; the next line is whole."""
+    import tracemalloc
+
+    from patchkit.core.proc import STREAM_LINE_MAX, capped_lines
+
+    stream = _Endless(300_000_000, b"\nnext line\nlast")
+    tracemalloc.start()
+    try:
+        lines = list(capped_lines(stream))  # type: ignore[arg-type]
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    head, *rest = lines
+    assert head.startswith(b"x" * STREAM_LINE_MAX)
+    assert head[STREAM_LINE_MAX:] == f" [... line cut: {300_000_000 - STREAM_LINE_MAX} more bytes]\n".encode()
+    assert rest == [b"next line\n", b"last"]
+    assert stream.biggest <= STREAM_LINE_MAX + 1
+    assert peak < 8 * STREAM_LINE_MAX  # bounded by the cap, not by the line
+
+
+def test_lines_up_to_the_cap_are_kept_whole() -> None:
+    import io
+
+    from patchkit.core.proc import capped_lines
+
+    data = b"a" * 10 + b"\n" + b"b" * 16 + b"\n" + b"c" * 17 + b"\n" + b"d" * 16
+    assert list(capped_lines(io.BytesIO(data), limit=16)) == [
+        b"a" * 10 + b"\n",
+        b"b" * 16 + b"\n",
+        b"c" * 16 + b" [... line cut: 1 more bytes]\n",
+        b"d" * 16,
+    ]
