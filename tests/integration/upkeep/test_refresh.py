@@ -165,3 +165,41 @@ def test_refresh_without_a_base_falls_back_to_git_apply_3way(drift: DriftUpstrea
     assert res.exit_code == 0, res.output
     assert "@@ -6,6 +6,9 @@" in (proj / "patches" / "0001-guard.patch").read_text()
     assert all(p.read_verified() for p in load_series(proj / "patches").patches)
+
+
+def test_refresh_writes_gits_own_diffstat_for_a_binary_file(tmp_path: Path) -> None:
+    """A mail that makes a binary file executable (no content change): its diffstat says
+    `Bin`, as git format-patch wrote it; a diffstat computed from the diff alone says `0`.
+    Refreshed onto a later commit, the patch keeps git's block (so it is unchanged)."""
+    up = tmp_path / "up"
+    up.mkdir()
+    git(up, "init", "-q", "-b", "main")
+    (up / "blob.bin").write_bytes(bytes(range(256)) * 4)
+    (up / "a.c").write_text("int a;\n")
+    git(up, "add", ".")
+    git(up, "commit", "-q", "-m", "one")
+    one = git(up, "rev-parse", "HEAD")
+    git(up, "checkout", "-q", "-b", "queue")
+    (up / "blob.bin").chmod(0o755)
+    git(up, "add", ".")
+    git(up, "commit", "-q", "-m", "make the blob executable")
+    git(up, "format-patch", "-q", "-1", "HEAD", "-o", str(tmp_path / "mail"))
+    (mail,) = (tmp_path / "mail").iterdir()
+    assert " blob.bin | Bin\n" in mail.read_text()
+    git(up, "checkout", "-q", "main")
+    (up / "a.c").write_text("int a;\nint b;\n")
+    git(up, "commit", "-q", "-am", "two")
+    two = git(up, "rev-parse", "HEAD")
+    proj = tmp_path / "project"
+    (proj / "recipes").mkdir(parents=True)
+    (proj / "patches").mkdir()
+    (proj / "recipes" / "fixture.toml").write_text(
+        f'name = "fixture"\n\n[upstream]\nurl = "{up}"\ncommit = "{one}"\n\n[build]\ntargets = ["x"]\n'
+    )
+    assert run_cli(proj, "series", "import", str(mail), "--base", one).exit_code == 0
+    before = (proj / "patches" / mail.name).read_bytes()
+    res = run_cli(proj, "refresh", "fixture", "--onto", two)
+    assert res.exit_code == 0, res.output
+    assert f"unchanged {mail.name}" in res.stderr
+    after = (proj / "patches" / mail.name).read_bytes()
+    assert after == before and b" blob.bin | Bin\n" in after
