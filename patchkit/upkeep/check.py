@@ -24,19 +24,22 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from patchkit.core.enums import StrEnum
 from patchkit.core.errors import ConfigError, PatchError, SourceError
 from patchkit.git.repo import CommitInfo, Git, TreeEntry
 from patchkit.spec.patchfile import Conflict, Hunk, parse_apply_output, parse_diff
 from patchkit.spec.series import Patch
-from patchkit.upkeep.scratch import (
-    PatchVerdict,
-    Scratch,
-    Status,
+from patchkit.upkeep.check_report import (
+    BisectReport,
+    BisectResult,
+    CheckReport,
+    CheckVerdict,
+    RefResult,
+    Verdict,
 )
+from patchkit.upkeep.scratch import PatchVerdict, Scratch, Status
 from patchkit.upkeep.textapply import FileCache, FileContent, PatchText, blob_id, prepare, significant
 from patchkit.upkeep.textapply import apply as apply_text
 
@@ -54,146 +57,11 @@ __all__ = [
     "when_bounds",
 ]
 
-JSON_SCHEMA = 1
-
-
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class RefResult:
-    name: str  # as the user gave it (or the short sha for range commits)
-    commit: CommitInfo
-    results: tuple[CheckVerdict, ...]
-
-    @property
-    def failed(self) -> bool:
-        return any(r.status is Status.CONFLICTS for r in self.results)
-
-
-def _commit_json(c: CommitInfo | None) -> dict[str, str] | None:
-    if c is None:
-        return None
-    return {"sha": c.sha, "date": c.date, "subject": c.subject}
-
-
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class CheckReport:
-    repo: str
-    patches: tuple[str, ...]
-    refs: tuple[RefResult, ...]
-    states: int  # distinct states of the touched files (commits with equal ones share a verdict)
-    # how each patch's verdict came: "python" (upkeep.textapply), "git" (git apply in a
-    # scratch folder), "reused" (its input files were the same as at an earlier commit)
-    runs: dict[str, int] = dataclasses.field(default_factory=dict)
-
-    @property
-    def ok(self) -> bool:
-        return not any(r.failed for r in self.refs)
-
-    def failures(self) -> list[tuple[RefResult, CheckVerdict]]:
-        return [(r, p) for r in self.refs for p in r.results if p.status is Status.CONFLICTS]
-
-    def to_json(self) -> dict[str, object]:
-        return {
-            "schema": JSON_SCHEMA,
-            "kind": "check",
-            "repo": self.repo,
-            "ok": self.ok,
-            "states": self.states,
-            "runs": dict(self.runs),
-            "patches": list(self.patches),
-            "refs": [
-                {"ref": r.name, "commit": _commit_json(r.commit), "results": [p.to_json() for p in r.results]}
-                for r in self.refs
-            ],
-        }
-
-
-class Verdict(StrEnum):
-    """What bisecting a range says about one patch."""
-
-    APPLIES_THROUGHOUT = "applies-throughout"
-    BROKEN = "broken"  # stops applying at first_bad
-    MERGED_UPSTREAM = "merged-upstream"  # first_bad has it (it reverse-applies)
-    FAILS_AT_START = "fails-at-start"
-    NA = "n/a"  # outside its When range across the whole range
-
-
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class BisectResult:
-    patch: str
-    verdict: Verdict
-    last_good: CommitInfo | None = None
-    first_bad: CommitInfo | None = None
-    result: CheckVerdict | None = None  # the patch's result at first_bad (or at the start)
-    files: tuple[str, ...] = ()  # the patch's files first_bad changed
-
-    @property
-    def failed(self) -> bool:
-        return self.verdict in (Verdict.BROKEN, Verdict.FAILS_AT_START) and (
-            self.result is not None and self.result.status is Status.CONFLICTS
-        )
-
-    def to_json(self) -> dict[str, object]:
-        return {
-            "patch": self.patch,
-            "verdict": self.verdict.value,
-            "last_good": _commit_json(self.last_good),
-            "first_bad": _commit_json(self.first_bad),
-            "result": self.result.to_json() if self.result else None,
-            "files": list(self.files),
-        }
-
-
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class BisectReport:
-    repo: str
-    old: CommitInfo
-    new: CommitInfo
-    range_size: int  # first-parent commits in old..new
-    probes: int  # commits looked at
-    states: int  # distinct file states run through git apply
-    results: tuple[BisectResult, ...]
-
-    @property
-    def ok(self) -> bool:
-        return not any(r.failed for r in self.results)
-
-    def to_json(self) -> dict[str, object]:
-        return {
-            "schema": JSON_SCHEMA,
-            "kind": "bisect",
-            "repo": self.repo,
-            "ok": self.ok,
-            "old": _commit_json(self.old),
-            "new": _commit_json(self.new),
-            "range_size": self.range_size,
-            "probes": self.probes,
-            "states": self.states,
-            "results": [r.to_json() for r in self.results],
-        }
-
-
 _Key = tuple[tuple[tuple[str, str, str], ...], tuple[bool, ...]]
 # a patch's input: (path, mode, blob id) of each file it touches, None/None when absent
 _PreKey = tuple[tuple[str, str | None, str | None], ...]
 _CHUNK = 64  # distinct states whose blobs are read in one `cat-file --batch`
 _STEPS_KEPT = 16  # per patch: the last inputs and what they gave
-
-
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class CheckVerdict(PatchVerdict):
-    """A patch's result at one commit; ``cascade_of``: it conflicts only because these
-    earlier patches failed (each conflicting hunk needs lines one of them adds)."""
-
-    cascade_of: tuple[str, ...] = ()
-
-    @property
-    def label(self) -> str:
-        if self.cascade_of:
-            return f"cascade of {', '.join(self.cascade_of)}"
-        return super().label
-
-    def to_json(self) -> dict[str, object]:
-        return {**super().to_json(), "cascade_of": list(self.cascade_of)}
 
 
 @dataclasses.dataclass(kw_only=True)
@@ -206,6 +74,55 @@ class _Step:
     post: dict[str, FileContent | None]
     inputs: dict[str, FileContent | None] = dataclasses.field(default_factory=dict)
     missing: tuple[tuple[str, int | None, frozenset[bytes]], ...] | None = None
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class _PatchInfo:
+    """What the engine keeps of one patch: read once from its file, and its own memos."""
+
+    name: str
+    data: bytes
+    hunks: tuple[Hunk, ...]
+    files: tuple[str, ...]  # every path it reads or writes, in order
+    text: PatchText | None  # its hunks for upkeep.textapply; None: git apply decides
+    added: Mapping[str, frozenset[bytes]]  # file -> the significant lines it adds
+    # (file, hunk number) -> the hunk's preimage lines (context and "-")
+    preimages: Mapping[tuple[str, int], tuple[bytes, ...]]
+    creates: frozenset[str]  # the files it creates (new, renamed to, copied to)
+    bounds: tuple[str | None, str | None]  # its When range's ends, as commits
+    # its verdicts on its input files (the memo), and textapply's cache of their lines
+    steps: dict[_PreKey, _Step] = dataclasses.field(default_factory=dict)
+    file_cache: FileCache = dataclasses.field(default_factory=dict)
+
+    @classmethod
+    def read(cls, git: Git, patch: Patch) -> _PatchInfo:
+        data = patch.read_verified()
+        parsed = parse_diff(data)
+        added: dict[str, set[bytes]] = {}
+        pres: dict[tuple[str, int], tuple[bytes, ...]] = {}
+        for f in parsed.files:
+            for h in f.hunks:
+                for ln in h.added:
+                    if s := significant(ln.encode("utf-8", "surrogateescape")):
+                        added.setdefault(f.new_path, set()).add(s)
+                if h.before:
+                    pres[(f.new_path, h.number)] = tuple(
+                        ln.encode("utf-8", "surrogateescape") for ln in h.before
+                    )
+        return cls(
+            name=patch.name,
+            data=data,
+            hunks=parsed.hunks,
+            files=parsed.paths,
+            text=prepare(data, parsed),
+            added={f: frozenset(v) for f, v in added.items()},
+            preimages=pres,
+            creates=frozenset(f.new_path for f in parsed.files if f.status in ("A", "R", "C")),
+            bounds=when_bounds(git, patch),
+        )
+
+    def touches(self, other: _PatchInfo) -> bool:
+        return not set(self.files).isdisjoint(other.files)
 
 
 class _Engine:
@@ -223,44 +140,12 @@ class _Engine:
             raise ConfigError("no patches to check: the recipe selects none and --all was not given")
         self.git = git
         self.patches = tuple(patches)
-        self.data = [(p.name, p.read_verified()) for p in self.patches]
-        self.hunks: dict[str, tuple[Hunk, ...]] = {}
-        self.files: dict[str, set[str]] = {}
-        self.order: list[tuple[str, ...]] = []
-        self.texts: list[PatchText | None] = []
-        self.added: list[dict[str, frozenset[bytes]]] = []  # per patch: file -> lines it adds
-        # per patch: (file, hunk number) -> the hunk's preimage lines (context and "-")
-        self.preimages: list[dict[tuple[str, int], tuple[bytes, ...]]] = []
-        self.creates: list[frozenset[str]] = []
+        self.series = [_PatchInfo.read(git, p) for p in self.patches]
         paths: list[str] = []
-        for name, data in self.data:
-            parsed = parse_diff(data)
-            files = parsed.paths
-            self.hunks[name] = parsed.hunks
-            self.files[name] = set(files)
-            self.order.append(tuple(files))
-            self.texts.append(prepare(data, parsed))
-            added: dict[str, set[bytes]] = {}
-            pres: dict[tuple[str, int], tuple[bytes, ...]] = {}
-            for f in parsed.files:
-                for h in f.hunks:
-                    for ln in h.added:
-                        if s := significant(ln.encode("utf-8", "surrogateescape")):
-                            added.setdefault(f.new_path, set()).add(s)
-                    if h.before:
-                        pres[(f.new_path, h.number)] = tuple(
-                            ln.encode("utf-8", "surrogateescape") for ln in h.before
-                        )
-            self.added.append({f: frozenset(v) for f, v in added.items()})
-            self.preimages.append(pres)
-            self.creates.append(frozenset(f.new_path for f in parsed.files if f.status in ("A", "R", "C")))
-            paths.extend(f for f in files if f not in paths)
+        for e in self.series:
+            paths.extend(f for f in e.files if f not in paths)
         self.paths = tuple(paths)
-        self.names = [name for name, _ in self.data]
-        self.bounds = [when_bounds(git, p) for p in self.patches]
         self.memo: dict[_Key, tuple[CheckVerdict, ...]] = {}
-        self.steps: list[dict[_PreKey, _Step]] = [{} for _ in self.patches]
-        self.file_cache: list[FileCache] = [{} for _ in self.patches]
         self.line_sets: dict[str, frozenset[bytes]] = {}  # blob id -> its lines
         self.store: dict[str, bytes] = {}  # blob id -> bytes, of the states being evaluated
         self._scratch: Scratch | None = None
@@ -275,7 +160,7 @@ class _Engine:
         return tuple(
             (lo is None or self.git.is_ancestor(lo, commit))
             and (hi is None or self.git.is_ancestor(commit, hi))
-            for lo, hi in self.bounds
+            for lo, hi in (e.bounds for e in self.series)
         )
 
     def chain_masks(self, chain: Sequence[str]) -> list[tuple[bool, ...]]:
@@ -284,7 +169,7 @@ class _Engine:
         n = len(chain)
         cols: list[list[bool]] = []
         anc = self.git.is_ancestor
-        for lo, hi in self.bounds:
+        for lo, hi in (e.bounds for e in self.series):
             start = 0 if lo is None else _first_true(n, lambda i, lo=lo: anc(lo, chain[i]))
             stop = n if hi is None else _first_true(n, lambda i, hi=hi: not anc(chain[i], hi))
             cols.append([start <= i < stop for i in range(n)])
@@ -318,23 +203,23 @@ class _Engine:
         }
         out: list[CheckVerdict] = []
         left_out: list[int] = []
-        for k, ((name, _data), inr) in enumerate(zip(self.data, mask)):
+        for k, (e, inr) in enumerate(zip(self.series, mask)):
             if not inr:
-                out.append(CheckVerdict(patch=name, status=Status.NA))
+                out.append(CheckVerdict(patch=e.name, status=Status.NA))
                 continue
             pre: _PreKey = tuple(
-                (f, cur[f].mode, cur[f].oid) if f in cur else (f, None, None) for f in self.order[k]
+                (f, cur[f].mode, cur[f].oid) if f in cur else (f, None, None) for f in e.files
             )
-            step = self.steps[k].get(pre)
+            step = e.steps.get(pre)
             if step is None:
-                step = self._step(k, {f: cur.get(f) for f in self.order[k]})
-                memo = self.steps[k]
+                step = self._step(k, {f: cur.get(f) for f in e.files})
+                memo = e.steps
                 if len(memo) >= _STEPS_KEPT:
                     del memo[next(iter(memo))]
                 memo[pre] = step
             else:
                 self.stats["reused"] += 1
-            overlap = [self.data[j][0] for j in left_out if self.files[self.data[j][0]] & self.files[name]]
+            overlap = [self.series[j].name for j in left_out if self.series[j].touches(e)]
             v = step.verdict
             out.append(
                 CheckVerdict(
@@ -343,7 +228,7 @@ class _Engine:
                     offsets=v.offsets,
                     conflicts=v.conflicts,
                     note=f"checked without {', '.join(overlap)}" if overlap else "",
-                    cascade_of=self._cascade(step, left_out),
+                    cascade_of=self._cascade(k, step, left_out),
                 )
             )
             if v.status.applies:
@@ -356,17 +241,16 @@ class _Engine:
                 left_out.append(k)
         return tuple(out)
 
-    def _cascade(self, step: _Step, left_out: Sequence[int]) -> tuple[str, ...]:
+    def _cascade(self, k: int, step: _Step, left_out: Sequence[int]) -> tuple[str, ...]:
         """The earlier failed patches that explain every conflict of this one: each of its
         conflicting hunks needs a line (absent from the file) that one of them adds, or
         its file is one of them creates."""
         if step.verdict.status is not Status.CONFLICTS or not left_out:
             return ()
-        name = step.verdict.patch
-        if not any(self.files[self.data[j][0]] & self.files[name] for j in left_out):
+        if not any(self.series[j].touches(self.series[k]) for j in left_out):
             return ()
         if step.missing is None:
-            step.missing = self._missing(self.names.index(name), step)
+            step.missing = self._missing(k, step)
         if not step.missing:
             return ()
         who: set[int] = set()
@@ -374,21 +258,20 @@ class _Engine:
             found = [
                 j
                 for j in left_out
-                if (hunk is None and file in self.creates[j])
-                or (hunk is not None and missing & self.added[j].get(file, frozenset()))
+                if (hunk is None and file in self.series[j].creates)
+                or (hunk is not None and missing & self.series[j].added.get(file, frozenset()))
             ]
             if not found:
                 return ()
             who.update(found)
-        return tuple(self.data[j][0] for j in sorted(who))
+        return tuple(self.series[j].name for j in sorted(who))
 
     def _step(self, k: int, files: dict[str, FileContent | None]) -> _Step:
-        name = self.data[k][0]
-        text = self.texts[k]
+        name, text = self.series[k].name, self.series[k].text
         if text is None or any(c is not None and c.mode not in ("100644", "100755") for c in files.values()):
             return self._git_step(k, files)
         self.stats["python"] += 1
-        cache = self.file_cache[k]
+        cache = self.series[k].file_cache
         res = apply_text(text, files, cache=cache)
         if res.ok:
             status = Status.OFFSET if res.offsets else Status.APPLIES
@@ -402,13 +285,13 @@ class _Engine:
     def _conflicts(
         self, k: int, files: dict[str, FileContent | None], conflicts: Sequence[Conflict]
     ) -> _Step:
-        verdict = PatchVerdict(patch=self.data[k][0], status=Status.CONFLICTS, conflicts=tuple(conflicts))
+        verdict = PatchVerdict(patch=self.series[k].name, status=Status.CONFLICTS, conflicts=tuple(conflicts))
         return _Step(verdict=verdict, post={}, inputs=files)
 
     def _missing(self, k: int, step: _Step) -> tuple[tuple[str, int | None, frozenset[bytes]], ...]:
         """Per conflict of a conflicting step: (file, hunk, the significant lines of its
         preimage the file lacks); () when a conflict is none a cascade could explain."""
-        hunks = self.preimages[k]
+        hunks = self.series[k].preimages
         missing: list[tuple[str, int | None, frozenset[bytes]]] = []
         for c in step.verdict.conflicts:
             if c.hunk is None:
@@ -440,17 +323,18 @@ class _Engine:
         """``git apply`` in the scratch folder, holding only this patch's input files."""
         self.stats["git"] += 1
         if self._scratch is None:
-            self._scratch = Scratch(self.data)
+            self._scratch = Scratch([(e.name, e.data) for e in self.series])
         scratch = self._scratch
-        name = self.data[k][0]
+        patch = self.series[k]
+        name = patch.name
         entries = {f: TreeEntry(mode=c.mode, oid=c.oid) for f, c in files.items() if c is not None}
         scratch.load(entries, {c.oid: c.data for c in files.values() if c is not None})
         ok, text = scratch.apply(name)
         if ok:
-            offsets, _ = parse_apply_output(text, self.hunks[name])
+            offsets, _ = parse_apply_output(text, patch.hunks)
             status = Status.OFFSET if offsets else Status.APPLIES
             post: dict[str, FileContent | None] = {}
-            for f in self.order[k]:
+            for f in patch.files:
                 path = scratch.tree / f
                 before = files.get(f)
                 if path.is_symlink():
@@ -470,7 +354,7 @@ class _Engine:
         if rev_ok:
             return _Step(verdict=PatchVerdict(patch=name, status=Status.UPSTREAM), post={})
         _, text = scratch.apply(name, check=True, reject=True)
-        _, conflicts = parse_apply_output(text, self.hunks[name])
+        _, conflicts = parse_apply_output(text, patch.hunks)
         if not conflicts:
             raise PatchError(
                 f"{name}: git apply cannot use the patch: " + _first_error(text),
