@@ -79,6 +79,7 @@ __all__ = [
     "preflight",
     "rebuilt_image_diffs",
     "release_image_spec",
+    "resolve_within",
     "stage_archive",
     "system_files",
     "write_release_image",
@@ -162,6 +163,40 @@ def _arch(manifest: ReleaseManifest) -> str:
     return arch
 
 
+_MAX_LINKS = 40  # what the kernel follows (ELOOP)
+
+
+def resolve_within(root: Path, rel: str) -> Path | None:
+    """``rel`` inside ``root`` with every link followed as it would be with ``root`` as
+    ``/`` (a build root's ``/lib64/ld-linux-x86-64.so.2 -> /lib/x86_64-linux-gnu/...`` is
+    the root's file, never this machine's); None when it is not there, loops, or leaves
+    ``root``. ``root`` must already be resolved."""
+    parts = [p for p in rel.split("/") if p not in ("", ".")]
+    done: list[str] = []
+    hops = 0
+    while parts:
+        part = parts.pop(0)
+        if part == "..":
+            if done:
+                done.pop()
+            continue
+        here = root.joinpath(*done, part)
+        if not os.path.lexists(here):
+            return None
+        if os.path.islink(here):
+            hops += 1
+            if hops > _MAX_LINKS:
+                return None
+            target = os.readlink(here)
+            if target.startswith("/"):
+                done = []
+            parts = [p for p in target.split("/") if p not in ("", ".")] + parts
+            continue
+        done.append(part)
+    real = root.joinpath(*done)
+    return real if real.resolve().is_relative_to(root) else None
+
+
 def system_files(needed: Iterable[str], *, root: Path, arch: str) -> list[tuple[str, Path]]:
     """(path in the image, file) of each system library ``needed`` names, what those
     import in turn, and the dynamic loader, found in ``root``'s library folders the way
@@ -184,11 +219,8 @@ def system_files(needed: Iterable[str], *, root: Path, arch: str) -> list[tuple[
             raise ReleaseError(f"more than {MAX_SYSTEM_LIBS} system libraries for the image")
         hit: tuple[str, Path] | None = None
         for d in dirs:
-            candidate = base / d / name
-            if not os.path.lexists(candidate):
-                continue
-            real = candidate.resolve()
-            if not real.is_relative_to(base) or not real.is_file():
+            real = resolve_within(base, f"{d}/{name}")
+            if real is None or not real.is_file():
                 continue
             hit = (interp if name == loader else f"{d}/{name}", real)
             break

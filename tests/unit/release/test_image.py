@@ -295,6 +295,33 @@ def _sysroot(tmp_path: Path) -> Path:
     return root
 
 
+def test_links_of_a_build_root_are_followed_inside_it(tmp_path: Path) -> None:
+    from patchkit.release.image import resolve_within
+
+    root = tmp_path / "root"
+    (root / "usr" / "lib" / "x86_64-linux-gnu").mkdir(parents=True)
+    os.symlink("usr/lib", root / "lib")  # merged /usr
+    lib = root / "usr" / "lib" / "x86_64-linux-gnu"
+    (lib / "ld-2.31.so").write_bytes(make_elf(needed=()))
+    (lib / "libc-2.31.so").write_bytes(make_elf(needed=("ld-linux-x86-64.so.2",)))
+    os.symlink("libc-2.31.so", lib / "libc.so.6")
+    os.symlink("ld-2.31.so", lib / "ld-linux-x86-64.so.2")
+    (root / "lib64").mkdir()
+    # Debian's absolute link: the root's loader, not this machine's /lib/...
+    os.symlink("/lib/x86_64-linux-gnu/ld-2.31.so", root / "lib64" / "ld-linux-x86-64.so.2")
+    base = root.resolve()
+    assert resolve_within(base, "lib64/ld-linux-x86-64.so.2") == lib / "ld-2.31.so"
+    got = dict(system_files(["libc.so.6"], root=root, arch="x86_64"))
+    assert got == {
+        "lib/x86_64-linux-gnu/libc.so.6": lib / "libc-2.31.so",
+        "lib64/ld-linux-x86-64.so.2": lib / "ld-2.31.so",
+    }
+    os.symlink("../../../../../../../../etc/hostname", lib / "libm.so.6")  # ".." stops at the root
+    assert resolve_within(base, "lib/x86_64-linux-gnu/libm.so.6") is None
+    os.symlink("loop", lib / "loop")
+    assert resolve_within(base, "lib/x86_64-linux-gnu/loop") is None
+
+
 def test_system_files_follow_imports_within_the_root(tmp_path: Path) -> None:
     root = _sysroot(tmp_path)
     got = system_files(["libc.so.6"], root=root, arch="x86_64")
