@@ -1,10 +1,16 @@
 """A release as a container image, built from a real fixture build: the same bytes twice,
-and (where podman and runc are installed, and we are root) loaded and run with podman.
+verify and rebuild of it, and (where podman and runc are installed, and we are root)
+loaded and run with podman.
 
 podman needs a containers.conf without ulimits and with cgroupfs on these machines, and
 runc as its runtime: ``CONTAINERS_CONF`` (which .ci/run writes) or else one written here
-into a temp folder, so the host's configuration is never touched; podman's storage goes to a temp folder too (``--root``,
-``--runroot``), so nothing is left behind.
+into a temp folder, so the host's configuration is never touched; podman's storage goes to
+a temp folder too (``--root``, ``--runroot``), so nothing is left behind.
+
+realbuild (``PATCHKIT_REALBUILD=out/cpu-rpc``, a real CPU + RPC build): its image loaded,
+``llama-cli --version`` and a greedy generation (a tiny model mounted read-only) with no
+network, and ``ggml-rpc-server`` in a container with a published port answering
+``patchkit rpc-probe`` from the host.
 """
 
 from __future__ import annotations
@@ -12,28 +18,86 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import socket
 import subprocess
+import sys
 import tarfile
 import tempfile
+import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from patchkit.release.image import PREFIX, REPOSITORY
+from patchkit.core.net import free_port
+from patchkit.release.image import PREFIX, REPOSITORY, rebuilt_image_diffs
 from patchkit.release.oci import read_image
+from patchkit.smoke.tinymodel import write_tiny_llama
 from tests.fixtures.project import invoke
 
 PODMAN = shutil.which("podman")
 RUNC = shutil.which("runc")
 CAN_RUN = bool(PODMAN and RUNC and hasattr(os, "geteuid") and os.geteuid() == 0)
 WHY_NOT = "needs podman and runc, as root" if not CAN_RUN else ""
+REALBUILD = os.environ.get("PATCHKIT_REALBUILD")
+CONF = '[containers]\ndefault_ulimits = []\n[engine]\ncgroup_manager = "cgroupfs"\n'
 
 
-def _release_with_image(project: Path, tmp_path: Path, out: Path, n: int) -> tuple[Path, Path, str]:
+class Podman:
+    """podman with its own storage in a temp folder, runc, and the containers.conf above."""
+
+    def __init__(self, tmp: Path) -> None:
+        conf = Path(os.environ.get("CONTAINERS_CONF") or tmp / "containers.conf")
+        if not conf.is_file():
+            conf.write_text(CONF)
+        self.env = {**os.environ, "CONTAINERS_CONF": str(conf)}
+        self.storage = tmp / "storage"
+        self.runroot = Path(tempfile.mkdtemp(prefix="pk-podman-", dir="/tmp"))  # at most 50 characters
+        self.base = [
+            *(str(PODMAN), "--root", str(self.storage), "--runroot", str(self.runroot)),
+            *("--runtime", str(RUNC), "--storage-driver", "vfs"),
+        ]
+
+    def __call__(self, *cmd: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [*self.base, *cmd], capture_output=True, text=True, timeout=timeout, env=self.env
+        )
+
+    def popen(self, *cmd: str) -> subprocess.Popen[str]:
+        return subprocess.Popen(
+            [*self.base, *cmd], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=self.env
+        )
+
+    def load(self, image: Path) -> str:
+        loaded = self("load", "-i", str(image))
+        assert loaded.returncode == 0, loaded.stderr
+        ref = f"localhost/{REPOSITORY}:{image.name.removesuffix('.oci.tar')}"
+        assert f"Loaded image: {ref}" in loaded.stdout + loaded.stderr, loaded.stdout + loaded.stderr
+        return ref
+
+    def close(self) -> None:
+        self("rm", "-a", "-f")
+        self("rmi", "-a", "-f")
+        shutil.rmtree(self.storage, ignore_errors=True)
+        shutil.rmtree(self.runroot, ignore_errors=True)
+
+
+@pytest.fixture
+def podman(tmp_path: Path) -> Iterator[Podman]:
+    if not CAN_RUN:
+        pytest.skip(WHY_NOT)
+    p = Podman(tmp_path)
+    try:
+        yield p
+    finally:
+        p.close()
+
+
+def _release_with_image(
+    project: Path, tmp_path: Path, out: Path, n: int, *extra: str
+) -> tuple[Path, Path, str]:
     dist = tmp_path / f"dist{n}"
-    r = invoke(
-        project, "release", "fixture", "--build-dir", str(out), "--out", str(dist), "--image", "--json"
-    )
+    r = invoke(project, "release", *extra, "--build-dir", str(out), "--out", str(dist), "--image", "--json")
     assert r.exit_code == 0, r.output
     rec = json.loads(r.stdout)["image"]
     assert rec["system_from"] == "/" and rec["file"].endswith(".oci.tar")
@@ -46,8 +110,8 @@ def test_image_reproducible_and_runs(project: Path, tmp_path: Path) -> None:
     out = tmp_path / "out" / "fixture"
     r = invoke(project, "build", "fixture", "--out", str(out), "-j", "2")
     assert r.exit_code == 0, r.output
-    _, image1, digest1 = _release_with_image(project, tmp_path, out, 1)
-    _, image2, digest2 = _release_with_image(project, tmp_path, out, 2)
+    _, image1, digest1 = _release_with_image(project, tmp_path, out, 1, "fixture")
+    _, image2, digest2 = _release_with_image(project, tmp_path, out, 2, "fixture")
     assert image1.read_bytes() == image2.read_bytes()  # the same build: the same image bytes
     assert digest1 == digest2 and digest1.startswith("sha256:")
     contents = read_image(image1)
@@ -61,62 +125,32 @@ def test_image_reproducible_and_runs(project: Path, tmp_path: Path) -> None:
     assert {"oci-layout", "index.json", "manifest.json"} <= set(names)
     if not CAN_RUN:
         pytest.skip(WHY_NOT)
-    ran = _podman_run(tmp_path, image1, "fixture-cli", "--version")
-    assert "version:" in ran, ran
-
-
-def _podman_run(tmp_path: Path, image: Path, entrypoint: str, *args: str) -> str:
-    conf = Path(os.environ.get("CONTAINERS_CONF") or tmp_path / "containers.conf")  # .ci/run writes one
-    if not conf.is_file():
-        conf.write_text('[containers]\ndefault_ulimits = []\n[engine]\ncgroup_manager = "cgroupfs"\n')
-    env = {**os.environ, "CONTAINERS_CONF": str(conf)}
-    runroot = Path(tempfile.mkdtemp(prefix="pk-podman-", dir="/tmp"))  # podman: at most 50 characters
-    base = [
-        str(PODMAN),
-        "--root",
-        str(tmp_path / "storage"),
-        "--runroot",
-        str(runroot),
-        "--runtime",
-        str(RUNC),
-        "--storage-driver",
-        "vfs",
-    ]
-
-    def run(*cmd: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([*base, *cmd], capture_output=True, text=True, timeout=300, env=env)
-
+    pm = Podman(tmp_path)
     try:
-        loaded = run("load", "-i", str(image))
-        assert loaded.returncode == 0, loaded.stderr
-        stem = image.name.removesuffix(".oci.tar")
-        ref = f"localhost/{REPOSITORY}:{stem}"
-        inspected = run("image", "inspect", ref)
-        assert inspected.returncode == 0, loaded.stdout + inspected.stderr
-        info = json.loads(inspected.stdout)[0]
+        ref = pm.load(image1)
+        info = json.loads(pm("image", "inspect", ref).stdout)[0]
         assert info["Config"]["User"] == "10001:10001"
-        done = run("run", "--rm", "--network", "none", "--entrypoint", entrypoint, ref, *args)
-        assert done.returncode == 0, done.stderr
-        return done.stdout
+        assert info["Digest"] == digest1  # podman keeps the attested digest
+        done = pm("run", "--rm", "--network", "none", "--entrypoint", "fixture-cli", ref, "--version")
+        assert done.returncode == 0 and "version:" in done.stdout, done.stderr
+        who = pm(
+            "run", "--rm", "--network", "none", "--entrypoint", "/opt/llama/bin/fixture-cli", ref, "--version"
+        )
+        assert who.returncode == 0, who.stderr
     finally:
-        run("rmi", "-a", "-f")
-        shutil.rmtree(tmp_path / "storage", ignore_errors=True)
-        shutil.rmtree(runroot, ignore_errors=True)
+        pm.close()
 
 
 def test_rebuild_of_an_image_release_compares_the_digest(project: Path, tmp_path: Path) -> None:
     out = tmp_path / "out" / "fixture"
     r = invoke(project, "build", "fixture", "--out", str(out), "-j", "2", "--launcher", "none")
     assert r.exit_code == 0, r.output
-    dist, image, _ = _release_with_image(project, tmp_path, out, 1)
+    dist, image, _ = _release_with_image(project, tmp_path, out, 1, "fixture")
     r = invoke(
         project, "rebuild", str(dist), "--cache", str(tmp_path / "rb"), "-j", "2", "--launcher", "none"
     )
     assert r.exit_code == 0 and r.stdout.startswith("identical: "), r.output
-    # an image whose release layer is not what these sources build: a well-formed image
-    # of the same name, made from other files (its manifest matching them)
-    from patchkit.release.image import rebuilt_image_diffs
-
+    # real ELF files of another build under this release's name: another digest, one line
     (archive,) = dist.glob("*.tar.gz")
     other = tmp_path / "other"
     shutil.copytree(out, other)
@@ -124,3 +158,73 @@ def test_rebuild_of_an_image_release_compares_the_digest(project: Path, tmp_path
     cli.write_bytes(cli.read_bytes() + b"\0")
     (line,) = rebuilt_image_diffs(archive, other)
     assert "the rebuilt files give the image digest" in line and image.name in line
+
+
+def _pk(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[3])}
+    return subprocess.run(
+        [sys.executable, "-m", "patchkit", *args], capture_output=True, text=True, timeout=timeout, env=env
+    )
+
+
+@pytest.mark.skipif(not REALBUILD, reason="set PATCHKIT_REALBUILD=out/<cpu recipe>")
+def test_realbuild_image_runs_cli_generation_and_rpc(podman: Podman, tmp_path: Path) -> None:
+    assert REALBUILD is not None
+    dist = tmp_path / "dist"
+    r = _pk("release", "--build-dir", REALBUILD, "--out", str(dist), "--image", "--json", timeout=1800)
+    assert r.returncode == 0, r.stdout + r.stderr
+    rec = json.loads(r.stdout)["image"]
+    v = _pk("verify", str(dist), timeout=1800)
+    assert v.returncode == 0, v.stdout + v.stderr
+    ref = podman.load(dist / rec["file"])
+    run = ("run", "--rm", "--network", "none")
+    ver = podman(*run, "--entrypoint", "llama-cli", ref, "--version")
+    assert ver.returncode == 0, ver.stdout + ver.stderr
+    print(f"llama-cli --version: {(ver.stdout + ver.stderr).strip().splitlines()[-2:]}")
+    models = tmp_path / "models"
+    models.mkdir()
+    write_tiny_llama(models / "tiny.gguf")
+    gen = podman(
+        *run,
+        "-v",
+        f"{models}:/models:ro",
+        "--entrypoint",
+        "llama-cli",
+        ref,
+        *("-m", "/models/tiny.gguf", "-p", "Hello", "-n", "16", "--temp", "0", "-c", "256"),
+        *("--seed", "1", "-st", "--simple-io", "--no-warmup", "-t", "2"),
+        timeout=600,
+    )
+    assert gen.returncode == 0, gen.stdout[-2000:] + gen.stderr[-2000:]
+    port = free_port()
+    server = podman.popen(
+        "run",
+        "--rm",
+        "--name",
+        "pk-rpc",
+        "-p",
+        f"127.0.0.1:{port}:50052",
+        "--entrypoint",
+        "ggml-rpc-server",
+        ref,
+        "-H",
+        "0.0.0.0",
+        "-p",
+        "50052",
+    )
+    try:
+        deadline = time.monotonic() + 60
+        probe = None
+        while time.monotonic() < deadline:
+            with socket.socket() as s:
+                if s.connect_ex(("127.0.0.1", port)) == 0:
+                    probe = _pk("rpc-probe", f"127.0.0.1:{port}", timeout=60)
+                    if probe.returncode == 0:
+                        break
+            time.sleep(0.5)
+        assert probe is not None and probe.returncode == 0, probe and probe.stdout + probe.stderr
+        print(f"rpc-probe: {probe.stdout.strip()}")
+        assert "protocol" in probe.stdout
+    finally:
+        podman("stop", "-t", "2", "pk-rpc")
+        server.wait(timeout=60)
