@@ -27,7 +27,7 @@ CUDA images set ``NVIDIA_VISIBLE_DEVICES=all`` and
 mounts the driver's ``libcuda.so.1`` in.
 
 Annotations (on the image manifest and as config labels):
-``org.opencontainers.image.source`` (llama.cpp's URL), ``.revision`` (its commit),
+``org.opencontainers.image.source`` (llama.cpp's URL, unless it is a local path), ``.revision`` (its commit),
 ``.version`` (llama.cpp's build number), ``.title`` (the release name), ``.created``,
 ``.licenses``, and ``io.patchkit.series`` (the series hash), ``io.patchkit.recipe``,
 ``io.patchkit.archive``.
@@ -95,6 +95,7 @@ SERVER_PORT = 8080
 RPC_PORT = 50052
 MAX_SYSTEM_LIBS = 64
 MAX_SYSTEM_BYTES = 256 << 20
+_URL = re.compile(r"^(https?|git|ssh)://[^\s/]+/\S*$|^[\w.-]+@[\w.-]+:\S+$")
 _TAG = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
 _LIB = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]{0,127}$")
 # where glibc's loader looks without an ld.so.cache, per architecture (multiarch first),
@@ -264,20 +265,22 @@ def _system_layer(needed: Sequence[str], *, root: Path, arch: str, mtime: int) -
 
 def image_annotations(manifest: ReleaseManifest) -> dict[str, str]:
     up = manifest.upstream
+    n = len(manifest.patches)
     out = {
-        "org.opencontainers.image.source": up.url,
         "org.opencontainers.image.revision": up.commit,
         "org.opencontainers.image.title": manifest.name,
         "org.opencontainers.image.created": iso_time(manifest.source_date_epoch),
         "org.opencontainers.image.licenses": "MIT",
         "org.opencontainers.image.description": f"llama.cpp {up.commit[:9]} patched by patchkit "
-        f"(recipe {manifest.recipe.name}, {len(manifest.patches)} patches)",
+        f"(recipe {manifest.recipe.name}, {n} patch{'' if n == 1 else 'es'})",
         "io.patchkit.series": manifest.series_hash,
         "io.patchkit.recipe": manifest.recipe.name,
         "io.patchkit.archive": manifest.archive,
     }
     if up.build_number is not None:
         out["org.opencontainers.image.version"] = str(up.build_number)
+    if _URL.match(up.url):  # a build from a local mirror names a folder of that machine: left out
+        out["org.opencontainers.image.source"] = up.url
     return out
 
 

@@ -361,6 +361,9 @@ def test_release_image_holds_the_archive_bytes(tmp_path: Path) -> None:
     notes = contents.manifest.annotations  # type: ignore[union-attr]
     assert notes["org.opencontainers.image.revision"] == manifest.upstream.commit
     assert notes["io.patchkit.series"] == manifest.series_hash
+    assert notes["org.opencontainers.image.source"] == "https://github.com/ggml-org/llama.cpp"
+    assert manifest.upstream.build_number is None and "org.opencontainers.image.version" not in notes
+    assert notes["org.opencontainers.image.description"].endswith("(recipe cpu-rpc, 1 patch)")
     cfg = contents.config.config  # type: ignore[union-attr]
     assert cfg.user == "10001:10001" and cfg.entrypoint == (f"/{PREFIX}/bin/ggml-rpc-server",)
     assert "50052/tcp" in cfg.exposed_ports
@@ -594,3 +597,25 @@ def test_rebuilt_files_give_the_released_image_digest(tmp_path: Path) -> None:
     ]
     plain = do_release(make_build(tmp_path / "p"), tmp_path / "plain")
     assert rebuilt_image_diffs(plain.archive, build) == []  # no image beside: nothing to compare
+
+
+def test_a_local_upstream_is_no_source_annotation(tmp_path: Path) -> None:
+    from patchkit.release.image import image_annotations
+
+    dist, archive = _released(tmp_path)
+    _, data = stage_archive(dist / archive, archive.removesuffix(".tar.gz"), tmp_path / "s")
+    raw = json.loads(data)
+    raw["upstream"]["build_number"] = 10566
+    for url, shown in (
+        ("/work/mirror/llama.cpp", False),
+        ("file:///srv/llama.cpp", False),
+        ("git@github.com:ggml-org/llama.cpp.git", True),
+        ("https://github.com/ggml-org/llama.cpp", True),
+    ):
+        raw["upstream"]["url"] = url
+        manifest = load_manifest(json.dumps(raw).encode())
+        assert isinstance(manifest, ReleaseManifest)
+        notes = image_annotations(manifest)
+        assert ("org.opencontainers.image.source" in notes) is shown, url
+        assert notes["org.opencontainers.image.version"] == "10566"
+        assert url not in json.dumps(notes) or shown
