@@ -334,6 +334,15 @@ def _probe(res: RunResult) -> str:
     return ""
 
 
+def _run_probe(box: Sandbox, env: Mapping[str, str]) -> RunResult:
+    return run(
+        box.wrap(["/bin/sh", "-c", "grep -E '^(Uid|CapEff|NoNewPrivs):' /proc/self/status"]),
+        timeout=_PROBE_SECONDS,
+        env=env,
+        start_error="result",
+    )
+
+
 def prepare(
     writable: Sequence[Path],
     env: Mapping[str, str],
@@ -371,12 +380,12 @@ def prepare(
         unset=unset_env(env),
         nested=nested,
     )
-    res = run(
-        box.wrap(["/bin/sh", "-c", "grep -E '^(Uid|CapEff|NoNewPrivs):' /proc/self/status"]),
-        timeout=_PROBE_SECONDS,
-        env=env,
-        start_error="result",
-    )
+    res = _run_probe(box, env)
+    if res.returncode != 0 and not nested and "disable-userns" in res.stderr:
+        # bwrap before 0.8 has no --disable-userns: still unprivileged, nested namespaces
+        # allowed (they cannot undo the read-only view; the probe still checks the rest)
+        box = dataclasses.replace(box, nested=True)
+        res = _run_probe(box, env)
     if res.returncode != 0:
         why = res.last_line() or ("did not finish" if res.returncode is None else f"exit {res.returncode}")
         raise ToolMissing(

@@ -251,9 +251,10 @@ def bwrap_argv(
 
     A build's compilers run unprivileged (the default): the root read-only, an empty /tmp,
     their own user namespace with uid/gid 65534 inside (the caller's own outside, so what
-    they write is the caller's), every capability dropped (as root too), no user
-    namespaces of their own, no network, their own PID/IPC/UTS namespaces (bwrap sets
-    no-new-privileges). ``nested``: inside the rebuild's sandbox (builder.sandbox), which
+    they write is the caller's), every capability dropped (as root too), no network, their
+    own PID/IPC/UTS namespaces (bwrap sets no-new-privileges). (No ``--disable-userns``:
+    bwrap before 0.8 lacks it, and a compiler is not the release's code; in a rebuild the
+    outer sandbox is what holds that.) ``nested``: inside the rebuild's sandbox (builder.sandbox), which
     already has a PID namespace of its own and whose /proc an unprivileged bwrap may not
     mount again: the same, but in its PID namespace, with its /proc. ``privileged`` is for
     `root prepare` only: apt installs Debian's packages into the root, which needs it
@@ -279,7 +280,6 @@ def bwrap_argv(
             _UNPRIVILEGED,
             "--cap-drop",
             "ALL",
-            "--disable-userns",
             "--ro-bind",
             str(tree),
             "/",

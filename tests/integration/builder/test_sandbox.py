@@ -20,7 +20,8 @@ from patchkit.core.proc import run
 pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is not installed")
 
 ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin"}
-NOBODY = 65534
+NOBODY = 65534  # the uid inside
+CALLER = 4242  # an ordinary user outside (no passwd entry needed)
 
 # the escape a carried configure step tried as root: unmount the sandbox's /tmp, make the
 # read-only host writable, write outside; then what it may do (write its own folder)
@@ -58,8 +59,8 @@ def test_the_escape_fails_and_nothing_is_kept_privileged(shared_tmp: Path, calle
     if caller == "an unprivileged user":
         if os.geteuid() != 0 or shutil.which("setpriv") is None:
             pytest.skip("switching to another user needs root and setpriv")
-        prefix = ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups", "--"]
-    owner = NOBODY if prefix else os.getuid()
+        prefix = ["setpriv", f"--reuid={CALLER}", f"--regid={CALLER}", "--clear-groups", "--"]
+    owner = CALLER if prefix else os.getuid()
     work, outside = shared_tmp / "work", shared_tmp / "outside"
     for d in (work, outside):
         d.mkdir()
@@ -86,8 +87,9 @@ def test_the_escape_fails_and_nothing_is_kept_privileged(shared_tmp: Path, calle
         Path("/usr/patchkit-escaped").unlink(missing_ok=True)
     # its own folder stays usable: written and deleted inside, the file the caller's outside
     assert "wrote-work" in res.stdout and not (work / "old").exists()
+    # (uid 65534 inside is the caller outside: nobody's files would break the next build)
     assert (work / "made").stat().st_uid == owner and (work / "made").stat().st_gid == (
-        NOBODY if prefix else os.getgid()
+        CALLER if prefix else os.getgid()
     )
     # ...so the next run (and the caller) can replace it
     again = run([*prefix, *box.wrap(["/bin/sh", "-c", f"rm {work}/made && touch {work}/made"])], env=ENV)
@@ -174,3 +176,18 @@ def test_a_bwrap_that_keeps_privileges_is_refused(tmp_path: Path) -> None:
     with pytest.raises(ToolMissing, match="kept capabilities") as e:
         sandbox.prepare([tmp_path / "w"], {"PATH": f"{fake}:/usr/bin:/bin"})
     assert "--no-sandbox" in e.value.hint
+
+
+def test_a_bwrap_without_disable_userns_still_gives_an_unprivileged_sandbox(tmp_path: Path) -> None:
+    """bwrap before 0.8 (Debian 11, Ubuntu 22.04) has no --disable-userns: the sandbox goes
+    without it rather than refusing to start, and is still probed."""
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    (fake / "bwrap").write_text(
+        "#!/bin/sh\n"
+        'case "$*" in *--disable-userns*) echo "bwrap: Unknown option --disable-userns" >&2; exit 1;; esac\n'
+        "printf 'Uid:\\t65534\\t65534\\t65534\\t65534\\nCapEff:\\t0000000000000000\\nNoNewPrivs:\\t1\\n'\n"
+    )
+    (fake / "bwrap").chmod(0o755)
+    box = sandbox.prepare([tmp_path / "w"], {"PATH": f"{fake}:/usr/bin:/bin"})
+    assert box.nested and "--disable-userns" not in box.argv() and "--cap-drop" in box.argv()
