@@ -176,8 +176,8 @@ def decode_words(value: str) -> str:
 
 def cleanup_subject(subject: str) -> str:
     """git mailinfo's subject clean-up: leading ``Re:``, ``[...]`` blocks, blanks and colons
-    go; the rest is the commit's title. One pass over the text (a subject of a million
-    ``[x]`` blocks costs what reading it costs)."""
+    go, runs of blanks become one space; the rest is the commit's title. One pass over the
+    text (a subject of a million ``[x]`` blocks costs what reading it costs)."""
     at = 0
     n = len(subject)
     while at < n:
@@ -197,7 +197,9 @@ def cleanup_subject(subject: str) -> str:
             at = end + 1
             continue
         break
-    return subject[at:].strip()
+    # then git's cleanup_space: each run of blanks (space, tab, CR, LF: git's isspace) is
+    # one space, as in the commit title git am makes
+    return re.sub(r"[ \t\r\n]+", " ", subject[at:].strip())
 
 
 def sanitized_subject(subject: str) -> str:
