@@ -69,7 +69,7 @@ class Arrangement:
         if endpoints:
             argv += ["--rpc", ",".join(endpoints)]
         if self.split_mode == "none":
-            return [*argv, "-ngl", "0"]
+            return [*argv, "-ngl", "0", "-fit", "off"]
         argv += ["-dev", ",".join(names[d.label] for d in self.devices)]
         argv += ["-sm", self.split_mode, "-ngl", str(n_layer + 1 - self.cpu_layers)]
         if len(self.devices) > 1:

@@ -23,8 +23,11 @@ __all__ = ["MIB", "TOLERANCE", "CheckRow", "check_memory", "parse_buffers", "wit
 MIB = 1 << 20
 TOLERANCE = (0.05, 64 * MIB)  # within 5 % or 64 MiB
 
+# "load_tensors:   CPU_Mapped model buffer size =    92.10 MiB", after the log's optional
+# timestamp and level ("0.00.495.338 I ")
 _LINE = re.compile(
-    r"^(?P<fn>\w+):\s+(?P<buf>\S+)\s+(?P<kind>model|KV|RS|compute|output) buffer size =\s+(?P<mib>[\d.]+) MiB"
+    r"(?:^|\s)(?P<fn>\w+):\s+(?P<buf>\S+)\s+(?P<kind>model|KV|RS|compute|output) buffer size =\s+"
+    r"(?P<mib>[\d.]+) MiB"
 )
 _PART = {"model": "model", "KV": "context", "RS": "context", "compute": "compute", "output": "compute"}
 
@@ -52,12 +55,15 @@ def within(predicted: int, measured: int) -> bool:
 
 
 def parse_buffers(text: str) -> dict[str, dict[str, int]]:
-    """buffer name -> {model, context, compute} bytes from llama.cpp's load log."""
+    """buffer name -> {model, context, compute} bytes from llama.cpp's load log: the last
+    load it printed (a ``-fit`` dry run before it prints its own first)."""
     out: dict[str, dict[str, int]] = {}
     for line in text.splitlines():
-        m = _LINE.match(line.strip())
-        if not m:
+        m = _LINE.search(line)
+        if not m or m["mib"] == "":
             continue
+        if m["fn"] == "load_tensors" and any(d["compute"] for d in out.values()):
+            out = {}  # a new load begins
         part = _PART[m["kind"]]
         d = out.setdefault(m["buf"], {"model": 0, "context": 0, "compute": 0})
         d[part] += round(float(m["mib"]) * MIB)
@@ -69,6 +75,8 @@ def _owner(buf: str, rig: Rig, used: list[Device]) -> str:
     of that server, CUDA<n> -> the n-th local GPU."""
     if buf.startswith("CPU"):
         return HOST
+    if buf.startswith("Meta"):
+        return "Meta"
     m = re.match(r"RPC(\d+)\[(.+)\]$", buf)
     if m:
         idx, ep = int(m[1]), m[2]
@@ -98,7 +106,20 @@ def check_memory(
     if not cli.is_file():
         raise ToolMissing(f"{bin_dir} has no llama-cli", hint="point --bin at a build's bin/ folder")
     argv = arr.command(str(model), n_layer=n_layer, rig=rig.devices)
-    argv = [str(cli), *argv[1:], "-n", "1", "-p", "hi", "-st", "--simple-io", "--temp", "0", "--no-warmup"]
+    argv = [
+        str(cli),
+        *argv[1:],
+        "-n",
+        "1",
+        "-p",
+        "hi",
+        "-st",
+        "--simple-io",
+        "--temp",
+        "0",
+        "--no-warmup",
+        "-v",
+    ]
     res = run(argv, timeout=timeout, input=b"", merge_stderr=True)
     text = res.stdout if isinstance(res.stdout, str) else ""
     bufs = parse_buffers(text)
@@ -112,6 +133,11 @@ def check_memory(
         m = measured.setdefault(who, {"model": 0, "context": 0, "compute": 0})
         for k, v in parts.items():
             m[k] += v
+    # a tensor split's meta device prints one member's buffers (its share of an even split)
+    meta = measured.pop("Meta", None)
+    if meta is not None:
+        for d in arr.devices:
+            measured[d.label] = dict(meta)
     rows = []
     for p in predicted.devices:
         m = measured.get(p.label, {"model": 0, "context": 0, "compute": 0})

@@ -21,6 +21,7 @@ cache and recurrent state) and compute (the scheduler's buffers), plus the host.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Iterable
 
 from patchkit.plan.arrangement import CPU, Arrangement, layer_devices
 from patchkit.plan.model import ModelShape
@@ -40,6 +41,7 @@ CACHE_TYPES = {
 }
 F32 = 4
 HOST = "host"
+N_OUTPUTS = 1  # outputs llama-server reserves per ubatch with -np 1 (n_outputs_max)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -110,7 +112,12 @@ def memory(shape: ModelShape, arr: Arrangement, *, host_capacity: int, n_seq: in
         else:
             spread(d, lyr.state_bytes * max(1, n_seq), 0.0, ctxb)
     out_dev = where[shape.n_layer]
-    spread(out_dev, shape.output_split_bytes, shape.output_other_bytes, model)
+    # a tied embedding is the same tensor: duplicated only onto another device
+    out_split = 0 if shape.tied and out_dev == CPU else shape.output_split_bytes
+    if shape.tied and tensor:  # named token_embd.weight: tensor split mirrors it
+        spread(out_dev, 0, out_split + shape.output_other_bytes, model)
+    else:
+        spread(out_dev, out_split, shape.output_other_bytes, model)
     model[CPU] += shape.token_embd_bytes + shape.other_bytes
 
     comp = [0.0] * (n + 1)
@@ -118,12 +125,14 @@ def memory(shape: ModelShape, arr: Arrangement, *, host_capacity: int, n_seq: in
         idx = range(len(shares)) if tensor and d == 0 else [d]
         for i in idx:
             s = shares[i] if tensor and d == 0 else 1.0
-            comp[i] = max(comp[i], _block_compute(shape, arr, s))
+            comp[i] = max(comp[i], _block_compute(shape, arr, s, busy[d]))
     for i in range(len(shares)) if tensor and out_dev == 0 else [out_dev]:
         s = shares[i] if tensor and out_dev == 0 else 1.0
         comp[i] = max(comp[i], _output_compute(shape, arr, s))
-    # the host always gathers the input embeddings of a ubatch
-    comp[CPU] = max(comp[CPU], F32 * arr.ubatch * shape.n_embd * 2.0)
+    # the host gathers the input embeddings of a ubatch and builds the KQ masks
+    comp[CPU] = max(
+        comp[CPU], F32 * arr.ubatch * shape.n_embd * 2.0 + _masks(shape, arr, range(shape.n_layer))
+    )
 
     devs: list[DeviceMemory] = []
     all_devices = [*arr.devices, *([arr.ot_device] if arr.ot_device is not None else [])]
@@ -149,22 +158,36 @@ def memory(shape: ModelShape, arr: Arrangement, *, host_capacity: int, n_seq: in
     return Memory(devices=tuple(devs))
 
 
-# Activations alive at once inside a block, in units of ubatch x F32: the residual and its
-# normed copy, Q/K/V and the attention output, the FFN's gate, up and their product.
-def _block_compute(shape: ModelShape, arr: Arrangement, share: float) -> float:
+# Activations alive at once inside a block, in units of ubatch x F32: the residual, its
+# normed copy, the block input and output, and the FFN's gate, up and their product (or
+# the attention's Q/K/V); plus the KQ mask, an F16 input of ``cells x n_ubatch`` for the
+# full-attention layers (and one for the sliding-window ones) that the graph is reserved
+# with at the whole cache; without flash attention, the F32 scores and their softmax.
+def _block_compute(shape: ModelShape, arr: Arrangement, share: float, layers: list[int]) -> float:
     u = arr.ubatch
-    n_embd = shape.n_embd
     q = shape.n_head * shape.head_dim
     if shape.n_expert:
-        ff = (shape.n_ff_exp or shape.n_ff) * shape.n_expert_used * 3 + shape.n_expert
+        ff = 3 * (shape.n_ff_exp or shape.n_ff) * shape.n_expert_used + shape.n_expert
     else:
-        ff = shape.n_ff * 3
-    act = 3 * n_embd + max(ff * share, 3 * q * share)
-    if not arr.flash_attn:
-        cells = _pad(arr.ctx, 256)
-        act = max(act, 3 * n_embd + shape.n_head * share * cells * 2)
-    return F32 * u * act
+        ff = 3 * shape.n_ff
+    act = 4 * shape.n_embd + max(ff * share, 3 * q * share)
+    att = [shape.layers[i] for i in layers if shape.layers[i].kind == "attention"]
+    if att and not arr.flash_attn:
+        act += 2 * shape.n_head * share * _pad(arr.ctx, 256)
+    return F32 * u * act + _masks(shape, arr, layers)
+
+
+def _masks(shape: ModelShape, arr: Arrangement, layers: Iterable[int]) -> float:
+    """The F16 KQ masks (cells x n_ubatch) the attention layers among ``layers`` read."""
+    att = [shape.layers[i] for i in layers if shape.layers[i].kind == "attention"]
+    mask = 0.0
+    if any(not lyr.swa for lyr in att):
+        mask += 2.0 * arr.ubatch * _pad(arr.ctx, 256)
+    if any(lyr.swa for lyr in att):
+        mask += 2.0 * arr.ubatch * kv_cells(shape, arr.ctx, swa=True, ubatch=arr.ubatch)
+    return mask
 
 
 def _output_compute(shape: ModelShape, arr: Arrangement, share: float) -> float:
-    return F32 * arr.ubatch * (shape.n_vocab * share + 2 * shape.n_embd)
+    """The logits of the outputs a ubatch has (llama-server: one per sequence)."""
+    return F32 * (N_OUTPUTS * shape.n_vocab * share + arr.ubatch * 2 * shape.n_embd)

@@ -92,6 +92,7 @@ class ModelShape:
     output_other_bytes: int  # output_norm etc. (mirrored)
     other_bytes: int  # tensors outside blocks and not input/output (rope freqs...)
     file_bytes: int
+    tied: bool = False  # the output is the token embedding (no output.weight)
 
     @property
     def n_layer(self) -> int:
@@ -214,7 +215,8 @@ def shape_of_table(
             other += t.nbytes
     if not tok:
         raise GgufError(f"{name}: no token_embd.weight tensor")
-    if not out_split:  # tied embeddings: llama.cpp duplicates token_embd onto the output device
+    tied = not out_split
+    if tied:  # llama.cpp duplicates token_embd onto the output device
         out, out_split = out + tok, out_split + tok
     out += out_other
 
@@ -269,4 +271,5 @@ def shape_of_table(
         output_other_bytes=out_other,
         other_bytes=other,
         file_bytes=file_bytes,
+        tied=tied,
     )

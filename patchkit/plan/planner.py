@@ -203,6 +203,8 @@ def _variants(shape: ModelShape, rig: Rig, opts: PlanOptions) -> list[Arrangemen
     for k in range(1, len(devs) + 1):
         for subset in itertools.combinations(devs, k):
             for mode in opts.modes:
+                if mode == "tensor" and k == 1:
+                    continue  # a meta device of one is layer split with more overhead
                 orders: list[tuple[Device, ...]]
                 if mode == "layer" and k <= MAX_ORDERS:
                     orders = list(itertools.permutations(subset))

@@ -121,10 +121,25 @@ def test_tensor_split_divides_split_tensors_and_mirrors_the_rest() -> None:
     assert a.context + b.context == pytest.approx(full, abs=2)
 
 
-def test_the_output_device_holds_a_ubatch_of_logits() -> None:
-    s = _shape(dense(vocab_size=65536))
-    devs = (_dev("a"), _dev("b"))
-    arr = Arrangement(split_mode="layer", devices=devs, shares=(), ts_values=(1.0, 1.0), ctx=1024)
-    mem = memory(s, arr, host_capacity=64 * GIB)
-    assert mem.devices[1].compute >= 512 * 65536 * 4
-    assert mem.devices[0].compute < 512 * 65536 * 4
+def test_compute_buffers_match_llama_cpps_on_a_smollm2_shape() -> None:
+    """llama.cpp at the pin printed, for SmolLM2-135M at -c 4096 on the CPU: compute buffer
+    17.51 MiB; behind one RPC server: the host's 6.26 MiB. The model: the FFN's and the
+    residual's activations of a 512-token ubatch plus the F16 KQ mask of the whole cache."""
+    cfg = dense(
+        hidden_size=576,
+        num_hidden_layers=30,
+        num_attention_heads=9,
+        num_key_value_heads=3,
+        intermediate_size=1536,
+        vocab_size=49152,
+        tie_word_embeddings=True,
+    )
+    s = _shape(cfg, "Q8_0")
+    cpu = Arrangement(split_mode="none", devices=(), shares=(), ctx=4096)
+    host = memory(s, cpu, host_capacity=64 * GIB).devices[-1]
+    assert host.compute == 4 * 512 * (3 * 1536 + 4 * 576) + 2 * 512 * 4096
+    assert abs(host.compute / 2**20 - 17.51) < 0.05
+    remote = memory(s, _one(s, 4096), host_capacity=64 * GIB).devices[-1]
+    assert abs(remote.compute / 2**20 - 6.26) < 0.05
+    # a tied embedding is not duplicated while the output stays on the host
+    assert host.model == sum(lyr.weight_bytes for lyr in s.layers) + s.token_embd_bytes + s.output_other_bytes
