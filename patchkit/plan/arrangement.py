@@ -32,6 +32,7 @@ class Arrangement:
     flash_attn: bool = True
     ctx: int = 4096
     ubatch: int = 512
+    host_repack: bool = True  # the host CPU repacks its matrices (x86 AVX2, llama.cpp's default)
 
     @property
     def needs_experimental(self) -> bool:

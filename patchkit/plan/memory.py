@@ -106,6 +106,8 @@ def memory(shape: ModelShape, arr: Arrangement, *, host_capacity: int, n_seq: in
         d = where[lyr.index]
         busy.setdefault(d, []).append(lyr.index)
         spread(d, lyr.split_bytes, lyr.mirrored_bytes, model)
+        if d == CPU and arr.host_repack:
+            model[CPU] += lyr.repack_bytes
         if lyr.kind == "attention":
             cells = kv_cells(shape, arr.ctx, swa=lyr.swa, ubatch=arr.ubatch)
             spread(d, cells * (lyr.k_width + lyr.v_width) * kvb, 0.0, ctxb)
@@ -119,6 +121,8 @@ def memory(shape: ModelShape, arr: Arrangement, *, host_capacity: int, n_seq: in
     else:
         spread(out_dev, out_split, shape.output_other_bytes, model)
     model[CPU] += shape.token_embd_bytes + shape.other_bytes
+    if out_dev == CPU and arr.host_repack:
+        model[CPU] += shape.output_repack_bytes
 
     comp = [0.0] * (n + 1)
     for d in busy:

@@ -54,6 +54,7 @@ class Layer:
     weight_bytes: int
     split_bytes: int  # the part a tensor split divides
     expert_bytes: int  # all experts' weights (included in weight_bytes)
+    repack_bytes: int = 0  # what the CPU backend copies into its repacked layout (see REPACK)
     params: int = 0  # weight elements (a token's matmul FLOPs are 2 x the active ones)
     expert_params: int = 0
     k_width: int = 0  # n_embd_k_gqa: K elements per cell
@@ -93,6 +94,7 @@ class ModelShape:
     other_bytes: int  # tensors outside blocks and not input/output (rope freqs...)
     file_bytes: int
     tied: bool = False  # the output is the token embedding (no output.weight)
+    output_repack_bytes: int = 0
 
     @property
     def n_layer(self) -> int:
@@ -126,6 +128,18 @@ class ModelShape:
             frac = self.n_expert_used / self.n_expert
             return layer.weight_bytes - layer.expert_bytes + layer.expert_bytes * frac
         return float(layer.weight_bytes)
+
+
+# ggml-cpu's repack (ggml/src/ggml-cpu/repack.cpp, x86 with AVX2): matrices of these types
+# whose row count is a multiple of 8 get a second, interleaved copy in a CPU_REPACK buffer
+# when they live on the host CPU (the mapped file stays mapped too)
+REPACK_TYPES = frozenset({2, 12, 20, 39})  # Q4_0, Q4_K, IQ4_NL, MXFP4
+
+
+def _repacked(t: TensorInfo) -> bool:
+    return (
+        t.type in REPACK_TYPES and len(t.dims) >= 2 and t.dims[1] % 8 == 0 and t.name != "token_embd.weight"
+    )
 
 
 def _elems(t: TensorInfo) -> int:
@@ -195,7 +209,7 @@ def shape_of_table(
     nextn = _int(kv, a + "nextn_predict_layers", 0)
 
     per: dict[int, list[TensorInfo]] = {}
-    tok = out = out_split = out_other = other = 0
+    tok = out = out_split = out_other = other = out_repack = tok_repack = 0
     vocab = 0
     for t in tensors:
         m = _BLOCK.match(t.name)
@@ -206,9 +220,11 @@ def shape_of_table(
             per.setdefault(il, []).append(t)
         elif t.name == "token_embd.weight":
             tok = t.nbytes
+            tok_repack = t.nbytes if _repacked(dataclasses.replace(t, name="output.weight")) else 0
             vocab = t.dims[1] if len(t.dims) > 1 else 0
         elif t.name == "output.weight":
             out, out_split = out + t.nbytes, out_split + t.nbytes
+            out_repack = t.nbytes if _repacked(t) else 0
         elif t.name.startswith("output"):
             out_other += t.nbytes
         else:
@@ -216,8 +232,8 @@ def shape_of_table(
     if not tok:
         raise GgufError(f"{name}: no token_embd.weight tensor")
     tied = not out_split
-    if tied:  # llama.cpp duplicates token_embd onto the output device
-        out, out_split = out + tok, out_split + tok
+    if tied:  # llama.cpp duplicates token_embd onto the output device (or its repacked copy)
+        out, out_split, out_repack = out + tok, out_split + tok, tok_repack
     out += out_other
 
     layers = []
@@ -239,6 +255,7 @@ def shape_of_table(
                 weight_bytes=sum(t.nbytes for t in ts),
                 split_bytes=sum(t.nbytes for t in ts if _SPLIT.match(t.name)),
                 expert_bytes=sum(t.nbytes for t in ts if _EXPERT.match(t.name)),
+                repack_bytes=sum(t.nbytes for t in ts if _repacked(t)),
                 params=sum(_elems(t) for t in ts),
                 expert_params=sum(_elems(t) for t in ts if _EXPERT.match(t.name)),
                 k_width=key_len * n_head_kv[il] if kind == "attention" else 0,
@@ -272,4 +289,5 @@ def shape_of_table(
         other_bytes=other,
         file_bytes=file_bytes,
         tied=tied,
+        output_repack_bytes=out_repack,
     )

@@ -143,3 +143,23 @@ def test_compute_buffers_match_llama_cpps_on_a_smollm2_shape() -> None:
     assert abs(remote.compute / 2**20 - 6.26) < 0.05
     # a tied embedding is not duplicated while the output stays on the host
     assert host.model == sum(lyr.weight_bytes for lyr in s.layers) + s.token_embd_bytes + s.output_other_bytes
+
+
+def test_the_host_cpu_keeps_a_repacked_copy_of_q4_k_matrices() -> None:
+    """llama.cpp's CPU backend (x86, AVX2) copies Q4_0/Q4_K/IQ4_NL matrices into a CPU_REPACK
+    buffer beside the mapped file: a Qwen3.5-shaped Q4_K_M hole-GGUF printed CPU_Mapped
+    1042 MiB + CPU_REPACK 927 MiB at the pin. Q6_K (the more-bits layers) is not repacked."""
+    s = _shape(dense(tie_word_embeddings=True), "Q4_K_M")
+    lyr = s.layers[1]  # a layer without the more-bits tensors
+    assert lyr.repack_bytes > 0.9 * lyr.weight_bytes
+    assert s.layers[0].repack_bytes < s.layers[0].weight_bytes  # attn_v / ffn_down are Q6_K there
+    cpu = Arrangement(split_mode="none", devices=(), shares=(), ctx=256)
+    host = memory(s, cpu, host_capacity=64 * GIB).devices[-1]
+    mapped = sum(x.weight_bytes for x in s.layers) + s.token_embd_bytes + s.output_other_bytes
+    assert host.model == mapped + sum(x.repack_bytes for x in s.layers) + s.output_repack_bytes
+    assert s.output_repack_bytes == s.token_embd_bytes  # the tied output is a repacked copy
+    off = memory(s, dataclasses.replace(cpu, host_repack=False), host_capacity=64 * GIB).devices[-1]
+    assert off.model == mapped
+    # on a device the weights are what the file says
+    one = memory(s, _one(s, 256), host_capacity=64 * GIB)
+    assert one.devices[0].model == sum(x.weight_bytes for x in s.layers) + s.output_bytes
