@@ -86,7 +86,7 @@ __all__ = [
 ]
 
 IMAGE_SUFFIX = ".oci.tar"
-REPOSITORY = "patchkit/llama"  # local name: localhost/patchkit/llama:<release name>
+REPOSITORY = "localhost/patchkit/llama"  # the same name in podman and docker, never a registry's
 PREFIX = "opt/llama"
 USER = (10001, 10001)
 USER_NAME = "llama"

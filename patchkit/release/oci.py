@@ -206,7 +206,7 @@ class ImageSpec:
     layers: tuple[LayerSpec, ...]
     config: ContainerConfig
     annotations: Mapping[str, str]  # the image manifest's (and the index entry's)
-    ref: str  # repository:tag, e.g. patchkit/llama:llama-b10566-...
+    ref: str  # repository:tag, e.g. localhost/patchkit/llama:llama-b10566-...
     created: int  # seconds (SOURCE_DATE_EPOCH)
     architecture: str = "amd64"
     os: str = "linux"

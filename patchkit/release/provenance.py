@@ -6,7 +6,7 @@
     subject        [{name: <archive file>, digest: {sha256: <archive sha256>}}]
                    + with a container image beside it (release.image): the image file
                    {name: <name>.oci.tar, digest: {sha256: <file sha256>}} and the image
-                   {name: patchkit/llama:<name>, digest: {sha256: <image manifest digest>}}
+                   {name: localhost/patchkit/llama:<name>, digest: {sha256: <image manifest digest>}}
     predicateType  https://slsa.dev/provenance/v1
     predicate.buildDefinition
       buildType            BUILD_TYPE

@@ -71,7 +71,7 @@ class Podman:
     def load(self, image: Path) -> str:
         loaded = self("load", "-i", str(image))
         assert loaded.returncode == 0, loaded.stderr
-        ref = f"localhost/{REPOSITORY}:{image.name.removesuffix('.oci.tar')}"
+        ref = f"{REPOSITORY}:{image.name.removesuffix('.oci.tar')}"
         assert f"Loaded image: {ref}" in loaded.stdout + loaded.stderr, loaded.stdout + loaded.stderr
         return ref
 
