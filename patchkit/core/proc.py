@@ -25,8 +25,10 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import errno
 import os
 import signal
+import stat
 import subprocess
 import sys
 import threading
@@ -334,6 +336,28 @@ def capped_lines(stream: IO[bytes], limit: int = STREAM_LINE_MAX) -> Iterator[by
         yield line[:limit] + f" [... line cut: {cut} more bytes]\n".encode()
 
 
+def _open_log(path: Path) -> IO[str]:
+    """``path`` opened to append to, never through what was planted in its place (the
+    folder may be one a build's code can write, a rebuild's sandboxed work folder): a link,
+    or a FIFO, is replaced by a new file, so a link to ``~/.bashrc`` does not get the
+    build's output written into it."""
+    flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+    for _ in range(3):
+        try:
+            fd = os.open(path, flags, 0o644)
+        except OSError as e:
+            if e.errno not in (errno.ELOOP, errno.ENXIO):  # a link; a FIFO nobody reads
+                raise
+            path.unlink()
+            continue
+        if stat.S_ISREG(os.fstat(fd).st_mode):
+            os.set_blocking(fd, True)
+            return os.fdopen(fd, "a", encoding="utf-8", errors="replace", buffering=1)
+        os.close(fd)  # a FIFO someone reads, a device
+        path.unlink()
+    raise OSError(errno.EEXIST, f"{path} keeps being replaced while it is opened")
+
+
 def run_streaming(
     args: Sequence[StrPath],
     *,
@@ -345,7 +369,7 @@ def run_streaming(
     """Run with stdout+stderr appended to ``log_path`` (after a ``$ command`` line); each
     line also goes to ``on_line``. Returns the exit code."""
     argv = _argv(args)
-    with log_path.open("a", encoding="utf-8", errors="replace", buffering=1) as logf:
+    with _open_log(log_path) as logf:
         logf.write(f"\n$ {subprocess.list2cmdline(argv)}\n")
         logf.flush()
         proc: subprocess.Popen[bytes] | None = None

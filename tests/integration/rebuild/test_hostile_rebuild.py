@@ -35,6 +35,8 @@ grep -E '^(Uid|CapEff|NoNewPrivs):' /proc/self/status > "$out/status.txt"
 if [ "$(cat /proc/1/comm)" = bwrap ]; then
   umount -l /tmp 2>/dev/null; mount -o remount,bind,rw / 2>/dev/null
   touch @MARKS@/escaped 2>/dev/null
+  ln -sf @MARKS@/through-the-log "$out/../build.log"  # patchkit appends the build's output
+  touch "$out/../state.json" 2>/dev/null && echo yes > "$out/work-folder-writable"
 fi
 cat @SECRET@ > "$out/stolen.txt" 2>/dev/null
 for s in @SOCKETS@; do test -S "$s" && echo "$s" >> "$out/sockets.txt"; done
@@ -161,6 +163,9 @@ def test_a_carried_patch_runs_its_commands_only_inside_the_sandbox(
     assert status["Uid"].split() == ["65534"] * 4
     assert not (build_dir / "stolen.txt").read_text()  # no home, no key
     assert not (build_dir / "sockets.txt").exists()  # no host Unix socket
+    # patchkit's own files beside the worktree and build dir (log, state) were not writable
+    assert not (build_dir / "work-folder-writable").exists()
+    assert not (build_dir.parent / "build.log").is_symlink()
     # what it wrote is the caller's (root's for root), not nobody's: the next run can reuse
     # and delete it
     assert (build_dir / "status.txt").stat().st_uid == os.getuid()
