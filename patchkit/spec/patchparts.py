@@ -97,7 +97,21 @@ def _looks_like_mail(lines: list[bytes], start: int) -> bool:
     if start == 0:
         return True
     sender = next(ln for ln in block if ln[:5].lower() == b"from:")
-    return bool(re.search(rb"<[^<>\s]*>\s*$|^from:\s*\S+@\S+\s*$", sender, re.IGNORECASE))
+    return _names_address(sender)
+
+
+def _names_address(sender: bytes) -> bool:
+    """A ``From:`` line that ends in ``<address>`` (no blank, ``<`` or ``>`` inside) or is
+    a bare ``user@host``. By hand, not a regex: a regex tried at every ``@`` of a line of
+    them costs the line's length squared."""
+    text = sender.rstrip()
+    if text.endswith(b">"):
+        lt = text.rfind(b"<", 0, len(text) - 1)
+        inner = text[lt + 1 : -1]
+        if lt >= 0 and b">" not in inner and len(inner.split()) <= 1 and inner.strip() == inner:
+            return True
+    rest = text[5:].strip()
+    return len(rest.split()) == 1 and b"@" in rest[1:-1]
 
 
 def _native_end(lines: list[bytes]) -> int:
