@@ -320,11 +320,7 @@ def _git_names(rest: str) -> tuple[str, str] | None:
         # unquoted: the same name twice (a rename names itself in `rename from/to`), split
         # where both halves agree after their prefix; one space only: split there
         splits = [i for i, c in enumerate(rest) if c == " "]
-        same = [
-            i
-            for i in splits
-            if _strip_prefix(rest[:i]) is not None and _strip_prefix(rest[:i]) == _strip_prefix(rest[i + 1 :])
-        ]
+        same = _same_name_splits(rest, splits)
         if len(same) == 1:
             i = same[0]
         elif len(splits) == 1:
@@ -336,6 +332,28 @@ def _git_names(rest: str) -> tuple[str, str] | None:
     if old is None or new is None:
         return None
     return old, new
+
+
+def _same_name_splits(rest: str, splits: Sequence[int]) -> list[int]:
+    """The spaces of ``rest`` where it splits into two names that are the same after their
+    first component (``a/x b/x``), in one pass: the first name (after the first "/")
+    grows with the split and the second only shrinks, so their lengths agree at one
+    split at most and only that one is compared."""
+    first = rest.find("/")
+    if first <= 0:
+        return []
+    n = len(rest)
+    slash_at = [-1] * (n + 1)  # slash_at[i]: the first "/" at or after i
+    for i in range(n - 1, -1, -1):
+        slash_at[i] = i if rest[i] == "/" else slash_at[i + 1]
+    out: list[int] = []
+    for i in splits:
+        q = slash_at[i + 1]
+        if i <= first + 1 or q <= i + 1 or q >= n - 1:
+            continue
+        if i - first - 1 == n - q - 1 and rest[first + 1 : i] == rest[q + 1 :]:
+            out.append(i)
+    return out
 
 
 def _header_name(value: str) -> str:

@@ -243,3 +243,25 @@ def test_a_binary_block_that_inflates_past_the_patch_cap_is_refused() -> None:
     small = _varint(16) + _varint(20) + b"\x90\x10\x04abcd"
     assert refusals(parse_diff(_binary("delta", len(small), small))) == []
     assert BINARY_MAX == PATCH_MAX  # the cap a patch file has is the cap on what it inflates to
+
+
+def test_a_diff_git_line_of_many_names_is_read_in_one_pass() -> None:
+    import signal
+
+    def expired(signum: int, frame: object) -> None:
+        raise TimeoutError("not linear")
+
+    # every space was a candidate split, each compared by slicing the line: 150,000
+    # spaces took some twenty seconds; the lengths of the two names agree at one split
+    old = signal.signal(signal.SIGALRM, expired)
+    signal.alarm(10)
+    try:
+        parsed = parse_diff("diff --git " + "a/x " * 150_000 + "\n")
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, old)
+    assert parsed.files == () and "cannot read the file names" in parsed.problems[0]
+    (f,) = parse_diff("diff --git a/s p/a c e b/s p/a c e\n").files
+    assert (f.old_path, f.new_path) == ("s p/a c e", "s p/a c e")
+    (f,) = parse_diff("diff --git x/one y/two\n").files  # one space: split there
+    assert (f.old_path, f.new_path) == ("one", "two")
