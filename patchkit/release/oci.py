@@ -90,6 +90,7 @@ _LEVEL = 9
 _CHUNK = 1 << 16
 _BLOB = re.compile(r"^blobs/sha256/([0-9a-f]{64})$")
 _DIGEST = re.compile(r"^sha256:([0-9a-f]{64})$")
+_TOP = ("index.json", "manifest.json", "oci-layout")
 _TAR_SLACK = 1 << 20  # a layer's uncompressed stream past its members (end blocks, padding)
 
 
@@ -497,7 +498,9 @@ def _outer(path: Path, budget: _Budget) -> tuple[dict[str, _Blob], list[str], se
                 src = tar.extractfile(info)
                 assert src is not None
                 h = hashlib.sha256()
-                kept = bytearray() if info.size <= JSON_MAX else None
+                # only the layout's own files are kept now; a blob is read again by its
+                # offset when a manifest names it as JSON (so small blobs cost no memory)
+                kept = bytearray() if info.size <= JSON_MAX and name in _TOP else None
                 got = 0
                 for chunk in iter(functools.partial(src.read, _CHUNK), b""):
                     h.update(chunk)
@@ -520,15 +523,22 @@ def _outer(path: Path, budget: _Budget) -> tuple[dict[str, _Blob], list[str], se
     return blobs, names, mtimes, problems
 
 
-def _json_blob(blobs: dict[str, _Blob], name: str, cls: type[Any], what: str) -> tuple[Any, str]:
-    """(record, problem): the blob ``name`` read as ``cls``."""
+def _json_blob(path: Path, blobs: dict[str, _Blob], name: str, cls: type[Any], what: str) -> tuple[Any, str]:
+    """(record, problem): the blob ``name`` of the image file ``path`` read as ``cls``."""
     blob = blobs.get(name)
     if blob is None:
         return None, f"{what}: {name} is missing"
-    if blob.data is None:
+    if blob.size > JSON_MAX:
         return None, f"{what}: {name} is {blob.size} bytes, more than {JSON_MAX >> 20} MiB of JSON (a bomb?)"
+    data = blob.data
+    if data is None:
+        with path.open("rb") as f:
+            f.seek(blob.offset)
+            data = f.read(blob.size)
+        if hashlib.sha256(data).hexdigest() != blob.sha256:
+            return None, f"{what}: {name} changed while it was read"
     try:
-        value = json.loads(blob.data.decode("utf-8"))
+        value = json.loads(data.decode("utf-8"))
     except (ValueError, UnicodeDecodeError, RecursionError) as e:
         return None, f"{what}: {name} is not JSON ({str(e)[:120]})"
     try:
@@ -734,7 +744,7 @@ def _read_image(path: Path, budget: _Budget) -> ImageContents:
     layout = blobs.get("oci-layout")
     if layout is None or layout.data is None:
         problems.append("oci-layout is missing (not an OCI image layout)")
-    index, why = _json_blob(blobs, "index.json", OciIndex, "index.json")
+    index, why = _json_blob(path, blobs, "index.json", OciIndex, "index.json")
     if index is None:
         problems.append(why)
         return done()
@@ -746,7 +756,7 @@ def _read_image(path: Path, budget: _Budget) -> ImageContents:
     if why:
         problems += [why] if why is not _SAID else []
         return done()
-    manifest, why = _json_blob(blobs, _blob_name(top.digest), OciManifest, "image manifest")
+    manifest, why = _json_blob(path, blobs, _blob_name(top.digest), OciManifest, "image manifest")
     if manifest is None:
         problems.append(why)
         return done(digest=top.digest)
@@ -758,7 +768,7 @@ def _read_image(path: Path, budget: _Budget) -> ImageContents:
     if why:
         problems += [why] if why is not _SAID else []
     else:
-        config, why = _json_blob(blobs, _blob_name(manifest.config.digest), ImageConfig, "config")
+        config, why = _json_blob(path, blobs, _blob_name(manifest.config.digest), ImageConfig, "config")
         if config is None:
             problems.append(why)
     if config is not None:
@@ -770,7 +780,7 @@ def _read_image(path: Path, budget: _Budget) -> ImageContents:
             problems.append(
                 f"config: {len(config.rootfs.diff_ids)} diff_ids for {len(manifest.layers)} layers"
             )
-    docker, why = _json_blob(blobs, "manifest.json", DockerEntry, "manifest.json")
+    docker, why = _json_blob(path, blobs, "manifest.json", DockerEntry, "manifest.json")
     ref = ""
     if docker is None:
         problems.append(why + " (docker load needs it)")

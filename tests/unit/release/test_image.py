@@ -619,3 +619,41 @@ def test_a_local_upstream_is_no_source_annotation(tmp_path: Path) -> None:
         assert ("org.opencontainers.image.source" in notes) is shown, url
         assert notes["org.opencontainers.image.version"] == "10566"
         assert url not in json.dumps(notes) or shown
+
+
+def test_only_the_layouts_own_files_are_kept_in_memory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    kept: list[str] = []
+    real = oci._Blob
+
+    def spy(**kw: Any) -> Any:
+        blob = real(**kw)
+        if blob.data is not None:
+            kept.append(blob.sha256)
+        return blob
+
+    monkeypatch.setattr(oci, "_Blob", spy)
+    many = [_layer((_info(f"opt/f{i}", size=1), b"x")) for i in range(5)]
+    got = oci.read_image(_raw_image(tmp_path / "i.tar", many))
+    assert got.problems == () and len(got.layers) == 5
+    assert len(kept) == 3  # index.json, manifest.json, oci-layout: blobs are read by offset when named
+
+
+def test_verify_an_image_without_its_archive_or_a_link(tmp_path: Path) -> None:
+    from patchkit.release.verify import verify_dir
+
+    r = _release_image(tmp_path)
+    dist = tmp_path / "dist"
+    lone = tmp_path / "lone"
+    lone.mkdir()
+    (lone / r.image.file).write_bytes((dist / r.image.file).read_bytes())
+    (lone / "SHA256SUMS").write_text(f"{r.image.sha256}  {r.image.file}\n")
+    assert verify_dir(lone).differences == (
+        f"{lone}: no archives to verify",
+        f"{r.image.file}: no readable release archive {r.name}.tar.gz beside it to check it against",
+    )
+    (lone / r.image.file).unlink()
+    os.symlink(dist / r.image.file, lone / r.image.file)
+    diffs = verify_dir(lone).differences
+    assert f"{r.image.file}: is a symlink (not followed)" in diffs, diffs
