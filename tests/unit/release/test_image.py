@@ -657,3 +657,40 @@ def test_verify_an_image_without_its_archive_or_a_link(tmp_path: Path) -> None:
     os.symlink(dist / r.image.file, lone / r.image.file)
     diffs = verify_dir(lone).differences
     assert f"{r.image.file}: is a symlink (not followed)" in diffs, diffs
+
+
+def test_release_image_of_a_root_recipe_takes_the_roots_libraries(project: Path, tmp_path: Path) -> None:
+    from patchkit.core.paths import cache_dir
+    from tests.fixtures.project import assert_error, invoke, write_recipe
+    from tests.fixtures.sysroot import fake_root
+
+    write_recipe(
+        project,
+        "cpu-rpc",
+        url="https://github.com/ggml-org/llama.cpp",
+        commit="0" * 40,
+        targets='["llama-cli"]\nroot = "debian11"',
+    )
+    build = make_build(tmp_path)
+    dist = tmp_path / "dist"
+    args = ("release", "cpu-rpc", "--build-dir", str(build), "--out", str(dist), "--image", "--allow-stale")
+    assert_error(invoke(project, *args), 6, "patchkit root prepare debian11")
+    assert not dist.exists()
+    tree = fake_root(cache_dir())
+    lib = tree / "lib" / "x86_64-linux-gnu"
+    lib.mkdir(parents=True)
+    libc = make_elf(needed=("ld-linux-x86-64.so.2",), soname="libc.so.6") + b" Debian 11's glibc 2.31"
+    (lib / "libc.so.6").write_bytes(libc)
+    (lib / "ld-linux-x86-64.so.2").write_bytes(make_elf(needed=()) + b" Debian 11's loader")
+    (tree / "lib64").mkdir()
+    os.symlink("/lib/x86_64-linux-gnu/ld-linux-x86-64.so.2", tree / "lib64" / "ld-linux-x86-64.so.2")
+    r = invoke(project, *args, "--json")
+    assert r.exit_code == 0, r.output
+    rec = json.loads(r.stdout)["image"]
+    assert rec["system_from"] == "debian11@abababababab"
+    files = {e.path: e.sha256 for _, e in oci.iter_files(oci.read_image(dist / rec["file"]))}
+    assert files["lib/x86_64-linux-gnu/libc.so.6"] == hashlib.sha256(libc).hexdigest()
+    assert (
+        files["lib64/ld-linux-x86-64.so.2"]
+        == hashlib.sha256((lib / "ld-linux-x86-64.so.2").read_bytes()).hexdigest()
+    )
