@@ -6,9 +6,10 @@ Starts three ``ggml-rpc-server -d CPU`` on 127.0.0.1, each behind two relays tha
 link (bench's relay and link calibration: 1 GbE, and a slower link with added round
 trip), and measures at least 8 arrangements over 1-3 of them with llama-bench: layer
 split over one, two and three servers on each link, tensor split over two and three, an
-uneven ``-ts``. Two of them calibrate the model (the first: the server device's effective
-bandwidth and FLOP/s; the second: the cost of a round trip beyond the link's rtt, i.e.
-the hosts' own handling); the others are predicted from that and compared. It prints
+uneven ``-ts``. Two of them calibrate the model (the first, one server: the server
+device's effective bandwidth and FLOP/s; the second, a tensor split: the fixed cost of one
+graph, which tensor split pays four times per layer); the others are predicted from that
+and compared. It prints
 predicted beside measured with the ratio per arrangement, the median and worst error of
 the ones not used to calibrate, and whether the predicted order equals the measured one.
 
@@ -21,10 +22,13 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
+import json
 import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -38,9 +42,9 @@ from patchkit.core.proc import Processes  # noqa: E402
 from patchkit.plan.arrangement import Arrangement  # noqa: E402
 from patchkit.plan.devices import Device, load_table  # noqa: E402
 from patchkit.plan.ggufread import read_header  # noqa: E402
-from patchkit.plan.measure import bench_argv, learn_device, run_bench  # noqa: E402
-from patchkit.plan.model import shape_of  # noqa: E402
-from patchkit.plan.speed import speed  # noqa: E402
+from patchkit.plan.measure import Measured, affine_solve, bench_argv, learn_device, run_bench  # noqa: E402
+from patchkit.plan.model import ModelShape, shape_of  # noqa: E402
+from patchkit.plan.speed import GRAPH_COST_S, PP_EFFICIENCY, speed  # noqa: E402
 from patchkit.rpc.probe import server_info  # noqa: E402
 
 LINKS = {"1gbe": "1gbe", "slow": "rate=100mbit,rtt=2ms"}
@@ -73,9 +77,9 @@ def _arrangements(devs: dict[str, list[Device]], quick: bool) -> list[tuple[str,
 
     out = [
         ("layer 1 server, 1gbe [calibrates the device]", layer(g[:1])),
-        ("layer 2 servers, slow [calibrates the round trip]", layer(s[:2])),
+        ("tensor 2 servers, 1gbe [calibrates a graph's cost]", tensor(g[:2])),
         ("layer 2 servers, 1gbe", layer(g[:2])),
-        ("tensor 2 servers, 1gbe", tensor(g[:2])),
+        ("layer 2 servers, slow", layer(s[:2])),
         ("layer 1 server, slow", layer(s[:1])),
         ("layer 3 servers, 1gbe", layer(g[:3])),
         ("layer 2 servers, 1gbe, -ts 3/1", layer(g[:2], (3.0, 1.0))),
@@ -86,6 +90,10 @@ def _arrangements(devs: dict[str, list[Device]], quick: bool) -> list[tuple[str,
     return out[:6] if quick else out
 
 
+def _t_of_g(t2: Callable[[float, float, float], float], x: float, *, bw: float, tf: float) -> float:
+    return t2(x, bw, tf)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--bin", type=Path, default=ROOT / "out" / "cpu-rpc" / "bin")
@@ -93,6 +101,8 @@ def main() -> int:
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--threads", type=int, default=1, help="threads per RPC server (and llama-bench)")
     ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--save", type=Path, default=None, help="write the measurements here (JSON)")
+    ap.add_argument("--replay", type=Path, default=None, help="analyse saved measurements, run nothing")
     a = ap.parse_args()
     model = a.model
     if model is None:
@@ -107,6 +117,45 @@ def main() -> int:
     table = load_table()
     host = dataclasses.replace(table["cpu"], vram=8 << 30, name="host")
     print(f"model {model.name}: {shape.arch}, {shape.n_layer} layers, {shape.weight_bytes / 2**20:.0f} MiB")
+    if a.replay is not None:
+        saved = json.loads(a.replay.read_text())
+        n_gen = saved["n_gen"]
+        links = {k: parse_link(v) for k, v in LINKS.items()}
+        devs = {
+            k: [
+                dataclasses.replace(
+                    table["cpu"],
+                    name="rpc-cpu",
+                    host=f"127.0.0.1:{20000 + 10 * i + j}",
+                    vram=8 << 30,
+                    link=lk,
+                )
+                for i in range(3)
+            ]
+            for j, (k, lk) in enumerate(links.items())
+        }
+        arrs = _arrangements(devs, saved["quick"])
+        measured = [Measured(decode_tps=d, prompt_tps=p, argv=()) for d, p in saved["measured"]]
+        for (name, _), m in zip(arrs, measured):
+            print(f"  measured {name}: decode {m.decode_tps:.2f}, prompt {m.prompt_tps:.1f} tok/s (saved)")
+    else:
+        arrs, measured = _measure(a, model, shape, table, n_gen)
+        if a.save is not None:
+            a.save.write_text(
+                json.dumps(
+                    {
+                        "n_gen": n_gen,
+                        "quick": a.quick,
+                        "measured": [[m.decode_tps, m.prompt_tps] for m in measured],
+                    }
+                )
+            )
+    return _analyse(shape, host, arrs, measured, n_gen)
+
+
+def _measure(
+    a: argparse.Namespace, model: Path, shape: ModelShape, table: dict[str, Device], n_gen: int
+) -> tuple[list[tuple[str, Arrangement]], list[Measured]]:
     with tempfile.TemporaryDirectory() as tmp, Processes(Path(tmp)) as procs:
         ports = []
         for i in range(3):
@@ -134,7 +183,7 @@ def main() -> int:
                     )
             arrs = _arrangements(devs, a.quick)
             rig = tuple(d for k in links for d in devs[k])
-            measured = []
+            measured: list[Measured] = []
             for name, arr in arrs:
                 argv = bench_argv(
                     a.bin / "llama-bench",
@@ -157,37 +206,41 @@ def main() -> int:
         finally:
             for r in relays:
                 r.close()
-    # calibration 1: the server device alone
-    bw, tf = learn_device(shape, arrs[0][1], host, measured[0])
+    return arrs, measured
 
-    def calibrated(d: Device, extra_rt: float = 0.0) -> Device:
-        fields: dict[str, object] = {"calibrated_bw_gbs": bw}
-        if tf > 0:
-            from patchkit.plan.speed import PP_EFFICIENCY
 
-            fields["fp32_tflops"] = tf / PP_EFFICIENCY["cpu"]
-        if d.link is not None:
-            fields["link"] = dataclasses.replace(d.link, rtt_s=d.link.rtt_s + extra_rt)
-        return dataclasses.replace(d, **fields)  # type: ignore[arg-type]
+def _analyse(
+    shape: ModelShape, host: Device, arrs: list[tuple[str, Arrangement]], measured: list[Measured], n_gen: int
+) -> int:
+    at = n_gen // 2  # the decode tokens' mean position: llama-bench's tg runs from an empty cache
 
-    def with_cal(arr: Arrangement, extra_rt: float) -> Arrangement:
-        return dataclasses.replace(arr, devices=tuple(calibrated(d, extra_rt) for d in arr.devices))
+    def cal_dev(d: Device, bw: float, tf: float, g: float) -> Device:
+        return dataclasses.replace(
+            d, calibrated_bw_gbs=bw, fp32_tflops=tf / PP_EFFICIENCY["cpu"], graph_cost_s=g
+        )
 
-    # calibration 2: the round trip's own cost, from the second arrangement's miss
-    arr2, m2 = arrs[1][1], measured[1]
-    sp2 = speed(shape, with_cal(arr2, 0.0), host=host)
-    rts = sp2.round_trips_per_token
-    extra = max(0.0, (1 / m2.decode_tps - 1 / sp2.decode_tps) / rts) if rts else 0.0
-    print(
-        f"calibrated: device {bw:.3g} GB/s effective, prompt {tf:.3g} TFLOP/s; "
-        f"round trip +{extra * 1e6:.0f} us beyond the link's rtt"
-    )
+    def with_cal(arr: Arrangement, bw: float, tf: float, g: float) -> Arrangement:
+        return dataclasses.replace(arr, devices=tuple(cal_dev(d, bw, tf, g) for d in arr.devices))
+
+    # two calibrations, solved together (each is affine in its own unknown): the server
+    # device's bandwidth and FLOP/s from the first, the cost of one graph from the second
+    a1, m1 = arrs[0][1], measured[0]
+    a2, m2 = arrs[1][1], measured[1]
+    bw, tf, g = host.effective_bw / 1e9, host.fp32_tflops * PP_EFFICIENCY["cpu"], GRAPH_COST_S["cpu"]
+
+    def t2(x: float, bw: float, tf: float) -> float:
+        return 1 / speed(shape, with_cal(a2, bw, tf, x), host=host, at_ctx=at).decode_tps
+
+    for _ in range(4):
+        bw, tf = learn_device(shape, with_cal(a1, bw, tf, g), host, m1, at_ctx=at)
+        g = max(0.0, affine_solve(functools.partial(_t_of_g, t2, bw=bw, tf=tf), 1 / m2.decode_tps, g))
+    print(f"calibrated: device {bw:.3g} GB/s effective, prompt {tf:.3g} TFLOP/s; one graph {g * 1e6:.0f} us")
     print()
     head = f"{'arrangement':52} {'pred':>8} {'meas':>8} {'ratio':>6}"
     print(f"{head}   {'pred pp':>8} {'meas pp':>8} {'ratio':>6}")
     errs, preds, meas = [], [], []
     for i, ((name, arr), m) in enumerate(zip(arrs, measured)):
-        sp = speed(shape, with_cal(arr, extra), host=host)
+        sp = speed(shape, with_cal(arr, bw, tf, g), host=host, at_ctx=at)
         ratio, rp = sp.decode_tps / m.decode_tps, sp.prompt_tps / m.prompt_tps
         tag = " (calibration)" if i < 2 else ""
         print(

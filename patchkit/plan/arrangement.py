@@ -51,7 +51,8 @@ class Arrangement:
             parts.append(f"{self.cpu_layers} layers on cpu")
         if self.ot_device is not None:
             a, b = self.ot_layers
-            parts.append(f"-ot blk {a}-{b - 1} on {self.ot_device.label}")
+            blocks = f"blk {a}" if b - a == 1 else f"blk {a}-{b - 1}"
+            parts.append(f"-ot {blocks} on {self.ot_device.label}")
         if self.cache_type != "f16":
             parts.append(f"kv {self.cache_type}")
         return ", ".join(parts)

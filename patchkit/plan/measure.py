@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 from patchkit.core.errors import SmokeError, ToolMissing
@@ -19,9 +20,9 @@ from patchkit.core.proc import run
 from patchkit.plan.arrangement import Arrangement
 from patchkit.plan.devices import Device
 from patchkit.plan.model import ModelShape
-from patchkit.plan.speed import LAYER_COST_S, PROMPT, Speed, speed
+from patchkit.plan.speed import PROMPT, Speed, speed
 
-__all__ = ["Measured", "attribute", "bench_argv", "learn_device", "run_bench"]
+__all__ = ["Measured", "affine_solve", "attribute", "bench_argv", "learn_device", "run_bench"]
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -80,33 +81,54 @@ def run_bench(argv: list[str], *, timeout: float = 900) -> Measured:
     return Measured(decode_tps=float(tg[0]), prompt_tps=float(pp[0]), argv=tuple(argv))
 
 
+def affine_solve(f: Callable[[float], float], target: float, x0: float) -> float:
+    """The x with f(x) = target, for f affine in x (two evaluations); x0 where f(x0) > 0."""
+    y1, y2 = f(x0), f(2 * x0)
+    slope = (y2 - y1) / x0
+    if slope == 0:
+        return x0
+    return x0 + (target - y1) / slope
+
+
 def learn_device(
-    shape: ModelShape, arr: Arrangement, host: Device, measured: Measured
+    shape: ModelShape, arr: Arrangement, host: Device, measured: Measured, *, at_ctx: int | None = None
 ) -> tuple[float, float]:
-    """The (GB/s, prompt TFLOP/s) that make ``arr``'s one device match ``measured``."""
+    """The (GB/s, prompt TFLOP/s) that make ``arr``'s one device match ``measured``: the
+    speed model's time per token is affine in 1/bandwidth (and prompt time in 1/FLOP/s),
+    everything else in it (layer and graph costs, the wire) as it predicts them."""
     d = arr.devices[0] if arr.devices else host
-    sp = speed(shape, arr, host=host)
-    t_dev = sp.device_s.get(d.label, 0.0)
-    layers = shape.n_layer + 1
-    fixed = layers * LAYER_COST_S["cpu" if d.kind == "cpu" else "gpu"]
-    other = 1.0 / sp.decode_tps - t_dev
-    nbytes = (t_dev - fixed) * d.effective_bw
-    want = 1.0 / measured.decode_tps - other - fixed
-    if want <= 0:
-        want = (1.0 / measured.decode_tps) * 0.5
-    bw = nbytes / want / 1e9
-    flops_pred = _flops_of(d)
-    t_pp_pred = PROMPT / sp.prompt_tps
-    t_pp = PROMPT / measured.prompt_tps
-    return bw, flops_pred * t_pp_pred / t_pp / 1e12 if t_pp > 0 else 0.0
+
+    def with_dev(nd: Device) -> tuple[Arrangement, Device]:
+        if not arr.devices:
+            return arr, nd
+        return dataclasses.replace(arr, devices=(nd, *arr.devices[1:])), host
+
+    def t_decode(inv_bw: float) -> float:
+        a, h = with_dev(dataclasses.replace(d, calibrated_bw_gbs=1 / inv_bw / 1e9))
+        return 1 / speed(shape, a, host=h, at_ctx=at_ctx).decode_tps
+
+    key = "fp32_tflops" if d.kind == "cpu" else "fp16_tflops"
+
+    def t_prompt(inv_tf: float) -> float:
+        nd = (
+            dataclasses.replace(d, fp32_tflops=1 / inv_tf)
+            if d.kind == "cpu"
+            else dataclasses.replace(d, fp16_tflops=1 / inv_tf)
+        )
+        a, h = with_dev(nd)
+        return PROMPT / speed(shape, a, host=h, at_ctx=at_ctx).prompt_tps
+
+    inv_bw = affine_solve(t_decode, 1 / measured.decode_tps, 1 / d.effective_bw)
+    bw = 1 / inv_bw / 1e9 if inv_bw > 0 else d.effective_bw / 1e9 * 10
+    inv_tf = affine_solve(t_prompt, PROMPT / measured.prompt_tps, 1 / getattr(d, key))
+    tf = 1 / inv_tf if inv_tf > 0 else getattr(d, key) * 10
+    return bw, tf * _pp_eff(d)
 
 
-def _flops_of(d: Device) -> float:
+def _pp_eff(d: Device) -> float:
     from patchkit.plan.speed import PP_EFFICIENCY
 
-    if d.kind == "cpu":
-        return d.fp32_tflops * 1e12 * PP_EFFICIENCY["cpu"]
-    return d.fp16_tflops * 1e12 * PP_EFFICIENCY["gpu"]
+    return PP_EFFICIENCY["cpu" if d.kind == "cpu" else "gpu"]
 
 
 def attribute(sp: Speed) -> str:

@@ -261,7 +261,9 @@ def _with_cpu_layers(shape: ModelShape, arr: Arrangement, rig: Rig) -> Arrangeme
 
 
 def _ot_hybrids(shape: ModelShape, rig: Rig, opts: PlanOptions) -> list[Arrangement]:
-    """Tensor split over the local devices, the last layers whole on one remote device."""
+    """Tensor split over the local devices, the last layers whole on one remote device: the
+    fewest layers with which everything fits, and as many as the remote device holds (the
+    most context)."""
     local = tuple(d for d in rig.devices if not d.remote)
     remote = [d for d in rig.devices if d.remote]
     if len(local) < 2 or not remote or not shape.tensor_split_ok or not opts.flash_attn:
@@ -276,17 +278,16 @@ def _ot_hybrids(shape: ModelShape, rig: Rig, opts: PlanOptions) -> list[Arrangem
                 [d.capacity / (1 << 30) for d in local],
                 "memory",
             )
-            best = None
+            fewest = most = None
             for k in range(1, shape.n_layer):
                 a = dataclasses.replace(base, ot_layers=(shape.n_layer - k, shape.n_layer))
                 mem = memory(shape, a, host_capacity=rig.host.capacity)
                 if not all(m.fits for m in mem.devices if m.label == r.label):
                     break
-                best = a
-                if mem.fits:
-                    break
-            if best is not None:
-                out.append(best)
+                most = a
+                if fewest is None and mem.fits:
+                    fewest = a
+            out += [a for a in {fewest, most} if a is not None]
     return out
 
 

@@ -33,10 +33,14 @@ from patchkit.plan.devices import Device
 from patchkit.plan.memory import CACHE_TYPES, F32
 from patchkit.plan.model import ModelShape
 
-__all__ = ["LAYER_COST_S", "PP_EFFICIENCY", "Speed", "speed"]
+__all__ = ["GRAPH_COST_S", "LAYER_COST_S", "PP_EFFICIENCY", "Speed", "graph_cost", "speed"]
 
 # fixed seconds per layer and token (launches, barriers), before calibration
 LAYER_COST_S = {"gpu": 25e-6, "cpu": 60e-6}
+# fixed seconds per graph a device runs (a thread pool's wake-up, a launch, a server's
+# dispatch): once per token for layer split, 2 + 2 x the all-reduce steps per layer for
+# tensor split (its two segments and the additions of partial sums)
+GRAPH_COST_S = {"gpu": 20e-6, "cpu": 100e-6}
 # share of the FP16 (GPU) / FP32 (CPU) peak prompt processing reaches, before calibration
 PP_EFFICIENCY = {"gpu": 0.35, "cpu": 0.5}
 LOCAL_COPY_S = 15e-6  # one device-to-device copy on this machine (a PCIe transfer's latency)
@@ -107,6 +111,18 @@ def _layer_cost(d: Device) -> float:
     return LAYER_COST_S["cpu" if d.kind == "cpu" else "gpu"]
 
 
+def graph_cost(d: Device) -> float:
+    return d.graph_cost_s if d.graph_cost_s > 0 else GRAPH_COST_S["cpu" if d.kind == "cpu" else "gpu"]
+
+
+def _steps(n: int) -> int:
+    """Copy rounds of ggml-backend-meta's all-reduce over n members (fold, butterfly, copy back)."""
+    p = 1
+    while p * 2 <= n:
+        p *= 2
+    return (p.bit_length() - 1) + (2 if n > p else 0)
+
+
 def _flops(d: Device) -> float:
     """FLOP/s the device sustains on prompt processing."""
     if d.kind == "cpu":
@@ -162,9 +178,9 @@ def speed(shape: ModelShape, arr: Arrangement, *, host: Device, at_ctx: int | No
                 share = arr.shares[j]
                 split = shape.output_split_bytes if is_out else shape.layers[il].split_bytes
                 b = nbytes - split + split * share
-                per_dev.append(
-                    (d, b / d.effective_bw + _layer_cost(d), 2 * params * share * PROMPT / _flops(d))
-                )
+                graphs = 0 if is_out else 2 + 2 * _steps(len(members))
+                t_d = b / d.effective_bw + _layer_cost(d) + graphs * graph_cost(d)
+                per_dev.append((d, t_d, 2 * params * share * PROMPT / _flops(d) + graphs * graph_cost(d)))
             slow = max(per_dev, key=lambda p: p[1])
             add_dev(slow[0], slow[1])
             pp_s += max(p[2] for p in per_dev)
@@ -179,8 +195,9 @@ def speed(shape: ModelShape, arr: Arrangement, *, host: Device, at_ctx: int | No
             prev = cur
             continue
         d = dev_of(i)
-        add_dev(d, nbytes / d.effective_bw + _layer_cost(d))
-        pp_s += 2 * params * PROMPT / _flops(d)
+        starts = il == 0 or prev is not (None if i == CPU else d)  # a new graph on this device
+        add_dev(d, nbytes / d.effective_bw + _layer_cost(d) + (graph_cost(d) if starts else 0.0))
+        pp_s += 2 * params * PROMPT / _flops(d) + (graph_cost(d) if starts else 0.0)
         src = prev if prev is not None else None
         if src is not d and not (src is None and i == CPU):
             dec.copy(src, None if i == CPU else d, hidden)
