@@ -41,6 +41,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from patchkit.binary.elf import ElfDynamic
+from patchkit.core.environ import process_env
 from patchkit.core.errors import ConfigError, ReleaseError
 from patchkit.core.fs import atomic_write_bytes, contained, sha256_file
 from patchkit.release import contents, floor, image, provenance, sources
@@ -128,7 +129,7 @@ def _allowed_system(opts: ReleaseOptions) -> tuple[str, ...]:
 
 
 def source_date_epoch_from_env(env: Mapping[str, str] | None = None) -> int | None:
-    raw = (os.environ if env is None else env).get("SOURCE_DATE_EPOCH", "").strip()
+    raw = process_env(env).get("SOURCE_DATE_EPOCH", "").strip()
     if not raw:
         return None
     if not raw.isdigit():

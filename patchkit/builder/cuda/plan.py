@@ -31,6 +31,7 @@ from patchkit.builder.cuda.toolkit import (
     find_toolkit,
     limits_for,
 )
+from patchkit.core.environ import process_env
 from patchkit.core.errors import CudaError, RecipeError, ToolMissing
 from patchkit.spec.buildinfo import CudaRecord
 from patchkit.spec.cuda import CudaArchs, family_of
@@ -345,7 +346,7 @@ def prepare(
     if recipe.cuda is None:
         raise RecipeError(f"{recipe.path.name}: has no [cuda] section")
     archs = recipe.cuda.archs
-    tk = find_toolkit(recipe.cuda, cuda_root, os.environ if env is None else env, run=run, sites=sites)
+    tk = find_toolkit(recipe.cuda, cuda_root, process_env(env), run=run, sites=sites)
     notes = preflight(archs, tk)
     return CudaPlan(
         archs=archs, toolkit=tk, notes=tuple(notes), defines=cmake_defines(recipe, archs, tk, ccache=ccache)
