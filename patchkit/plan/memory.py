@@ -41,6 +41,7 @@ CACHE_TYPES = {
 }
 F32 = 4
 HOST = "host"
+SCHED_COPIES = 4  # GGML_SCHED_MAX_COPIES (ggml/CMakeLists.txt)
 N_OUTPUTS = 1  # outputs llama-server reserves per ubatch with -np 1 (n_outputs_max)
 
 
@@ -133,6 +134,14 @@ def memory(shape: ModelShape, arr: Arrangement, *, host_capacity: int, n_seq: in
     for i in range(len(shares)) if tensor and out_dev == 0 else [out_dev]:
         s = shares[i] if tensor and out_dev == 0 else 1.0
         comp[i] = max(comp[i], _output_compute(shape, arr, s))
+    # llama.cpp's pipeline parallelism (layer split over several local accelerators, every
+    # layer offloaded, no -ot; RPC devices have no events): the scheduler keeps
+    # GGML_SCHED_MAX_COPIES = 4 copies of each split's inputs (the hidden state, the masks)
+    if pipeline_parallel(arr):
+        for d, layers in busy.items():
+            if d != CPU:
+                extra = F32 * arr.ubatch * shape.n_embd + _masks(shape, arr, layers)
+                comp[d] += (SCHED_COPIES - 1) * extra
     # the host gathers the input embeddings of a ubatch and builds the KQ masks
     comp[CPU] = max(
         comp[CPU], F32 * arr.ubatch * shape.n_embd * 2.0 + _masks(shape, arr, range(shape.n_layer))
@@ -179,6 +188,17 @@ def _block_compute(shape: ModelShape, arr: Arrangement, share: float, layers: li
     if att and not arr.flash_attn:
         act += 2 * shape.n_head * share * _pad(arr.ctx, 256)
     return F32 * u * act + _masks(shape, arr, layers)
+
+
+def pipeline_parallel(arr: Arrangement) -> bool:
+    """Whether llama.cpp runs this arrangement with pipeline parallelism (llama-context.cpp)."""
+    return (
+        arr.split_mode == "layer"
+        and len(arr.devices) > 1
+        and arr.cpu_layers == 0
+        and arr.ot_device is None
+        and all(not d.remote and d.kind != "cpu" for d in arr.devices)
+    )
 
 
 def _masks(shape: ModelShape, arr: Arrangement, layers: Iterable[int]) -> float:

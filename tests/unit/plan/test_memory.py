@@ -163,3 +163,17 @@ def test_the_host_cpu_keeps_a_repacked_copy_of_q4_k_matrices() -> None:
     # on a device the weights are what the file says
     one = memory(s, _one(s, 256), host_capacity=64 * GIB)
     assert one.devices[0].model == sum(x.weight_bytes for x in s.layers) + s.output_bytes
+
+
+def test_pipeline_parallel_keeps_four_copies_of_each_splits_inputs() -> None:
+    s = _shape(dense())
+    gpus = (_dev("a"), _dev("b"))
+    arr = Arrangement(split_mode="layer", devices=gpus, shares=(), ts_values=(1.0, 1.0), ctx=8192)
+    from patchkit.plan.memory import pipeline_parallel
+
+    assert pipeline_parallel(arr)
+    pp = memory(s, arr, host_capacity=64 * GIB).devices[0].compute
+    remote = dataclasses.replace(arr, devices=(gpus[0], dataclasses.replace(gpus[1], host="box2")))
+    assert not pipeline_parallel(remote)  # RPC devices have no events
+    plain = memory(s, remote, host_capacity=64 * GIB).devices[0].compute
+    assert pp - plain == 3 * (4 * 512 * 256 + 2 * 512 * 8192)

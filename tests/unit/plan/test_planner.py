@@ -160,3 +160,21 @@ def test_the_command_line_names_devices_like_llama_cpp() -> None:
     h = next(c for c in cands if c.arrangement.ot_device is not None)
     hargv = h.arrangement.command("m.gguf", n_layer=s.n_layer, rig=rig.devices)
     assert any(x.endswith("=RPC0[box2:50052]") or x.endswith("=RPC1[box2:50052]") for x in hargv)
+
+
+def test_learning_a_device_reproduces_its_measurement() -> None:
+    from dataclasses import replace
+
+    from patchkit.plan.arrangement import Arrangement
+    from patchkit.plan.measure import Measured, learn_device
+
+    s = _big()
+    rig = _rig("p100-16g@box2")
+    arr = Arrangement(split_mode="layer", devices=rig.devices, shares=(1.0,), ctx=4096)
+    m = Measured(decode_tps=9.0, prompt_tps=300.0, argv=())
+    bw, tf = learn_device(s, arr, rig.host, m)
+    dev = replace(rig.devices[0], calibrated_bw_gbs=bw, fp16_tflops=tf / 0.35)
+    sp = speed(s, replace(arr, devices=(dev,)), host=rig.host)
+    assert abs(sp.decode_tps - 9.0) < 1e-6 and abs(sp.prompt_tps - 300.0) < 1e-6
+    # the wire stays the link's: a slower link leaves less time to the device, a higher bandwidth
+    assert bw > 0 and bw < rig.devices[0].bw_gbs
