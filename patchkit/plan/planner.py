@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import math
 
 from patchkit.core.errors import ConfigError
 from patchkit.plan.arrangement import Arrangement
@@ -332,8 +333,10 @@ def plan(shape: ModelShape, rig: Rig, opts: PlanOptions) -> list[Candidate]:
     return cands[: opts.top] if opts.top else cands
 
 
-def _rank(c: Candidate) -> tuple[int, float, int]:
+def _rank(c: Candidate) -> tuple[int, int, int]:
+    """Fits first; then decode speed, ties within 1 % broken by the larger context."""
     if c.refused:
-        return (3, 0.0, 0)
+        return (3, 0, 0)
     assert c.speed is not None
-    return (0 if c.fits else (1 if c.max_ctx else 2), -c.speed.decode_tps, -c.max_ctx)
+    tps = max(c.speed.decode_tps, 1e-9)
+    return (0 if c.fits else (1 if c.max_ctx else 2), -round(math.log(tps) / math.log(1.01)), -c.max_ctx)

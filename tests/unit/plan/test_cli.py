@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 from pathlib import Path
 
@@ -67,7 +68,7 @@ def test_plan_json_has_the_documented_keys_ranked(tmp_path: Path) -> None:
     assert arrs[0]["calibrated"] is False
     assert arrs[-1]["split_mode"] == "row" and "split buffer type" in arrs[-1]["why_not"]
     fitting = [a["decode_tps"] for a in arrs if a["fits"]]
-    assert fitting == sorted(fitting, reverse=True)
+    assert all(b <= a * 1.02 for a, b in itertools.pairwise(fitting))  # ties within 1 % go by context
 
 
 def test_plan_table_and_best_command(tmp_path: Path) -> None:
