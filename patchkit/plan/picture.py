@@ -51,6 +51,11 @@ def render_png(rep: PlanReport, *, top: int = 8) -> bytes:
         ax2.barh(y + 0.4 - h / 2, a.decode_tps, height=0.6, color="#8172b3" if a.calibrated else "#bbbbbb")
         ax2.text(a.decode_tps, y + 0.4 - h / 2, f" {a.decode_tps:.1f}", va="center", fontsize=7)
         y += 1.0
+    # the axis spans the devices (a host's RAM would dwarf them); a longer bar runs off it
+    span = [m.capacity for a in rows for d in a.devices if (m := d.memory) is not None]
+    span += [m.total for a in rows for d in a.devices if (m := d.memory) is not None]
+    if span:
+        ax.set_xlim(0, max(span) / GIB * 1.15)
     ax.set_yticks(ticks, labels, fontsize=7)
     ax.invert_yaxis()
     ax.set_xlabel("GiB per device (bar: model | context | compute; tick: capacity)")
