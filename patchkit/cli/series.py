@@ -51,12 +51,9 @@ from patchkit.git.cache import ensure_clone, ensure_commit, is_local, open_upstr
 from patchkit.git.repo import Git
 from patchkit.spec.recipe import load_recipe, resolve_recipe_path
 from patchkit.spec.series import load_series, rehash_series
+from patchkit.upkeep.export import default_author, export_branch, export_folder, parse_ident
 from patchkit.upkeep.queue import (
-    default_author,
-    export_branch,
-    export_folder,
     import_patches,
-    parse_ident,
     source_subjects,
     sources_from_paths,
     sources_from_range,

@@ -10,7 +10,8 @@ import pytest
 from patchkit.core.errors import ConfigError, PatchError
 from patchkit.spec.patchdoc import Ident
 from patchkit.upkeep import queue
-from patchkit.upkeep.queue import parse_ident, sources_from_paths
+from patchkit.upkeep.export import parse_ident
+from patchkit.upkeep.queue import sources_from_paths
 from tests.fixtures.queue import QUEUE_DATA
 
 MAILS = sorted(QUEUE_DATA.glob("*.patch"))
