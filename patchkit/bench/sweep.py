@@ -47,7 +47,7 @@ DEV_TOKENS = ("auto", "none", "local", "remote", "all")
 DEV_ORDERS = ("auto", "remote-first", "local-first")
 # Setups one bench may run (each is one llama-bench run of up to --timeout seconds): the
 # sweep's size is counted before it is expanded, so 200 x 200 x 200 is refused at once
-# instead of building 8 million points (issue 25 item 6).
+# instead of building 8 million points.
 MAX_SETUPS = 1000
 
 

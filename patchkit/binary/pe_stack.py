@@ -277,10 +277,10 @@ def _read(path: Path) -> bytes:
     return read_capped(path, limit=PE_MAX, error=PEError, what=str(path))
 
 
-def _certificate(data: bytes, lay: _Layout, label: str) -> tuple[int, int]:
-    if lay.security_off is None:
+def _certificate(data: bytes, layout: _Layout, label: str) -> tuple[int, int]:
+    if layout.security_off is None:
         return 0, 0
-    off, size = struct.unpack_from("<II", data, lay.security_off)
+    off, size = struct.unpack_from("<II", data, layout.security_off)
     if size == 0:
         return 0, 0
     if off + size > len(data):
@@ -294,20 +294,20 @@ def _certificate(data: bytes, lay: _Layout, label: str) -> tuple[int, int]:
 
 def _info(path: Path, data: bytes) -> PEInfo:
     label = str(path)
-    lay = _layout(data, label)
-    cert_off, cert_size = _certificate(data, lay, label)
-    fmt = lay.field_fmt
+    layout = _layout(data, label)
+    cert_off, cert_size = _certificate(data, layout, label)
+    fmt = layout.field_fmt
     return PEInfo(
         path=path,
-        machine=_MACHINES.get(lay.machine, f"0x{lay.machine:04x}"),
-        format="PE32+" if lay.is_plus else "PE32",
-        subsystem=_SUBSYSTEMS.get(lay.subsystem, f"subsystem-{lay.subsystem}"),
-        is_dll=bool(lay.characteristics & _FILE_DLL),
-        large_address_aware=bool(lay.characteristics & _FILE_LARGE_ADDRESS_AWARE),
-        stack_reserve=struct.unpack_from(fmt, data, lay.reserve_off)[0],
-        stack_commit=struct.unpack_from(fmt, data, lay.commit_off)[0],
-        checksum=struct.unpack_from("<I", data, lay.checksum_off)[0],
-        checksum_computed=pe_checksum(data, lay.checksum_off),
+        machine=_MACHINES.get(layout.machine, f"0x{layout.machine:04x}"),
+        format="PE32+" if layout.is_plus else "PE32",
+        subsystem=_SUBSYSTEMS.get(layout.subsystem, f"subsystem-{layout.subsystem}"),
+        is_dll=bool(layout.characteristics & _FILE_DLL),
+        large_address_aware=bool(layout.characteristics & _FILE_LARGE_ADDRESS_AWARE),
+        stack_reserve=struct.unpack_from(fmt, data, layout.reserve_off)[0],
+        stack_commit=struct.unpack_from(fmt, data, layout.commit_off)[0],
+        checksum=struct.unpack_from("<I", data, layout.checksum_off)[0],
+        checksum_computed=pe_checksum(data, layout.checksum_off),
         signed=cert_size > 0,
         certificate_offset=cert_off,
         certificate_size=cert_size,
@@ -402,7 +402,7 @@ def plan_stack_edit(
             new_data=None,
             signature_removed=False,
         )
-    lay = _layout(data, label)
+    layout = _layout(data, label)
     new = bytearray(data)
     removed = False
     if info.signed:
@@ -421,12 +421,12 @@ def plan_stack_edit(
                 "the certificate table is not at the end of the file: cannot remove the signature safely",
             )
         del new[info.certificate_offset :]
-        assert lay.security_off is not None
-        struct.pack_into("<II", new, lay.security_off, 0, 0)
+        assert layout.security_off is not None
+        struct.pack_into("<II", new, layout.security_off, 0, 0)
         removed = True
-    struct.pack_into(lay.field_fmt, new, lay.reserve_off, reserve_n)
-    struct.pack_into(lay.field_fmt, new, lay.commit_off, commit_n)
-    struct.pack_into("<I", new, lay.checksum_off, pe_checksum(new, lay.checksum_off))
+    struct.pack_into(layout.field_fmt, new, layout.reserve_off, reserve_n)
+    struct.pack_into(layout.field_fmt, new, layout.commit_off, commit_n)
+    struct.pack_into("<I", new, layout.checksum_off, pe_checksum(new, layout.checksum_off))
     return StackPlan(
         path=target,
         before=info,

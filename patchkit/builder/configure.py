@@ -82,7 +82,7 @@ def offline_defines(recipe: Recipe, smoke: bool = False) -> dict[str, str]:
 
 def defines_and_env(
     recipe: Recipe,
-    cc: compcache.CachePlan,
+    cache_plan: compcache.CachePlan,
     cuda_plan: CudaPlan | None,
     smoke: bool,
     env: Mapping[str, str],
@@ -92,9 +92,9 @@ def defines_and_env(
     out = dict(env)
     # the launcher by name (no host path in the defines that go into a release), its base
     # dir (keys relative to the cache root: hits across worktree and cache paths)
-    for k, v in {**cc.defines, **repro.launcher_defines(cc.launcher)}.items():
+    for k, v in {**cache_plan.defines, **repro.launcher_defines(cache_plan.launcher)}.items():
         defines.setdefault(k, v)
-    out.update(cc.env)
+    out.update(cache_plan.env)
     if cuda_plan is not None:
         from patchkit.builder.cuda import plan as cuda
 

@@ -98,14 +98,14 @@ def run_build(opts: BuildOptions) -> BuildResult:
     tools = cm.find_tools(opts.env)
     if opts.sandbox is not None:
         tools = dataclasses.replace(tools, wrap=tuple(opts.sandbox.argv()))
-    cc = compcache.plan(opts.compile_cache, ccache=tools.ccache, cache_root=cache.root, env=opts.env)
+    cache_plan = compcache.plan(opts.compile_cache, ccache=tools.ccache, cache_root=cache.root, env=opts.env)
     cuda_plan = None
     if recipe.cuda is not None:
         from patchkit.builder.cuda import plan as cuda
 
         with stages.step("cuda preflight", "cuda"):  # refuse before cloning or configuring
             cuda_plan = cuda.prepare(
-                recipe, cuda_root=opts.cuda_root, env=opts.env, ccache=cc.launcher or False
+                recipe, cuda_root=opts.cuda_root, env=opts.env, ccache=cache_plan.launcher or False
             )
             log.info(f"  {cuda_plan.archs.describe()}")
             for note in cuda_plan.notes:
@@ -114,7 +114,7 @@ def run_build(opts: BuildOptions) -> BuildResult:
     if recipe.build.root is not None:  # refused before cloning when it is not prepared
         root = sysroot.require_root(opts.roots or cache.root, recipe.build.root)
     with cache_lock(cache.root, f"patchkit build {recipe.name}"):
-        return _run_locked(opts, url, cache, tools, cuda_plan, cc, stages, root)
+        return _run_locked(opts, url, cache, tools, cuda_plan, cache_plan, stages, root)
 
 
 def _run_locked(
@@ -123,7 +123,7 @@ def _run_locked(
     cache: CacheLayout,
     tools: cm.BuildTools,
     cuda_plan: CudaPlan | None,
-    cc: compcache.CachePlan,
+    cache_plan: compcache.CachePlan,
     stages: _Stages,
     root: sysroot.RootRecord | None = None,
 ) -> BuildResult:
@@ -137,14 +137,14 @@ def _run_locked(
     with stages.step("patch", "patch"):
         state, results = apply_patches(recipe, src, work)
     smoke = opts.smoke and recipe.smoke_enabled
-    defines, env = defines_and_env(recipe, cc, cuda_plan, smoke, opts.env)
+    defines, env = defines_and_env(recipe, cache_plan, cuda_plan, smoke, opts.env)
     env.update(
         repro.build_env(
             env,
             work_root=work.root,
             build_dir=work.build,
             commit_date=state.commit_date,
-            launcher=cc.launcher,
+            launcher=cache_plan.launcher,
             nvcc=cuda_plan.toolkit.version if cuda_plan else None,
         )
     )
@@ -156,10 +156,17 @@ def _run_locked(
         log.info(f"building in the root {root.label} ({root.suite}: glibc {root.glibc}, GCC {root.gcc})")
     config = config_id(recipe, defines, tools, work)
     # the remote probed, sccache's server running; no credential in the log or an error
-    with compcache.session(cc, work.root, env, log_path=work.log) as ccs:
+    with compcache.session(cache_plan, work.root, env, log_path=work.log) as cache_session:
         with stages.step("configure", "configure"):
             configured = configure(
-                tools, recipe, work, state, config=config, defines=defines, env=ccs.env, launcher=cc.launcher
+                tools,
+                recipe,
+                work,
+                state,
+                config=config,
+                defines=defines,
+                env=cache_session.env,
+                launcher=cache_plan.launcher,
             )
             state = configured.state
             check_variants(recipe, configured.model)
@@ -174,16 +181,16 @@ def _run_locked(
             return BuildResult(out_dir=work.build, info=None, timings=dict(stages.timings))
         with stages.step(f"build {', '.join(recipe.build.targets)}", "build"):
             log.info(f"log: {work.log}")
-            ccs.before_build(work.build)
+            cache_session.before_build(work.build)
             cm.build(
                 tools,
                 build_dir=work.build,
                 targets=[*targets, *smoke_tools],
                 jobs=opts.jobs,
                 log_path=work.log,
-                env=ccs.env,
+                env=cache_session.env,
             )
-        compile_cache = ccs.finish(work.build)
+        compile_cache = cache_session.finish(work.build)
     cuda_info = _prove_cuda(cuda_plan, artifacts, work.build, stages) if cuda_plan is not None else None
     # CUDA binaries load NVIDIA's runtime (cuBLAS) from the toolkit: smoke runs need its path
     runtime_env = {k: env[k] for k in ("LD_LIBRARY_PATH",) if k in env} if cuda_plan is not None else {}

@@ -9,7 +9,7 @@ What made two builds of one recipe differ, and what this module does about it:
   the command line under its base dir (the cache root: ``../src/ggml/src/ggml.c``). The
   prefix maps below turn the absolute form into that same relative form, and they are
   passed with ccache as well as without a launcher, so the bytes never depend on whether
-  ccache rewrote a command line (issue 25 item 8). ccache still hits across cache folders:
+  ccache rewrote a command line. ccache still hits across cache folders:
   the maps are named in ``CCACHE_IGNOREOPTIONS`` (their absolute paths out of its hash;
   ccache 4.7 hashes a gcc ``-ffile-prefix-map=`` without its paths anyway, but nvcc's
   ``-Xcompiler=`` form whole), and its base dir and ``hash_dir=false`` (builder.compcache)

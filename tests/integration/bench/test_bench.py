@@ -426,7 +426,7 @@ def test_links_are_measured_first_and_swept(tmp_path: Path) -> None:
 
 @posix_only
 def test_a_users_raw_folder_is_not_benchs_and_is_never_deleted(tmp_path: Path) -> None:
-    """Issue 25 item 7: an OUTDIR holding only raw/IMG_0001.CR2 passed the foreign-files
+    """An OUTDIR holding only raw/IMG_0001.CR2 passed the foreign-files
     check because ``raw`` is one of bench's names; the bench then deleted OUTDIR/raw and
     exited 0. A folder is bench's only by the marker bench wrote into it first."""
     build = _fake_build(tmp_path)

@@ -1,4 +1,4 @@
-"""Issue 25 item 8: the bytes of a ccache build must not depend on whether ccache rewrote
+"""The bytes of a ccache build must not depend on whether ccache rewrote
 the compile line. With ``CCACHE_DISABLE=1`` (ccache's own switch; an uncacheable call or a
 fallback is the same) ccache hands the compiler the command line as CMake wrote it, with
 absolute source paths; the prefix maps were passed only without a launcher, so such a

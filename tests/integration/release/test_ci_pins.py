@@ -1,4 +1,4 @@
-"""Issue 25 item 16 with real git: `ci-template --update-pins` lists each action's tags with
+"""With real git: `ci-template --update-pins` lists each action's tags with
 `git ls-remote` (here on local fake repositories, through PATCHKIT_GITHUB_URL), moves every
 pin to the newest release of its line, rewrites the pins file, and the workflows rendered
 from it are pinned by those commits and still pass actionlint."""

@@ -217,7 +217,7 @@ def test_point_args_map_every_dimension() -> None:
 
 
 def test_a_sweep_of_8_million_setups_is_refused_before_it_is_expanded() -> None:
-    """Issue 25 item 6: three 200-value sweeps made 8 million setups (4 GB, no refusal at
+    """Three 200-value sweeps made 8 million setups (4 GB, no refusal at
     90 s). The setups are counted before anything is expanded."""
     import time
     import tracemalloc

@@ -53,7 +53,7 @@ def test_env_without_a_launcher_maps_paths_and_keeps_the_users_flags() -> None:
 
 
 def test_env_with_ccache_maps_paths_too_and_keeps_them_out_of_its_hash() -> None:
-    """Issue 25 item 8: with CCACHE_DISABLE=1 (or an uncacheable call, a fallback) ccache
+    """With CCACHE_DISABLE=1 (or an uncacheable call, a fallback) ccache
     hands the compiler the absolute paths; the maps must be there whatever ccache does, and
     named in CCACHE_IGNOREOPTIONS so that the hash holds no folder (hits across folders)."""
     root = Path("/c/w")

@@ -1,4 +1,4 @@
-"""Issue 25 item 11: no float option takes NaN or infinity (click's FloatRange lets NaN
+"""No float option takes NaN or infinity (click's FloatRange lets NaN
 through every bound: `--timeout nan` was a traceback in bench and rpc-probe)."""
 
 from __future__ import annotations

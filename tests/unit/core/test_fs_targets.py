@@ -1,4 +1,4 @@
-"""Issue 25 item 2: the atomic writer never replaces what is not a regular file.
+"""The atomic writer never replaces what is not a regular file.
 
 A device, a FIFO, a link (to a device, to this process's stdout, to a regular file) named as
 the target used to be replaced by a regular file (temp beside it, then rename): as root,

@@ -1,4 +1,4 @@
-"""Issue 25 item 9: one redaction for every URL patchkit prints (core.redact): the userinfo
+"""One redaction for every URL patchkit prints (core.redact): the userinfo
 (`user:TOKEN@`, `TOKEN@`) and secret-bearing query parameters (`?password=`, `?token=`...)
 are masked; the rest of the URL (scheme, host, port, path) stays readable."""
 

@@ -1,4 +1,4 @@
-"""Issue 25 item 16: every action a `ci-template` workflow uses is pinned by a full commit
+"""Every action a `ci-template` workflow uses is pinned by a full commit
 sha with its release tag as a comment (`OWNER/REPO@SHA # vX.Y.Z`, what OpenSSF Scorecard
 checks), from one data file (release/templates/action-pins.toml), and `--update-pins`
 moves the pins (release.ci.update_pins; the git side is tested in

@@ -1,4 +1,4 @@
-"""Hostile NVIDIA runtime wheels and allowed-signers files (issue 25 items 4 and 10): what
+"""Hostile NVIDIA runtime wheels and allowed-signers files: what
 `release --runtime-wheels` and `verify` read is a plain file, opened once; what the runtime
 archive ships is a shared library of the wheel it says, checked before it is written."""
 

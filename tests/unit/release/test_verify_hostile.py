@@ -420,7 +420,7 @@ SHOWN = "\\x1b]0;pwned\\x07\\x1b[2J\\u202e\\x9b"
 
 
 def test_hostile_names_and_keys_reach_the_terminal_escaped(tmp_path: Path) -> None:
-    """Issue 25 item 13 (verify): archive member names and in-toto statement keys were
+    """Verify: archive member names and in-toto statement keys were
     printed as given; every control character is escaped now, in text and in --json."""
     dist = tmp_path / "dist"
     r = do_release(make_build(tmp_path), dist)

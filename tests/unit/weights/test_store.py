@@ -139,7 +139,7 @@ def test_unknown_model_and_cli(fake: store.KnownModel, tmp_path: Path) -> None:
 def test_model_get_from_an_sdist_whose_pax_header_claims_64_mib_is_refused_unread(
     tmp_path: Path, fake: store.KnownModel
 ) -> None:
-    """Issue 25 item 5: a 3.2 MB sdist whose first member is a pax header claiming 700 MiB
+    """A 3.2 MB sdist whose first member is a pax header claiming 700 MiB
     took 2.1 GB of memory, then said "not a readable sdist". The header is refused unread."""
     import tracemalloc
 

@@ -1,4 +1,4 @@
-"""Issue 25 item 15: Ctrl-C races. A Ctrl-C soon after start landed before patchkit's handler
+"""Ctrl-C races. A Ctrl-C soon after start landed before patchkit's handler
 (a KeyboardInterrupt traceback, killed by SIGINT instead of exit 130); one that landed in
 ``core.proc`` between a child's start and the ``try`` that stops it left the child running
 after patchkit exited 130; one that landed where Python swallows exceptions (a weakref

@@ -1,4 +1,4 @@
-"""Issue 25 item 9, on the real command: credentials in a URL the user gives are never
+"""On the real command: credentials in a URL the user gives are never
 printed. `--upstream https://user:TOKEN@HOST/llama.cpp.git` printed `cloning
 https://user:TOKEN@...` and repeated it in the error; a token in the query (which git itself
 does not hide) reached the error through git's own message; `--cache-remote

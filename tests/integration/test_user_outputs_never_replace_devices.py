@@ -1,4 +1,4 @@
-"""Issue 25 item 2, on the real command: a file patchkit writes for the user (`ci-template
+"""On the real command: a file patchkit writes for the user (`ci-template
 -o`, `bump --summary`) never replaces a device node or a link. `-o null` (a /dev/null-like
 node) was replaced by a regular file, exit 0; so was a link to /proc/self/fd/1."""
 
