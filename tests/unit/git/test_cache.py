@@ -61,3 +61,44 @@ def test_a_clone_folder_name_never_holds_credentials(tmp_path: Path) -> None:
     assert _clone_dir(tmp_path, "https://u:TOKEN@h/llama.cpp.git").name.startswith("llama.cpp-")
     # the same upstream with other credentials is another clone (the key is the whole URL)
     assert _clone_dir(tmp_path, "https://a@h/r") != _clone_dir(tmp_path, "https://b@h/r")
+
+
+def _worktree(tmp_path: Path) -> tuple[Path, Path]:
+    """A bare clone's record of a worktree and the worktree's .git link, as git makes them."""
+    repo, wt = tmp_path / "repos/up.git", tmp_path / "work/src"
+    (repo / "worktrees/src").mkdir(parents=True)
+    wt.mkdir(parents=True)
+    (wt / ".git").write_text(f"gitdir: {repo / 'worktrees/src'}\n")
+    (repo / "worktrees/src/gitdir").write_text(f"{wt / '.git'}\n")
+    return repo, wt
+
+
+def test_own_worktree_is_the_link_git_made_and_nothing_else(tmp_path: Path) -> None:
+    """git runs in a worktree only when its .git is the clone's own link: a replaced .git (a
+    folder whose config names an fsmonitor, a file naming another repository) is not."""
+    from patchkit.git.cache import own_worktree
+
+    repo, wt = _worktree(tmp_path)
+    assert own_worktree(repo, wt)
+    assert not own_worktree(tmp_path / "other.git", wt)  # another clone's
+    dotgit = wt / ".git"
+    for planted in (
+        f"gitdir: {tmp_path / 'evil/.git'}\n",  # another repository
+        f"gitdir: {repo / 'worktrees/src'}\n\ngitdir: /x\n",  # more than the one line
+        "gitdir: ../../repos/up.git/worktrees/src/../../../../evil\n",
+        "",
+    ):
+        dotgit.write_text(planted)
+        assert not own_worktree(repo, wt), planted
+    dotgit.write_text("gitdir: ../../repos/up.git/worktrees/src\n")  # relative (worktree.useRelativePaths)
+    assert own_worktree(repo, wt)
+    (repo / "worktrees/src/gitdir").write_text(f"{tmp_path / 'elsewhere/.git'}\n")  # not named back
+    assert not own_worktree(repo, wt)
+    (repo / "worktrees/src/gitdir").write_text(f"{wt / '.git'}\n")
+    dotgit.unlink()
+    dotgit.mkdir()  # a repository of its own
+    assert not own_worktree(repo, wt)
+    dotgit.rmdir()
+    (tmp_path / "real").write_text(f"gitdir: {repo / 'worktrees/src'}\n")
+    dotgit.symlink_to(tmp_path / "real")  # a link to a good-looking file
+    assert not own_worktree(repo, wt)
