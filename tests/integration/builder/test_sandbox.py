@@ -191,3 +191,44 @@ def test_a_bwrap_without_disable_userns_still_gives_an_unprivileged_sandbox(tmp_
     (fake / "bwrap").chmod(0o755)
     box = sandbox.prepare([tmp_path / "w"], {"PATH": f"{fake}:/usr/bin:/bin"})
     assert box.nested and "--disable-userns" not in box.argv() and "--cap-drop" in box.argv()
+
+
+@pytest.mark.skipif(not Path("/usr/bin/python3").is_file(), reason="needs /usr/bin/python3 inside")
+def test_no_host_unix_socket_is_reachable_by_path_or_abstract_name(shared_tmp: Path) -> None:
+    """A listening socket of the host: one at a path (hidden by the view) and one in the
+    abstract namespace (no path to hide: the network namespace is what keeps it out)."""
+    import socket
+
+    run_dir = Path(
+        tempfile.mkdtemp(prefix="patchkit-run-", dir="/var/tmp" if Path("/var/tmp").is_dir() else None)
+    )
+    path = run_dir / "bus"
+    name = f"\0patchkit-test-{os.getpid()}"
+    listeners = []
+    try:
+        for addr in (str(path), name):
+            s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            s.bind(addr)
+            s.listen(1)
+            listeners.append(s)
+        probe = (
+            "import socket, sys\n"
+            "for a in sys.argv[1:]:\n"
+            "    s = socket.socket(socket.AF_UNIX)\n"
+            "    a = a.replace('@', '\\0', 1)\n"
+            "    try:\n"
+            "        s.connect(a); print('CONNECTED', repr(a))\n"
+            "    except OSError as e:\n"
+            "        print('refused', e.errno)\n"
+        )
+        box = sandbox.prepare([shared_tmp / "w"], ENV)
+        res = run(box.wrap(["/usr/bin/python3", "-c", probe, str(path), "@" + name[1:]]), env=ENV, timeout=60)
+        assert res.returncode == 0, res.stderr
+        assert res.stdout.count("refused") == 2 and "CONNECTED" not in res.stdout, res.stdout
+        # (the same probe outside connects to both: the test can fail)
+        outside = run(["/usr/bin/python3", "-c", probe, str(path), "@" + name[1:]], env=ENV, timeout=60)
+        assert outside.stdout.count("CONNECTED") == 2, outside.stdout
+    finally:
+        for s in listeners:
+            s.close()
+        shutil.rmtree(run_dir, ignore_errors=True)
