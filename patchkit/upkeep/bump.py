@@ -356,13 +356,13 @@ def _dry_run(opts: BumpOptions, plan: BumpPlan) -> BumpResult:
         return BumpResult(plan=plan, dry_run=True, moved=plan.recipes)
     tmp = Path(tempfile.mkdtemp(prefix="patchkit-bump-"))
     try:
-        pdir = tmp / "patches"
-        pdir.mkdir()
-        shutil.copyfile(opts.patches_dir / "series", pdir / "series")
+        patches_copy = tmp / "patches"
+        patches_copy.mkdir()
+        shutil.copyfile(opts.patches_dir / "series", patches_copy / "series")
         for p in opts.patches:
-            shutil.copyfile(p.path, pdir / p.filename)
+            shutil.copyfile(p.path, patches_copy / p.filename)
         try:
-            result = refresh_start(_refresh_options(opts, plan, pdir, tmp / "work", move=False))
+            result = refresh_start(_refresh_options(opts, plan, patches_copy, tmp / "work", move=False))
         except PatchError as e:
             return BumpResult(plan=plan, dry_run=True, stopped=e.message)
         return BumpResult(plan=plan, dry_run=True, refresh=result, moved=plan.recipes)

@@ -38,10 +38,10 @@ MAX_SIDE_LINES = 6  # lines shown of each side of a block
 MAX_BLOCKS_SHOWN = 4  # blocks described per file (the rest are counted)
 _BLAME_LINES = 400  # the most lines blamed for one block (the range is capped)
 
-_OURS = "<<<<<<< "
-_BASE = "||||||| "
-_SEP = "======="
-_THEIRS = ">>>>>>> "
+_OURS_MARKER = "<<<<<<< "
+_BASE_MARKER = "||||||| "
+_SIDES_MARKER = "======="
+_THEIRS_MARKER = ">>>>>>> "
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -67,7 +67,7 @@ def parse_conflicts(text: str) -> list[str | Block]:
     i = 0
     while i < len(lines):
         line = lines[i]
-        if line.startswith(_OURS) or line.rstrip("\r\n") == "<<<<<<<":
+        if line.startswith(_OURS_MARKER) or line.rstrip("\r\n") == "<<<<<<<":
             block = _read_block(lines, i)
             if block is not None:
                 out.append(block)
@@ -86,13 +86,13 @@ def _read_block(lines: list[str], at: int) -> Block | None:
     for j in range(at + 1, len(lines)):
         raw = lines[j]
         bare = raw.rstrip("\r\n")
-        if part == "ours" and (raw.startswith(_BASE) or bare == "|||||||"):
+        if part == "ours" and (raw.startswith(_BASE_MARKER) or bare == "|||||||"):
             part, base = "base", []
             continue
-        if part in ("ours", "base") and bare == _SEP:
+        if part in ("ours", "base") and bare == _SIDES_MARKER:
             part = "theirs"
             continue
-        if part == "theirs" and (raw.startswith(_THEIRS) or bare == ">>>>>>>"):
+        if part == "theirs" and (raw.startswith(_THEIRS_MARKER) or bare == ">>>>>>>"):
             return Block(
                 start=at + 1,
                 end=j + 1,
@@ -100,7 +100,7 @@ def _read_block(lines: list[str], at: int) -> Block | None:
                 base=None if base is None else tuple(base),
                 theirs=tuple(theirs),
             )
-        if raw.startswith(_OURS):
+        if raw.startswith(_OURS_MARKER):
             return None  # a nested or broken block: leave it as text
         if part == "ours":
             ours.append(raw)
