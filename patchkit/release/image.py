@@ -48,10 +48,12 @@ from patchkit.core.errors import ReleaseError
 from patchkit.core.fs import sha256_bytes
 from patchkit.core.record import Record
 from patchkit.core.tarcap import NOT_A_TAR_GZ, TarRefused, capped_members, open_tar_gz
+from patchkit.core.text import printable
 from patchkit.release.archive import Member, read_archive, unsafe_member_name
 from patchkit.release.oci import (
     ContainerConfig,
     Dir,
+    ImageConfig,
     ImageContents,
     ImageSpec,
     LayerSpec,
@@ -430,10 +432,18 @@ def check_release_image(
             diffs.append(f"{name}: /{rel}: size is {gz}, the manifest says {wz}")
         if gm != wm:
             diffs.append(f"{name}: /{rel}: mode is {gm}, the manifest says {wm}")
+    for layer in contents.layers:
+        for e in layer.entries:
+            want_mode = 0o1777 if e.path == "tmp" else 0o755
+            if e.is_dir and e.mode != want_mode:
+                diffs.append(
+                    f"{name}: /{e.path}/: mode {e.mode:o}, a release image's folders are {want_mode:o}"
+                )
     notes = image_annotations(manifest)
     for key, value in sorted(notes.items()):
         if contents.manifest.annotations.get(key) != value:
             diffs.append(f"{name}: annotation {key} is not {value!r} (the manifest's)")
+    diffs += _check_config(name, contents.config, manifest, notes, cuda_layer=len(contents.layers) == 3)
     if not _TAG.match(manifest.name) or contents.ref != f"{REPOSITORY}:{manifest.name}":
         diffs.append(f"{name}: tagged {contents.ref[:140]!r}, not {REPOSITORY}:{manifest.name}")
     # the CUDA runtime layer (the middle one of three) has the runtime archive's mtime
@@ -442,6 +452,45 @@ def check_release_image(
         contents, mtime=manifest.source_date_epoch, layer_mtimes=middle, owners={HOME: USER}
     )
     diffs += [f"{name}: {p}" for p in layout]
+    return diffs
+
+
+def _check_config(
+    name: str, config: ImageConfig, manifest: ReleaseManifest, notes: Mapping[str, str], *, cuda_layer: bool
+) -> list[str]:
+    """The config is what the release gives (user, entry point, environment, ports,
+    labels, history, platform): an image whose files are right but which runs as root or
+    starts another command is not the release's."""
+    want = _container(manifest, notes)
+    got = config.config
+    diffs = [
+        f"{name}: config {key} is {printable(repr(have))[:160]}, "
+        f"the release's is {printable(repr(should))[:160]}"
+        for key, have, should in (
+            ("User", got.user, want.user),
+            ("Entrypoint", got.entrypoint, want.entrypoint),
+            ("Cmd", got.cmd, want.cmd),
+            ("Env", got.env, want.env),
+            ("ExposedPorts", dict(got.exposed_ports), dict(want.exposed_ports)),
+            ("WorkingDir", got.working_dir, want.working_dir),
+            ("Labels", dict(got.labels), dict(want.labels)),
+        )
+        if have != should
+    ]
+    arch = _GOARCH.get(manifest.platform.arch, "")
+    created = iso_time(manifest.source_date_epoch)
+    if (config.architecture, config.os, config.created) != (arch, "linux", created):
+        diffs.append(
+            f"{name}: config platform {config.os}/{config.architecture} {config.created}, "
+            f"not linux/{arch} {created}"
+        )
+    layers = [
+        "system libraries and the user llama",
+        *(["NVIDIA CUDA runtime"] if cuda_layer else []),
+        f"release {manifest.name}",
+    ]
+    if [(h.created, h.created_by) for h in config.history] != [(created, f"patchkit: {n}") for n in layers]:
+        diffs.append(f"{name}: config history is not the release's layers")
     return diffs
 
 

@@ -694,3 +694,34 @@ def test_release_image_of_a_root_recipe_takes_the_roots_libraries(project: Path,
         files["lib64/ld-linux-x86-64.so.2"]
         == hashlib.sha256((lib / "ld-linux-x86-64.so.2").read_bytes()).hexdigest()
     )
+
+
+def test_an_image_that_runs_as_root_or_another_command_is_not_the_release(tmp_path: Path) -> None:
+    import dataclasses
+
+    from patchkit.release.image import release_image_spec
+
+    dist, archive = _released(tmp_path)
+    stem = archive.removesuffix(".tar.gz")
+    files, data = stage_archive(dist / archive, stem, tmp_path / "s")
+    manifest = load_manifest(data)
+    assert isinstance(manifest, ReleaseManifest)
+    spec = release_image_spec(
+        manifest, data, files, system_root=_sysroot(tmp_path), system_needed=["libc.so.6"]
+    )
+    forged = dataclasses.replace(
+        spec, config=dataclasses.replace(spec.config, user="0:0", entrypoint=("/opt/llama/bin/llama-cli",))
+    )
+    stage = tmp_path / "st"
+    stage.mkdir()
+    for n, s in enumerate((spec, forged)):
+        w = oci.write_image(tmp_path / f"{n}.oci.tar", s, stage=stage)
+        diffs = check_release_image(w.path.name, oci.read_image(w.path), manifest, data)
+        if n == 0:
+            assert diffs == []
+        else:
+            assert diffs == [
+                "1.oci.tar: config User is '0:0', the release's is '10001:10001'",
+                "1.oci.tar: config Entrypoint is ('/opt/llama/bin/llama-cli',), "
+                "the release's is ('/opt/llama/bin/ggml-rpc-server',)",
+            ]
