@@ -328,6 +328,18 @@ def _show(rep: object, top: int) -> None:
     if best.needs_experimental:
         out("  needs the experimental -ot scheduling patch (recipe cpu-rpc-experimental)")
     out("  " + " ".join(shlex.quote(x) for x in shlex.split(best.command)))
+    hosts: dict[str, list[str]] = {}
+    for d in best.devices:
+        if d.host:
+            hosts.setdefault(d.host, []).append(d.name)
+    if best.ot is not None and best.ot.host:
+        hosts.setdefault(best.ot.host, []).append(best.ot.device)
+    for host, names in hosts.items():
+        h, _, port = host.rpartition(":") if ":" in host else (host, "", "50052")
+        out(
+            f"  on {printable(h)}: ggml-rpc-server -H 0.0.0.0 -p {port or 50052} "
+            f"(its devices in this order: {', '.join(printable(n) for n in names)})"
+        )
 
 
 @plan.command("shape")
