@@ -83,6 +83,7 @@ def run_bench(argv: list[str], *, timeout: float = 900) -> Measured:
 
 def affine_solve(f: Callable[[float], float], target: float, x0: float) -> float:
     """The x with f(x) = target, for f affine in x (two evaluations); x0 where f(x0) > 0."""
+    x0 = x0 if x0 > 0 else 1e-5
     y1, y2 = f(x0), f(2 * x0)
     slope = (y2 - y1) / x0
     if slope == 0:

@@ -46,6 +46,16 @@ PP_EFFICIENCY = {"gpu": 0.35, "cpu": 0.5}
 LOCAL_COPY_S = 15e-6  # one device-to-device copy on this machine (a PCIe transfer's latency)
 LOCAL_COPY_BYTES_S = 10e9
 PROMPT = 512
+# A tensor split does not reuse its graphs (no GRAPH_RECOMPUTE): every segment a remote
+# member runs is a GRAPH_COMPUTE carrying the graph, ~1.19 x its nodes x a 296-byte
+# rpc_tensor (measured with bench's relay on SmolLM2 at the pin: 19.9 MB per token and
+# server over 60 segments of a 936-node graph). Nodes per block, from llama.cpp's
+# "graph nodes" lines: 31 for attention (SmolLM2: 936 for 30), 65 for a gated delta net
+# (a qwen35 shape: 1375 for 18 + 6), ~12 more for MoE routing (an estimate).
+RPC_TENSOR_BYTES = 296
+GRAPH_TENSORS_PER_NODE = 1.19
+NODES = {"attention": 31, "recurrent": 65}
+MOE_NODES = 12
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -107,6 +117,12 @@ class _Wire:
         return {h: terms(0.0, self.rt[h], self.nbytes[h], self.links[h]).total for h in self.rt}
 
 
+def graph_nodes(shape: ModelShape) -> int:
+    """Nodes of the model's decode graph, estimated per block kind."""
+    per = sum(NODES[lyr.kind] + (MOE_NODES if lyr.expert_bytes else 0) for lyr in shape.layers)
+    return per + 6
+
+
 def _layer_cost(d: Device) -> float:
     return LAYER_COST_S["cpu" if d.kind == "cpu" else "gpu"]
 
@@ -144,6 +160,7 @@ def speed(shape: ModelShape, arr: Arrangement, *, host: Device, at_ctx: int | No
 
     hidden = F32 * shape.n_embd
     logits = F32 * shape.n_vocab
+    graph_bytes = graph_nodes(shape) * GRAPH_TENSORS_PER_NODE * RPC_TENSOR_BYTES
 
     def layer_bytes(lyr_index: int) -> float:
         lyr = shape.layers[lyr_index]
@@ -188,6 +205,9 @@ def speed(shape: ModelShape, arr: Arrangement, *, host: Device, at_ctx: int | No
                 for _ in range(2):  # two all-reduces per layer
                     _allreduce(dec, members, hidden)
                     _allreduce(pp, members, hidden * PROMPT)
+                for d in members:  # its two segments' graphs
+                    dec.add(d, nbytes=2 * graph_bytes)
+                    pp.add(d, nbytes=2 * graph_bytes)
             cur: Device | None = members[0]
             if prev is not members[0] and prev is not None:
                 dec.copy(prev, members[0], hidden)
