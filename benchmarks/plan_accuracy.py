@@ -6,10 +6,10 @@ Starts three ``ggml-rpc-server -d CPU`` on 127.0.0.1, each behind two relays tha
 link (bench's relay and link calibration: 1 GbE, and a slower link with added round
 trip), and measures at least 8 arrangements over 1-3 of them with llama-bench: layer
 split over one, two and three servers on each link, tensor split over two and three, an
-uneven ``-ts``. Two of them calibrate the model (the first, one server: the server
-device's effective bandwidth and FLOP/s; the second, a tensor split: the fixed cost of one
-graph, which tensor split pays four times per layer); the others are predicted from that
-and compared. It prints
+uneven ``-ts``. Two of them calibrate the model (one server: the server device's
+effective bandwidth and FLOP/s; three servers: a device's fixed cost per token in a layer
+split); the other eight are predicted from that and compared (tensor split from the link
+model, its graphs' bytes and the default graph cost). It prints
 predicted beside measured with the ratio per arrangement, the median and worst error of
 the ones not used to calibrate, and whether the predicted order equals the measured one.
 
@@ -44,10 +44,11 @@ from patchkit.plan.devices import Device, load_table  # noqa: E402
 from patchkit.plan.ggufread import read_header  # noqa: E402
 from patchkit.plan.measure import Measured, affine_solve, bench_argv, learn_device, run_bench  # noqa: E402
 from patchkit.plan.model import ModelShape, shape_of  # noqa: E402
-from patchkit.plan.speed import GRAPH_COST_S, PP_EFFICIENCY, speed  # noqa: E402
+from patchkit.plan.speed import HOP_COST_S, PP_EFFICIENCY, speed  # noqa: E402
 from patchkit.rpc.probe import server_info  # noqa: E402
 
 LINKS = {"1gbe": "1gbe", "slow": "rate=100mbit,rtt=2ms"}
+CAL = (0, 5)  # the arrangements that calibrate: one server (the device), three (a graph's cost)
 
 
 def _arrangements(devs: dict[str, list[Device]], quick: bool) -> list[tuple[str, Arrangement]]:
@@ -77,11 +78,11 @@ def _arrangements(devs: dict[str, list[Device]], quick: bool) -> list[tuple[str,
 
     out = [
         ("layer 1 server, 1gbe [calibrates the device]", layer(g[:1])),
-        ("tensor 2 servers, 1gbe [calibrates a graph's cost]", tensor(g[:2])),
+        ("tensor 2 servers, 1gbe", tensor(g[:2])),
         ("layer 2 servers, 1gbe", layer(g[:2])),
         ("layer 2 servers, slow", layer(s[:2])),
         ("layer 1 server, slow", layer(s[:1])),
-        ("layer 3 servers, 1gbe", layer(g[:3])),
+        ("layer 3 servers, 1gbe [calibrates the hop cost]", layer(g[:3])),
         ("layer 2 servers, 1gbe, -ts 3/1", layer(g[:2], (3.0, 1.0))),
         ("tensor 2 servers, slow", tensor(s[:2])),
         ("layer 3 servers, slow", layer(s[:3])),
@@ -216,7 +217,7 @@ def _analyse(
 
     def cal_dev(d: Device, bw: float, tf: float, g: float) -> Device:
         return dataclasses.replace(
-            d, calibrated_bw_gbs=bw, fp32_tflops=tf / PP_EFFICIENCY["cpu"], graph_cost_s=g
+            d, calibrated_bw_gbs=bw, fp32_tflops=tf / PP_EFFICIENCY["cpu"], hop_cost_s=g
         )
 
     def with_cal(arr: Arrangement, bw: float, tf: float, g: float) -> Arrangement:
@@ -224,9 +225,9 @@ def _analyse(
 
     # two calibrations, solved together (each is affine in its own unknown): the server
     # device's bandwidth and FLOP/s from the first, the cost of one graph from the second
-    a1, m1 = arrs[0][1], measured[0]
-    a2, m2 = arrs[1][1], measured[1]
-    bw, tf, g = host.effective_bw / 1e9, host.fp32_tflops * PP_EFFICIENCY["cpu"], GRAPH_COST_S["cpu"]
+    a1, m1 = arrs[CAL[0]][1], measured[CAL[0]]
+    a2, m2 = arrs[CAL[1]][1], measured[CAL[1]]
+    bw, tf, g = host.effective_bw / 1e9, host.fp32_tflops * PP_EFFICIENCY["cpu"], HOP_COST_S["cpu"]
 
     def t2(x: float, bw: float, tf: float) -> float:
         return 1 / speed(shape, with_cal(a2, bw, tf, x), host=host, at_ctx=at).decode_tps
@@ -234,23 +235,25 @@ def _analyse(
     for _ in range(4):
         bw, tf = learn_device(shape, with_cal(a1, bw, tf, g), host, m1, at_ctx=at)
         g = max(0.0, affine_solve(functools.partial(_t_of_g, t2, bw=bw, tf=tf), 1 / m2.decode_tps, g))
-    print(f"calibrated: device {bw:.3g} GB/s effective, prompt {tf:.3g} TFLOP/s; one graph {g * 1e6:.0f} us")
+    print(f"calibrated: device {bw:.3g} GB/s effective, prompt {tf:.3g} TFLOP/s;", end=" ")
+    print(f"a device's fixed cost per token in a layer split {g * 1e6:.0f} us")
     print()
     head = f"{'arrangement':52} {'pred':>8} {'meas':>8} {'ratio':>6}"
     print(f"{head}   {'pred pp':>8} {'meas pp':>8} {'ratio':>6}")
-    errs, preds, meas = [], [], []
+    errs, preds, meas, names = [], [], [], []
     for i, ((name, arr), m) in enumerate(zip(arrs, measured)):
         sp = speed(shape, with_cal(arr, bw, tf, g), host=host, at_ctx=at)
         ratio, rp = sp.decode_tps / m.decode_tps, sp.prompt_tps / m.prompt_tps
-        tag = " (calibration)" if i < 2 else ""
+        tag = " (calibration)" if i in CAL else ""
         print(
             f"{name[:52]:52} {sp.decode_tps:8.2f} {m.decode_tps:8.2f} {ratio:6.2f}   "
             f"{sp.prompt_tps:8.1f} {m.prompt_tps:8.1f} {rp:6.2f}{tag}"
         )
-        if i >= 2:
+        if i not in CAL:
             errs.append(abs(ratio - 1))
             preds.append(sp.decode_tps)
             meas.append(m.decode_tps)
+            names.append(name)
     order_p = sorted(range(len(preds)), key=lambda k: -preds[k])
     order_m = sorted(range(len(meas)), key=lambda k: -meas[k])
     print()
@@ -260,8 +263,8 @@ def _analyse(
     )
     print(f"predicted order {'equals' if order_p == order_m else 'differs from'} the measured order")
     if order_p != order_m:
-        print(f"  predicted: {[arrs[k + 2][0] for k in order_p]}")
-        print(f"  measured:  {[arrs[k + 2][0] for k in order_m]}")
+        print(f"  predicted: {[names[k] for k in order_p]}")
+        print(f"  measured:  {[names[k] for k in order_m]}")
     return 0
 
 

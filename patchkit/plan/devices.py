@@ -68,6 +68,7 @@ class Device:
     link: Link | None = None  # the link to ``host``
     calibrated_bw_gbs: float = 0.0  # measured effective bandwidth (0: none)
     graph_cost_s: float = 0.0  # measured fixed cost of one graph (0: the kind's default)
+    hop_cost_s: float = 0.0  # measured fixed cost per token in a layer split (0: the default)
 
     @property
     def remote(self) -> bool:

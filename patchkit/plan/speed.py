@@ -33,14 +33,25 @@ from patchkit.plan.devices import Device
 from patchkit.plan.memory import CACHE_TYPES, F32
 from patchkit.plan.model import ModelShape
 
-__all__ = ["GRAPH_COST_S", "LAYER_COST_S", "PP_EFFICIENCY", "Speed", "graph_cost", "speed"]
+__all__ = [
+    "GRAPH_COST_S",
+    "HOP_COST_S",
+    "LAYER_COST_S",
+    "PP_EFFICIENCY",
+    "Speed",
+    "graph_cost",
+    "hop_cost",
+    "speed",
+]
 
 # fixed seconds per layer and token (launches, barriers), before calibration
 LAYER_COST_S = {"gpu": 25e-6, "cpu": 60e-6}
 # fixed seconds per graph a device runs (a thread pool's wake-up, a launch, a server's
-# dispatch): once per token for layer split, 2 + 2 x the all-reduce steps per layer for
-# tensor split (its two segments and the additions of partial sums)
+# dispatch), per segment of a tensor split (two per layer)
 GRAPH_COST_S = {"gpu": 20e-6, "cpu": 100e-6}
+# fixed seconds per device and token of a layer split (its graph, its inputs, the hand-off
+# it waits for); calibrated from a split over several devices
+HOP_COST_S = {"gpu": 30e-6, "cpu": 200e-6}
 # share of the FP16 (GPU) / FP32 (CPU) peak prompt processing reaches, before calibration
 PP_EFFICIENCY = {"gpu": 0.35, "cpu": 0.5}
 LOCAL_COPY_S = 15e-6  # one device-to-device copy on this machine (a PCIe transfer's latency)
@@ -131,6 +142,10 @@ def graph_cost(d: Device) -> float:
     return d.graph_cost_s if d.graph_cost_s > 0 else GRAPH_COST_S["cpu" if d.kind == "cpu" else "gpu"]
 
 
+def hop_cost(d: Device) -> float:
+    return d.hop_cost_s if d.hop_cost_s > 0 else HOP_COST_S["cpu" if d.kind == "cpu" else "gpu"]
+
+
 def _steps(n: int) -> int:
     """Copy rounds of ggml-backend-meta's all-reduce over n members (fold, butterfly, copy back)."""
     p = 1
@@ -195,7 +210,7 @@ def speed(shape: ModelShape, arr: Arrangement, *, host: Device, at_ctx: int | No
                 share = arr.shares[j]
                 split = shape.output_split_bytes if is_out else shape.layers[il].split_bytes
                 b = nbytes - split + split * share
-                graphs = 0 if is_out else 2 + 2 * _steps(len(members))
+                graphs = 0 if is_out else 2
                 t_d = b / d.effective_bw + _layer_cost(d) + graphs * graph_cost(d)
                 per_dev.append((d, t_d, 2 * params * share * PROMPT / _flops(d) + graphs * graph_cost(d)))
             slow = max(per_dev, key=lambda p: p[1])
@@ -216,8 +231,8 @@ def speed(shape: ModelShape, arr: Arrangement, *, host: Device, at_ctx: int | No
             continue
         d = dev_of(i)
         starts = il == 0 or prev is not (None if i == CPU else d)  # a new graph on this device
-        add_dev(d, nbytes / d.effective_bw + _layer_cost(d) + (graph_cost(d) if starts else 0.0))
-        pp_s += 2 * params * PROMPT / _flops(d) + (graph_cost(d) if starts else 0.0)
+        add_dev(d, nbytes / d.effective_bw + _layer_cost(d) + (hop_cost(d) if starts else 0.0))
+        pp_s += 2 * params * PROMPT / _flops(d) + (hop_cost(d) if starts else 0.0)
         src = prev if prev is not None else None
         if src is not d and not (src is None and i == CPU):
             dec.copy(src, None if i == CPU else d, hidden)
