@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from patchkit.core.errors import ConfigError
-from patchkit.core.fs import atomic_write_json, first_foreign, folder_entries
+from patchkit.core.fs import ForeignEntry, atomic_write_json, first_foreign, folder_entries
 
 __all__ = ["BENCH_JSON", "BENCH_MARKER", "check_out_dir", "claim_out_dir", "clear_raw"]
 
@@ -49,10 +49,7 @@ def check_out_dir(out_dir: Path) -> None:
         )
     found = first_foreign(out_dir, entries, files=_BENCH_FILES.__contains__, dirs=_BENCH_DIRS)
     if found is not None:
-        kind = " (a link)" if found.link else ""
-        raise ConfigError(
-            f"{out_dir} holds {found.name}{kind}, which patchkit bench did not write there", hint=_PICK_OUT
-        )
+        raise ConfigError(problem=ForeignEntry(folder=out_dir, entry=found, owner="bench"))
 
 
 _PICK_OUT = "give an empty or new folder, or one a previous bench wrote"

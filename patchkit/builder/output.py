@@ -27,6 +27,7 @@ from patchkit.core.errors import BuildError, ConfigError, FatalError
 from patchkit.core.fs import (
     NO_SPACE_ERRNOS,
     Foreign,
+    ForeignEntry,
     contained,
     first_foreign,
     read_capped,
@@ -43,13 +44,6 @@ _PICK = "pick another --out, or move that folder's contents away"
 
 def _is_plain_file(p: Path) -> bool:
     return not p.is_symlink() and p.is_file()
-
-
-def _foreign(out_dir: Path, entry: str, why: str = "") -> ConfigError:
-    return ConfigError(
-        f"{out_dir} holds {entry}{why}, which patchkit did not write there: not replacing the folder",
-        hint=_PICK,
-    )
 
 
 def check_replaceable(out_dir: Path) -> None:
@@ -71,7 +65,8 @@ def check_replaceable(out_dir: Path) -> None:
             hint=_PICK,
         )
     if not _is_plain_file(info_path):
-        raise _foreign(out_dir, BUILD_INFO, " (not a plain file)")
+        foreign = Foreign(BUILD_INFO, why="not a plain file")
+        raise ConfigError(problem=ForeignEntry(folder=out_dir, entry=foreign, owner="build"))
     data = read_capped(info_path, limit=BUILD_INFO_MAX, error=ConfigError, what=str(info_path))
     try:
         obj = json.loads(data.decode("utf-8"))
@@ -97,8 +92,7 @@ def check_replaceable(out_dir: Path) -> None:
         out_dir, entries, files={BUILD_INFO, "LICENSE"}.__contains__, dirs={"bin": artifacts_only}
     )
     if found is not None:
-        why = f" ({found.why})" if found.why else " (a symlink)" if found.link else ""
-        raise _foreign(out_dir, found.name, why)
+        raise ConfigError(problem=ForeignEntry(folder=out_dir, entry=found, owner="build"))
 
 
 def check_out_dir(out_dir: Path, cache: Path) -> Path:

@@ -108,12 +108,15 @@ class _Group(click.Group):
             # an error's text often quotes input patchkit does not trust (archive members,
             # manifest fields, upstream subjects, a build log): shown with every control
             # character escaped, whichever command raised it
-            log.error(printable(e.message))
+            from patchkit.cli.problems import render
+
+            message, hint = render(e)  # a structured error's words are the CLI's
+            log.error(printable(message))
             if e.detail:
                 text = "\n".join(f"  │ {printable(ln)}" for ln in e.detail.splitlines())
                 log.console.print(text, markup=False, highlight=False, style="dim")
-            if e.hint:
-                log.console.print(f"hint: {printable(e.hint)}", markup=False, style="cyan")
+            if hint:
+                log.console.print(f"hint: {printable(hint)}", markup=False, style="cyan")
             sys.exit(e.exit_code)
         except KeyboardInterrupt:
             if debug:

@@ -2,9 +2,20 @@
 
 Only the CLI catches these; everything below it raises and never prints tracebacks
 for a user error.
+
+Structured errors: an engine that knows *what* went wrong but should not spell the
+command line or the advice raises the error with a :class:`Problem` (a frozen record of
+typed fields: the folder, the entry, the owner) instead of words:
+``raise ConfigError(problem=ForeignEntry(folder=out, entry=found, owner="build"))``.
+The CLI renders it (``patchkit/cli/problems.py``: one renderer per problem type, the
+message and the hint); tests assert on the fields, and a few golden tests per command on
+the rendered words. Without a renderer (a caller outside the CLI) the message is the
+problem's fields, so nothing is ever silent.
 """
 
 from __future__ import annotations
+
+import dataclasses
 
 __all__ = [
     "BuildError",
@@ -15,6 +26,7 @@ __all__ = [
     "LockBusy",
     "PEError",
     "PatchError",
+    "Problem",
     "RebuildDiffers",
     "RecipeError",
     "ReleaseError",
@@ -26,16 +38,29 @@ __all__ = [
 ]
 
 
+class Problem:
+    """Base of the structured reasons an engine raises (each a frozen, keyword-only
+    dataclass): its fields say what went wrong, the CLI says it in words."""
+
+    def __str__(self) -> str:
+        fields = ", ".join(f"{f.name}={getattr(self, f.name)!s}" for f in dataclasses.fields(self))  # type: ignore[arg-type]
+        return f"{type(self).__name__}({fields})"
+
+
 class FatalError(Exception):
     """A failure reported to the user as one line (plus optional detail lines)."""
 
     exit_code: int = 1
 
-    def __init__(self, message: str, *, detail: str = "", hint: str = "") -> None:
+    def __init__(
+        self, message: str = "", *, detail: str = "", hint: str = "", problem: Problem | None = None
+    ) -> None:
+        message = message or (str(problem) if problem is not None else "")
         super().__init__(message)
         self.message = message
         self.detail = detail  # extra lines shown under the message (log tail, ...)
         self.hint = hint  # "what to do", shown after the message
+        self.problem = problem  # what went wrong, as fields: the CLI renders it
 
     def __str__(self) -> str:
         return self.message

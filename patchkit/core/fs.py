@@ -27,6 +27,7 @@ refuse a device or FIFO.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import errno
 import hashlib
 import json
@@ -39,12 +40,13 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import IO, Any, NamedTuple
 
-from patchkit.core.errors import ConfigError, FatalError
+from patchkit.core.errors import ConfigError, FatalError, Problem
 
 __all__ = [
     "NO_SPACE_ERRNOS",
     "BatchWriteError",
     "Foreign",
+    "ForeignEntry",
     "atomic_file",
     "atomic_write_bytes",
     "atomic_write_json",
@@ -376,6 +378,15 @@ class Foreign(NamedTuple):
     name: str
     link: bool = False
     why: str = ""
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class ForeignEntry(Problem):
+    """A folder patchkit would replace or write into holds what its owner did not write."""
+
+    folder: Path  # the folder, as the user named it
+    entry: Foreign  # the first entry its owner did not write
+    owner: str  # whose folder it would be: "build" (an output folder), "bench" (a results folder)
 
 
 def folder_entries(folder: Path) -> list[str] | None:

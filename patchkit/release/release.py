@@ -42,7 +42,7 @@ from pathlib import Path
 
 from patchkit.binary.elf import ElfDynamic
 from patchkit.core.environ import process_env
-from patchkit.core.errors import ConfigError, ReleaseError
+from patchkit.core.errors import ConfigError, Problem, ReleaseError
 from patchkit.core.fs import atomic_write_bytes, contained, sha256_file
 from patchkit.release import contents, floor, image, provenance, sources
 from patchkit.release.archive import Member, read_archive, write_archive
@@ -273,13 +273,17 @@ class ReleaseCheck:
         )
 
 
-def _problems_error(what: str, problems: Sequence[str]) -> ReleaseError:
-    shown = "; ".join(problems[:3]) + (f" (and {len(problems) - 3} more)" if len(problems) > 3 else "")
-    return ReleaseError(
-        f"{what}: {shown}",
-        hint="every library a binary loads must be in bin/, in the CUDA runtime "
-        "bundle, or an allowed system library (docs/release.md)",
-    )
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class ImportCheckFailed(Problem):
+    """The import check of a release refused it."""
+
+    stage: str  # "unreadable" (an artifact's imports cannot be read), "runtime" (the CUDA
+    # runtime bundle's own imports), "build" (the build's imports)
+    problems: tuple[str, ...]  # one per file and library, as release.imports says them
+
+
+def _problems_error(stage: str, problems: Sequence[str]) -> ReleaseError:
+    return ReleaseError(problem=ImportCheckFailed(stage=stage, problems=tuple(problems)))
 
 
 def check_release(
@@ -310,7 +314,7 @@ def check_release(
         if b is not None:
             binaries.append(b)
     if unreadable:
-        raise _problems_error("the import check cannot read the artifacts", unreadable)
+        raise _problems_error("unreadable", unreadable)
     runtime = None
     note = ""
     if info.cuda is not None and not bundle:
@@ -325,7 +329,7 @@ def check_release(
             runtime = stage_runtime(spec, chosen, needed, stage / "runtime")
             own = check_runtime(runtime)
             if own:
-                raise _problems_error("the CUDA runtime bundle's own imports do not resolve", own)
+                raise _problems_error("runtime", own)
     files = [*artifacts, *(runtime.paths if runtime else [])]
     report = check_imports(
         [*binaries, *(runtime.binaries if runtime else ())],
@@ -334,7 +338,7 @@ def check_release(
         allow=allow,
     )
     if report.problems:
-        raise _problems_error("the import check failed", report.problems)
+        raise _problems_error("build", report.problems)
     if runtime is None:
         return ReleaseCheck(report=report, runtime=None, note=note, artifacts=tuple(artifacts))
     rt_report = check_imports(runtime.binaries, os_name=runtime.spec.os, files=runtime.paths)

@@ -235,8 +235,8 @@ _SPOKEN = "4.x and 5.0-5.1"
 class RpcUnreachable(RpcError):
     """No TCP connection (refused, unknown host, no route, connect timeout)."""
 
-    def __init__(self, message: str, *, refused: bool = False, **kw: str) -> None:
-        super().__init__(message, **kw)
+    def __init__(self, message: str, *, refused: bool = False, detail: str = "", hint: str = "") -> None:
+        super().__init__(message, detail=detail, hint=hint)
         self.refused = refused
 
 

@@ -15,6 +15,7 @@ import pytest
 from patchkit.builder import output
 from patchkit.builder.cmake import Artifact
 from patchkit.core.errors import BuildError, ConfigError
+from patchkit.core.fs import Foreign, ForeignEntry
 from patchkit.spec.buildinfo import BuildInfo
 from tests.fixtures.buildinfo import build_info_json
 
@@ -55,6 +56,18 @@ def refused(tmp_path: Path, out: Path, *needles: str) -> None:
     assert [p.name for p in out.parent.iterdir() if p.name.startswith(".")] == []  # no temp left
 
 
+def refused_foreign(tmp_path: Path, out: Path, entry: Foreign) -> None:
+    """Refused as a folder holding ``entry``, which patchkit did not write (the words are
+    the CLI's: tests/unit/cli/test_problems.py)."""
+    before = snapshot(out)
+    with pytest.raises(ConfigError) as e:
+        output.write_output(out, [artifact(tmp_path)], None, INFO, build_dir=tmp_path / "build")
+    assert e.value.exit_code == 2
+    assert e.value.problem == ForeignEntry(folder=out, entry=entry, owner="build")
+    assert snapshot(out) == before  # untouched
+    assert [p.name for p in out.parent.iterdir() if p.name.startswith(".")] == []  # no temp left
+
+
 def test_user_files_with_an_empty_build_info_are_not_taken_for_ours(tmp_path: Path) -> None:
     out = tmp_path / "home"
     (out / "photos").mkdir(parents=True)
@@ -79,13 +92,13 @@ def test_any_build_info_patchkit_did_not_write_is_refused(tmp_path: Path, text: 
 def test_a_real_output_plus_a_user_file_stops_the_build(tmp_path: Path) -> None:
     out = ours(tmp_path)
     (out / "notes.txt").write_text("mine")
-    refused(tmp_path, out, "holds notes.txt, which patchkit did not write there")
+    refused_foreign(tmp_path, out, Foreign("notes.txt"))
 
 
 def test_an_extra_file_in_bin_stops_the_build(tmp_path: Path) -> None:
     out = ours(tmp_path)
     (out / "bin" / "my-tool").write_bytes(b"mine")
-    refused(tmp_path, out, "holds bin/my-tool (not an artifact build-info.json lists)")
+    refused_foreign(tmp_path, out, Foreign("bin/my-tool", why="not an artifact build-info.json lists"))
 
 
 @posix_only
@@ -96,11 +109,11 @@ def test_a_symlinked_bin_or_license_stops_the_build(tmp_path: Path) -> None:
     (precious / "a").write_text("keep")
     shutil.rmtree(out / "bin")
     (out / "bin").symlink_to(precious)
-    refused(tmp_path, out, "holds bin (a symlink)")
+    refused_foreign(tmp_path, out, Foreign("bin", link=True))
     assert (precious / "a").read_text() == "keep"
     (out / "bin").unlink()
     (out / "LICENSE").symlink_to(precious / "a")
-    refused(tmp_path, out, "holds LICENSE (a symlink)")
+    refused_foreign(tmp_path, out, Foreign("LICENSE", link=True))
 
 
 @posix_only
@@ -109,12 +122,12 @@ def test_a_symlinked_build_info_or_artifact_stops_the_build(tmp_path: Path) -> N
     elsewhere = tmp_path / "bi.json"
     shutil.move(out / "build-info.json", elsewhere)
     (out / "build-info.json").symlink_to(elsewhere)
-    refused(tmp_path, out, "holds build-info.json (not a plain file)")
+    refused_foreign(tmp_path, out, Foreign("build-info.json", why="not a plain file"))
     (out / "build-info.json").unlink()
     shutil.move(elsewhere, out / "build-info.json")
     (out / "bin" / "llama-cli").unlink()
     (out / "bin" / "llama-cli").symlink_to(elsewhere)
-    refused(tmp_path, out, "holds bin/llama-cli (not a plain file)")
+    refused_foreign(tmp_path, out, Foreign("bin/llama-cli", why="not a plain file"))
 
 
 def test_a_file_where_the_folder_should_be(tmp_path: Path) -> None:

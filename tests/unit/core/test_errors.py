@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from patchkit.core import errors
@@ -28,7 +30,7 @@ EXIT_CODES = {
 
 
 def test_every_class_has_its_documented_exit_code() -> None:
-    assert set(errors.__all__) == set(EXIT_CODES)
+    assert set(errors.__all__) == set(EXIT_CODES) | {"Problem"}
     for name, code in EXIT_CODES.items():
         cls = getattr(errors, name)
         assert issubclass(cls, FatalError) and cls.exit_code == code, name
@@ -45,3 +47,16 @@ def test_message_detail_and_hint(name: str) -> None:
     assert (plain.detail, plain.hint) == ("", "")
     with pytest.raises(FatalError, match="^the thing failed$"):
         raise e
+
+
+def test_a_structured_error_carries_its_fields_and_says_them_without_a_renderer() -> None:
+    from patchkit.core.fs import Foreign, ForeignEntry
+
+    problem = ForeignEntry(folder=Path("/out"), entry=Foreign("x.txt"), owner="build")
+    e = errors.ConfigError(problem=problem)
+    assert e.problem is problem and e.exit_code == 2 and e.hint == ""
+    assert (
+        e.message
+        == str(e)
+        == "ForeignEntry(folder=/out, entry=Foreign(name='x.txt', link=False, why=''), owner=build)"
+    )
