@@ -19,7 +19,7 @@ from typing import Any
 from patchkit.core.errors import SourceError
 from patchkit.core.fs import atomic_write_json
 from patchkit.git.cache import own_worktree
-from patchkit.git.runner import git_out
+from patchkit.git.runner import git_out, run_git
 
 __all__ = ["BuildState", "digest", "read_state", "refuse_user_work", "worktree_matches", "write_state"]
 
@@ -87,18 +87,30 @@ def write_state(path: Path, state: BuildState) -> None:
 def worktree_matches(path: Path, tree: str, commit: str, *, repo: Path) -> bool:
     """True if the worktree is exactly as patchkit left it: the cache clone ``repo``'s own
     worktree (git.cache.own_worktree: git runs in nothing else), HEAD at the pin, the
-    recorded tree in the index, no edits, no untracked or ignored files."""
+    recorded tree in the index, no edits, no untracked or ignored files.
+
+    It writes nothing: llama.cpp's CMake lists the worktree's git index among the files
+    that re-run the configure, so a check that rewrote it (``update-index --refresh``,
+    porcelain ``git diff``, ``git status`` with its optional index refresh) made every
+    build after an edit configure again. A file whose timestamps changed is compared by
+    content (``status`` refreshes in memory only, with optional locks off)."""
     if not tree or not own_worktree(repo, path):
         return False
     try:
-        git_out(path, "update-index", "-q", "--refresh")
         head = git_out(path, "rev-parse", "HEAD")
-        unstaged = git_out(path, "diff", "--name-only")
+        # the index holds the recorded tree (unlike write-tree, never writes the index)
+        staged = run_git(path, "diff-index", "--cached", "--quiet", tree, "--", check=False)
+        status = git_out(path, "--no-optional-locks", "status", "--porcelain", "-z", "-uno", "--no-renames")
         extra = git_out(path, "ls-files", "--others")
-        current = git_out(path, "write-tree")
     except SourceError:
         return False
-    return head == commit and not unstaged and not extra and current == tree
+    return head == commit and staged.returncode == 0 and not _unstaged(status) and not extra
+
+
+def _unstaged(status: str) -> bool:
+    """Whether ``git status --porcelain -z`` lists a change between the index and the
+    files (its second column; the first is the series' changes against HEAD)."""
+    return any(len(entry) < 3 or entry[1] != " " for entry in status.split("\0") if entry)
 
 
 def refuse_user_work(src: Path, commit: str, *, repo: Path) -> None:
@@ -111,7 +123,7 @@ def refuse_user_work(src: Path, commit: str, *, repo: Path) -> None:
         )
     try:
         head = git_out(src, "rev-parse", "HEAD")
-        changed = git_out(src, "status", "--porcelain", "--ignored")
+        changed = git_out(src, "--no-optional-locks", "status", "--porcelain", "--ignored")
     except SourceError:
         raise SourceError(
             f"the worktree {src} is broken (its clone moved or was deleted?)",
