@@ -1,10 +1,33 @@
 """`patchkit doctor`: prints the survey (patchkit.doctor.survey) on stdout, or ``--json``
-the same report as one object: the survey's ``Report.to_json()`` (``host_os``,
-``machine``, ``tools``, ``cuda`` with ``host_gcc_max``, the newest gcc that toolkit takes
-as host compiler, null without one; ``recipes``, ``project_error``, ``floors``: the C
-library floors this machine builds for, ``{"where": "host" | a build root, "glibc",
-"glibcxx", "ready", "how"}``) plus ``schema`` (1).
-Doctor always exits 0: it reports, it does not build."""
+the same report as one object (the survey's ``Report`` through core.record). Doctor always
+exits 0: it reports, it does not build.
+
+``doctor --json`` keys:
+
+- ``cuda``: the CUDA toolkit: ``error``, ``host_gcc_max`` (the newest gcc it takes as host
+  compiler), and when found ``nvcc``, ``version``, ``root``, ``source``, ``sms``, ``cublas``,
+  ``cublas_source``, ``libcuda``, ``libcuda_kind``, ``cuobjdump``, ``host_compiler``
+- ``floors``: the C library floors this machine builds for
+- ``floors[].glibc``: None: not known (not glibc)
+- ``floors[].glibcxx``: the newest GLIBCXX_ version it gives
+- ``floors[].how``: what it is, or what to do to make it ready
+- ``floors[].ready``: builds for it now
+- ``floors[].where``: "host" or a root's name
+- ``host_os``: linux, windows, macos
+- ``machine``: platform.machine(): x86_64, aarch64, AMD64
+- ``project_error``: why the project could not be read; null: it could
+- ``recipes``: one per recipe
+- ``recipes[].notes``: what else to know
+- ``recipes[].ok``: it can build here
+- ``recipes[].recipe``: the recipe's name
+- ``recipes[].todo``: what to do about it
+- ``recipes[].why``: why not
+- ``schema``: the JSON format's version: 1
+- ``tools``: by name: cmake, ninja, cc, ccache, mingw, wine, ...
+- ``tools{}.note``: what else to know (an unusable version, how it was found)
+- ``tools{}.path``: where it is; null: not found
+- ``tools{}.version``: what it says its version is
+"""
 
 from __future__ import annotations
 
@@ -13,7 +36,7 @@ from pathlib import Path
 
 import click
 
-from patchkit.cli._common import out, out_json
+from patchkit.cli._common import out, out_record
 from patchkit.core.errors import FatalError
 from patchkit.doctor.survey import Report, build_report
 
@@ -106,7 +129,7 @@ def doctor(ctx: click.Context, cuda_root: Path | None, as_json: bool) -> None:
         project, series, cuda_root=cuda_root, env=dict(os.environ), project_error=problem, cache_root=cache
     )
     if as_json:
-        out_json({**report.to_json(), "schema": 1})
+        out_record(report)
     else:
         for line in report_lines(report):
             out(line)

@@ -13,6 +13,7 @@ import shutil
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
+from typing import ClassVar
 
 from patchkit.builder import sysroot
 from patchkit.builder.cuda.plan import preflight, toolkits_for
@@ -25,6 +26,7 @@ from patchkit.builder.cuda.toolkit import (
     site_dirs,
 )
 from patchkit.core.errors import CudaError, RecipeError, ToolMissing
+from patchkit.core.record import Record, meta
 from patchkit.spec.recipe import Recipe, list_recipes, load_recipe
 from patchkit.spec.series import Series
 
@@ -46,57 +48,55 @@ _OS_NAMES = {"linux": "Linux", "windows": "Windows", "macos": "macOS"}
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class Tool:
-    name: str
-    path: Path | None
-    version: str | None = None
-    note: str = ""
+class Tool(Record):
+    name: str = dataclasses.field(metadata=meta(written=False))  # the key it is listed under
+    path: Path | None  # where it is; null: not found
+    version: str | None = None  # what it says its version is
+    note: str = ""  # what else to know (an unusable version, how it was found)
 
     @property
     def found(self) -> bool:
         return self.path is not None
 
-    def to_json(self) -> dict[str, object]:
-        return {"path": str(self.path) if self.path else None, "version": self.version, "note": self.note}
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Verdict(Record):
+    recipe: str  # the recipe's name
+    ok: bool  # it can build here
+    why: str = ""  # why not
+    todo: str = ""  # what to do about it
+    notes: tuple[str, ...] = ()  # what else to know
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class Verdict:
-    recipe: str
-    ok: bool
-    why: str = ""
-    todo: str = ""
-    notes: tuple[str, ...] = ()
-
-    def to_json(self) -> dict[str, object]:
-        return dataclasses.asdict(self) | {"notes": list(self.notes)}
-
-
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class Floor:
+class Floor(Record):
     """One C library floor this machine can (or could) build for: the host's own, or a
     build root's (builder.sysroot)."""
 
     where: str  # "host" or a root's name
     glibc: str | None  # None: not known (not glibc)
-    glibcxx: str | None = None
+    glibcxx: str | None = None  # the newest GLIBCXX_ version it gives
     ready: bool = False  # builds for it now
     how: str = ""  # what it is, or what to do to make it ready
 
-    def to_json(self) -> dict[str, object]:
-        return dataclasses.asdict(self)
-
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class Report:
-    host_os: str
+class Report(Record):
+    """What ``doctor --json`` prints."""
+
+    json_derived: ClassVar[tuple[str | tuple[str, str], ...]] = (("cuda", "cuda_summary"),)
+
+    schema: int = 1  # the JSON format's version: 1
+    host_os: str  # linux, windows, macos
     machine: str  # platform.machine(): x86_64, aarch64, AMD64
-    tools: dict[str, Tool]
-    toolkit: CudaToolkit | None
-    toolkit_error: str
-    verdicts: tuple[Verdict, ...]
-    project_error: str = ""
-    floors: tuple[Floor, ...] = ()
+    tools: dict[str, Tool]  # by name: cmake, ninja, cc, ccache, mingw, wine, ...
+    toolkit: CudaToolkit | None = dataclasses.field(metadata=meta(written=False))
+    toolkit_error: str = dataclasses.field(metadata=meta(written=False))
+    verdicts: tuple[Verdict, ...] = dataclasses.field(metadata=meta(key="recipes"))  # one per recipe
+    project_error: str = dataclasses.field(
+        default="", metadata=meta(encode=lambda s: s or None)
+    )  # why the project could not be read; null: it could
+    floors: tuple[Floor, ...] = ()  # the C library floors this machine builds for
 
     @property
     def host_gcc_max(self) -> int | None:
@@ -104,8 +104,12 @@ class Report:
         lim = limits_for(self.toolkit.version) if self.toolkit is not None else None
         return lim.gcc_max if lim else None
 
-    def to_json(self) -> dict[str, object]:
-        """What `patchkit doctor --json` prints (without its ``schema``)."""
+    @property
+    def cuda_summary(self) -> dict[str, object]:
+        """the CUDA toolkit: ``error``, ``host_gcc_max`` (the newest gcc it takes as host
+        compiler), and when found ``nvcc``, ``version``, ``root``, ``source``, ``sms``,
+        ``cublas``, ``cublas_source``, ``libcuda``, ``libcuda_kind``, ``cuobjdump``,
+        ``host_compiler``"""
         tk = self.toolkit
         cuda: dict[str, object] = {"error": self.toolkit_error or None, "host_gcc_max": self.host_gcc_max}
         if tk is not None:
@@ -122,15 +126,7 @@ class Report:
                 "cuobjdump": str(tk.cuobjdump) if tk.cuobjdump else None,
                 "host_compiler": tk.host.describe(),
             }
-        return {
-            "host_os": self.host_os,
-            "machine": self.machine,
-            "tools": {k: v.to_json() for k, v in self.tools.items()},
-            "cuda": cuda,
-            "recipes": [v.to_json() for v in self.verdicts],
-            "project_error": self.project_error or None,
-            "floors": [f.to_json() for f in self.floors],
-        }
+        return cuda
 
 
 def host_os() -> str:

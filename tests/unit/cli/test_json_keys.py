@@ -21,6 +21,7 @@ KEY_LISTS = [
     ("patchkit.cli.pe", "``pe-info --json`` keys:", "InfoJson"),
     ("patchkit.cli.bench", "``bench --json`` (bench.json) keys:", "BenchReport"),
     ("patchkit.cli.rpc_probe", "``rpc-probe --json`` keys:", "ProbeJson"),
+    ("patchkit.cli.doctor", "``doctor --json`` keys:", "Report"),
 ]
 
 
