@@ -163,9 +163,8 @@ def report(result: RefreshResult) -> None:
     for d in result.dropped:
         log.info(f"dropped   {d.file}: {printable(d.reason)} (removed from the series)")
     for u in result.upstream:
-        log.warning(
-            f"kept      {u.file}, {printable(u.describe())}: proposed for dropping (`--drop-upstreamed`)"
-        )
+        how = "`--drop-upstreamed`" if u.proven else "not proven: `--drop PATCH` if it is"
+        log.warning(f"kept      {u.file}, {printable(u.describe())}: proposed for dropping ({how})")
     if result.reused:
         log.info(f"reused {result.reused} recorded conflict resolution(s)")
     if result.pin_moved:

@@ -17,6 +17,13 @@ The fifth rule, ``effect`` (the change is there: the patch reverse-applies on th
 tree, or merges to nothing), needs the tree as the patches before it left it, so the
 refresh tests it just before it merges the patch (:mod:`patchkit.upkeep.refresh`).
 
+What a rule proves (:attr:`Upstreamed.proven`): ``patch-id``, ``cherry-pick`` (the
+authors say the patch is that commit, and it is in the range) and ``effect`` prove the
+change is upstream; ``pull-request`` and ``subject`` only suggest it (a message saying
+"similar to …/pull/N, though …" names a pull request the patch is not). A suggestion is
+proposed, never dropped, until the effect is there too (:func:`confirmed`): then the
+drop names both, the suggesting rule and the evidence.
+
 :func:`duplicated_runs` catches what a clean 3-way merge gets wrong: lines the patch
 adds that upstream added meanwhile, merged in a second time.
 """
@@ -33,8 +40,10 @@ from patchkit.upkeep.conflict import added_runs, find_run
 
 __all__ = [
     "MIN_SUBJECT",
+    "PROVING_RULES",
     "Candidate",
     "Upstreamed",
+    "confirmed",
     "duplicated_runs",
     "find_upstreamed",
     "normalise_subject",
@@ -44,6 +53,13 @@ MIN_SUBJECT = 12  # shorter titles ("fix build") match too much to mean anything
 MIN_WORDS = 5  # words of a title matched in any order
 _PR_IN_TITLE = re.compile(r"\(#(\d+)\)\s*$")
 _PR_URL = re.compile(r"github\.com/(?:ggml-org|ggerganov)/llama\.cpp/pull/(\d+)", re.IGNORECASE)
+PROVING_RULES = frozenset({"patch-id", "cherry-pick", "effect"})
+_EVIDENCE = {
+    "patch-id": "the same patch-id",
+    "cherry-pick": "its message names the commit it was picked from",
+    "pull-request": "only its pull request number matches, its change is not all there",
+    "subject": "only its title matches, its change is not all there",
+}
 _CHERRY = re.compile(r"cherry[- ]picked from commit ([0-9a-f]{7,40})", re.IGNORECASE)
 
 
@@ -63,11 +79,25 @@ class Upstreamed:
     file: str  # the patch file
     rule: str  # patch-id | cherry-pick | pull-request | subject | effect
     commit: CommitInfo | None  # the upstream commit that has it (None: not found)
-    detail: str = ""  # e.g. "#16769"
+    detail: str = ""  # e.g. "#16769"; for effect, the suggesting rule it confirms
+
+    @property
+    def proven(self) -> bool:
+        """Whether the rule proves the change is upstream (else it only suggests it)."""
+        return self.rule in PROVING_RULES
+
+    @property
+    def evidence(self) -> str:
+        if self.rule == "effect":
+            return "its change is there (it reverse-applies, or merges to nothing)"
+        return _EVIDENCE.get(self.rule, "")
 
     def describe(self) -> str:
         what = f"{self.commit.short} {self.commit.subject[:90]}" if self.commit else "no single commit found"
-        return f"already upstream ({self.rule}{' ' + self.detail if self.detail else ''}): {what}"
+        why = f"{self.rule}{' ' + self.detail if self.detail else ''}"
+        if self.proven:
+            return f"already upstream ({why}): {what}"
+        return f"perhaps upstream ({why}; {self.evidence}): {what}"
 
     def to_json(self) -> dict[str, object]:
         return {
@@ -78,6 +108,15 @@ class Upstreamed:
             if self.commit is None
             else {"sha": self.commit.sha, "date": self.commit.date, "subject": self.commit.subject},
         }
+
+
+def confirmed(suggested: Upstreamed, effect: Upstreamed) -> Upstreamed:
+    """A suggestion whose change is there too: proven by ``effect``, naming the suggesting
+    rule and, where the effect found none, its commit."""
+    why = f"{suggested.rule} {suggested.detail}".strip()
+    return Upstreamed(
+        file=suggested.file, rule="effect", commit=suggested.commit or effect.commit, detail=f"and {why}"
+    )
 
 
 def normalise_subject(text: str) -> str:

@@ -19,7 +19,7 @@ from patchkit.upkeep.refresh.options import RefreshResult
 from patchkit.upkeep.refresh.scratch import commit_staged, head, out, scratch_git, show, unmerged
 from patchkit.upkeep.refresh.state import RefreshState
 from patchkit.upkeep.refresh.stop import duplicate_stop, empty_stop, merge_stop, patch_diff, upstream_git
-from patchkit.upkeep.upstreamed import Upstreamed, duplicated_runs
+from patchkit.upkeep.upstreamed import Upstreamed, confirmed, duplicated_runs
 
 __all__ = ["run"]
 
@@ -49,17 +49,21 @@ def run(
         elif p.file in state.to_drop:
             state.drop_current("--drop")
             log.info(f"dropped {p.file} (--drop)")
-        elif upstreamed is not None and state.drop_upstreamed:
+        elif upstreamed is not None and upstreamed.proven and state.drop_upstreamed:
             state.drop_current(upstreamed.describe(), upstreamed)
             log.info(f"dropped {p.file}: {printable(upstreamed.describe())}")
         elif (effect := _effect(workdir, state, i)) is not None and state.drop_upstreamed:
+            # a title or a pull request only suggests; the change being there proves
+            proof = effect if upstreamed is None else confirmed(upstreamed, effect)
             state.note_upstream(effect)
-            state.drop_current(effect.describe(), effect)
-            log.info(f"dropped {p.file}: {printable(effect.describe())}")
+            state.drop_current(proof.describe(), proof)
+            log.info(f"dropped {p.file}: {printable(proof.describe())}")
         else:
             if effect is not None and upstreamed is None:
                 state.note_upstream(effect)
                 log.warning(f"{p.file}: {printable(effect.describe())}; proposed for dropping")
+            elif upstreamed is not None and state.drop_upstreamed:
+                log.warning(f"{p.file}: {printable(upstreamed.describe())}; proposed for dropping, merged")
             try:
                 _merge(workdir, state, i, rerere)
             except _MergedToNothing as d:
@@ -94,11 +98,13 @@ def _merge(workdir: Path, state: RefreshState, i: int, rerere: Path | None) -> N
         state.save(workdir)
         merge_stop(workdir, state, i, proc, files)
     if not out(tree, "diff", "--cached", "--name-only", "HEAD").strip():
-        upstreamed = state.upstreamed(p.file) or Upstreamed(
+        effect = Upstreamed(
             file=p.file,
             rule="effect",
             commit=_blame_added(state, patch_diff(workdir, state, i).decode("utf-8", "replace")),
         )
+        found = state.upstreamed(p.file)
+        upstreamed = effect if found is None else found if found.proven else confirmed(found, effect)
         if state.drop_upstreamed:
             scratch_git(tree, "reset", "-q", "--hard", "HEAD")
             raise _MergedToNothing(upstreamed)

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from patchkit.spec.series import load_series
-from tests.fixtures.drift import make_project
+from tests.fixtures.drift import make_project, patch_header
 from tests.fixtures.project import assert_error, invoke, run_cli
 from tests.fixtures.refreshq import B_U5, GAMMA_CASE, RefreshQueue, make_refresh_queue, patches_for
 from tests.fixtures.upstream import GIT_ENV, git
@@ -49,13 +49,10 @@ def hint_command(output: str, action: str) -> list[str]:
     ("key", "rule", "commit"),
     [
         ("pid", "patch-id", "u1"),
-        ("subject", "subject", "u2"),
-        ("pr", "pull-request #102", "u3"),
-        ("words", "subject same words", "u3"),
         ("effect", "effect", "u4"),
     ],
 )
-def test_already_upstream_under_each_rule_is_dropped_without_a_stop(
+def test_already_upstream_under_each_proving_rule_is_dropped_without_a_stop(
     rq: RefreshQueue, tmp_path: Path, key: str, rule: str, commit: str
 ) -> None:
     proj = make_project(tmp_path, rq, pin=rq.c["r1"], patches=patches_for(rq, key, "base"))
@@ -68,6 +65,61 @@ def test_already_upstream_under_each_rule_is_dropped_without_a_stop(
     assert series_files(proj) == ["0002-base.patch"]
     assert not (proj / "patches" / f"0001-{key}.patch").exists()
     assert rq.c["u6"] in (proj / "recipes" / "fixture.toml").read_text()
+
+
+@pytest.mark.parametrize(
+    ("key", "rule", "commit"),
+    [
+        ("pr", "pull-request #102", "u3"),
+        ("words", "subject same words", "u3"),
+    ],
+)
+def test_a_title_or_pull_request_alone_proposes_and_never_drops(
+    rq: RefreshQueue, tmp_path: Path, key: str, rule: str, commit: str
+) -> None:
+    """A suggesting rule whose change is not there: kept and merged, proposed with the reason."""
+    proj = make_project(tmp_path, rq, pin=rq.c["r1"], patches=patches_for(rq, key, "base"))
+    res = invoke(proj, "refresh", "fixture", "--onto", rq.c["u6"], "--move-pin", "--drop-upstreamed")
+    assert res.exit_code == 0, res.output
+    assert f"dropped 0001-{key}.patch" not in res.stderr
+    assert f"0001-{key}.patch: perhaps upstream ({rule}; only its" in res.stderr, res.stderr
+    assert f"kept      0001-{key}.patch, perhaps upstream ({rule}" in res.stderr
+    assert "not proven: `--drop PATCH` if it is" in res.stderr
+    assert rq.c[commit][:12] in res.stderr
+    assert series_files(proj) == [f"0001-{key}.patch", "0002-base.patch"]
+    assert "check(22)" in (proj / "patches" / f"0001-{key}.patch").read_text()
+
+
+def test_a_pull_request_named_in_the_prose_is_no_evidence(rq: RefreshQueue, tmp_path: Path) -> None:
+    """The message only says "Similar to …/pull/102, though …" and upstream's change is
+    another: the patch is kept; where the same title's change conflicts, it stops."""
+    (file, header, body), base = patches_for(rq, "pr", "base")
+    header = patch_header("tests: check two more") + (
+        "Similar to https://github.com/ggml-org/llama.cpp/pull/102, though ours\n"
+        "requires different checks.\n\n"
+    )
+    proj = make_project(tmp_path, rq, pin=rq.c["r1"], patches=[(file, header, body), base])
+    res = invoke(proj, "refresh", "fixture", "--onto", rq.c["u6"], "--drop-upstreamed")
+    assert res.exit_code == 0, res.output
+    assert "0001-pr.patch: perhaps upstream (pull-request #102; only its pull request number" in res.stderr
+    assert series_files(proj) == ["0001-pr.patch", "0002-base.patch"]
+    # the same title, another change that conflicts: a stop that says what was suggested
+    proj2 = make_project(tmp_path / "s", rq, pin=rq.c["r1"], patches=patches_for(rq, "subject"))
+    res = run_cli(proj2, "refresh", "fixture", "--onto", rq.c["u6"], "--drop-upstreamed")
+    assert_error(
+        res, 5, "refresh stopped at 0001-subject.patch: conflicts in src/b.c", "perhaps upstream (subject"
+    )
+
+
+def test_a_suggestion_whose_change_is_there_is_dropped_with_both(rq: RefreshQueue, tmp_path: Path) -> None:
+    (file, _, body), base = patches_for(rq, "prdone", "base")
+    header = patch_header("tests: gamma checked (#102)")
+    proj = make_project(tmp_path, rq, pin=rq.c["r1"], patches=[(file, header, body), base])
+    res = invoke(proj, "refresh", "fixture", "--onto", rq.c["u6"], "--drop-upstreamed")
+    assert res.exit_code == 0, res.output
+    assert "dropped 0001-prdone.patch: already upstream (effect and pull-request #102): " in res.stderr
+    assert rq.c["u3"][:12] in res.stderr
+    assert series_files(proj) == ["0002-base.patch"]
 
 
 def test_without_the_flag_an_upstream_patch_is_proposed_and_an_empty_one_stops(
@@ -281,8 +333,9 @@ def test_a_patch_found_upstream_that_still_changes_something_is_kept_and_propose
     res = invoke(proj, "refresh", "fixture", "--onto", rq.c["u6"])
     assert res.exit_code == 0, res.output
     assert (
-        f"kept      0001-pr.patch, already upstream (pull-request #102): {rq.c['u3'][:12]} "
-        "tests: a case for gamma (#102): proposed for dropping" in res.stderr
+        "kept      0001-pr.patch, perhaps upstream (pull-request #102; only its pull request number "
+        f"matches, its change is not all there): {rq.c['u3'][:12]} "
+        "tests: a case for gamma (#102): proposed for dropping (not proven" in res.stderr
     )
     assert series_files(proj) == ["0001-pr.patch"]
 
