@@ -40,7 +40,15 @@ from patchkit.upkeep.check_report import (
     Verdict,
 )
 from patchkit.upkeep.scratch import PatchVerdict, Scratch, Status
-from patchkit.upkeep.textapply import FileCache, FileContent, PatchText, blob_id, prepare, significant
+from patchkit.upkeep.textapply import (
+    FileCache,
+    FileContent,
+    PatchText,
+    blob_id,
+    force,
+    prepare,
+    significant,
+)
 from patchkit.upkeep.textapply import apply as apply_text
 
 __all__ = [
@@ -92,6 +100,9 @@ class _PatchInfo:
     bounds: tuple[str | None, str | None]  # its When range's ends, as commits
     # its verdicts on its input files (the memo), and textapply's cache of their lines
     steps: dict[_PreKey, _Step] = dataclasses.field(default_factory=dict)
+    shadow: dict[tuple[tuple[str, str | None], ...], tuple[bool, Mapping[str, FileContent | None]]] = (
+        dataclasses.field(default_factory=dict)
+    )
     file_cache: FileCache = dataclasses.field(default_factory=dict)
 
     @classmethod
@@ -203,6 +214,10 @@ class _Engine:
         }
         out: list[CheckVerdict] = []
         left_out: list[int] = []
+        # the files as they would be with the patches that failed put in anyway (forced,
+        # :func:`textapply.force`), where that differs from ``cur``: a patch that applies
+        # there fails only because of them
+        shadow: dict[str, FileContent | None] = {}
         for k, (e, inr) in enumerate(zip(self.series, mask)):
             if not inr:
                 out.append(CheckVerdict(patch=e.name, status=Status.NA))
@@ -221,6 +236,15 @@ class _Engine:
                 self.stats["reused"] += 1
             overlap = [self.series[j].name for j in left_out if self.series[j].touches(e)]
             v = step.verdict
+            view: dict[str, FileContent | None] = {}
+            on_shadow: tuple[bool, Mapping[str, FileContent | None]] | None = None
+            if e.text is not None and (v.status is Status.CONFLICTS or any(f in shadow for f in e.files)):
+                view = {f: shadow[f] if f in shadow else cur.get(f) for f in e.files}
+                on_shadow = self._on_shadow(k, view)
+            if v.status is Status.CONFLICTS and on_shadow is not None and on_shadow[0] and overlap:
+                cascade = tuple(overlap)
+            else:
+                cascade = self._cascade(k, step, left_out)
             out.append(
                 CheckVerdict(
                     patch=v.patch,
@@ -228,7 +252,7 @@ class _Engine:
                     offsets=v.offsets,
                     conflicts=v.conflicts,
                     note=f"checked without {', '.join(overlap)}" if overlap else "",
-                    cascade_of=self._cascade(k, step, left_out),
+                    cascade_of=cascade,
                 )
             )
             if v.status.applies:
@@ -239,7 +263,34 @@ class _Engine:
                         cur[f] = content
             elif v.status is Status.CONFLICTS:
                 left_out.append(k)
+            for f in e.files:
+                if on_shadow is None:
+                    shadow.pop(f, None)  # not modelled: taken as the plain result
+                    continue
+                got = on_shadow[1][f] if f in on_shadow[1] else view.get(f)
+                now = cur.get(f)
+                if (got is None) == (now is None) and (got is None or now is None or got.oid == now.oid):
+                    shadow.pop(f, None)
+                else:
+                    shadow[f] = got
         return tuple(out)
+
+    def _on_shadow(
+        self, k: int, view: dict[str, FileContent | None]
+    ) -> tuple[bool, Mapping[str, FileContent | None]]:
+        """Patch ``k`` on the files with the failed earlier patches forced in: (whether it
+        applies there, the files after it: applied, else forced too)."""
+        e = self.series[k]
+        assert e.text is not None
+        key = tuple((f, c.oid if c else None) for f, c in sorted(view.items()))
+        got = e.shadow.get(key)
+        if got is None:
+            res = apply_text(e.text, view, cache=e.file_cache)
+            got = (True, res.post) if res.ok else (False, force(e.text, view))
+            if len(e.shadow) >= _STEPS_KEPT:
+                del e.shadow[next(iter(e.shadow))]
+            e.shadow[key] = got
+        return got
 
     def _cascade(self, k: int, step: _Step, left_out: Sequence[int]) -> tuple[str, ...]:
         """The earlier failed patches that explain every conflict of this one: each of its

@@ -41,6 +41,7 @@ __all__ = [
     "TextHunk",
     "apply",
     "blob_id",
+    "force",
     "prepare",
     "significant",
 ]
@@ -444,6 +445,63 @@ def apply(
     if conflicts:
         return Result(ok=False, conflicts=tuple(conflicts))
     return Result(ok=True, offsets=tuple(offsets), post=post)
+
+
+_FUZZ = 3  # context lines a forced hunk may leave unmatched at each end
+
+
+def _fuzzed(h: TextHunk, cut: int) -> TextHunk | None:
+    """The hunk with up to ``cut`` context lines dropped at each end (GNU patch's fuzz);
+    None when nothing of it would be left to place."""
+    top, bot = min(cut, h.leading), min(cut, h.trailing)
+    if not top and not bot:
+        return None
+    pre = h.pre[top : len(h.pre) - bot]
+    post = h.post[top : len(h.post) - bot]
+    if not pre:
+        return None
+    return dataclasses.replace(
+        h,
+        pre=pre,
+        post=post,
+        old_start=h.old_start if h.old_start <= 1 else max(2, h.old_start + top),
+        new_start=h.new_start + top,
+        leading=h.leading - top,
+        trailing=h.trailing if h.trailing == 0 else max(1, h.trailing - bot),
+    )
+
+
+def force(patch: PatchText, files: Mapping[str, FileContent | None]) -> dict[str, FileContent | None]:
+    """The files as far as ``patch`` can be put in: each hunk where it applies, else with
+    up to :data:`_FUZZ` lines of its context unmatched at each end, else left out (a file
+    to change that is absent stays absent). What a patch that conflicts would most likely
+    leave once refreshed, so that a later patch can be tried on top of it."""
+    post: dict[str, FileContent | None] = {}
+    for f in patch.files:
+        cur = files.get(f.path)
+        if f.status == "A":
+            if cur is None:
+                data = b"".join(ln for h in f.hunks for ln in h.post)
+                post[f.path] = FileContent(mode=f.new_mode, oid=blob_id(data), data=data)
+            continue
+        if cur is None:
+            continue
+        if f.status == "D":
+            post[f.path] = None
+            continue
+        data = cur.data
+        for h in f.hunks:
+            for cut in range(_FUZZ + 1):
+                t = h if cut == 0 else _fuzzed(h, cut)
+                if t is None:
+                    break
+                out, _offs, confl = _apply_hunks(data, f.path, [t])
+                if not confl:
+                    data = out
+                    break
+        if data != cur.data:
+            post[f.path] = FileContent(mode=cur.mode, oid=blob_id(data), data=data)
+    return post
 
 
 def significant(line: bytes) -> bytes | None:
