@@ -3,28 +3,64 @@
 The result goes to stdout: the files it wrote, one line each (the CUDA runtime archive,
 ``ARCHIVE  sha256 HEX``, each provenance statement). The progress, the warnings (waivers,
 no sources), the import check and the errors go to stderr. ``--json`` prints one object
-instead (``name``, ``archive``, ``sha256``, ``manifest``, ``sums``, ``waivers``,
-``provenance``, ``runtime``, ``imports``, ``floor``, ``image``: with ``--image``, the
-container image's ``file``, ``sha256``, ``digest``, ``ref``, ``layers``, ``system_from``,
-``size``, else null), and the lines go to stderr.
+instead, and the lines go to stderr.
+
+``release --json`` keys:
+
+- ``archive``: the archive written
+- ``floor``: the C library floor line; null: none
+- ``image``: with --image: the container image's ``file``, ``sha256``, ``digest``, ``ref``,
+  ``layers``, ``system_from``, ``size``; else null
+- ``imports``: the import check, one line per file
+- ``manifest``: the manifest's copy beside it
+- ``name``: the release's name (the archive's, without its suffix)
+- ``provenance``: the in-toto statement (and its signature)
+- ``runtime``: the CUDA runtime archive beside it; null: none
+- ``sha256``: the archive's
+- ``sums``: SHA256SUMS
+- ``waivers``: the checks waived: unsmoked, stale
 """
 
 from __future__ import annotations
 
-import json
+import dataclasses
 from pathlib import Path
 
 import click
 
 from patchkit.builder.sysroot import require_root, root_dir
-from patchkit.cli._common import load_recipe_arg, out
+from patchkit.cli._common import load_recipe_arg, out, out_record
 from patchkit.core.log import log
 from patchkit.core.paths import cache_dir, default_out_dir
-from patchkit.release.image import ImageOptions
+from patchkit.core.record import encode, meta
+from patchkit.release.image import ImageOptions, ImageRecord
 from patchkit.release.release import ReleaseOptions, release, source_date_epoch_from_env
 from patchkit.spec.recipe import Recipe
 
-__all__ = ["COMMANDS"]
+__all__ = ["COMMANDS", "ReleaseJson"]
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class ReleaseJson:
+    """``release --json``."""
+
+    name: str  # the release's name (the archive's, without its suffix)
+    archive: Path  # the archive written
+    sha256: str  # the archive's
+    manifest: Path  # the manifest's copy beside it
+    sums: Path  # SHA256SUMS
+    waivers: tuple[str, ...]  # the checks waived: unsmoked, stale
+    provenance: tuple[Path, ...]  # the in-toto statement (and its signature)
+    runtime: Path | None  # the CUDA runtime archive beside it; null: none
+    imports: tuple[str, ...]  # the import check, one line per file
+    floor: str = dataclasses.field(
+        metadata=meta(encode=lambda s: s or None)
+    )  # the C library floor line; null: none
+    image: ImageRecord | None = dataclasses.field(
+        metadata=meta(encode=encode)  # its keys are release.image's: listed here, not walked
+    )
+    """with --image: the container image's ``file``, ``sha256``, ``digest``, ``ref``, ``layers``,
+    ``system_from``, ``size``; else null"""
 
 
 @click.command("release")
@@ -156,22 +192,19 @@ def release_cmd(
     for path in result.provenance:
         out(f"{path.name}  (provenance)", err=as_json)
     if as_json:
-        click.echo(
-            json.dumps(
-                {
-                    "name": result.name,
-                    "archive": str(result.archive),
-                    "sha256": result.sha256,
-                    "manifest": str(result.manifest),
-                    "sums": str(result.sums),
-                    "waivers": list(result.waivers),
-                    "provenance": [str(p) for p in result.provenance],
-                    "runtime": str(result.runtime) if result.runtime else None,
-                    "imports": list(result.imports),
-                    "floor": result.floor or None,
-                    "image": result.image.to_json() if result.image is not None else None,
-                },
-                indent=2,
+        out_record(
+            ReleaseJson(
+                name=result.name,
+                archive=result.archive,
+                sha256=result.sha256,
+                manifest=result.manifest,
+                sums=result.sums,
+                waivers=result.waivers,
+                provenance=result.provenance,
+                runtime=result.runtime,
+                imports=result.imports,
+                floor=result.floor,
+                image=result.image,
             )
         )
 

@@ -22,6 +22,7 @@ KEY_LISTS = [
     ("patchkit.cli.bench", "``bench --json`` (bench.json) keys:", "BenchReport"),
     ("patchkit.cli.rpc_probe", "``rpc-probe --json`` keys:", "ProbeJson"),
     ("patchkit.cli.doctor", "``doctor --json`` keys:", "Report"),
+    ("patchkit.cli.release", "``release --json`` keys:", "ReleaseJson"),
 ]
 
 
