@@ -2,23 +2,70 @@
 
 Results on stdout: `model get` and `model path` print the file's path and nothing else
 (``$(patchkit model path smollm2)``), `model list` one line per known model. ``--json``:
-`model path` prints ``{"name", "path"}``, `model list` ``{"schema": 1, "models": [{"name",
-"description", "package", "version", "sha256", "size", "license", "path"}, ...]}``
-(``path``: the cached file, null when it is not fetched).
+`model path` and `model list` print one object.
+
+``model path --json`` keys:
+
+- ``name``: the model's name (smollm2)
+- ``path``: the cached file
+
+``model list --json`` keys:
+
+- ``models``: every known model
+- ``models[].description``: what it is
+- ``models[].license``: the model's licence
+- ``models[].name``: what `model get NAME` takes
+- ``models[].package``: the PyPI sdist it comes out of
+- ``models[].path``: the cached file; null: not fetched
+- ``models[].sha256``: of the model file
+- ``models[].size``: of the model file, bytes
+- ``models[].version``: that sdist's version
+- ``schema``: the JSON format's version: 1
 """
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import click
 
-from patchkit.cli._common import out, out_json
+from patchkit.cli._common import out, out_record
 from patchkit.core.errors import ConfigError
 from patchkit.core.log import log
 from patchkit.weights.store import KNOWN, cached_model, get_model, known
 
-__all__ = ["COMMANDS"]
+__all__ = ["COMMANDS", "ModelJson", "ModelsJson", "PathJson"]
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class PathJson:
+    """``model path --json``."""
+
+    name: str  # the model's name (smollm2)
+    path: Path  # the cached file
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class ModelJson:
+    """One known model."""
+
+    name: str  # what `model get NAME` takes
+    description: str  # what it is
+    package: str  # the PyPI sdist it comes out of
+    version: str  # that sdist's version
+    sha256: str  # of the model file
+    size: int  # of the model file, bytes
+    license: str  # the model's licence
+    path: Path | None  # the cached file; null: not fetched
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class ModelsJson:
+    """``model list --json``."""
+
+    schema: int = 1  # the JSON format's version: 1
+    models: tuple[ModelJson, ...]  # every known model
 
 
 @click.group("model")
@@ -53,7 +100,7 @@ def path_cmd(name: str, as_json: bool) -> None:
     if path is None:
         raise ConfigError(f"model {name} is not in the cache", hint=f"run `patchkit model get {name}`")
     if as_json:
-        out_json({"name": name, "path": str(path)})
+        out_record(PathJson(name=name, path=path))
     else:
         out(str(path))
 
@@ -62,27 +109,25 @@ def path_cmd(name: str, as_json: bool) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print the known models as JSON.")
 def list_cmd(as_json: bool) -> None:
     """The known models and whether each is in the cache."""
-    models = []
-    for name, m in KNOWN.items():
-        path = cached_model(name)
-        models.append(
-            {
-                "name": name,
-                "description": m.description,
-                "package": m.package,
-                "version": m.version,
-                "sha256": m.sha256,
-                "size": m.size,
-                "license": m.license,
-                "path": str(path) if path else None,
-            }
+    models = tuple(
+        ModelJson(
+            name=name,
+            description=m.description,
+            package=m.package,
+            version=m.version,
+            sha256=m.sha256,
+            size=m.size,
+            license=m.license,
+            path=cached_model(name),
         )
+        for name, m in KNOWN.items()
+    )
     if as_json:
-        out_json({"schema": 1, "models": models})
+        out_record(ModelsJson(models=models))
         return
     for d in models:
-        state = d["path"] or f"not fetched (`patchkit model get {d['name']}`)"
-        out(f"{d['name']}: {d['description']}, from {d['package']}=={d['version']}: {state}")
+        state = str(d.path) if d.path else f"not fetched (`patchkit model get {d.name}`)"
+        out(f"{d.name}: {d.description}, from {d.package}=={d.version}: {state}")
 
 
 COMMANDS = [model_cmd]

@@ -3,22 +3,44 @@
 The result goes to stdout: one line when everything matches (then one line per archive
 with its C library floor: what its files need, the floor its recipe states, what they take
 from the system), else one line per difference (then the error, exit 12, on stderr).
-``--json`` prints ``{"schema": 1, "directory", "ok", "archives", "images",
-"differences"}`` instead, and the lines or the error (with the differences) go to stderr.
+``--json`` prints one object instead, and the lines or the error (with the differences)
+go to stderr.
+
+``verify --json`` keys:
+
+- ``archives``: the archives checked
+- ``differences``: one line per difference
+- ``directory``: the folder verified, as named
+- ``images``: the container images checked
+- ``ok``: everything matches
+- ``schema``: the JSON format's version: 1
 """
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import click
 
-from patchkit.cli._common import out, out_json
+from patchkit.cli._common import out, out_record
 from patchkit.core.errors import ReleaseError
 from patchkit.release.floor import floor_line
 from patchkit.release.verify import verify_dir
 
-__all__ = ["COMMANDS"]
+__all__ = ["COMMANDS", "VerifyJson"]
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class VerifyJson:
+    """``verify --json``."""
+
+    schema: int = 1  # the JSON format's version: 1
+    directory: Path  # the folder verified, as named
+    ok: bool  # everything matches
+    archives: tuple[str, ...]  # the archives checked
+    images: tuple[str, ...]  # the container images checked
+    differences: tuple[str, ...]  # one line per difference
 
 
 @click.command("verify")
@@ -37,15 +59,14 @@ def verify_cmd(directory: Path, as_json: bool, allowed_signers: Path | None) -> 
     list what differs."""
     report = verify_dir(directory, allowed_signers=allowed_signers)
     if as_json:
-        out_json(
-            {
-                "schema": 1,
-                "directory": str(directory),
-                "ok": report.ok,
-                "archives": list(report.archives),
-                "images": list(report.images),
-                "differences": list(report.differences),
-            }
+        out_record(
+            VerifyJson(
+                directory=directory,
+                ok=report.ok,
+                archives=tuple(report.archives),
+                images=tuple(report.images),
+                differences=tuple(report.differences),
+            )
         )
     if not report.ok:
         n = len(report.differences)

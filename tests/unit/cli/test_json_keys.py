@@ -23,6 +23,9 @@ KEY_LISTS = [
     ("patchkit.cli.rpc_probe", "``rpc-probe --json`` keys:", "ProbeJson"),
     ("patchkit.cli.doctor", "``doctor --json`` keys:", "Report"),
     ("patchkit.cli.release", "``release --json`` keys:", "ReleaseJson"),
+    ("patchkit.cli.verify", "``verify --json`` keys:", "VerifyJson"),
+    ("patchkit.cli.model", "``model path --json`` keys:", "PathJson"),
+    ("patchkit.cli.model", "``model list --json`` keys:", "ModelsJson"),
 ]
 
 
