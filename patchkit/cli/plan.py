@@ -266,6 +266,7 @@ def _verify(
 
 
 def _show(rep: object, top: int) -> None:
+    from rich.markup import escape
     from rich.table import Table
 
     from patchkit.cli._common import out_table
@@ -290,6 +291,10 @@ def _show(rep: object, top: int) -> None:
         "bottleneck",
     ):
         table.add_column(col)
+
+    def add_row(*cells: str) -> None:  # text, not rich markup: "[...]" stays as it is
+        table.add_row(*(escape(c) for c in cells))
+
     for i, a in enumerate(rep.arrangements[:top], 1):
         mems = [
             f"{d.name}{'@' + d.host if d.host else ''} {_fmt_gib(d.memory.total)}/"
@@ -302,9 +307,10 @@ def _show(rep: object, top: int) -> None:
         mark = "" if a.calibrated else "*"
         fits = "yes" if a.fits else ("refused" if not a.command else "no")
         wire = f"{a.link_mb_per_token:.3g} MB, {a.round_trips_per_token:.0f} RT" if a.links else "—"
-        table.add_row(
+        add_row(
             str(i),
-            printable(a.description) + (" [experimental patch]" if a.needs_experimental else ""),
+            printable(a.description)
+            + (" (needs the experimental -ot patch)" if a.needs_experimental else ""),
             fits if a.fits or not a.why_not else f"{fits}: {printable(a.why_not)}",
             ", ".join(mems),
             str(a.max_ctx) if a.command else "—",

@@ -138,3 +138,28 @@ def test_rpc_servers_are_asked_for_their_devices(tmp_path: Path) -> None:
     assert hosts == {f"127.0.0.1:{srv.port}"}
     two = next(a for a in arrs if len(a["devices"]) == 2 and a["split_mode"] == "layer")
     assert f"--rpc 127.0.0.1:{srv.port}" in two["command"]
+
+
+def test_the_table_marks_ot_hybrids_as_needing_the_experimental_patch(tmp_path: Path) -> None:
+    cfg = _config(tmp_path, dense(num_hidden_layers=16))
+    r = _cli(
+        str(cfg),
+        "--quant",
+        "Q8_0",
+        "-d",
+        "rtx3070",
+        "-d",
+        "p100-16g",
+        "-d",
+        "gtx1660@box2",
+        "--link",
+        "box2=1gbe",
+        "--cpu",
+        "cpu,ram=32GiB",
+        "--top",
+        "1000",
+        cache=tmp_path / "c",
+    )
+    assert r.exit_code == 0, r.output
+    rows = [ln for ln in r.stdout.splitlines() if "-ot blk" in ln]
+    assert rows and all("needs the experimental -ot patch" in ln for ln in rows)
