@@ -353,12 +353,15 @@ def _show(rep: object, top: int) -> None:
 @click.option("--quant", required=True, metavar="TYPE", help="Quantization preset (Q5_K_M, Q4_K_M, Q8_0...).")
 @click.option("-o", "--out", "dest", required=True, type=click.Path(dir_okay=False, path_type=Path))
 @click.option("--name", default=None, help="general.name of the shape (default: the config's folder).")
-def shape(config: Path, quant: str, dest: Path, name: str | None) -> None:
+@click.option("--force", is_flag=True, help="Replace an existing file.")
+def shape(config: Path, quant: str, dest: Path, name: str | None, force: bool) -> None:
     """Write CONFIG's shape as a hole-GGUF: header and tensor table, the data a hole."""
     from patchkit.plan.hfconfig import read_config, table_from_config, write_hole_gguf
 
     if dest.exists() and dest.is_dir():
         raise ConfigError(f"{dest} is a folder")
+    if dest.exists() and not force:
+        raise ConfigError(f"{dest} exists", hint="add --force to replace it")
     kv, tensors = table_from_config(read_config(config), quant, name=name or config.parent.name or "model")
     size = write_hole_gguf(kv, tensors, dest)
     out(f"{dest}: {size / GIB:.2f} GiB shape ({len(tensors)} tensors, {quant.upper()}), data region a hole")

@@ -120,6 +120,8 @@ def test_a_lying_gguf_is_refused(tmp_path: Path) -> None:
     assert "data region a hole" in r.stdout
     r = _cli(str(out), "-d", "rtx3070", "--json", cache=tmp_path / "c")
     assert r.exit_code == 0, r.output
+    again = _cli("shape", str(cfg), "--quant", "Q8_0", "-o", str(out), cache=tmp_path / "c")
+    assert again.exit_code == 2 and "exists" in again.stderr
     os.truncate(out, out.stat().st_size // 2)
     r = _cli(str(out), "-d", "rtx3070", cache=tmp_path / "c")
     assert r.exit_code == 2
