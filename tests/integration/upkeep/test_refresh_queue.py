@@ -10,10 +10,12 @@ import os
 import re
 import shlex
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from patchkit.spec.series import load_series
+from patchkit.upkeep.refresh import RefreshOptions, RefreshStopped, refresh_start
 from tests.fixtures.drift import make_project, patch_header
 from tests.fixtures.project import assert_error, invoke, run_cli
 from tests.fixtures.refreshq import B_U5, GAMMA_CASE, RefreshQueue, make_refresh_queue, patches_for
@@ -251,22 +253,53 @@ def test_a_recorded_resolution_is_replayed_after_abort(rq: RefreshQueue, tmp_pat
     assert_error(res, 5, "refresh stopped at 0001-conflict.patch: conflicts in src/b.c")
 
 
+def _stop(rq: RefreshQueue, proj: Path, workdir: Path, **kw: Any) -> RefreshStopped:
+    """The engine's stop of a refresh of ``proj`` from r1 onto u6 (its fields, no words)."""
+    series = load_series(proj / "patches")
+    opts = RefreshOptions(
+        repo=rq.path,
+        patches=series.patches,
+        patches_dir=proj / "patches",
+        onto=rq.c["u6"],
+        base=rq.c["r1"],
+        workdir=workdir,
+        **kw,
+    )
+    with pytest.raises(RefreshStopped) as stopped:
+        refresh_start(opts)
+    return stopped.value
+
+
 def test_a_cascade_is_named_as_such(rq: RefreshQueue, tmp_path: Path) -> None:
     proj = make_project(tmp_path, rq, pin=rq.c["r1"], patches=patches_for(rq, "base", "cascade"))
-    res = run_cli(proj, "refresh", "fixture", "--onto", rq.c["u6"], "--drop", "0001-base.patch")
-    assert_error(
-        res,
-        5,
-        "refresh stopped at 0002-cascade.patch: conflicts in src/a.c (a cascade of 0001-base.patch)",
-        "a cascade: 0002-cascade.patch was written on top of 0001-base.patch (--drop)",
+    stop = _stop(rq, proj, tmp_path / "w1", drop=("0001-base.patch",))
+    assert (stop.kind, stop.patch, stop.files, stop.cascade) == (
+        "conflict",
+        "0002-cascade.patch",
+        ("src/a.c",),
+        ("0001-base.patch",),
     )
     # its own conflict is not called a cascade
     proj2 = make_project(tmp_path / "own", rq, pin=rq.c["r1"], patches=patches_for(rq, "pid", "conflict"))
-    res = run_cli(
-        proj2, "refresh", "fixture", "--onto", rq.c["u6"], "--drop", "pid", "--workdir", str(tmp_path / "w")
+    stop = _stop(rq, proj2, tmp_path / "w2", drop=("pid",))
+    assert (stop.kind, stop.patch, stop.files, stop.cascade) == (
+        "conflict",
+        "0002-conflict.patch",
+        ("src/b.c",),
+        (),
     )
-    assert_error(res, 5, "refresh stopped at 0002-conflict.patch: conflicts in src/b.c")
-    assert "a cascade" not in res.output
+    assert stop.commits == (rq.c["u5"][:12],) and stop.tree == tmp_path / "w2" / "tree"
+
+
+def test_each_kind_of_stop_says_what_it_is_in_fields(rq: RefreshQueue, tmp_path: Path) -> None:
+    dup = make_project(tmp_path / "dup", rq, pin=rq.c["r1"], patches=patches_for(rq, "dup"))
+    stop = _stop(rq, dup, tmp_path / "w-dup")
+    assert (stop.kind, stop.patch, stop.files) == ("duplicate", "0001-dup.patch", ("tests/t.c",))
+    empty = make_project(tmp_path / "empty", rq, pin=rq.c["r1"], patches=patches_for(rq, "pid"))
+    stop = _stop(rq, empty, tmp_path / "w-empty")
+    assert (stop.kind, stop.patch, stop.files) == ("empty", "0001-pid.patch", ())
+    assert stop.upstreamed is not None and stop.upstreamed.rule == "patch-id"
+    assert stop.upstreamed.commit is not None and stop.upstreamed.commit.sha == rq.c["u1"]
 
 
 def test_the_stop_message(rq: RefreshQueue, tmp_path: Path) -> None:
