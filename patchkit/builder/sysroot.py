@@ -51,6 +51,7 @@ __all__ = [
     "bwrap_argv",
     "compiler_defines",
     "find_root",
+    "make_mount_points",
     "prepare_root",
     "read_dpkg_status",
     "require_root",
@@ -398,6 +399,24 @@ def compiler_defines(record: RootRecord, cache: Path, wrappers: Path) -> dict[st
     }
 
 
+def make_mount_points(tree: Path, paths: Sequence[Path]) -> None:
+    """The folders in ``tree`` where :func:`bwrap_argv` mounts ``paths`` (the root itself and
+    the work folder, at their own paths): the unprivileged bwrap mounts the root read-only
+    as ``/`` and so cannot make them (``Can't mkdir …: Read-only file system``). Made here,
+    by patchkit, before any compiler runs; a link on the way is refused rather than
+    followed out of the root."""
+    for path in paths:
+        here = tree
+        for part in path.relative_to(path.anchor).parts:
+            here = here / part
+            if here.is_symlink():
+                raise BuildError(
+                    f"the build root {tree} has a link at {here}, where patchkit mounts {path}",
+                    hint="prepare the root again: patchkit root prepare NAME --again",
+                )
+            here.mkdir(exist_ok=True)
+
+
 def _sed_replacement(text: str) -> str:
     """``text`` as the replacement of a sed ``s|…|…|`` expression."""
     return text.replace("\\", "\\\\").replace("|", "\\|").replace("&", "\\&")
@@ -416,6 +435,7 @@ def write_wrappers(
     bwrap = _tool("bwrap", env, "the compilers run inside the build root")
     tree = root_dir(cache, record.name) / "tree"
     wrappers.mkdir(parents=True, exist_ok=True)
+    make_mount_points(tree, [tree, *binds])
     sed = shlex.quote(f"s| /usr/| {_sed_replacement(str(tree))}/usr/|g")
     for name, prog in (("cc", "/usr/bin/gcc"), ("c++", "/usr/bin/g++")):
         argv = bwrap_argv(bwrap, tree, binds)

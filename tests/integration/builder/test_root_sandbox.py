@@ -9,6 +9,8 @@ import os
 import re
 import shutil
 import subprocess
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -63,10 +65,26 @@ touch {work}/obj.o && echo wrote-work
 """
 
 
-def test_a_build_roots_compilers_run_unprivileged_with_the_root_read_only(tmp_path: Path) -> None:
-    tree, work = tmp_path / "tree", tmp_path / "work"
+@pytest.fixture(params=["under-tmp", "outside-tmp"])
+def base(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Path]:
+    """Where the root and the work folder live: under /tmp (which the wrapper's own tmpfs
+    covers, so bwrap can make its mount points there) and outside it, as a real cache is
+    (~/.cache, /work/...), where only the mount points patchkit made exist."""
+    if request.param == "under-tmp":
+        yield tmp_path
+        return
+    folder = Path(tempfile.mkdtemp(prefix="pk-root-", dir="/var/tmp"))
+    try:
+        yield folder
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def test_a_build_roots_compilers_run_unprivileged_with_the_root_read_only(base: Path) -> None:
+    tree, work = base / "tree", base / "work"
     _tiny_root(tree)
     work.mkdir()
+    sysroot.make_mount_points(tree, [tree, work])
     before = sorted(str(p) for p in tree.rglob("*"))
     argv = sysroot.bwrap_argv(shutil.which("bwrap") or "bwrap", tree, (work,), cwd=work)
     res = subprocess.run(
@@ -85,14 +103,15 @@ def test_a_build_roots_compilers_run_unprivileged_with_the_root_read_only(tmp_pa
     assert (work / "obj.o").stat().st_uid == os.getuid()  # the caller's: the next build reuses it
 
 
-def test_in_a_rebuilds_sandbox_the_wrappers_bwrap_nests(tmp_path: Path) -> None:
+def test_in_a_rebuilds_sandbox_the_wrappers_bwrap_nests(base: Path) -> None:
     """A root recipe's rebuild: the compilers' bwrap runs inside the rebuild's unprivileged
     sandbox (which allows it user namespaces), unprivileged too."""
     from patchkit.builder import sandbox
     from patchkit.core.proc import run
 
-    tree, work = tmp_path / "tree", tmp_path / "work"
+    tree, work = base / "tree", base / "work"
     _tiny_root(tree)
+    sysroot.make_mount_points(tree, [tree, work])
     env = {"PATH": "/usr/bin:/bin"}
     box = sandbox.prepare([work], env, readonly=[tree], nested=True)
     inner = sysroot.bwrap_argv(shutil.which("bwrap") or "bwrap", tree, (work,), cwd=work, nested=True)
