@@ -26,6 +26,7 @@ KEY_LISTS = [
     ("patchkit.cli.verify", "``verify --json`` keys:", "VerifyJson"),
     ("patchkit.cli.model", "``model path --json`` keys:", "PathJson"),
     ("patchkit.cli.model", "``model list --json`` keys:", "ModelsJson"),
+    ("patchkit.cli.list", "``list --json`` keys:", "ListJson"),
 ]
 
 
