@@ -13,7 +13,7 @@ from typing import Literal
 
 from patchkit.core.errors import PatchError
 from patchkit.spec.mailfmt import cleanup_subject, decode_words, is_from_line, stripspace
-from patchkit.spec.patchfile import parse_header
+from patchkit.spec.patchfile import HEADER_KEYS, parse_header
 from patchkit.spec.patchparts import Parts, header_block, lines_of, split_parts
 
 __all__ = [
@@ -31,6 +31,7 @@ __all__ = [
     "read_doc",
     "read_headers",
     "stated_fields",
+    "title_from",
     "trailer_block",
     "trailers_of",
     "why_from",
@@ -86,8 +87,10 @@ class PatchDoc:
     stated: Mapping[str, str]  # patchkit's fields the mail states (trailers, mail headers)
 
     @property
-    def kind(self) -> Literal["patchkit", "mail"]:
-        return "patchkit" if self.native is not None else "mail"
+    def kind(self) -> Literal["patchkit", "mail", "plain"]:
+        if self.native is not None:
+            return "patchkit"
+        return "mail" if self.mail is not None else "plain"
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -348,7 +351,8 @@ def read_doc(data: bytes, where: str) -> PatchDoc:
     (quoted-printable, base64, multipart), is a PatchError naming ``where``."""
     parts = split_parts(data)
     native: dict[str, str] | None = None
-    if parts.native_end is not None:
+    plain = parts.mail_at is None and not _names_a_field(parts.head[: parts.native_end or 0])
+    if parts.native_end is not None and not plain:
         native = parse_header(parts.head[: parts.native_end].decode("utf-8", "replace"), where)
     mail: MailHead | None = None
     charset = "utf-8"
@@ -360,7 +364,8 @@ def read_doc(data: bytes, where: str) -> PatchDoc:
                 f"{where}: the mail's body is {mail.transfer_encoding}: git apply cannot read the diff in it",
                 hint="`patchkit series import` decodes it into a plain format-patch file",
             )
-    message = parts.message.decode(charset, "replace")
+    # a plain diff (``git diff``, quilt): whatever text is before the diff is its message
+    message = (parts.head + parts.message if plain else parts.message).decode(charset, "replace")
     lines = message.split("\n")
     trailers = trailers_of(lines) if mail is not None else ()
     stated: dict[str, str] = {}
@@ -375,6 +380,33 @@ def read_doc(data: bytes, where: str) -> PatchDoc:
         trailers=trailers,
         stated=stated,
     )
+
+
+def _names_a_field(block: bytes) -> bool:
+    """Whether a block of ``Key: value`` lines names one of patchkit's header fields but
+    Subject (else it is free text: a quilt patch's ``Subject:`` or description, DEP-3
+    lines, nothing)."""
+    for line in block.decode("utf-8", "replace").splitlines():
+        key, sep, _ = line.partition(":")
+        if sep and key.strip() in HEADER_KEYS and key.strip() != "Subject":
+            return True
+    return False
+
+
+def title_from(message: str, name_from_file: str) -> str:
+    """A plain diff's title: its text's first line (a ``Subject:`` or DEP-3
+    ``Description:`` line's value), else the file's name in words."""
+    for ln in message.split("\n"):
+        text = ln.strip()
+        if not text:
+            continue
+        key, sep, value = text.partition(":")
+        if sep and key.strip().lower() in ("subject", "description") and value.strip():
+            return value.strip()
+        if text.startswith(("Index:", "====", "---", "+++")):
+            break
+        return text
+    return re.sub(r"[-_]+", " ", name_from_file).strip() or name_from_file
 
 
 def why_from(message: str, subject: str) -> str:
@@ -394,7 +426,8 @@ def why_from(message: str, subject: str) -> str:
 
 def derive_fields(doc: PatchDoc, name_from_file: str) -> PatchFields:
     """patchkit's fields of a document. patchkit's form: its header block as written
-    (spec.series says what is missing). A mail: what it states, the rest derived."""
+    (spec.series says what is missing). A mail: what it states, the rest derived. A plain
+    diff (no mail, no field of patchkit's): every field derived, no author."""
     if doc.native is not None:
         h = doc.native
         return PatchFields(
@@ -406,11 +439,15 @@ def derive_fields(doc: PatchDoc, name_from_file: str) -> PatchFields:
             experimental=h.get("Experimental", "no"),
             name=h.get("Name") or None,
         )
-    assert doc.mail is not None
     stated = doc.stated
-    subject = doc.mail.subject or name_from_file
+    if doc.mail is None:  # a plain diff: the title from its text or its file's name
+        subject = title_from(doc.message, name_from_file)
+        has_subject = False
+    else:
+        subject = doc.mail.subject or name_from_file
+        has_subject = bool(doc.mail.subject)
     derived = [k for k in DERIVABLE if k not in stated]
-    if not doc.mail.subject:
+    if not has_subject:
         derived.insert(0, "Subject")
     return PatchFields(
         subject=subject,

@@ -1,0 +1,56 @@
+"""`series import` takes plain `git diff` files and a quilt folder (free text before each
+diff, a quilt `series` file): every field derived, the title from the text or the file's
+name, no author invented; `check` reads them like any patch."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from patchkit.spec.series import load_series
+from tests.fixtures.project import invoke
+from tests.fixtures.upstream import GIT_ENV, commit_files, git
+
+F = "".join(f"line {i}\n" for i in range(1, 21))
+
+
+def test_plain_diffs_and_a_quilt_folder_are_imported_as_they_are(tmp_path: Path) -> None:
+    old = os.environ.copy()
+    os.environ.update(GIT_ENV)
+    os.environ["GIT_CONFIG_GLOBAL"] = os.devnull
+    try:
+        up = tmp_path / "up"
+        up.mkdir()
+        git(up, "init", "-q", "-b", "master")
+        base = commit_files(up, {"src/f.c": F, "src/g.c": F}, "initial")
+        # two diffs made against the clean base, each alone (not stacked)
+        (up / "src/f.c").write_text(F.replace("line 3\n", "line three\n"))
+        d1 = git(up, "diff") + "\n"
+        git(up, "checkout", "-q", "--", "src/f.c")
+        (up / "src/f.c").write_text(F.replace("line 17\n", "line seventeen\n"))
+        d2 = git(up, "diff") + "\n"
+        git(up, "checkout", "-q", "--", "src/f.c")
+    finally:
+        os.environ.clear()
+        os.environ.update(old)
+    q = tmp_path / "q"
+    q.mkdir()
+    (q / "01-ggml-three.patch").write_bytes(d1.encode())
+    (q / "02-seventeen.diff").write_bytes(("Spell seventeen out\n\nThe docs say so.\n\n" + d2).encode())
+    (q / "series").write_text("02-seventeen.diff\n01-ggml-three.patch -p1\n")
+    proj = tmp_path / "proj"
+    (proj / "patches").mkdir(parents=True)
+    (proj / "recipes").mkdir()
+    r = invoke(proj, "series", "import", str(q), "--base", base)
+    assert r.exit_code == 0, r.output
+    assert "plain; derived Subject" in r.output
+    patches = load_series(proj / "patches").patches
+    assert [p.filename for p in patches] == ["02-seventeen.diff", "01-ggml-three.patch"]  # quilt's order
+    assert [p.subject for p in patches] == ["Spell seventeen out", "ggml three"]
+    assert [p.kind for p in patches] == ["plain", "plain"]
+    assert all(p.author is None for p in patches)
+    # each file kept byte for byte
+    assert (proj / "patches" / "01-ggml-three.patch").read_bytes() == (q / "01-ggml-three.patch").read_bytes()
+    r = invoke(proj, "check", "--all", "--repo", str(up), "--ref", base)
+    assert r.exit_code == 0, r.output
+    assert r.stdout.count("applies") == 2
