@@ -129,11 +129,23 @@ def _effect(workdir: Path, state: RefreshState, i: int) -> Upstreamed | None:
     pfile.write_bytes(diff)
     proc = scratch_git(tree, "apply", "-R", "--check", "--whitespace=nowarn", str(pfile), check=False)
     pfile.unlink(missing_ok=True)
-    if not proc.ok:
+    if not proc.ok or not _modes_there(tree, diff.decode("utf-8", "replace")):
         return None
     p = state.patches[i]
     commit = _blame_added(state, diff.decode("utf-8", "replace"))
     return Upstreamed(file=p.file, rule="effect", commit=commit)
+
+
+def _modes_there(tree: Path, diff: str) -> bool:
+    """Every mode the diff gives a file (``new mode``, a new file's mode) is the file's in
+    the tree: ``git apply -R --check`` only warns about a mode, so a patch that makes a
+    file executable would otherwise read as already there."""
+    wanted = {f.new_path: f.new_mode for f in parse_diff(diff).files if f.new_mode and not f.deleted}
+    if not wanted:
+        return True
+    listing = out(tree, "ls-files", "-s", "--", *wanted)
+    have = {ln.split("\t", 1)[1]: ln.split(" ", 1)[0] for ln in listing.splitlines() if "\t" in ln}
+    return all(have.get(path) == mode for path, mode in wanted.items())
 
 
 def _blame_added(state: RefreshState, diff: str) -> CommitInfo | None:
