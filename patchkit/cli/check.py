@@ -163,6 +163,18 @@ def render_check(report: CheckReport, *, group: bool) -> tuple[list[str], Table,
     if lines:
         at = end.commit.short if end is not None else ""
         lines.insert(0, f"at {at} (--json or --bisect say all):")
+    by_file = {u.file: u for u in report.upstream}
+    ups: list[str] = []
+    for i, name in enumerate(report.patches):
+        u = by_file.get(name)
+        if u is None:
+            continue
+        verdict = "proven (--drop-upstreamed drops it)" if u.proven else "proposed only (kept)"
+        line = printable(f"#{i + 1} {name}: {verdict}: {u.describe()}")
+        ups.append(line if len(line) <= _LINE_WIDTH else line[: _LINE_WIDTH - 1] + "…")
+    if ups and end is not None:
+        since = f" since {report.base.short}" if report.base is not None else ""
+        lines += [f"upstream at {end.commit.short}{since} (as refresh finds it):", *ups]
     return title, table, lines
 
 
@@ -256,7 +268,10 @@ def check_cmd(
 
     Each patch gets: applies, applies-with-offset, conflicts (file:hunk),
     already-upstream (it reverse-applies: drop it) or n/a (outside its When
-    range). The series is cumulative. Exit code 11 when an in-range patch conflicts.
+    range). The series is cumulative. Below the table, what is upstream as refresh
+    finds it since the pin (or the range's start): proven (the same patch-id, the
+    cherry-picked commit, the change there) or only proposed (a title, a pull request).
+    Exit code 11 when an in-range patch conflicts.
     """
     if do_bisect and not range_:
         raise ConfigError("--bisect needs --range OLD..NEW")
@@ -294,7 +309,9 @@ def check_cmd(
         if not targets:
             raise ConfigError("nothing to check against: pass --ref REF or a recipe")
         with log.step(f"check {len(patches)} patches against {len(targets)} ref(s)"):
-            report = check_series(repo_path, patches, targets)
+            report = check_series(
+                repo_path, patches, targets, base=rec.upstream.commit if rec and refs else None
+            )
     title, table, lines = render_check(report, group=bool(range_))
     for line in title:
         out(line, err=as_json)

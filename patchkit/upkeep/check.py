@@ -29,6 +29,7 @@ from pathlib import Path
 
 from patchkit.core.errors import ConfigError, PatchError, SourceError
 from patchkit.git.repo import CommitInfo, Git, TreeEntry
+from patchkit.spec.patchdoc import split_parts
 from patchkit.spec.patchfile import Conflict, Hunk, parse_apply_output, parse_diff
 from patchkit.spec.series import Patch
 from patchkit.upkeep.check_report import (
@@ -50,6 +51,7 @@ from patchkit.upkeep.textapply import (
     significant,
 )
 from patchkit.upkeep.textapply import apply as apply_text
+from patchkit.upkeep.upstreamed import Candidate, Upstreamed, confirmed, find_upstreamed
 
 __all__ = [
     "BisectReport",
@@ -455,13 +457,49 @@ def _first_true(n: int, pred: object) -> int:
     return lo
 
 
-def check_series(repo_path: Path, patches: Sequence[Patch], refs: Sequence[str]) -> CheckReport:
-    """The series checked against each ref (a branch, tag, sha, ``origin/master``...)."""
+def _upstream(
+    git: Git, engine: _Engine, base: str | None, last: str, at_last: Sequence[CheckVerdict]
+) -> tuple[Upstreamed, ...]:
+    """The patches upstream at ``last``, as the refresh finds them: upkeep.upstreamed's
+    rules over ``base..last`` (a title or pull request only proposes), and the ``effect``
+    (the patch reverse-applies there), which proves, a suggestion too."""
+    found: dict[str, Upstreamed] = {}
+    if base is not None and base != last and git.is_ancestor(base, last):
+        cands = []
+        for e, p in zip(engine.series, engine.patches, strict=True):
+            parts = split_parts(e.data)
+            cands.append(
+                Candidate(
+                    file=p.name,  # check names patches by name
+                    subject=p.subject,
+                    header=(parts.head + parts.message).decode("utf-8", "replace"),
+                    diff=parts.diff,
+                    files=p.files,
+                )
+            )
+        found = find_upstreamed(git, base, last, cands)
+    out: list[Upstreamed] = []
+    for p, v in zip(engine.patches, at_last, strict=True):
+        u = found.get(p.name)
+        if v.status is Status.UPSTREAM:
+            effect = Upstreamed(file=p.name, rule="effect", commit=None)
+            u = effect if u is None else u if u.proven else confirmed(u, effect)
+        if u is not None:
+            out.append(u)
+    return tuple(out)
+
+
+def check_series(
+    repo_path: Path, patches: Sequence[Patch], refs: Sequence[str], *, base: str | None = None
+) -> CheckReport:
+    """The series checked against each ref (a branch, tag, sha, ``origin/master``...);
+    ``base`` (the pin): what is upstream at the last ref is looked for since it."""
     git = Git(repo_path)
     if not refs:
         raise ConfigError("no refs to check against")
     shas = [git.resolve(r) for r in refs]
-    infos = git.commit_infos(shas)
+    base_sha = git.resolve(base) if base else None
+    infos = git.commit_infos([*shas, *([base_sha] if base_sha else [])])
     engine = _Engine(git, patches)
     try:
         verdicts = engine.results(shas)
@@ -473,6 +511,8 @@ def check_series(repo_path: Path, patches: Sequence[Patch], refs: Sequence[str])
         refs=tuple(RefResult(name=r, commit=infos[s], results=v) for r, s, v in zip(refs, shas, verdicts)),
         states=len(engine.memo),
         runs=dict(engine.stats),
+        upstream=_upstream(git, engine, base_sha, shas[-1], verdicts[-1]),
+        base=infos[base_sha] if base_sha else None,
     )
 
 
@@ -495,7 +535,7 @@ def _range(git: Git, old: str, new: str) -> tuple[CommitInfo, CommitInfo, list[C
 def check_range(repo_path: Path, patches: Sequence[Patch], old: str, new: str) -> CheckReport:
     """The series checked against every first-parent commit of ``old..new`` (old excluded)."""
     git = Git(repo_path)
-    _, _, commits = _range(git, old, new)
+    old_info, _, commits = _range(git, old, new)
     engine = _Engine(git, patches)
     try:
         chain = [c.sha for c in commits]
@@ -508,6 +548,8 @@ def check_range(repo_path: Path, patches: Sequence[Patch], old: str, new: str) -
         refs=tuple(RefResult(name=c.short, commit=c, results=v) for c, v in zip(commits, verdicts)),
         states=len(engine.memo),
         runs=dict(engine.stats),
+        upstream=_upstream(git, engine, old_info.sha, chain[-1], verdicts[-1]),
+        base=old_info,
     )
 
 

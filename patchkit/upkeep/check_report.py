@@ -8,6 +8,7 @@ import dataclasses
 from patchkit.core.enums import StrEnum
 from patchkit.git.repo import CommitInfo
 from patchkit.upkeep.scratch import PatchVerdict, Status
+from patchkit.upkeep.upstreamed import Upstreamed
 
 __all__ = ["BisectReport", "BisectResult", "CheckReport", "CheckVerdict", "RefResult", "Verdict"]
 
@@ -40,6 +41,10 @@ class CheckReport:
     # how each patch's verdict came: "python" (upkeep.textapply), "git" (git apply in a
     # scratch folder), "reused" (its input files were the same as at an earlier commit)
     runs: dict[str, int] = dataclasses.field(default_factory=dict)
+    # patches found upstream between the base (the pin, a range's start) and the last ref
+    # by upkeep.upstreamed's rules, or because they reverse-apply there: proven or proposed
+    upstream: tuple[Upstreamed, ...] = ()
+    base: CommitInfo | None = None
 
     @property
     def ok(self) -> bool:
@@ -57,6 +62,8 @@ class CheckReport:
             "states": self.states,
             "runs": dict(self.runs),
             "patches": list(self.patches),
+            "base": _commit_json(self.base),
+            "upstream": [{**u.to_json(), "proven": u.proven, "evidence": u.evidence} for u in self.upstream],
             "refs": [
                 {"ref": r.name, "commit": _commit_json(r.commit), "results": [p.to_json() for p in r.results]}
                 for r in self.refs

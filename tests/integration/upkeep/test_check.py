@@ -195,15 +195,16 @@ def test_cli_table_on_stdout_steps_and_error_on_stderr(drift: DriftUpstream, tmp
     # the table is the result: on stdout, one row per patch on one line (`patchkit check | grep`),
     # a column per ref
     assert res.stdout.startswith(f"patch check against {drift.path}\n")
-    (head,) = [ln for ln in res.stdout.splitlines() if ln.lstrip().startswith("#")]
+    (head,) = [ln for ln in res.stdout.splitlines() if ln.lstrip().startswith("#") and " patch " in ln]
     assert "patch" in head and drift.c["d5"][:12] in head and "master" in head
     (row,) = [ln for ln in res.stdout.splitlines() if ln.split()[:2] == ["1", "guard"]]
     assert "conflicts rpc.c:1" in row and "upstream" in row
     (row,) = [ln for ln in res.stdout.splitlines() if ln.split()[:2] == ["2", "guard-comment"]]
     assert "cascade of #1" in row and "offset +3" in row
     # below the table: the whole verdict of each patch that does not apply at the last ref
-    # (here master, where all apply or are upstream)
-    assert "#1 guard:" not in res.stdout
+    # (here master, where all apply or are upstream); then what is upstream, proven
+    assert "#1 guard: conflicts" not in res.stdout
+    assert "#1 guard: proven (--drop-upstreamed drops it): already upstream (effect)" in res.stdout
     assert "\x1b[" not in res.stdout
     res = run_cli(proj, "check", "fixture", "--range", f"{drift.c['d1']}..master", "--bisect")
     assert res.exit_code == 11
