@@ -170,10 +170,10 @@ def rig(
     if calibrate:
         from patchkit.plan.verify import calibrate as run_calibrate
 
-        for d, bw, tf in run_calibrate(
+        for line in run_calibrate(
             shape, the_rig, bench=bin_dir / "llama-bench", model=model, ctx=ctx, store=store, reps=reps
         ):
-            log.info(f"calibrated {d.label}: {bw:.3g} GB/s effective, prompt {tf:.3g} TFLOP/s")
+            log.info(f"calibrated {line}")
     if not no_calibration:
         cal = calibration.load(store)
         import dataclasses

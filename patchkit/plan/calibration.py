@@ -27,6 +27,7 @@ __all__ = ["Calibration", "DeviceCal", "apply", "calibration_path", "load", "sav
 class DeviceCal(Record):
     bw_gbs: float  # effective bytes/s / 1e9 its decode reads at
     pp_tflops: float = 0.0  # effective prompt FLOP/s / 1e12 (0: not measured)
+    hop_cost_s: float = 0.0  # fixed seconds per token in a layer split (0: not measured)
     source: str = ""  # what measured it (a bench.json, `plan --calibrate`, `plan --verify`)
     when: str = ""
 
@@ -68,6 +69,8 @@ def apply(devices: tuple[Device, ...], cal: Calibration) -> tuple[Device, ...]:
             out.append(d)
             continue
         d = dataclasses.replace(d, calibrated_bw_gbs=c.bw_gbs)
+        if c.hop_cost_s > 0:
+            d = dataclasses.replace(d, hop_cost_s=c.hop_cost_s)
         if c.pp_tflops > 0:
             from patchkit.plan.speed import PP_EFFICIENCY
 

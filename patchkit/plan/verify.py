@@ -18,10 +18,10 @@ from pathlib import Path
 
 from patchkit.plan import calibration as cal
 from patchkit.plan.arrangement import Arrangement
-from patchkit.plan.devices import Device
-from patchkit.plan.measure import Measured, attribute, bench_argv, learn_device, run_bench
+from patchkit.plan.measure import Measured, affine_solve, attribute, bench_argv, learn_device, run_bench
 from patchkit.plan.model import ModelShape
 from patchkit.plan.planner import Candidate, Rig, evaluate
+from patchkit.plan.speed import hop_cost, speed
 
 __all__ = ["MISS", "VerifyRow", "calibrate", "checkable", "default_arrangement", "verify"]
 
@@ -90,10 +90,12 @@ def calibrate(
     store: Path,
     runner: Runner | None = None,
     reps: int = 3,
-) -> list[tuple[Device, float, float]]:
-    """Each device that is here, alone: (device, GB/s, prompt TFLOP/s), saved to ``store``."""
+) -> list[str]:
+    """Each device that is here, alone (its effective bandwidth and FLOP/s), and with two or
+    more RPC devices a layer split over them (their fixed cost per token); saved to
+    ``store``. One line per thing learned."""
     c = cal.load(store)
-    learned = []
+    learned: list[str] = []
     targets = [d for d in rig.devices if d.remote]
     for d in [rig.host, *targets]:
         if d is rig.host:
@@ -105,7 +107,26 @@ def calibrate(
         c.devices[d.label] = cal.DeviceCal(
             bw_gbs=round(bw, 3), pp_tflops=round(tf, 4), source="plan --calibrate", when=cal.stamp()
         )
-        learned.append((d, bw, tf))
+        learned.append(f"{d.label}: {bw:.3g} GB/s effective, prompt {tf:.3g} TFLOP/s")
+    if len(targets) >= 2:  # a layer split over them: the fixed cost each adds per token
+        devs = tuple(dataclasses.replace(d, calibrated_bw_gbs=c.devices[d.label].bw_gbs) for d in targets)
+        arr = Arrangement(
+            split_mode="layer",
+            devices=devs,
+            shares=tuple(1 / len(devs) for _ in devs),
+            ts_values=tuple(1.0 for _ in devs),
+            ctx=ctx,
+        )
+        m = _bench(shape, arr, rig, bench, model, runner, reps)
+
+        def t(h: float) -> float:
+            a = dataclasses.replace(arr, devices=tuple(dataclasses.replace(d, hop_cost_s=h) for d in devs))
+            return 1 / speed(shape, a, host=rig.host).decode_tps
+
+        hop = max(0.0, affine_solve(t, 1 / m.decode_tps, hop_cost(devs[0])))
+        for d in targets:
+            c.devices[d.label] = dataclasses.replace(c.devices[d.label], hop_cost_s=round(hop, 7))
+        learned.append(f"{len(targets)} remote devices in a layer split: {hop * 1e6:.0f} us each per token")
     cal.save(store, c)
     return learned
 

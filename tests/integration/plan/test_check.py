@@ -119,3 +119,36 @@ def test_calibrate_then_verify_learn_and_mark(tmp_path: Path) -> None:
     assert abs(cpu_only["decode_tps"] / 50.0 - 1) < 0.02
     assert abs(cpu_only["prompt_tps"] / 400.0 - 1) < 0.05
     assert "-ngl 0" in (b / "bench-argv.txt").read_text()
+
+
+def test_calibrate_learns_the_hop_cost_of_two_rpc_devices(tmp_path: Path) -> None:
+    from tests.fixtures.rpc_server import FakeRpcServer
+
+    model = _model(tmp_path)
+    b = _bin(tmp_path, {"log": [], "tg": 40.0, "pp": 300.0})
+    env = {"PATCHKIT_CACHE": str(tmp_path / "cache")}
+    with FakeRpcServer("patched", version=(4, 0, 1), devices=2) as srv:
+        ep = f"127.0.0.1:{srv.port}"
+        r = CliRunner().invoke(
+            main,
+            [
+                "plan",
+                str(model),
+                "--cpu",
+                "cpu,ram=8GiB",
+                "--rpc",
+                ep,
+                "--bin",
+                str(b),
+                "--calibrate",
+                "--json",
+            ],
+            env=env,
+        )
+    assert r.exit_code == 0, r.output
+    assert "2 remote devices in a layer split:" in r.stderr
+    store = json.loads((tmp_path / "cache" / "plan" / "calibration.json").read_text())
+    remote = {k: v for k, v in store["devices"].items() if "@" in k}
+    assert len(remote) == 2 and all(v["hop_cost_s"] >= 0 and v["bw_gbs"] > 0 for v in remote.values())
+    runs = (b / "bench-argv.txt").read_text().splitlines()
+    assert len(runs) == 4 and "-dev RPC0/RPC1" in runs[-1] and "-sm layer" in runs[-1]
