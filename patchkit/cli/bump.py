@@ -165,7 +165,8 @@ def bump_cmd(
         recipes=tuple(recipes),
         patches=series.patches,
         patches_dir=series.directory,
-        workdir=workdir or cache_layout().refresh(Path(label).stem),
+        # absolute from here on (the refresh runs git in its scratch tree)
+        workdir=(workdir or cache_layout().refresh(Path(label).stem)).absolute(),
         to=to,
         dry_run=dry_run,
         drop_upstreamed=drop_upstreamed,
@@ -191,7 +192,8 @@ def bump_cmd(
     errors: list[PatchErrors] = []
     error: FatalError | None = None
     if build_recipe is not None and not result.plan.up_to_date:
-        error = _build(ctx, build_recipe, upstream, out, jobs, build_lines, errors)
+        review = {r.file: r.names for r in result.refresh.review} if result.refresh else {}
+        error = _build(ctx, build_recipe, upstream, out, jobs, build_lines, errors, review)
     _emit(render_summary(result, build_lines=build_lines, errors=errors), summary)
     if error is not None:
         raise error
@@ -207,10 +209,12 @@ def _build(
     jobs: int | None,
     lines: list[str],
     errors: list[PatchErrors],
+    review: dict[str, tuple[str, ...]],
 ) -> FatalError | None:
     """`patchkit build NAME` with its smoke checks, on the moved pin (the recipe read again);
     its lines for the summary, a failed compile's errors in patched lines (``errors``), and
-    its error (raised after the summary is out)."""
+    its error (raised after the summary is out); ``review``: the refresh's clean merges to
+    review (patch file → the changed functions it calls), whose errors are listed too."""
     rec: Recipe | None = None
     try:
         env = dict(os.environ)  # what cmake and the compilers run with, as for `patchkit build`
@@ -223,7 +227,7 @@ def _build(
             f"{md_code(f'patchkit build {name}')}: **failed** (exit {e.exit_code}): {md_code(e.message)}"
         )
         if isinstance(e, BuildError) and rec is not None:
-            errors += _patched_errors(rec, upstream)
+            errors += _patched_errors(rec, upstream, review)
             if errors:
                 n = sum(len(pe.errors) for pe in errors)
                 log.warning(
@@ -243,7 +247,9 @@ def _build(
     return None
 
 
-def _patched_errors(rec: Recipe, upstream: str | None) -> list[PatchErrors]:
+def _patched_errors(
+    rec: Recipe, upstream: str | None, review: dict[str, tuple[str, ...]]
+) -> list[PatchErrors]:
     """The failed build's compile errors that point into lines a patch of the recipe covers
     (its log and worktree where `patchkit build` keeps them)."""
     work = cache_layout().work(rec.name, upstream or rec.upstream.url)
@@ -251,7 +257,11 @@ def _patched_errors(rec: Recipe, upstream: str | None) -> list[PatchErrors]:
         text = read_capped(work.log, limit=_LOG_MAX, error=ConfigError, what=str(work.log))
     except ConfigError:
         return []
-    return list(compile_errors(text.decode("utf-8", "replace"), rec.patches, src=work.src, build=work.build))
+    return list(
+        compile_errors(
+            text.decode("utf-8", "replace"), rec.patches, src=work.src, build=work.build, review=review
+        )
+    )
 
 
 COMMANDS = [bump_cmd]

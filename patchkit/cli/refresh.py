@@ -15,6 +15,7 @@ import click
 from patchkit.cli._common import (
     DEFAULT_RECIPE,
     load_optional_recipe,
+    out_json,
     repo_options,
     resolve_repo,
     select_patches,
@@ -71,6 +72,9 @@ __all__ = ["COMMANDS"]
     default=None,
     help="Scratch folder (default: in the cache, per recipe).",
 )
+@click.option(
+    "--json", "as_json", is_flag=True, help="Print the finished refresh's result as JSON on stdout."
+)
 @repo_options
 @click.pass_context
 def refresh_cmd(
@@ -85,6 +89,7 @@ def refresh_cmd(
     base: str | None,
     move_pin: bool,
     workdir: Path | None,
+    as_json: bool,
     repo: Path | None,
     upstream: str | None,
     all_: bool,
@@ -107,8 +112,9 @@ def refresh_cmd(
     label = recipe or DEFAULT_RECIPE
     command = "patchkit refresh" + (f" {shlex.quote(recipe)}" if recipe else "")
     hint_workdir = workdir is not None
-    if workdir is None:
-        workdir = cache_layout().refresh(Path(label).stem)
+    # every path absolute from here on: the engine runs git in its scratch tree
+    workdir = (workdir if workdir is not None else cache_layout().refresh(Path(label).stem)).absolute()
+    rerere = cache_layout().rerere.absolute()
     if abort:
         refresh_abort(workdir)
         log.info(f"refresh aborted; removed {workdir}")
@@ -120,7 +126,7 @@ def refresh_cmd(
                 drop_stopped=skip,
                 drop=drop,
                 drop_only=not (cont or skip),
-                rerere=cache_layout().rerere,
+                rerere=rerere,
             )
     else:
         need_recipe = not all_ or move_pin or (repo is None and upstream is None)
@@ -133,22 +139,24 @@ def refresh_cmd(
         with log.step(f"refresh {len(patches)} patches onto {onto}"):
             result = refresh_start(
                 RefreshOptions(
-                    repo=repo_path,
+                    repo=repo_path.absolute(),
                     patches=patches,
-                    patches_dir=series.directory,
+                    patches_dir=series.directory.absolute(),
                     onto=onto,
                     base=base or (rec.upstream.commit if rec else None),
                     workdir=workdir,
-                    recipe_path=rec.path if rec else None,
+                    recipe_path=rec.path.absolute() if rec else None,
                     move_pin=move_pin,
                     drop_upstreamed=drop_upstreamed,
                     drop=drop,
                     command=command,
                     hint_workdir=hint_workdir,
-                    rerere=cache_layout().rerere,
+                    rerere=rerere,
                 )
             )
     report(result)
+    if as_json:
+        out_json(result.to_json())
 
 
 def report(result: RefreshResult) -> None:
@@ -167,6 +175,10 @@ def report(result: RefreshResult) -> None:
         log.warning(f"kept      {u.file}, {printable(u.describe())}: proposed for dropping ({how})")
     if result.reused:
         log.info(f"reused {result.reused} recorded conflict resolution(s)")
+    # last, where the person looks: clean merges upstream's change may have made wrong
+    for r in result.review:
+        for finding in r.findings:
+            log.warning(f"merged cleanly, review {r.file}: {printable(finding.text)}")
     if result.pin_moved:
         log.info(f"recipe pin moved to {result.onto}")
 

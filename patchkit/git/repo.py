@@ -228,6 +228,66 @@ class Git:
         ).data
         return [p.decode("utf-8", "surrogateescape") for p in out.split(b"\0") if p]
 
+    # -- content -----------------------------------------------------------------
+    def grep_fixed(
+        self, commit: str, patterns: Sequence[str], paths: Sequence[str] = (), *, words: bool = False
+    ) -> list[tuple[str, int, str]]:
+        """(path, line, text) of every line of ``commit``'s files (under ``paths``) that
+        holds one of ``patterns`` as plain text; [] when none does (or git cannot read
+        the tree: a partial clone's absent blobs); ``words``: each whole word found (its
+        text is the word)."""
+        pats = [p for p in patterns if p and "\n" not in p and "\0" not in p]
+        if not pats:
+            return []
+        args = ["grep", "-F", "-n", "-I", "--no-color", "-z"]
+        if words:
+            args += ["-w", "-o"]
+        for p in pats:
+            args += ["-e", p]
+        proc = self._run([*args, commit, "--", *paths], check=False)
+        if not proc.ok:
+            return []
+        found: list[tuple[str, int, str]] = []
+        prefix = f"{commit}:".encode()
+        for raw in proc.data.split(b"\n"):
+            bits = raw.split(b"\0", 2)
+            if len(bits) != 3 or not bits[1].isdigit():
+                continue
+            path = bits[0].removeprefix(prefix).decode("utf-8", "surrogateescape")
+            found.append((path, int(bits[1]), bits[2].decode("utf-8", "replace")))
+        return found
+
+    def path_exists(self, commit: str, path: str) -> bool:
+        return self._run(["cat-file", "-e", f"{commit}:{path}"], check=False).ok
+
+    def deleted_in(self, old: str, new: str, path: str) -> tuple[CommitInfo, str | None, list[str]] | None:
+        """The last commit of ``old..new`` that deleted or renamed ``path``: (it, the path it
+        renamed it to or None, the files that commit added), None when none did."""
+        sha = self.run(
+            "log", "--no-show-signature", "--diff-filter=DR", "--format=%H", "-1", f"{old}..{new}", "--", path
+        ).strip()
+        if not sha:
+            return None
+        info = self.commit_infos([sha])[sha]
+        out = self._run(
+            ["diff-tree", "-r", "-z", "-M", "--name-status", "--no-commit-id", "--root", sha, "--"]
+        ).data.decode("utf-8", "surrogateescape")
+        bits = out.split("\0")
+        renamed: str | None = None
+        added: list[str] = []
+        k = 0
+        while k < len(bits) and bits[k]:
+            status = bits[k]
+            if status.startswith(("R", "C")) and k + 2 < len(bits):
+                if bits[k + 1] == path and status.startswith("R"):
+                    renamed = bits[k + 2]
+                k += 3
+                continue
+            if status == "A" and k + 1 < len(bits):
+                added.append(bits[k + 1])
+            k += 2
+        return info, renamed, added
+
     def objects_dir(self) -> Path:
         out = self.run("rev-parse", "--git-path", "objects").strip()
         p = Path(out)

@@ -85,6 +85,20 @@ def _upstreamed_lines(result: BumpResult, web: str) -> list[str]:
     return out
 
 
+def _review_lines(result: BumpResult) -> list[str]:
+    """The patches that merged cleanly but are to be reviewed, and why."""
+    r = result.refresh
+    if r is None or not r.review:
+        return []
+    out = ["", "### Merged cleanly, review", ""]
+    for rv in r.review:
+        out.append(f"- {md_code(rv.file)}")
+        out += [f"  - {md_code(f.text)}" for f in rv.findings[:_MAX_ERRORS]]
+        if len(rv.findings) > _MAX_ERRORS:
+            out.append(f"  - … and {len(rv.findings) - _MAX_ERRORS} more")
+    return out
+
+
 def render_summary(
     result: BumpResult, *, build_lines: Sequence[str] = (), errors: Sequence[PatchErrors] = ()
 ) -> str:
@@ -173,6 +187,7 @@ def render_summary(
         lines.append(f"- … and {p.touching_total - len(p.touching)} more")
     verb = "would move" if result.dry_run else "moved" if result.moved else "to move"
     lines += ["", f"### Recipes ({verb} together)", "", *(f"- {n}" for n in sorted(p.recipes))]
+    lines += _review_lines(result)
     if build_lines:
         lines += ["", "### Build", "", *build_lines]
     if errors:

@@ -1,13 +1,15 @@
 """A failed build's compile errors mapped to the patches (:func:`compile_errors`): the
 GCC/Clang ``FILE:LINE:COL: error:`` lines of its log that point into lines a patch's hunks
-cover, per patch, with each hunk's lines moved by the later patches' hunks."""
+cover, per patch, with each hunk's lines moved by the later patches' hunks; and, for a
+patch the refresh listed as "merged cleanly, review" because it calls functions whose
+declaration upstream changed, an error in a file it patches that names one of them."""
 
 from __future__ import annotations
 
 import dataclasses
 import os
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from patchkit.spec.patchfile import parse_diff
@@ -65,13 +67,26 @@ def _owned_lines(patches: Sequence[Patch]) -> dict[str, list[tuple[str, int, int
 
 
 def compile_errors(
-    log: str, patches: Sequence[Patch], *, src: Path, build: Path | None = None
+    log: str,
+    patches: Sequence[Patch],
+    *,
+    src: Path,
+    build: Path | None = None,
+    review: Mapping[str, Sequence[str]] | None = None,
 ) -> tuple[PatchErrors, ...]:
     """The compiler errors (``FILE:LINE:COL: error: ...``, GCC's and Clang's form) of a
     failed build's ``log`` that point into a line a patch's hunk covers, per patch (series
     order). FILE is taken relative to ``src`` (the source tree; a relative FILE is read
-    from ``build``, where the compiler ran)."""
+    from ``build``, where the compiler ran). ``review``: per patch file, the functions it
+    calls whose declaration upstream changed; an error in a file that patch changes whose
+    message names one of them is that patch's too (the call may lie outside its hunks)."""
     owned = _owned_lines(patches)
+    by_file = {p.filename: p.name for p in patches}
+    watch = [
+        (by_file[f], [re.compile(rf"(?<![\w]){re.escape(n)}(?![\w])") for n in names])
+        for f, names in (review or {}).items()
+        if f in by_file and names
+    ]
     found: dict[str, list[CompileError]] = {}
     seen: set[tuple[str, int, int | None, str]] = set()
     for raw in log.splitlines():
@@ -88,7 +103,10 @@ def compile_errors(
             continue
         seen.add(key)
         err = CompileError(file=rel, line=line, col=col, message=m.group("msg").strip())
-        for name in dict.fromkeys(n for n, a, b in owned[rel] if a <= line <= b):
+        mine = [n for n, a, b in owned[rel] if a <= line <= b]
+        touching = {n for n, _a, _b in owned[rel]}
+        mine += [n for n, pats in watch if n in touching and any(p.search(err.message) for p in pats)]
+        for name in dict.fromkeys(mine):
             found.setdefault(name, []).append(err)
     return tuple(PatchErrors(patch=p.name, errors=tuple(found[p.name])) for p in patches if p.name in found)
 

@@ -32,6 +32,7 @@ __all__ = [
     "hunk_headers",
     "last_touched",
     "parse_conflicts",
+    "removed_in",
 ]
 
 MAX_SIDE_LINES = 6  # lines shown of each side of a block
@@ -198,6 +199,22 @@ def last_touched(git: Git, old: str, new: str, path: str, first: int, count: int
     )
 
 
+def removed_in(git: Git, old: str, new: str, path: str, lines: Sequence[str]) -> CommitInfo | None:
+    """The latest commit of ``old..new`` that changed how often the most distinctive of
+    ``lines`` occurs in ``path`` (``git log -S``): the one that removed it, when the
+    lines are gone; None when none did."""
+    picks = sorted((ln.strip() for ln in lines if len(ln.strip()) >= 4), key=len, reverse=True)
+    if not picks:
+        return None
+    try:
+        sha = git.run(
+            "log", "--no-show-signature", "--format=%H", "-1", "-S", picks[0], f"{old}..{new}", "--", path
+        ).strip()
+    except SourceError:
+        return None
+    return git.commit_infos([sha])[sha] if sha else None
+
+
 def _new_lines(new_text: str, block: Block, before: Sequence[str], after: Sequence[str]) -> tuple[int, int]:
     """Where the block's ours side (or, when empty, its surroundings) lies in upstream's new
     file: (first line, count), 1-based; (0, 0) when it cannot be found."""
@@ -244,12 +261,16 @@ def describe_file(
     patch_diff: str,
     head_text: str | None = None,
     blame_head: Callable[[str, int, int], list[str]] | None = None,
+    removed_head: Callable[[str, Sequence[str]], list[str]] | None = None,
 ) -> tuple[list[str], list[CommitInfo]]:
     """The stop message's lines for one conflicted file, and the upstream commits named.
 
     Where no upstream commit in ``old..new`` touched a block's lines, ``blame_head(path,
     first, count)`` (lines of ``head_text``, the file the merge started from) names what
-    did: the earlier patches of this refresh (their commits carry the patch's name)."""
+    did: the earlier patches of this refresh (their commits carry the patch's name).
+    Where the upstream side is empty (the lines the patch changes are gone) and nothing
+    touched what is there, what removed them is named: ``removed_head(path, lines)``
+    (the earlier patches of this refresh, as resolved), else the upstream commit."""
     parts = parse_conflicts(text)
     blocks = [(n, p) for n, p in enumerate(parts) if isinstance(p, Block)]
     hunks = hunk_headers(patch_diff, path)
@@ -282,6 +303,18 @@ def describe_file(
             who = blame_head(path, first, count) if count else []
         if who:
             lines.append(f"  the earlier patch {', '.join(who[:3])} did too (as refreshed here)")
+        gone = [ln for ln in (block.base or ()) if ln.strip() and ln not in block.ours]
+        if not culprits and not who and gone:
+            removers = removed_head(path, gone) if removed_head is not None else []
+            remover = None if removers or git is None or not old else removed_in(git, old, new, path, gone)
+            if removers:
+                lines.append(
+                    f"  the earlier patch {', '.join(removers[:3])} removed these lines (as resolved here)"
+                )
+            elif remover is not None:
+                lines.append(f"  upstream {remover.short} {remover.subject[:100]} removed these lines")
+                named.append(remover)
+                culprits = [Culprit(commit=remover, lines=len(gone))]
         if not culprits:
             lines.append(f"  no upstream commit in {old[:12]}..{new[:12]} last touched these lines")
         lines += _side("upstream", block.ours)

@@ -1,12 +1,18 @@
 """Recorded resolutions: a conflict resolved by hand once is resolved the same way again.
 
-As git's rerere does, a conflict block is keyed by its content: the sha256 of its two
-sides (upstream's and the patch's, in sorted order so that a swapped merge finds it too;
-trailing blanks and the diff3 base section left out, as are the markers' labels). A
-:class:`Store` keeps one small JSON record per key in the cache (``<cache>/rerere/``):
-the sides and the text the block became. Records are written atomically, each at most
-:data:`MAX_RECORD` bytes, at most :data:`MAX_RECORDS` of them (the oldest go first); a
-damaged or foreign record is ignored, never trusted.
+A conflict block is keyed by the file it is in, the patch whose merge made it, and its
+content: the sha256 of the path, the patch's file name and its two sides (upstream's and
+the patch's, in sorted order so that a swapped merge finds it too; trailing blanks and the
+diff3 base section left out, as are the markers' labels). Unlike git's rerere, which keys
+by content alone, the same two sides in another file or another patch are another
+conflict: a resolution is replayed only where it was made (:func:`replay` may carry one
+through from the earlier patches it is given, and says so). A :class:`Store` keeps one
+small JSON record per key in the cache (``<cache>/rerere/``): the path, the patch, the
+sides and the text the block became; records of version 1 (keyed by content alone: they
+do not say where they were made) are never replayed, and are trimmed as any other.
+Records are written atomically, each at most :data:`MAX_RECORD` bytes, at most
+:data:`MAX_RECORDS` of them (the oldest go first); a damaged or foreign record is
+ignored, never trusted.
 
 :func:`learn` finds what each block of a conflicted file became in the file the person
 staged (the text around the blocks anchors them); :func:`replay` puts known resolutions
@@ -30,7 +36,7 @@ __all__ = ["MAX_RECORD", "MAX_RECORDS", "Replay", "Store", "block_key", "learn",
 
 MAX_RECORD = 1 << 20  # bytes of one record
 MAX_RECORDS = 2000  # records kept; the oldest are removed beyond that
-_VERSION = 1
+_VERSION = 2
 
 
 def marker_lines(text: str | Sequence[str]) -> list[int]:
@@ -50,10 +56,10 @@ def _norm(lines: Sequence[str]) -> str:
     return "\n".join(ln.rstrip() for ln in lines)
 
 
-def block_key(block: Block) -> str:
+def block_key(block: Block, path: str, patch: str) -> str:
     a, b = sorted((_norm(block.ours), _norm(block.theirs)))
     return hashlib.sha256(
-        f"patchkit-rerere-{_VERSION}\0{a}\0{b}".encode("utf-8", "surrogateescape")
+        f"patchkit-rerere-{_VERSION}\0{path}\0{patch}\0{a}\0{b}".encode("utf-8", "surrogateescape")
     ).hexdigest()
 
 
@@ -71,21 +77,28 @@ class Store:
         place (or as any record) never redirects a read, a write or the trimming."""
         return not self.root.is_symlink() and (self.root.is_dir() or not self.root.exists())
 
-    def get(self, block: Block) -> list[str] | None:
-        key = block_key(block)
-        path = self._path(key)
+    def get(self, block: Block, path: str, patch: str) -> list[str] | None:
+        """The resolution recorded for ``block`` in ``path`` at ``patch``'s merge."""
+        key = block_key(block, path, patch)
+        record = self._path(key)
         try:
             if (
                 not self._usable()
-                or path.is_symlink()
-                or not path.is_file()
-                or path.stat().st_size > MAX_RECORD
+                or record.is_symlink()
+                or not record.is_file()
+                or record.stat().st_size > MAX_RECORD
             ):
                 return None
-            data = json.loads(path.read_text(encoding="utf-8"))
+            data = json.loads(record.read_text(encoding="utf-8"))
         except (OSError, ValueError, UnicodeDecodeError, RecursionError):
             return None
-        if not isinstance(data, dict) or data.get("version") != _VERSION or data.get("key") != key:
+        if (
+            not isinstance(data, dict)
+            or data.get("version") != _VERSION
+            or data.get("key") != key
+            or data.get("path") != path
+            or data.get("patch") != patch
+        ):
             return None
         sides, res = data.get("sides"), data.get("resolution")
         if (
@@ -101,17 +114,20 @@ class Store:
         if marker_lines(res):
             return None  # a resolution that is still a conflict is none
         try:
-            os.utime(path)  # recently used: kept longest
+            os.utime(record)  # recently used: kept longest
         except OSError:
             pass
         return list(res)
 
-    def put(self, block: Block, resolution: Sequence[str]) -> bool:
-        """Record ``resolution`` for ``block``; False when it is too big to keep."""
-        key = block_key(block)
+    def put(self, block: Block, resolution: Sequence[str], path: str, patch: str) -> bool:
+        """Record ``resolution`` for ``block`` in ``path`` at ``patch``'s merge; False when it
+        is too big to keep."""
+        key = block_key(block, path, patch)
         record = {
             "version": _VERSION,
             "key": key,
+            "path": path,
+            "patch": patch,
             "sides": sorted((_norm(block.ours), _norm(block.theirs))),
             "resolution": list(resolution),
         }
@@ -189,28 +205,49 @@ def learn(conflicted: str, resolved: str) -> tuple[list[tuple[Block, list[str]]]
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class Replay:
     text: str  # the file with every known resolution in place
-    reused: int  # blocks resolved from the store
+    reused: int  # blocks resolved from the store (recorded for this file and patch)
     blocks: int  # blocks in the file
+    carried: int = 0  # blocks resolved as an earlier patch's same conflict was
+    carried_from: tuple[str, ...] = ()  # those earlier patches
 
     @property
     def complete(self) -> bool:
-        return self.blocks > 0 and self.reused == self.blocks
+        return self.blocks > 0 and self.reused + self.carried == self.blocks
 
 
-def replay(conflicted: str, store: Store) -> Replay:
+def replay(conflicted: str, store: Store, *, path: str, patch: str, carry_from: Sequence[str] = ()) -> Replay:
+    """``conflicted`` (the file ``path`` as ``patch``'s merge left it) with the resolutions
+    recorded for its blocks in place; a block with none recorded at ``patch`` takes the one
+    recorded for the same block in the same file at the latest of ``carry_from`` (the
+    earlier patches the caller allows) that has one."""
     parts = parse_conflicts(conflicted)
     out: list[str] = []
-    reused = blocks = 0
+    reused = blocks = carried = 0
+    sources: list[str] = []
     lines = conflicted.splitlines(keepends=True)
     for p in parts:
         if isinstance(p, str):
             out.append(p)
             continue
         blocks += 1
-        res = store.get(p)
-        if res is None:
-            out.extend(lines[p.start - 1 : p.end])
-        else:
+        res = store.get(p, path, patch)
+        if res is not None:
             reused += 1
             out.extend(res)
-    return Replay(text="".join(out), reused=reused, blocks=blocks)
+            continue
+        for earlier in reversed(carry_from):
+            res = store.get(p, path, earlier)
+            if res is not None:
+                carried += 1
+                sources.append(earlier)
+                out.extend(res)
+                break
+        else:
+            out.extend(lines[p.start - 1 : p.end])
+    return Replay(
+        text="".join(out),
+        reused=reused,
+        blocks=blocks,
+        carried=carried,
+        carried_from=tuple(dict.fromkeys(sources)),
+    )

@@ -57,7 +57,7 @@ from patchkit.upkeep.refresh import recorded
 from patchkit.upkeep.refresh.finish import check_sources_unchanged, finish, move_recipe_pin
 from patchkit.upkeep.refresh.hints import abort_hint, command_of
 from patchkit.upkeep.refresh.merge import run
-from patchkit.upkeep.refresh.options import Dropped, RefreshOptions, RefreshResult, RefreshStopped
+from patchkit.upkeep.refresh.options import Dropped, RefreshOptions, RefreshResult, RefreshStopped, Review
 from patchkit.upkeep.refresh.scratch import (
     OWNED_DIRS,
     OWNED_FILES,
@@ -88,6 +88,7 @@ __all__ = [
     "RefreshResult",
     "RefreshState",
     "RefreshStopped",
+    "Review",
     "StateDamaged",
     "move_recipe_pin",
     "refresh_abort",

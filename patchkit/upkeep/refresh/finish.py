@@ -126,6 +126,7 @@ def finish(workdir: Path, state: RefreshState) -> RefreshResult:
         dropped=tuple(d.dropped() for d in state.dropped),
         upstream=tuple(f.upstreamed() for f in state.found if f.file not in dropped_files),
         reused=state.reused,
+        review=state.reviews(),
     )
 
 

@@ -1,7 +1,8 @@
 """The merge loop: each patch in turn, left out (outside its When range, ``--drop``,
 found upstream with ``drop_upstreamed``), or merged onto the new base and committed;
 a stop (:mod:`patchkit.upkeep.refresh.stop`) where a person is needed, the state saved
-after every patch."""
+after every patch. A clean merge is looked over for what upstream's change may have
+made wrong (:mod:`patchkit.upkeep.refresh.review`: "merged cleanly, review")."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from patchkit.spec.patchfile import parse_diff
 from patchkit.upkeep.conflict import added_runs, find_run, last_touched
 from patchkit.upkeep.refresh import recorded
 from patchkit.upkeep.refresh.options import RefreshResult
+from patchkit.upkeep.refresh.review import Upstream, review_patch
 from patchkit.upkeep.refresh.scratch import commit_staged, head, out, scratch_git, show, unmerged
 from patchkit.upkeep.refresh.state import RefreshState
 from patchkit.upkeep.refresh.stop import duplicate_stop, empty_stop, merge_stop, patch_diff, upstream_git
@@ -40,6 +42,7 @@ def run(
 ) -> RefreshResult:
     """Merge the patches from the current one on, then ``finish``."""
     tree = workdir / "tree"
+    reviewing: dict[str, Upstream] = {}
     while not state.done:
         i = state.next_index
         p = state.current
@@ -65,7 +68,7 @@ def run(
             elif upstreamed is not None and state.drop_upstreamed:
                 log.warning(f"{p.file}: {printable(upstreamed.describe())}; proposed for dropping, merged")
             try:
-                _merge(workdir, state, i, rerere)
+                clean = _merge(workdir, state, i, rerere)
             except _MergedToNothing as d:
                 state.note_upstream(d.upstreamed)
                 state.drop_current(d.upstreamed.describe(), d.upstreamed)
@@ -73,15 +76,30 @@ def run(
                     f"dropped {p.file}: merged, it changes nothing: {printable(d.upstreamed.describe())}"
                 )
             else:
+                if clean:
+                    _review(workdir, state, i, reviewing)
                 commit_staged(tree, p.name)
                 state.advance(head(tree))
         state.save(workdir)
     return finish(workdir, state)
 
 
-def _merge(workdir: Path, state: RefreshState, i: int, rerere: Path | None) -> None:
+def _review(workdir: Path, state: RefreshState, i: int, reviewing: dict[str, Upstream]) -> None:
+    """Patch ``i`` merged cleanly: what of it to review (upstream's side read once per run,
+    kept in ``reviewing``)."""
+    git = upstream_git(state)
+    if git is None:
+        return
+    up = reviewing.setdefault("up", Upstream(git, state.upstream_base, state.onto))
+    findings = review_patch(up, patch_diff(workdir, state, i).decode("utf-8", "replace"))
+    if findings:
+        state.note_review(state.patches[i].file, findings)
+
+
+def _merge(workdir: Path, state: RefreshState, i: int, rerere: Path | None) -> bool:
     """Merge patch ``i`` into the tree (staged), replaying recorded resolutions; a
-    RefreshStopped (state kept) where a person is needed."""
+    RefreshStopped (state kept) where a person is needed. True when the merge was clean
+    (no conflict, nothing replayed)."""
     tree = workdir / "tree"
     p = state.patches[i]
     old = state.old_commits[i]
@@ -92,8 +110,10 @@ def _merge(workdir: Path, state: RefreshState, i: int, rerere: Path | None) -> N
         proc = scratch_git(tree, "apply", "--3way", "--whitespace=nowarn", str(pfile), check=False)
     if not proc.ok:
         files = unmerged(tree)
-        if files and recorded.replay(workdir, state, files, rerere):
-            return
+        if files:
+            files = recorded.replay(workdir, state, files, rerere)
+            if not files:
+                return False
         state.stop_kind = "conflict" if files else "apply"
         state.save(workdir)
         merge_stop(workdir, state, i, proc, files)
@@ -116,6 +136,7 @@ def _merge(workdir: Path, state: RefreshState, i: int, rerere: Path | None) -> N
         state.stop_kind = "duplicate"
         state.save(workdir)
         duplicate_stop(workdir, state, i, dups, files)
+    return proc.ok
 
 
 def _effect(workdir: Path, state: RefreshState, i: int) -> Upstreamed | None:

@@ -10,9 +10,10 @@ from pathlib import Path
 from patchkit.core.errors import PatchError
 from patchkit.git.repo import CommitInfo
 from patchkit.spec.series import Patch
+from patchkit.upkeep.refresh.review import Finding
 from patchkit.upkeep.upstreamed import Upstreamed
 
-__all__ = ["Dropped", "RefreshOptions", "RefreshResult", "RefreshStopped"]
+__all__ = ["Dropped", "RefreshOptions", "RefreshResult", "RefreshStopped", "Review"]
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -33,6 +34,14 @@ class RefreshOptions:
     hint_workdir: bool = True  # the user gave --workdir
     rerere: Path | None = None  # the recorded resolutions (None: none kept or replayed)
 
+    def __post_init__(self) -> None:
+        # the merges run git in the scratch tree, elsewhere than the caller's folder: every
+        # path is made absolute once, by the caller (the CLI), never guessed here
+        for name in ("repo", "patches_dir", "workdir", "recipe_path", "rerere"):
+            value = getattr(self, name)
+            assert value is None or value.is_absolute(), f"RefreshOptions.{name} must be absolute: {value}"
+        assert all(r.is_absolute() for r in self.more_recipes), "RefreshOptions.more_recipes must be absolute"
+
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class Dropped:
@@ -51,6 +60,27 @@ class Dropped:
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
+class Review:
+    """A patch that merged cleanly but is to be reviewed (:mod:`~patchkit.upkeep.refresh.review`):
+    what of it upstream's change may have made wrong."""
+
+    file: str
+    findings: tuple[Finding, ...]
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """The functions it calls whose declaration upstream changed."""
+        return tuple(dict.fromkeys(f.name for f in self.findings if f.name))
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "patch": self.file,
+            "names": list(self.names),
+            "findings": [{"kind": f.kind, "path": f.path, "text": f.text} for f in self.findings],
+        }
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class RefreshResult:
     onto: str
     updated: tuple[str, ...]  # patch files whose bytes changed
@@ -60,11 +90,28 @@ class RefreshResult:
     dropped: tuple[Dropped, ...] = ()  # left the series (upstream, --skip, --drop, empty)
     upstream: tuple[Upstreamed, ...] = ()  # found upstream but kept: proposed for dropping
     reused: int = 0  # conflict blocks resolved from recorded resolutions
+    review: tuple[Review, ...] = ()  # merged cleanly, to review (series order)
 
     @property
     def skipped(self) -> tuple[str, ...]:
         """:attr:`outside_when` under its former name (bump's summary reads it)."""
         return self.outside_when
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "onto": self.onto,
+            "updated": list(self.updated),
+            "unchanged": list(self.unchanged),
+            "outside_when": list(self.outside_when),
+            "pin_moved": self.pin_moved,
+            "dropped": [d.to_json() for d in self.dropped],
+            "proposed_for_dropping": [
+                {"patch": u.file, "why": u.describe(), "commit": u.commit.sha if u.commit else None}
+                for u in self.upstream
+            ],
+            "reused": self.reused,
+            "review": [r.to_json() for r in self.review],
+        }
 
 
 class RefreshStopped(PatchError):

@@ -1,6 +1,8 @@
 """Recorded resolutions in a refresh (:mod:`patchkit.upkeep.rerere`): replayed when a
-merge conflicts, saved at a stop (``WORKDIR/conflicts/``) and learned from what the
-person staged at ``--continue``."""
+merge conflicts (the resolution recorded for this patch's conflict in this file, or the
+one of an earlier patch of this refresh for the same conflict in the same file, carried
+through: each replay says which), saved at a stop (``WORKDIR/conflicts/``) and learned
+from what the person staged at ``--continue``."""
 
 from __future__ import annotations
 
@@ -25,40 +27,56 @@ def _store(state: RefreshState, folder: Path | None) -> rerere.Store | None:
     return rerere.Store(folder) if state.rerere and folder is not None else None
 
 
-def replay(workdir: Path, state: RefreshState, unmerged: list[str], folder: Path | None) -> bool:
-    """Resolve the conflicts from recorded resolutions; True when every file was (then
-    staged), else the known blocks are put in place and the rest left for the person
-    (the conflicted files are saved to learn from at --continue)."""
+def _carry_from(state: RefreshState) -> list[str]:
+    """The earlier patches of this refresh (merged, in series order) whose resolution of
+    the same conflict in the same file may be carried through to the current one."""
+    return [p.file for p, c in zip(state.patches, state.commits, strict=False) if c]
+
+
+def replay(workdir: Path, state: RefreshState, unmerged: list[str], folder: Path | None) -> list[str]:
+    """Resolve the conflicts from recorded resolutions (this patch's in this file, or an
+    earlier patch's of the same conflict there); the files still unmerged. A file every
+    block of which is resolved is staged (it is no conflict any more); the others get
+    the known blocks in place and are left for the person (saved to learn from at
+    --continue)."""
     store = _store(state, folder)
     if store is None:
-        return False
+        return unmerged
     tree = workdir / "tree"
-    done: list[tuple[str, rerere.Replay]] = []
+    patch = state.current.file
+    carry = _carry_from(state)
+    left: list[str] = []
     saved: list[tuple[str, str]] = []
     for path in unmerged:
         text = read_text(tree / path)
         if text is None:
-            return False
-        rep = rerere.replay(text, store)
-        saved.append((path, text))
-        done.append((path, rep))
-    # a file still holding a conflict marker after the replay is the person's to finish,
-    # as --continue would refuse it
-    complete = all(rep.complete and not rerere.marker_lines(rep.text) for _, rep in done)
-    for path, rep in done:
-        if rep.reused:
+            left.append(path)
+            continue
+        rep = rerere.replay(text, store, path=path, patch=patch, carry_from=carry)
+        if rep.reused or rep.carried:
             (tree / path).write_bytes(rep.text.encode("utf-8", "surrogateescape"))
-            state.reused += rep.reused
-            log.info(
-                f"{state.current.file}: {printable(path)}: reused a recorded resolution for "
-                f"{rep.reused} of {rep.blocks} conflict(s)"
-            )
-    if complete:
-        for path, _ in done:
+            state.reused += rep.reused + rep.carried
+            where = f"{printable(patch)}: {printable(path)}"
+            if rep.reused:
+                log.info(
+                    f"{where}: reused a recorded resolution for {rep.reused} of {rep.blocks} conflict(s) "
+                    f"(recorded for {printable(patch)}'s {printable(path)})"
+                )
+            if rep.carried:
+                log.info(
+                    f"{where}: carried the resolution of {printable(', '.join(rep.carried_from))}'s same "
+                    f"conflict through ({rep.carried} of {rep.blocks} conflict(s))"
+                )
+        # a file still holding a conflict marker after the replay is the person's to finish,
+        # as --continue would refuse it
+        if rep.complete and not rerere.marker_lines(rep.text):
             scratch_git(tree, "add", "--", path)
-        return True
-    _save_conflicts(workdir, state, saved)
-    return False
+        else:
+            left.append(path)
+            saved.append((path, text))
+    if left:
+        _save_conflicts(workdir, state, saved)
+    return left
 
 
 def _save_conflicts(workdir: Path, state: RefreshState, files: Sequence[tuple[str, str]]) -> None:
@@ -97,7 +115,7 @@ def learn(state: RefreshState, workdir: Path, folder: Path | None) -> None:
         placed, missed = rerere.learn(conflicted, resolved)
         lost += missed
         for block, lines in placed:
-            if store.put(block, lines):
+            if store.put(block, lines, path, state.current.file):
                 learned += 1
     if learned:
         log.info(f"recorded {learned} conflict resolution(s) in {store.root}")

@@ -21,7 +21,8 @@ from patchkit.core.fs import atomic_write_json
 from patchkit.core.record import RecordError, decode, encode, meta
 from patchkit.git.repo import CommitInfo
 from patchkit.upkeep.refresh.hints import abort_hint
-from patchkit.upkeep.refresh.options import Dropped
+from patchkit.upkeep.refresh.options import Dropped, Review
+from patchkit.upkeep.refresh.review import Finding
 from patchkit.upkeep.upstreamed import Upstreamed
 
 __all__ = [
@@ -30,6 +31,7 @@ __all__ = [
     "NoRefresh",
     "PatchState",
     "RefreshState",
+    "ReviewRecord",
     "StateDamaged",
     "UpstreamRecord",
 ]
@@ -126,6 +128,20 @@ class DropRecord:
         return Dropped(file=self.file, reason=self.reason, commit=commit)
 
 
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class ReviewRecord:
+    """One finding of a clean merge to review (:class:`~patchkit.upkeep.refresh.review.Finding`)."""
+
+    file: str  # the patch
+    kind: str = dataclasses.field(metadata=meta(check=lambda v: v in ("nearby", "api")))
+    path: str
+    text: str
+    name: str = ""
+
+    def finding(self) -> Finding:
+        return Finding(kind=self.kind, path=self.path, text=self.text, name=self.name)
+
+
 class StateDamaged(PatchError):
     """refresh-state.json cannot be used as it is (unreadable, another version, damaged);
     ``path`` and ``workdir`` say where. The refresh can only be aborted."""
@@ -190,6 +206,8 @@ class RefreshState:
     # whether resolutions are recorded and replayed ('' none); the folder is the caller's
     rerere: str = dataclasses.field(default="", metadata=meta(check=lambda v: v == "" or _absolute(v)))
     reused: int = dataclasses.field(default=0, metadata=meta(check=lambda v: v >= 0))
+    # what the clean merges left to review, per patch (the key only when there is any)
+    review: list[ReviewRecord] = dataclasses.field(default_factory=list, metadata=meta(omit="empty"))
     # why it stopped at the current patch: conflict | apply | empty | duplicate ('' running);
     # the file's key is "stop"
     stop_kind: str = dataclasses.field(
@@ -247,6 +265,22 @@ class RefreshState:
         if self.upstreamed(u.file) is None:
             self.found.append(UpstreamRecord.of(u))
 
+    def note_review(self, file: str, findings: list[Finding]) -> None:
+        """The current patch merged cleanly; what of it to review."""
+        self.review += [
+            ReviewRecord(file=file, kind=f.kind, path=f.path, text=f.text, name=f.name) for f in findings
+        ]
+
+    def reviews(self) -> tuple[Review, ...]:
+        """The patches to review (series order), those that left the series not among them."""
+        gone = self.dropped_files
+        out: list[Review] = []
+        for p in self.patches:
+            mine = tuple(r.finding() for r in self.review if r.file == p.file)
+            if mine and p.file not in gone:
+                out.append(Review(file=p.file, findings=mine))
+        return tuple(out)
+
     def remap_commits(self, remap: Mapping[str, str]) -> None:
         """The base and the commits done, rewritten (``remap``: old commit → new)."""
         self.base = remap[self.base]
@@ -270,7 +304,12 @@ class RefreshState:
         # a dropped patch's file is removed at the end: only ever one of the series'
         if any(
             f not in files
-            for f in [*self.to_drop, *(d.file for d in self.dropped), *(f.file for f in self.found)]
+            for f in [
+                *self.to_drop,
+                *(d.file for d in self.dropped),
+                *(f.file for f in self.found),
+                *(r.file for r in self.review),
+            ]
         ):
             return "names files outside its series"
         return ""

@@ -17,8 +17,9 @@ from patchkit.core.proc import RunResult
 from patchkit.core.text import printable
 from patchkit.git.repo import Git
 from patchkit.spec.patchfile import parse_diff
-from patchkit.upkeep.conflict import describe_file
+from patchkit.upkeep.conflict import Block, describe_file, parse_conflicts
 from patchkit.upkeep.refresh.hints import command_of
+from patchkit.upkeep.refresh.moved import gone_file
 from patchkit.upkeep.refresh.options import RefreshStopped
 from patchkit.upkeep.refresh.scratch import private_index, read_text, scratch_git, show
 from patchkit.upkeep.refresh.state import RefreshState
@@ -122,6 +123,29 @@ def _blame_head(workdir: Path, state: RefreshState, path: str, first: int, count
     return list(dict.fromkeys(files[names[c]] for c in ranked))
 
 
+def _removed_head(workdir: Path, state: RefreshState, path: str, lines: Sequence[str]) -> list[str]:
+    """The patches of this refresh (as merged or resolved here) that removed the most
+    distinctive of ``lines`` from ``path`` (``git log -S`` from the new base to HEAD)."""
+    picks = sorted((ln.strip() for ln in lines if len(ln.strip()) >= 4), key=len, reverse=True)
+    if not picks:
+        return []
+    proc = scratch_git(
+        workdir / "tree",
+        "log",
+        "--format=%s",
+        "-S",
+        picks[0],
+        f"{state.base}..HEAD",
+        "--",
+        path,
+        check=False,
+    )
+    if not proc.ok:
+        return []
+    files = {p.name: p.file for p in state.patches} | {p.file: p.file for p in state.patches}
+    return list(dict.fromkeys(files[s] for s in proc.stdout.splitlines() if s in files))
+
+
 def merge_stop(workdir: Path, state: RefreshState, i: int, proc: RunResult, unmerged: list[str]) -> NoReturn:
     """The stop of a merge that conflicted (``unmerged``) or did not apply."""
     tree = workdir / "tree"
@@ -143,9 +167,27 @@ def merge_stop(workdir: Path, state: RefreshState, i: int, proc: RunResult, unme
     diff = patch_diff(workdir, state, i).decode("utf-8", "replace")
     git = upstream_git(state)
     named: list[str] = []
+    gone_why: list[str] = []
     if unmerged:
         for path in unmerged:
             text = read_text(tree / path)
+            if (text is None and not (tree / path).exists()) or (
+                text is not None and not any(isinstance(b, Block) for b in parse_conflicts(text))
+            ):
+                # no markers: one side deleted (or renamed, or split) the file
+                gone = gone_file(
+                    git,
+                    state.upstream_base,
+                    state.onto,
+                    path,
+                    diff,
+                    upstream_has=show(tree, f"{state.base}:{path}") is not None,
+                )
+                lines += gone.lines(path)
+                if gone.commit is not None and gone.commit.short not in named:
+                    named.append(gone.commit.short)
+                gone_why.append(gone.summary() if len(unmerged) == 1 else f"{path}: {gone.summary()}")
+                continue
             if text is None:
                 lines.append(f"{path}: too big or unreadable to show here: see {tree / path}")
                 continue
@@ -160,24 +202,41 @@ def merge_stop(workdir: Path, state: RefreshState, i: int, proc: RunResult, unme
                 patch_diff=diff,
                 head_text=show(tree, f"HEAD:{path}"),
                 blame_head=lambda path, first, count: _blame_head(workdir, state, path, first, count),
+                removed_head=lambda path, gone: _removed_head(workdir, state, path, gone),
             )
             lines += flines
             for c in commits:
                 if c.short not in named:
                     named.append(c.short)
         what = f"conflicts in {', '.join(unmerged)}"
+        block_named = [c for c in named if not any(c in g for g in gone_why)]
+        reasons = list(gone_why)
         if cascade:
-            what += f" (a cascade of {', '.join(cascade)})"
-        elif named:
-            what += f" (upstream {', '.join(named[:3])})"
+            reasons.insert(0, f"a cascade of {', '.join(cascade)}")
+        elif block_named:
+            reasons.append(f"upstream {', '.join(block_named[:3])}")
         else:
+            removed = [
+                ln.split("the earlier patch ", 1)[1].split(" removed", 1)[0]
+                for ln in lines
+                if "the earlier patch " in ln and " removed these lines" in ln
+            ]
             earlier = [
                 ln.split("the earlier patch ", 1)[1].split(" did", 1)[0]
                 for ln in lines
-                if "the earlier patch " in ln
+                if "the earlier patch " in ln and " did too" in ln
             ]
             if earlier:
-                what += f" (lines from the earlier patch {earlier[0]})"
+                reasons.append(f"lines from the earlier patch {earlier[0]}")
+            elif removed:
+                reasons.append(f"lines the earlier patch {removed[0]} removed")
+            elif not gone_why:
+                reasons.append(
+                    f"no commit of {state.upstream_base[:12] or 'the old base'}..{state.onto[:12]} "
+                    "and no earlier patch touched these lines: the patch's own context differs"
+                )
+        if reasons:
+            what += f" ({'; '.join(reasons)})"
         lines.append(f"the files with conflict markers are in {tree}")
         raise RefreshStopped(
             f"refresh stopped at {p.file}: {what}",

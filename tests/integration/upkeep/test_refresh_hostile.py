@@ -81,12 +81,11 @@ def test_a_recorded_resolution_still_holding_markers_is_not_committed(
     store = _rerere()
     store.mkdir(parents=True, exist_ok=True)
     for b in blocks:  # a record whose resolution is the conflict itself
-        key = block_key(b)
+        key = block_key(b, "src/rpc.c", "0001-guard.patch")
         sides = sorted("\n".join(ln.rstrip() for ln in side) for side in (b.ours, b.theirs))
         lines = conflicted.splitlines(keepends=True)[b.start - 1 : b.end]
-        (store / f"{key}.json").write_text(
-            json.dumps({"version": 1, "key": key, "sides": sides, "resolution": lines})
-        )
+        record = {"key": key, "path": "src/rpc.c", "patch": "0001-guard.patch", "sides": sides}
+        (store / f"{key}.json").write_text(json.dumps({"version": 2, **record, "resolution": lines}))
     before = snapshot(proj / "patches")
     res = run_cli(proj, "refresh", "fixture", "--onto", drift.c["d5"], "--workdir", str(workdir))
     assert res.exit_code == 5, res.output

@@ -204,6 +204,52 @@ def test_compile_errors_map_to_the_patch_whose_hunk_covers_the_line(tmp_path: Pa
     assert "  - `src/a.c:25:5`: `implicit declaration of function 'uses_old_name'`\n" in md
 
 
+def test_compile_errors_cover_a_patch_to_review_where_they_name_a_function_it_calls(tmp_path: Path) -> None:
+    """A clean merge the refresh listed for review (it calls build_attn, whose declaration
+    upstream changed): an error in a file it patches that names build_attn is its, though
+    the call lies outside its hunks; another patch's file, or another name, is not."""
+    from patchkit.upkeep.compile_errors import compile_errors
+    from patchkit.upkeep.refresh import Review
+    from patchkit.upkeep.refresh.review import Finding
+
+    body = "diff --git a/src/m.cpp b/src/m.cpp\n--- a/src/m.cpp\n+++ b/src/m.cpp\n@@ -20,2 +20,3 @@\n x\n+y();\n z\n"
+    other = "diff --git a/src/o.cpp b/src/o.cpp\n--- a/src/o.cpp\n+++ b/src/o.cpp\n@@ -1,2 +1,3 @@\n a\n+b();\n c\n"
+    patches = _series(tmp_path, [("0001-model.patch", body), ("0002-other.patch", other)])
+    src = tmp_path / "src"
+    log = "\n".join(
+        [
+            f"{src}/src/m.cpp:400:9: error: no matching function for call to 'ctx::build_attn(int*&, graph*&)'",
+            f"{src}/src/m.cpp:410:9: error: 'foo' was not declared in this scope",
+            f"{src}/src/o.cpp:90:1: error: no matching function for call to 'build_attn'",
+        ]
+    )
+    review = {"0001-model.patch": ("build_attn",)}
+    got = compile_errors(log, patches, src=src, review=review)  # type: ignore[arg-type]
+    assert [(pe.patch, [e.line for e in pe.errors]) for pe in got] == [("model", [400])]
+    assert compile_errors(log, patches, src=src) == ()  # type: ignore[arg-type]
+    # and the summary lists the clean merges to review
+    finding = Finding(
+        kind="api", path="src/m.cpp", text="src/m.cpp: calls build_attn(), ...", name="build_attn"
+    )
+    r = BumpResult(
+        plan=plan(),
+        dry_run=False,
+        moved=("cpu-rpc",),
+        refresh=RefreshResult(
+            onto=NEW.sha,
+            updated=("0001-model.patch",),
+            unchanged=(),
+            outside_when=(),
+            pin_moved=True,
+            review=(Review(file="0001-model.patch", findings=(finding,)),),
+        ),
+    )
+    md = render_summary(r)
+    assert (
+        "### Merged cleanly, review\n\n- `0001-model.patch`\n  - `src/m.cpp: calls build_attn(), ...`\n" in md
+    )
+
+
 def test_dropped_and_upstream_patches_are_listed_with_their_commits() -> None:
     up = CommitInfo(sha="c" * 40, date="2026-08-19T00:00:00+00:00", subject="rpc: guard @octocat (#16769)")
     r = BumpResult(

@@ -61,35 +61,70 @@ def test_rerere_learns_each_block_and_replays_it(tmp_path: Path) -> None:
     assert [r for _, r in found] == [["ours 1\n", "theirs 1\n"], ["x and y\n"]]
     store = rerere.Store(tmp_path / "rr")
     for block, res in found:
-        assert store.put(block, res)
-    # the same conflicts elsewhere in another file: replayed whole
-    again = "zzz\n" + CONFLICTED.replace("(0003-x.patch)", "(0009-y.patch)")
-    rep = rerere.replay(again, store)
+        assert store.put(block, res, "f.c", "0003-x.patch")
+    # the same conflicts elsewhere in the same file at the same patch: replayed whole
+    again = "zzz\n" + CONFLICTED
+    rep = rerere.replay(again, store, path="f.c", patch="0003-x.patch")
     assert rep.complete and rep.reused == 2 and rep.text == "zzz\n" + resolved
     # sides swapped (ours and theirs traded places) still match
     swapped = "<<<<<<< HEAD\ny\n=======\nx\n>>>>>>> other\n"
-    assert rerere.replay(swapped, store).text == "x and y\n"
+    assert rerere.replay(swapped, store, path="f.c", patch="0003-x.patch").text == "x and y\n"
     # one unknown block: the known one is replayed, the other kept with its markers
     partial = CONFLICTED.replace("y\n>>>>>>>", "q\n>>>>>>>")
-    rep = rerere.replay(partial, store)
+    rep = rerere.replay(partial, store, path="f.c", patch="0003-x.patch")
     assert rep.reused == 1 and not rep.complete and "<<<<<<< HEAD\nx\n=======\nq\n" in rep.text
+
+
+def test_rerere_replays_a_resolution_only_in_its_file_and_patch_or_carried_on_request(tmp_path: Path) -> None:
+    found, _ = rerere.learn(CONFLICTED, "a\nb\nR\nc\nS\nd\n")
+    store = rerere.Store(tmp_path)
+    for block, res in found:
+        store.put(block, res, "f.c", "0003-x.patch")
+    for path, patch in (("g.c", "0003-x.patch"), ("f.c", "0009-y.patch"), ("g.c", "0009-y.patch")):
+        rep = rerere.replay(CONFLICTED, store, path=path, patch=patch)
+        assert rep.reused == 0 and rep.text == CONFLICTED, (path, patch)
+    # a later patch's same conflict in the same file takes the earlier patch's, when allowed
+    rep = rerere.replay(CONFLICTED, store, path="f.c", patch="0009-y.patch", carry_from=["0003-x.patch"])
+    assert rep.complete and rep.reused == 0 and rep.carried == 2 and rep.carried_from == ("0003-x.patch",)
+    assert rep.text == "a\nb\nR\nc\nS\nd\n"
+    # never into another file
+    rep = rerere.replay(CONFLICTED, store, path="g.c", patch="0009-y.patch", carry_from=["0003-x.patch"])
+    assert rep.carried == 0
 
 
 def test_rerere_never_trusts_a_damaged_or_foreign_record(tmp_path: Path) -> None:
     found, _ = rerere.learn(CONFLICTED, "a\nb\nR\nc\nS\nd\n")
     store = rerere.Store(tmp_path)
     block, res = found[0]
-    store.put(block, res)
+    store.put(block, res, "f.c", "0001-p.patch")
     (path,) = tmp_path.glob("*.json")
-    assert store.get(block) == ["R\n"]
+    assert store.get(block, "f.c", "0001-p.patch") == ["R\n"]
+    record = json.loads(path.read_text())
     path.write_text("{broken")
-    assert store.get(block) is None
+    assert store.get(block, "f.c", "0001-p.patch") is None
     path.write_text(
-        json.dumps({"version": 1, "key": path.stem, "sides": ["a", "b"], "resolution": ["evil\n"]})
+        json.dumps(
+            {
+                "version": 2,
+                "key": path.stem,
+                "path": "f.c",
+                "patch": "0001-p.patch",
+                "sides": ["a", "b"],
+                "resolution": ["evil\n"],
+            }
+        )
     )
-    assert store.get(block) is None  # another conflict's sides under this key
+    assert store.get(block, "f.c", "0001-p.patch") is None  # another conflict's sides under this key
+    # a record that names another file or patch under this key: never
+    path.write_text(json.dumps({**record, "path": "g.c"}))
+    assert store.get(block, "f.c", "0001-p.patch") is None
+    # a record of the first version (keyed by content alone, no file named): ignored
+    path.write_text(
+        json.dumps({k: v for k, v in record.items() if k not in ("path", "patch")} | {"version": 1})
+    )
+    assert store.get(block, "f.c", "0001-p.patch") is None
     # too big to keep: not written
-    assert not store.put(block, ["x" * (rerere.MAX_RECORD + 1)])
+    assert not store.put(block, ["x" * (rerere.MAX_RECORD + 1)], "f.c", "0001-p.patch")
 
 
 def test_rerere_learn_gives_up_where_the_text_around_a_block_changed() -> None:

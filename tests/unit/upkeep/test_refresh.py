@@ -56,13 +56,14 @@ def test_rerere_store_refuses_a_planted_link_and_a_resolution_that_is_a_conflict
     assert marker_lines(text) == [2, 4, 6] and marker_lines("a\n======= b\n") == [2]
     assert marker_lines("a == b\n<<<<<<<<x\n") == []
     real = Store(tmp_path / "real")
-    assert not real.put(block, ["<<<<<<< ours\n", "x\n"])  # still a conflict: not recorded
-    assert real.put(block, ["x\n", "y\n"]) and real.get(block) == ["x\n", "y\n"]
+    at = ("f.c", "0001-p.patch")
+    assert not real.put(block, ["<<<<<<< ours\n", "x\n"], *at)  # still a conflict: not recorded
+    assert real.put(block, ["x\n", "y\n"], *at) and real.get(block, *at) == ["x\n", "y\n"]
     victim = tmp_path / "victim"
     victim.mkdir()
     (tmp_path / "link").symlink_to(victim, target_is_directory=True)
     linked = Store(tmp_path / "link")
-    assert not linked.put(block, ["x\n"]) and list(victim.iterdir()) == []
+    assert not linked.put(block, ["x\n"], *at) and list(victim.iterdir()) == []
     (victim / "k.json").write_text("{}")
     linked._trim()
     assert (victim / "k.json").exists()
