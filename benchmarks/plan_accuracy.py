@@ -37,6 +37,7 @@ sys.path.insert(0, str(ROOT))
 from patchkit.bench.link import calibrate as calibrate_link  # noqa: E402
 from patchkit.bench.link import parse_link  # noqa: E402
 from patchkit.bench.relay import Relay  # noqa: E402
+from patchkit.core.errors import ConfigError  # noqa: E402
 from patchkit.core.net import LOOPBACK, free_port  # noqa: E402
 from patchkit.core.proc import Processes  # noqa: E402
 from patchkit.plan.arrangement import Arrangement  # noqa: E402
@@ -168,7 +169,15 @@ def _measure(
         links = {k: parse_link(v) for k, v in LINKS.items()}
         shaping = {}
         for k, lk in links.items():
-            c = calibrate_link(lk)
+            for attempt in range(4):  # a busy machine can spoil a link's measurement: try again
+                try:
+                    c = calibrate_link(lk)
+                    break
+                except ConfigError as e:
+                    if attempt == 3:
+                        raise SystemExit(
+                            f"link {k}: {e.message} (the machine is too busy to emulate it)"
+                        ) from None
             shaping[k] = c.shaping
             print(f"link {k}: {lk.describe()}; relay measured rtt {c.measured.rtt_s * 1e3:.3f} ms")
         relays: list[Relay] = []
