@@ -149,7 +149,7 @@ def hunk_homes(
 ) -> list[tuple[str, tuple[tuple[str, int, int], ...]]]:
     """For each hunk, the files of ``commit`` (under ``paths``) that hold most of its
     names, a name found in fewer files counting more: (file, how many of them, of how
-    many), at most :data:`MAX_HOMES`."""
+    many), at most :data:`MAX_HOMES`, none scoring under half the best one's."""
     out: list[tuple[str, tuple[tuple[str, int, int], ...]]] = []
     for h in hunks:
         want = _names(h)
@@ -164,6 +164,8 @@ def hunk_homes(
                 spread[w] = spread.get(w, 0) + 1
         score = {f: sum(want[w] / spread[w] for w in found) for f, found in per.items()}
         ranked = sorted(per, key=lambda f: (-score[f], f))[:MAX_HOMES]
+        # a file far behind the best one only shares a few common names with the hunk
+        ranked = [f for f in ranked if score[f] * 2 >= score[ranked[0]]]
         out.append(
             (where, tuple((f, len(per[f]), len(want)) for f in ranked if len(per[f]) >= min(2, len(want))))
         )

@@ -64,6 +64,23 @@ def test_a_file_upstream_split_names_the_commit_and_where_the_code_is_now(
     assert "src/init.c" not in line.split("src/run.c")[0]
 
 
+def test_a_file_upstream_deleted_names_the_commit_and_the_file_its_code_moved_to(
+    sq: StopsQueue, tmp_path: Path
+) -> None:
+    proj = make_project(tmp_path, sq, pin=sq.c["r1"], patches=stops_patches(sq, "legacy"))
+    res = run_cli(proj, "refresh", "fixture", "--onto", sq.c["u5"])
+    u5 = sq.c["u5"][:12]
+    assert_error(
+        res,
+        5,
+        f"refresh stopped at 0001-legacy.patch: conflicts in src/legacy.c (deleted upstream by {u5}, "
+        "its code now in src/init.c)",
+        f"src/legacy.c: deleted upstream by {u5} gpu: legacy.c goes, its reset into init.c; the patch changes it",
+        "its code is now in src/init.c (",
+    )
+    assert "(nothing)" not in res.output and "no conflict markers" not in res.output
+
+
 def test_clean_merges_to_review_are_listed_at_the_end_and_in_json(sq: StopsQueue, tmp_path: Path) -> None:
     proj = make_project(tmp_path, sq, pin=sq.c["r1"], patches=stops_patches(sq, "nearby", "api", "m"))
     res = invoke(proj, "refresh", "fixture", "--onto", sq.c["u4"], "--drop", "m", "--json")
