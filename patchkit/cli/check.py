@@ -268,7 +268,8 @@ def check_cmd(
 
     Each patch gets: applies, applies-with-offset, conflicts (file:hunk),
     already-upstream (it reverse-applies: drop it) or n/a (outside its When
-    range). The series is cumulative. Below the table, what is upstream as refresh
+    range). The series is cumulative (a series of independent patches: each on the
+    commit alone). Below the table, what is upstream as refresh
     finds it since the pin (or the range's start): proven (the same patch-id, the
     cherry-picked commit, the change there) or only proposed (a title, a pull request).
     Exit code 11 when an in-range patch conflicts.
@@ -287,7 +288,7 @@ def check_cmd(
         old, new = parse_range(range_)
         if do_bisect:
             with log.step(printable(f"bisect {len(patches)} patches over {range_}")):
-                breport = bisect(repo_path, patches, old, new)
+                breport = bisect(repo_path, patches, old, new, independent=series.independent)
             for line in render_bisect(breport):
                 out(line, err=as_json)
             if as_json:
@@ -303,14 +304,18 @@ def check_cmd(
                 )
             return
         with log.step(printable(f"check {len(patches)} patches against {range_}")):
-            report = check_range(repo_path, patches, old, new)
+            report = check_range(repo_path, patches, old, new, independent=series.independent)
     else:
         targets = list(refs) or ([rec.upstream.commit] if rec else [])
         if not targets:
             raise ConfigError("nothing to check against: pass --ref REF or a recipe")
         with log.step(f"check {len(patches)} patches against {len(targets)} ref(s)"):
             report = check_series(
-                repo_path, patches, targets, base=rec.upstream.commit if rec and refs else None
+                repo_path,
+                patches,
+                targets,
+                base=rec.upstream.commit if rec and refs else None,
+                independent=series.independent,
             )
     title, table, lines = render_check(report, group=bool(range_))
     for line in title:

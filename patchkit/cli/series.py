@@ -45,6 +45,7 @@ import click
 
 from patchkit.cli._common import DEFAULT_RECIPE, out, out_json
 from patchkit.core.lock import cache_lock
+from patchkit.core.log import log
 from patchkit.core.paths import cache_dir, find_project_dir
 from patchkit.core.text import did_you_mean, printable
 from patchkit.git.cache import ensure_clone, ensure_commit, is_local, open_upstream
@@ -53,6 +54,7 @@ from patchkit.spec.recipe import load_recipe, resolve_recipe_path
 from patchkit.spec.series import load_series, rehash_series
 from patchkit.upkeep.export import default_author, export_branch, export_folder, parse_ident
 from patchkit.upkeep.queue import (
+    detect_independent,
     import_patches,
     source_subjects,
     sources_from_paths,
@@ -169,6 +171,12 @@ def series_cmd(ctx: click.Context, rehash: bool, as_json: bool) -> None:
     show_default=True,
     help="Upstream's newest commit to look at.",
 )
+@click.option(
+    "--independent/--stacked",
+    default=None,
+    help="Each patch was made against the base and applies alone (a CMake PATCH_COMMAND folder), "
+    "or they stack (git am); default: tried on --base with --upstream, else stacked.",
+)
 @click.option("--mboxrd", is_flag=True, help="The mboxes escape `From ` lines as mboxrd does (`>From `).")
 @click.option("--replace", is_flag=True, help="Replace an existing series (its files stay in patches/).")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
@@ -182,16 +190,21 @@ def import_cmd(
     base: str | None,
     upstream: str | None,
     upstream_ref: str,
+    independent: bool | None,
     mboxrd: bool,
     replace: bool,
     as_json: bool,
 ) -> None:
-    """Import a git format-patch queue into patches/ (and patches/series).
+    """Import a git format-patch queue, plain diffs or a quilt folder into patches/ (and
+    patches/series).
 
     PATHS: patch or mbox files in order, folders (their `series` file, else their patch
     files sorted by name) or a quilt `series` file; or --from a fork's repository with
     --range BASE..BRANCH. Author, date, title and message are kept; Why, Upstream-Status,
-    When and Default are derived (or stated, see --base and --upstream).
+    When and Default are derived (or stated, see --base and --upstream). A plain diff or
+    quilt patch keeps its file as it is (title from its text or file name, no author).
+    Independent patches (each applies to the base alone, not stacked) are recorded so in
+    patches/series; check and refresh then take each on its own.
     """
     project = _project(ctx)
     if (from_ is None) != (range_ is None):
@@ -216,7 +229,14 @@ def import_cmd(
         git = Git(open_upstream(upstream, cache))
         base = git.resolve(base)
         matches = upstream_matches(git, base, upstream_ref, source_subjects(sources))
-    result = import_patches(project, sources, base=base, matches=matches, replace=replace)
+        if independent is None and detect_independent(git, base, sources):
+            independent = True
+            log.info(
+                "each patch applies to the base alone and they do not stack: independent (--stacked: not)"
+            )
+    result = import_patches(
+        project, sources, base=base, matches=matches, replace=replace, independent=bool(independent)
+    )
     rows: list[dict[str, Any]] = []
     for it in result.patches:
         p = it.patch
@@ -250,6 +270,7 @@ def import_cmd(
                 "schema": 1,
                 "series": str(result.series),
                 "base": result.base,
+                "independent": result.independent,
                 "patches": rows,
                 "dropped": list(result.dropped),
             }
@@ -257,7 +278,8 @@ def import_cmd(
         return
     for f in result.dropped:
         out(printable(f"  {f}: no longer in the series (left in patches/)"))
-    out(f"{len(result.patches)} patch(es) imported into {result.series.parent} (series written)")
+    how = ", independent: each applies to the base alone" if result.independent else ""
+    out(f"{len(result.patches)} patch(es) imported into {result.series.parent} (series written{how})")
 
 
 @series_cmd.command("export")

@@ -39,6 +39,7 @@ from patchkit.spec.patchdoc import derive_fields, read_doc
 from patchkit.spec.patchfile import parse_diff, refusals
 
 __all__ = [
+    "INDEPENDENT_LINE",
     "PATCH_MAX",
     "SERIES_MAX",
     "UPSTREAM_STATUSES",
@@ -55,6 +56,9 @@ __all__ = [
     "series_line",
 ]
 
+# a series whose patches were each made against the clean base and are applied alone (a
+# CMake PATCH_COMMAND folder, `git apply` in name order), not stacked, says so by this line
+INDEPENDENT_LINE = "# patchkit: independent"
 UPSTREAM_STATUSES = ("pending", "submitted", "accepted", "backport", "inappropriate", "denied")
 _REQUIRED = ("Subject", "Why", "Upstream-Status", "When")
 _HEX = re.compile(r"^[0-9a-f]{7,40}$")
@@ -80,7 +84,7 @@ class Patch:
     default: bool
     experimental: bool
     files: tuple[str, ...]  # repository paths the diff touches
-    kind: str = "patchkit"  # "patchkit" (header block) or "mail" (git format-patch)
+    kind: str = "patchkit"  # "patchkit" (header block), "mail" (git format-patch), "plain" (a diff)
     author: str | None = None  # "Name <mail>" of a mail (or of one after patchkit's header)
     date: str | None = None  # the mail's Date, as written
     derived: tuple[str, ...] = ()  # the fields a mail left out, derived (Why, When, ...)
@@ -109,6 +113,8 @@ class Patch:
 class Series:
     directory: Path
     patches: tuple[Patch, ...]
+    # each patch applies to the base alone (INDEPENDENT_LINE): no patch builds on another
+    independent: bool = False
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -338,8 +344,10 @@ def series_files(patches_dir: Path) -> list[str]:
 def load_series(patches_dir: Path) -> Series:
     series_file = patches_dir / "series"
     patches: list[Patch] = []
+    independent = False
     for n, line in enumerate(_series_lines(series_file), 1):
         if not line.file:
+            independent = independent or line.raw.strip() == INDEPENDENT_LINE
             continue
         if line.sha256 is None:
             raise PatchError(
@@ -351,7 +359,7 @@ def load_series(patches_dir: Path) -> Series:
         if any(p.name == patch.name for p in patches):
             raise PatchError(f"patches/series:{n}: patch name {patch.name!r} appears twice")
         patches.append(patch)
-    return Series(directory=patches_dir, patches=tuple(patches))
+    return Series(directory=patches_dir, patches=tuple(patches), independent=independent)
 
 
 def rehash_series(patches_dir: Path) -> list[tuple[str, str, str]]:

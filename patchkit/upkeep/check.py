@@ -5,7 +5,9 @@ touches straight from its tree (one ``ls-tree`` + one ``diff-tree --stdin`` for
 any number of refs), and refs whose touched blobs are identical share one
 verdict. The series is cumulative: patch N is checked on top of patches 1..N-1
 (those that failed are left out, and said so; a patch that fails only because one
-of them did is a *cascade* of it, :class:`CheckVerdict`).
+of them did is a *cascade* of it, :class:`CheckVerdict`), unless it is a series of
+independent patches (``independent``: each made against the clean base and applied
+alone), where each patch is checked on the commit alone and none cascades.
 
 Per patch, a verdict is kept for its input files (their blobs after the earlier
 patches): a patch is checked again only at commits that changed one of its files (or
@@ -148,10 +150,11 @@ class _Engine:
     apply`` in a scratch folder when it holds what that does not model.
     """
 
-    def __init__(self, git: Git, patches: Sequence[Patch]) -> None:
+    def __init__(self, git: Git, patches: Sequence[Patch], *, independent: bool = False) -> None:
         if not patches:
             raise ConfigError("no patches to check: the recipe selects none and --all was not given")
         self.git = git
+        self.independent = independent  # each patch on the commit alone, none on another
         self.patches = tuple(patches)
         self.series = [_PatchInfo.read(git, p) for p in self.patches]
         paths: list[str] = []
@@ -240,7 +243,9 @@ class _Engine:
             v = step.verdict
             view: dict[str, FileContent | None] = {}
             on_shadow: tuple[bool, Mapping[str, FileContent | None]] | None = None
-            if e.text is not None and (v.status is Status.CONFLICTS or any(f in shadow for f in e.files)):
+            if self.independent:
+                pass  # nothing to cascade from
+            elif e.text is not None and (v.status is Status.CONFLICTS or any(f in shadow for f in e.files)):
                 view = {f: shadow[f] if f in shadow else cur.get(f) for f in e.files}
                 on_shadow = self._on_shadow(k, view)
             if v.status is Status.CONFLICTS and on_shadow is not None and on_shadow[0] and overlap:
@@ -257,6 +262,8 @@ class _Engine:
                     cascade_of=cascade,
                 )
             )
+            if self.independent:
+                continue
             if v.status.applies:
                 for f, content in step.post.items():
                     if content is None:
@@ -490,17 +497,23 @@ def _upstream(
 
 
 def check_series(
-    repo_path: Path, patches: Sequence[Patch], refs: Sequence[str], *, base: str | None = None
+    repo_path: Path,
+    patches: Sequence[Patch],
+    refs: Sequence[str],
+    *,
+    base: str | None = None,
+    independent: bool = False,
 ) -> CheckReport:
     """The series checked against each ref (a branch, tag, sha, ``origin/master``...);
-    ``base`` (the pin): what is upstream at the last ref is looked for since it."""
+    ``base`` (the pin): what is upstream at the last ref is looked for since it;
+    ``independent``: each patch on the ref alone (a series of independent patches)."""
     git = Git(repo_path)
     if not refs:
         raise ConfigError("no refs to check against")
     shas = [git.resolve(r) for r in refs]
     base_sha = git.resolve(base) if base else None
     infos = git.commit_infos([*shas, *([base_sha] if base_sha else [])])
-    engine = _Engine(git, patches)
+    engine = _Engine(git, patches, independent=independent)
     try:
         verdicts = engine.results(shas)
     finally:
@@ -532,11 +545,13 @@ def _range(git: Git, old: str, new: str) -> tuple[CommitInfo, CommitInfo, list[C
     return infos[old_sha], infos[new_sha], commits
 
 
-def check_range(repo_path: Path, patches: Sequence[Patch], old: str, new: str) -> CheckReport:
+def check_range(
+    repo_path: Path, patches: Sequence[Patch], old: str, new: str, *, independent: bool = False
+) -> CheckReport:
     """The series checked against every first-parent commit of ``old..new`` (old excluded)."""
     git = Git(repo_path)
     old_info, _, commits = _range(git, old, new)
-    engine = _Engine(git, patches)
+    engine = _Engine(git, patches, independent=independent)
     try:
         chain = [c.sha for c in commits]
         verdicts = engine.results(chain, engine.chain_masks(chain))
@@ -553,7 +568,9 @@ def check_range(repo_path: Path, patches: Sequence[Patch], old: str, new: str) -
     )
 
 
-def bisect(repo_path: Path, patches: Sequence[Patch], old: str, new: str) -> BisectReport:
+def bisect(
+    repo_path: Path, patches: Sequence[Patch], old: str, new: str, *, independent: bool = False
+) -> BisectReport:
     """Per patch, the first commit of ``old..new`` (first-parent) where it stops applying.
 
     ``old`` is the known-good end. Assumes, like ``git bisect``, that a patch that
@@ -563,7 +580,7 @@ def bisect(repo_path: Path, patches: Sequence[Patch], old: str, new: str) -> Bis
     old_info, new_info, commits = _range(git, old, new)
     chain = [old_info.sha] + [c.sha for c in commits]
     infos = [old_info, *commits]
-    engine = _Engine(git, patches)
+    engine = _Engine(git, patches, independent=independent)
     probed: dict[int, tuple[CheckVerdict, ...]] = {}
     try:
         masks = engine.chain_masks(chain)

@@ -34,6 +34,7 @@ from patchkit.spec.patchdoc import (
     split_mbox,
 )
 from patchkit.spec.series import (
+    INDEPENDENT_LINE,
     PATCH_MAX,
     SERIES_MAX,
     Patch,
@@ -43,6 +44,8 @@ from patchkit.spec.series import (
     read_series_text,
     series_files,
 )
+from patchkit.upkeep.textapply import FileContent, prepare
+from patchkit.upkeep.textapply import apply as apply_text
 
 __all__ = [
     "IMPORT_MAX_BYTES",
@@ -50,6 +53,7 @@ __all__ = [
     "ImportResult",
     "Imported",
     "Source",
+    "detect_independent",
     "import_patches",
     "source_subjects",
     "sources_from_paths",
@@ -114,6 +118,7 @@ class ImportResult:
     series: Path
     base: str | None
     dropped: tuple[str, ...]  # files the old series listed that the new one does not (left on disk)
+    independent: bool = False  # written as a series of independent patches
 
 
 # -- reading the sources ------------------------------------------------------------------------
@@ -329,6 +334,34 @@ def _unique(filename: str, taken: set[str], names: dict[str, str]) -> str:
     return candidate
 
 
+def detect_independent(git: Git, base: str, sources: Sequence[Source]) -> bool | None:
+    """Whether the queue is one of independent patches, tried on ``base``: True when each
+    applies to it alone and they do not all apply stacked, False when they apply
+    stacked, None when it cannot tell (neither, or a patch this cannot model)."""
+    texts = []
+    for src in sources:
+        text = prepare(decode_transfer(src.data, src.label))
+        if text is None:
+            return None
+        texts.append(text)
+    paths = sorted({f for t in texts for f in t.paths})
+    (entries,) = git.tree_entries([base], paths)
+    if any(e.mode not in ("100644", "100755") for e in entries.values()):
+        return None
+    blobs = git.read_blobs(e.oid for e in entries.values())
+    files: dict[str, FileContent | None] = {
+        p: FileContent(mode=e.mode, oid=e.oid, data=blobs.get(e.oid, b"")) for p, e in entries.items()
+    }
+    alone = all(apply_text(t, files).ok for t in texts)
+    stacked = dict(files)
+    for t in texts:
+        res = apply_text(t, stacked)
+        if not res.ok:
+            return True if alone else None
+        stacked.update(res.post)
+    return False
+
+
 def import_patches(
     project: Path,
     sources: Sequence[Source],
@@ -336,10 +369,12 @@ def import_patches(
     base: str | None = None,
     matches: dict[int, tuple[str, str]] | None = None,
     replace: bool = False,
+    independent: bool = False,
 ) -> ImportResult:
     """Check every source as a patch of the series and write them all (with
     ``patches/series``) or nothing. ``base``: When becomes ``BASE..`` where a mail does not
-    say; ``matches``: sources (by index) found upstream, stated ``backport``."""
+    say; ``matches``: sources (by index) found upstream, stated ``backport``;
+    ``independent``: the series says its patches apply alone (INDEPENDENT_LINE)."""
     if base is not None and not _HEX.match(base):
         raise ConfigError(f"--base {base!r} is not a commit sha (7-40 hex digits)")
     patches_dir = project / "patches"
@@ -403,7 +438,9 @@ def import_patches(
     series_path = patches_dir / "series"
     if not old and series_path.is_file():  # comments of an empty series stay
         text = read_capped(series_path, limit=SERIES_MAX, error=PatchError).decode("utf-8", "replace")
-        keep = [ln for ln in text.splitlines() if ln.strip()]
+        keep = [ln for ln in text.splitlines() if ln.strip() and ln.strip() != INDEPENDENT_LINE]
+    if independent:
+        keep.append(INDEPENDENT_LINE)
     writes[series_path] = ("\n".join([*keep, *lines]) + "\n").encode("utf-8")
     atomic_write_many(writes)
     new_files = {it.file for it in items}
@@ -412,4 +449,5 @@ def import_patches(
         series=series_path,
         base=base,
         dropped=tuple(f for f in old if f not in new_files),
+        independent=independent,
     )

@@ -1,9 +1,11 @@
 """`series import` takes plain `git diff` files and a quilt folder (free text before each
 diff, a quilt `series` file): every field derived, the title from the text or the file's
-name, no author invented; `check` reads them like any patch."""
+name, no author invented; `check` reads them like any patch, and a queue of independent
+patches (each applies to the base alone) as such."""
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -30,6 +32,9 @@ def test_plain_diffs_and_a_quilt_folder_are_imported_as_they_are(tmp_path: Path)
         (up / "src/f.c").write_text(F.replace("line 17\n", "line seventeen\n"))
         d2 = git(up, "diff") + "\n"
         git(up, "checkout", "-q", "--", "src/f.c")
+        (up / "src/f.c").write_text(F.replace("line 4\n", "line four\n"))
+        d3 = git(up, "diff") + "\n"  # alone it applies; on top of d1 (line 3 changed) it does not
+        git(up, "checkout", "-q", "--", "src/f.c")
     finally:
         os.environ.clear()
         os.environ.update(old)
@@ -54,3 +59,31 @@ def test_plain_diffs_and_a_quilt_folder_are_imported_as_they_are(tmp_path: Path)
     r = invoke(proj, "check", "--all", "--repo", str(up), "--ref", base)
     assert r.exit_code == 0, r.output
     assert r.stdout.count("applies") == 2
+    # a third diff made against the base in the same place: the queue is independent,
+    # found by trying each patch on the base, and recorded in patches/series
+    (q / "03-four.patch").write_bytes(d3.encode())
+    (q / "series").write_text("02-seventeen.diff\n01-ggml-three.patch -p1\n03-four.patch\n")
+    r = invoke(proj, "series", "import", str(q), "--base", base, "--upstream", str(up), "--replace")
+    assert r.exit_code == 0, r.output
+    assert "independent: each applies to the base alone" in r.output
+    assert "# patchkit: independent" in (proj / "patches" / "series").read_text().splitlines()
+    series = load_series(proj / "patches")
+    assert series.independent
+    r = invoke(proj, "check", "--all", "--repo", str(up), "--ref", base, "--json")
+    assert r.exit_code == 0, r.output
+    (ref,) = json.loads(r.stdout)["refs"]
+    assert [v["status"] for v in ref["results"]] == ["applies", "applies", "applies"]
+    assert all(v["cascade_of"] == [] and v["note"] == "" for v in ref["results"])
+    # refresh rebases a stacked series: it says so, nothing written
+    before = (proj / "patches" / "series").read_bytes()
+    r = invoke(proj, "refresh", "--all", "--repo", str(up), "--from", base, "--onto", base)
+    assert r.exit_code == 2, r.output
+    assert "holds independent patches" in r.output and "patchkit check --ref COMMIT" in r.output
+    assert (proj / "patches" / "series").read_bytes() == before
+    # stacked (as it was read before), the third does not apply on the first
+    r = invoke(proj, "series", "import", str(q), "--base", base, "--stacked", "--replace")
+    assert r.exit_code == 0, r.output
+    assert not load_series(proj / "patches").independent
+    r = invoke(proj, "check", "--all", "--repo", str(up), "--ref", base)
+    assert r.exit_code == 11, r.output
+    assert "#3 four: conflicts" in r.stdout
