@@ -17,7 +17,7 @@ from patchkit.spec.patchfile import parse_diff
 from patchkit.upkeep.conflict import added_runs, find_run, last_touched
 from patchkit.upkeep.refresh import recorded
 from patchkit.upkeep.refresh.options import RefreshResult
-from patchkit.upkeep.refresh.review import Upstream, review_patch
+from patchkit.upkeep.refresh.review import Finding, Upstream, review_patch
 from patchkit.upkeep.refresh.scratch import commit_staged, head, out, scratch_git, show, unmerged
 from patchkit.upkeep.refresh.state import RefreshState
 from patchkit.upkeep.refresh.stop import duplicate_stop, empty_stop, merge_stop, patch_diff, upstream_git
@@ -84,16 +84,23 @@ def run(
     return finish(workdir, state)
 
 
-def _review(workdir: Path, state: RefreshState, i: int, reviewing: dict[str, Upstream]) -> None:
-    """Patch ``i`` merged cleanly: what of it to review (upstream's side read once per run,
-    kept in ``reviewing``)."""
+def _review(
+    workdir: Path, state: RefreshState, i: int, reviewing: dict[str, Upstream], skip: set[str] | None = None
+) -> list[Finding]:
+    """Patch ``i`` merged cleanly (but for the files in ``skip``, which conflicted): what of
+    it to review, kept in the state (upstream's side read once per run, in ``reviewing``)."""
     git = upstream_git(state)
     if git is None:
-        return
+        return []
     up = reviewing.setdefault("up", Upstream(git, state.upstream_base, state.onto))
-    findings = review_patch(up, patch_diff(workdir, state, i).decode("utf-8", "replace"))
+    findings = [
+        f
+        for f in review_patch(up, patch_diff(workdir, state, i).decode("utf-8", "replace"))
+        if f.path not in (skip or set())
+    ]
     if findings:
         state.note_review(state.patches[i].file, findings)
+    return findings
 
 
 def _merge(workdir: Path, state: RefreshState, i: int, rerere: Path | None) -> bool:
@@ -115,8 +122,10 @@ def _merge(workdir: Path, state: RefreshState, i: int, rerere: Path | None) -> b
             if not files:
                 return False
         state.stop_kind = "conflict" if files else "apply"
+        # the files that did merge cleanly are the person's to review too: said at the stop
+        reviewed = _review(workdir, state, i, {}, skip=set(files)) if files else []
         state.save(workdir)
-        merge_stop(workdir, state, i, proc, files)
+        merge_stop(workdir, state, i, proc, files, review=[f.text for f in reviewed])
     if not out(tree, "diff", "--cached", "--name-only", "HEAD").strip():
         effect = Upstreamed(
             file=p.file,

@@ -32,6 +32,7 @@ class Gone:
     side: str  # "upstream" (deleted or renamed it) | "patch" (the patch deletes it) | "unknown"
     commit: CommitInfo | None  # the commit of old..new that deleted it / last changed it
     renamed_to: str | None = None
+    folder_gone: bool = False  # the file's folder is gone too (a backend removed, not moved)
     # per hunk of the patch: (its @@ range, [(file, lines found there, lines searched)])
     homes: tuple[tuple[str, tuple[tuple[str, int, int], ...]], ...] = ()
 
@@ -59,10 +60,15 @@ class Gone:
             return [f"{path}: not merged (no conflict markers: deleted or added on one side)"]
         verb = f"renamed to {self.renamed_to}" if self.renamed_to else "deleted"
         out = [f"{path}: {verb} upstream by {who}; the patch changes it"]
+        if self.folder_gone:
+            out.append(
+                f"  its folder {posixpath.dirname(path)}/ is gone too: the code may be gone, not moved"
+            )
         for where, found in self.homes:
             if found:
                 names = ", ".join(f"{f} ({n} of its {total} names)" for f, n, total in found)
-                out.append(f"  the patch's hunk `{where}`: its code is now in {names}")
+                verb = "the nearest like it is in" if self.folder_gone else "its code is now in"
+                out.append(f"  the patch's hunk `{where}`: {verb} {names}")
             else:
                 out.append(f"  the patch's hunk `{where}`: none of its names is in upstream's new tree there")
         if self.homes and not any(found for _, found in self.homes):
@@ -77,6 +83,8 @@ class Gone:
         if self.side == "unknown" or c is None:
             return "deleted on one side"
         verb = "renamed" if self.renamed_to else "deleted"
+        if self.folder_gone:
+            return f"{verb} upstream by {c.short}, with its folder"
         homes = self.new_files[:MAX_HOMES]
         return f"{verb} upstream by {c.short}" + (f", its code now in {', '.join(homes)}" if homes else "")
 
@@ -199,6 +207,10 @@ def gone_file(git: Git | None, old: str, new: str, path: str, patch_diff: str, *
         commit, renamed, added = found
         hunks = [h for f in parse_diff(patch_diff).files if path in (f.old_path, f.new_path) for h in f.hunks]
         homes = hunk_homes(git, new, hunks, _search_paths(git, new, path, added))
+        folder = posixpath.dirname(path)
+        folder_gone = renamed is None and bool(folder) and not git.path_exists(new, folder)
     except SourceError:
         return Gone(side="unknown", commit=None)
-    return Gone(side="upstream", commit=commit, renamed_to=renamed, homes=tuple(homes))
+    return Gone(
+        side="upstream", commit=commit, renamed_to=renamed, homes=tuple(homes), folder_gone=folder_gone
+    )

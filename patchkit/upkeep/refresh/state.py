@@ -266,10 +266,11 @@ class RefreshState:
             self.found.append(UpstreamRecord.of(u))
 
     def note_review(self, file: str, findings: list[Finding]) -> None:
-        """The current patch merged cleanly; what of it to review."""
-        self.review += [
-            ReviewRecord(file=file, kind=f.kind, path=f.path, text=f.text, name=f.name) for f in findings
-        ]
+        """What of a patch that merged cleanly (or its files that did, at a stop) to review."""
+        for f in findings:
+            r = ReviewRecord(file=file, kind=f.kind, path=f.path, text=f.text, name=f.name)
+            if r not in self.review:
+                self.review.append(r)
 
     def reviews(self) -> tuple[Review, ...]:
         """The patches to review (series order), those that left the series not among them."""

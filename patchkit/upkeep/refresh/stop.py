@@ -146,8 +146,17 @@ def _removed_head(workdir: Path, state: RefreshState, path: str, lines: Sequence
     return list(dict.fromkeys(files[s] for s in proc.stdout.splitlines() if s in files))
 
 
-def merge_stop(workdir: Path, state: RefreshState, i: int, proc: RunResult, unmerged: list[str]) -> NoReturn:
-    """The stop of a merge that conflicted (``unmerged``) or did not apply."""
+def merge_stop(
+    workdir: Path,
+    state: RefreshState,
+    i: int,
+    proc: RunResult,
+    unmerged: list[str],
+    *,
+    review: Sequence[str] = (),
+) -> NoReturn:
+    """The stop of a merge that conflicted (``unmerged``) or did not apply; ``review``:
+    what of its files that merged cleanly to look at too."""
     tree = workdir / "tree"
     p = state.patches[i]
     cmd = command_of(state, workdir)
@@ -237,6 +246,7 @@ def merge_stop(workdir: Path, state: RefreshState, i: int, proc: RunResult, unme
                 )
         if reasons:
             what += f" ({'; '.join(reasons)})"
+        lines += [f"merged cleanly, review: {r}" for r in review]
         lines.append(f"the files with conflict markers are in {tree}")
         raise RefreshStopped(
             f"refresh stopped at {p.file}: {what}",

@@ -104,6 +104,26 @@ def test_clean_merges_to_review_are_listed_at_the_end_and_in_json(sq: StopsQueue
     assert data["dropped"] == [{"patch": "0003-m.patch", "reason": "--drop", "commit": None}]
 
 
+def test_a_stop_names_its_cleanly_merged_files_to_review(sq: StopsQueue, tmp_path: Path) -> None:
+    # one patch: src/model.c merges cleanly (calling compute, whose parameters changed),
+    # src/m.c conflicts
+    (_, header, api), (_, _, m) = stops_patches(sq, "api", "m")
+    proj = make_project(
+        tmp_path, sq, pin=sq.c["r1"], patches=[("0001-both.patch", header, api.rstrip("\n") + "\n" + m)]
+    )
+    res = run_cli(proj, "refresh", "fixture", "--onto", sq.c["u4"])
+    assert_error(
+        res,
+        5,
+        "refresh stopped at 0001-both.patch: conflicts in src/m.c",
+        "merged cleanly, review: src/model.c: calls compute(), which has other parameters in src/api.h",
+    )
+    _resolve("src/m.c", TWIN.replace("return 1;", "return 2 + 3;"))
+    res = invoke(proj, "refresh", "fixture", "--continue")
+    assert res.exit_code == 0, res.output
+    assert "merged cleanly, review 0001-both.patch: src/model.c: calls compute()" in res.stderr
+
+
 def test_a_patch_upstream_left_alone_is_not_listed_for_review(sq: StopsQueue, tmp_path: Path) -> None:
     body = stops_patches(sq, "api")[0][2].replace("compute(y, t)", "scale(t)")
     proj = make_project(

@@ -67,3 +67,19 @@ def test_rerere_store_refuses_a_planted_link_and_a_resolution_that_is_a_conflict
     (victim / "k.json").write_text("{}")
     linked._trim()
     assert (victim / "k.json").exists()
+
+
+def test_a_file_deleted_with_its_folder_says_the_code_may_be_gone() -> None:
+    from patchkit.git.repo import CommitInfo
+    from patchkit.upkeep.refresh.moved import Gone
+
+    c = CommitInfo(sha="d" * 40, date="2026-01-01T00:00:00+00:00", subject="ggml : remove kompute backend")
+    homes = (("-1911,6 +1911,7", (("ggml/src/ggml-backend.cpp", 4, 7),)),)
+    gone = Gone(side="upstream", commit=c, homes=homes, folder_gone=True)
+    lines = gone.lines("ggml/src/ggml-kompute/ggml-kompute.cpp")
+    assert lines[1] == "  its folder ggml/src/ggml-kompute/ is gone too: the code may be gone, not moved"
+    assert "the nearest like it is in ggml/src/ggml-backend.cpp (4 of its 7 names)" in lines[2]
+    assert gone.summary() == "deleted upstream by dddddddddddd, with its folder"
+    moved = Gone(side="upstream", commit=c, homes=homes)
+    assert "its code is now in ggml/src/ggml-backend.cpp" in moved.lines("a/b.cpp")[1]
+    assert moved.summary() == "deleted upstream by dddddddddddd, its code now in ggml/src/ggml-backend.cpp"
