@@ -333,7 +333,7 @@ def export_cmd(
     project = _project(ctx)
     series = load_series(project / "patches")
     ident = parse_ident(author) if author is not None else None
-    if ident is None and any(p.kind != "mail" and p.author is None for p in series.patches):
+    if ident is None and any(p.kind == "patchkit" and p.author is None for p in series.patches):
         ident = default_author()
     files: list[dict[str, Any]] = []
     if outdir is not None:
@@ -342,7 +342,8 @@ def export_cmd(
         ):
             files.append({"file": e.file, "name": e.name, "author": e.author, "date": e.date})
             if not as_json:
-                out(printable(f"✓ {outdir / e.file}: {e.author}" + (f", {e.date}" if e.date else "")))
+                who = e.author or "a plain diff, as it came"
+                out(printable(f"✓ {outdir / e.file}: {who}" + (f", {e.date}" if e.date else "")))
         if not as_json:
             out(f"{len(files)} patch(es) written to {outdir} (and its series file)")
     made: dict[str, Any] | None = None

@@ -25,7 +25,7 @@ from patchkit.git.repo import Git
 from patchkit.git.runner import git_env, run_git
 from patchkit.spec.mailfmt import sanitized_subject
 from patchkit.spec.patchdoc import Ident, commit_of, derive_fields, read_doc, render_mail
-from patchkit.spec.series import Patch, Series, parse_patch, patch_name_from_file
+from patchkit.spec.series import INDEPENDENT_LINE, Patch, Series, parse_patch, patch_name_from_file
 
 __all__ = ["BranchExport", "Exported", "default_author", "export_branch", "export_folder", "parse_ident"]
 
@@ -149,17 +149,23 @@ def export_folder(
     replace: bool = False,
 ) -> list[Exported]:
     """Every patch of the series as a mail in ``outdir`` (``NNNN-name.patch``) and a
-    ``series`` file listing them; all written or none."""
+    ``series`` file listing them; all written or none. A plain diff goes out as it came
+    (its file name and bytes: no author invented), with the series' independent line."""
     old = _check_outdir(outdir, project, replace)
     writes: dict[Path, bytes] = {}
     done: list[Exported] = []
     for n, patch in enumerate(series.patches, 1):
+        if patch.kind == "plain":
+            writes[outdir / patch.filename] = patch.read_verified()
+            done.append(Exported(file=patch.filename, name=patch.name, author="", date=None))
+            continue
         filename = f"{n:04d}-{_export_name(patch)}.patch"
         mail = _render(patch, filename, author, with_diffstat=with_diffstat)
         writes[outdir / filename] = mail
         who, date, _ = commit_of(mail, filename)
         done.append(Exported(file=filename, name=patch.name, author=str(who), date=date))
-    writes[outdir / "series"] = "".join(e.file + "\n" for e in done).encode("utf-8")
+    head = INDEPENDENT_LINE + "\n" if series.independent else ""
+    writes[outdir / "series"] = (head + "".join(e.file + "\n" for e in done)).encode("utf-8")
     outdir.mkdir(parents=True, exist_ok=True)
     atomic_write_many(writes)
     for stale in old:

@@ -74,6 +74,19 @@ def test_plain_diffs_and_a_quilt_folder_are_imported_as_they_are(tmp_path: Path)
     (ref,) = json.loads(r.stdout)["refs"]
     assert [v["status"] for v in ref["results"]] == ["applies", "applies", "applies"]
     assert all(v["cascade_of"] == [] and v["note"] == "" for v in ref["results"])
+    # exported as it came: the same files, byte for byte, and the series with its line
+    out = tmp_path / "out"
+    r = invoke(proj, "series", "export", str(out))
+    assert r.exit_code == 0, r.output
+    assert "a plain diff, as it came" in r.output
+    assert (out / "series").read_text().splitlines() == [
+        "# patchkit: independent",
+        "02-seventeen.diff",
+        "01-ggml-three.patch",
+        "03-four.patch",
+    ]
+    for f in ("02-seventeen.diff", "01-ggml-three.patch", "03-four.patch"):
+        assert (out / f).read_bytes() == (q / f).read_bytes()
     # refresh rebases a stacked series: it says so, nothing written
     before = (proj / "patches" / "series").read_bytes()
     r = invoke(proj, "refresh", "--all", "--repo", str(up), "--from", base, "--onto", base)
