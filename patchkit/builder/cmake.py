@@ -31,6 +31,7 @@ from patchkit.core.errors import BuildError, ToolMissing
 from patchkit.core.fs import atomic_write_json
 from patchkit.core.log import log
 from patchkit.core.proc import run_streaming
+from patchkit.core.record import Record, meta
 from patchkit.core.text import did_you_mean
 
 if TYPE_CHECKING:
@@ -194,17 +195,17 @@ def build(
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class Target:
+class Target(Record):
     """One target of the codemodel, as patchkit uses it."""
 
     name: str
     type: str  # EXECUTABLE | SHARED_LIBRARY | MODULE_LIBRARY | STATIC_LIBRARY | ...
     artifacts: tuple[str, ...]  # as the File API gives them (relative to the build dir, or absolute)
-    dependencies: tuple[str, ...]  # target ids
+    dependencies: tuple[str, ...] = dataclasses.field(metadata=meta(key="deps"))  # target ids
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class CodeModel:
+class CodeModel(Record):
     """What a configured build dir holds, from its File API reply."""
 
     targets: Mapping[str, Target] | None  # by id; None: the reply has no codemodel
@@ -214,25 +215,9 @@ class CodeModel:
     def names(self) -> frozenset[str]:
         return frozenset(t.name for t in (self.targets or {}).values())
 
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "targets": None
-            if self.targets is None
-            else {
-                i: {
-                    "name": t.name,
-                    "type": t.type,
-                    "artifacts": list(t.artifacts),
-                    "deps": list(t.dependencies),
-                }
-                for i, t in self.targets.items()
-            },
-            "compilers": dict(self.compilers),
-        }
-
     @classmethod
     def from_json(cls, data: Any) -> CodeModel:
-        """The form :meth:`to_json` writes; ValueError for anything else."""
+        """The form :meth:`to_json` (core.record) writes; ValueError for anything else."""
         if not isinstance(data, dict) or not isinstance(data.get("compilers"), dict):
             raise ValueError("not a codemodel record")
         raw = data.get("targets")

@@ -34,6 +34,7 @@ from patchkit.builder.state import digest
 from patchkit.core.errors import ConfigError
 from patchkit.core.fs import atomic_write_json, sha256_file
 from patchkit.core.log import log
+from patchkit.core.record import Record
 from patchkit.spec.buildinfo import BuildInfo, CheckResult, SmokeReport, SmokeStatus, write_build_info
 
 if TYPE_CHECKING:
@@ -58,7 +59,7 @@ Hashes = Mapping[str, Mapping[str, Any]]  # path -> {"id": [...], "sha256": hex}
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class SmokeInputs:
+class SmokeInputs(Record):
     """Everything a smoke verdict depends on."""
 
     artifacts: tuple[tuple[str, str], ...]  # (bin/ path, sha256), as build-info lists them
@@ -70,19 +71,6 @@ class SmokeInputs:
     reference: str | None  # the reference build's identity; None: no reference
     patchkit: str
     host: str  # OS and machine kind
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "artifacts": [list(a) for a in self.artifacts],
-            "build": self.build,
-            "tools": [list(t) for t in self.tools],
-            "model": self.model,
-            "checks": self.checks,
-            "skip": list(self.skip),
-            "reference": self.reference,
-            "patchkit": self.patchkit,
-            "host": self.host,
-        }
 
     @property
     def key(self) -> str:
