@@ -21,8 +21,10 @@ What a rule proves (:attr:`Upstreamed.proven`): ``patch-id``, ``cherry-pick`` (t
 authors say the patch is that commit, and it is in the range) and ``effect`` prove the
 change is upstream; ``pull-request`` and ``subject`` only suggest it (a message saying
 "similar to …/pull/N, though …" names a pull request the patch is not). A suggestion is
-proposed, never dropped, until the effect is there too (:func:`confirmed`): then the
-drop names both, the suggesting rule and the evidence.
+proposed, never dropped, until the effect is there too: its lines in the new tree where
+its hunks are (``present``, :func:`change_present`, tested here), or it reverse-applies
+or merges to nothing (``effect``, :func:`confirmed`); then the drop names both, the
+suggesting rule and the evidence.
 
 :func:`duplicated_runs` catches what a clean 3-way merge gets wrong: lines the patch
 adds that upstream added meanwhile, merged in a second time.
@@ -32,10 +34,11 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from patchkit.core.errors import SourceError
 from patchkit.git.repo import CommitInfo, Git
+from patchkit.spec.patchfile import parse_diff
 from patchkit.upkeep.conflict import added_runs, find_run
 
 __all__ = [
@@ -43,6 +46,7 @@ __all__ = [
     "PROVING_RULES",
     "Candidate",
     "Upstreamed",
+    "change_present",
     "confirmed",
     "duplicated_runs",
     "find_upstreamed",
@@ -53,8 +57,11 @@ MIN_SUBJECT = 12  # shorter titles ("fix build") match too much to mean anything
 MIN_WORDS = 5  # words of a title matched in any order
 _PR_IN_TITLE = re.compile(r"\(#(\d+)\)\s*$")
 _PR_URL = re.compile(r"github\.com/(?:ggml-org|ggerganov)/llama\.cpp/pull/(\d+)", re.IGNORECASE)
-PROVING_RULES = frozenset({"patch-id", "cherry-pick", "effect"})
+PROVING_RULES = frozenset({"patch-id", "cherry-pick", "effect", "present"})
+MIN_PRESENT = 3  # significant added lines a change needs before its presence means anything
+_NEAR = 60  # lines: the runs of one hunk's added lines stand this close together
 _EVIDENCE = {
+    "present": "every line it adds is in the new tree where its hunks are, what it removes is not",
     "patch-id": "the same patch-id",
     "cherry-pick": "its message names the commit it was picked from",
     "pull-request": "only its pull request number matches, its change is not all there",
@@ -208,9 +215,93 @@ def find_upstreamed(git: Git, old: str, new: str, patches: Sequence[Candidate]) 
     found: dict[str, Upstreamed] = {}
     for p in patches:
         hit = _match(git, p, ids, by_sha, by_pr, by_subject, by_words)
+        if hit is not None and not hit.proven and _present_at(git, new, p):
+            why = f"{hit.rule} {hit.detail}".strip()
+            hit = Upstreamed(file=p.file, rule="present", commit=hit.commit, detail=f"and {why}")
         if hit is not None:
             found[p.file] = hit
     return found
+
+
+def _present_at(git: Git, commit: str, p: Candidate) -> bool:
+    """Whether ``p``'s change is in ``commit``'s files (:func:`change_present`)."""
+    try:
+        (entries,) = git.tree_entries([commit], p.files)
+        blobs = git.read_blobs(e.oid for e in entries.values())
+    except SourceError:
+        return False
+    files = {f: blobs[e.oid].decode("utf-8", "replace") for f, e in entries.items() if e.oid in blobs}
+    return change_present(p.diff.decode("utf-8", "replace"), files)
+
+
+def _squash(line: str) -> str:
+    """A line as presence compares it: its whitespace runs one blank (a reformat aside)."""
+    return " ".join(line.split())
+
+
+def _runs(lines: Sequence[str]) -> list[list[str]]:
+    """The runs of consecutive ``+`` lines of a hunk, stripped, blank lines left out."""
+    runs: list[list[str]] = []
+    cur: list[str] = []
+    for ln in lines:
+        if ln.startswith("+"):
+            if ln[1:].strip():
+                cur.append(_squash(ln[1:]))
+        elif ln.startswith(("-", " ")) or not ln:
+            if cur:
+                runs.append(cur)
+            cur = []
+    if cur:
+        runs.append(cur)
+    return runs
+
+
+def _starts(have: Sequence[str], run: Sequence[str]) -> list[int]:
+    n = len(run)
+    return [i for i in range(len(have) - n + 1) if have[i] == run[0] and list(have[i : i + n]) == list(run)]
+
+
+def change_present(diff: str, files: Mapping[str, str]) -> bool:
+    """Whether the change of ``diff`` is in ``files`` (path -> text) already: per hunk,
+    every run of lines it adds is there (blank lines and whitespace runs aside), the runs
+    within :data:`_NEAR` lines of each other, and none of the lines it removes (but
+    those it adds again) is among them; a file it deletes is absent. At least
+    :data:`MIN_PRESENT` significant lines added, else nothing is told."""
+    parsed = parse_diff(diff)
+    if not parsed.files:
+        return False
+    told = 0
+    for f in parsed.files:
+        text = files.get(f.new_path)
+        if f.status == "D":
+            if text is not None:
+                return False
+            continue
+        if text is None or f.binary:
+            return False
+        have = [_squash(ln) for ln in text.splitlines() if ln.strip()]
+        for h in f.hunks:
+            runs = _runs(h.lines)
+            added = {x for r in runs for x in r}
+            gone = {_squash(ln[1:]) for ln in h.lines if ln.startswith("-")}
+            gone = {x for x in gone if len(x) >= 4 and x not in added}
+            if not runs:
+                return False  # a pure removal: where it was cannot be told
+            told += sum(1 for x in added if len(x) >= 4)
+            spans = [_starts(have, r) for r in runs]
+            if any(not s for s in spans):
+                return False
+            ok = False
+            for at in spans[0]:
+                lo, hi = at - _NEAR, at + _NEAR + sum(len(r) for r in runs)
+                if all(any(lo <= x <= hi for x in s) for s in spans[1:]):
+                    window = have[max(0, lo) : hi]
+                    if not gone & set(window):
+                        ok = True
+                        break
+            if not ok:
+                return False
+    return told >= MIN_PRESENT
 
 
 def _match(
