@@ -161,6 +161,13 @@ class _Engine:
         for e in self.series:
             paths.extend(f for f in e.files if f not in paths)
         self.paths = tuple(paths)
+        # per patch: the files a later patch touches (only those need its forced result)
+        self.later: list[frozenset[str]] = []
+        seen: set[str] = set()
+        for e in reversed(self.series):
+            self.later.append(frozenset(seen))
+            seen.update(e.files)
+        self.later.reverse()
         self.memo: dict[_Key, tuple[CheckVerdict, ...]] = {}
         self.line_sets: dict[str, frozenset[bytes]] = {}  # blob id -> its lines
         self.store: dict[str, bytes] = {}  # blob id -> bytes, of the states being evaluated
@@ -246,8 +253,11 @@ class _Engine:
             if self.independent:
                 pass  # nothing to cascade from
             elif e.text is not None and (v.status is Status.CONFLICTS or any(f in shadow for f in e.files)):
+                same = not any(f in shadow for f in e.files)
                 view = {f: shadow[f] if f in shadow else cur.get(f) for f in e.files}
-                on_shadow = self._on_shadow(k, view)
+                on_shadow = self._on_shadow(
+                    k, view, fails=same and v.status is Status.CONFLICTS, needed=self.later[k]
+                )
             if v.status is Status.CONFLICTS and on_shadow is not None and on_shadow[0] and overlap:
                 cascade = tuple(overlap)
             else:
@@ -285,17 +295,28 @@ class _Engine:
         return tuple(out)
 
     def _on_shadow(
-        self, k: int, view: dict[str, FileContent | None]
+        self,
+        k: int,
+        view: dict[str, FileContent | None],
+        *,
+        fails: bool = False,
+        needed: frozenset[str] = frozenset(),
     ) -> tuple[bool, Mapping[str, FileContent | None]]:
         """Patch ``k`` on the files with the failed earlier patches forced in: (whether it
-        applies there, the files after it: applied, else forced too)."""
+        applies there, the files after it: applied, else forced too, those in ``needed``
+        only: the files a later patch reads). ``fails``: the files are the ones it was
+        just checked on and failed."""
         e = self.series[k]
         assert e.text is not None
         key = tuple((f, c.oid if c else None) for f, c in sorted(view.items()))
         got = e.shadow.get(key)
         if got is None:
-            res = apply_text(e.text, view, cache=e.file_cache)
-            got = (True, res.post) if res.ok else (False, force(e.text, view))
+            res = None if fails else apply_text(e.text, view, cache=e.file_cache)
+            if res is not None and res.ok:
+                got = (True, res.post)
+            else:
+                want = {f: c for f, c in view.items() if f in needed}
+                got = (False, force(e.text, want) if want else {})
             if len(e.shadow) >= _STEPS_KEPT:
                 del e.shadow[next(iter(e.shadow))]
             e.shadow[key] = got

@@ -489,16 +489,16 @@ def force(patch: PatchText, files: Mapping[str, FileContent | None]) -> dict[str
         if f.status == "D":
             post[f.path] = None
             continue
-        data = cur.data
-        for h in f.hunks:
-            for cut in range(_FUZZ + 1):
-                t = h if cut == 0 else _fuzzed(h, cut)
-                if t is None:
-                    break
-                out, _offs, confl = _apply_hunks(data, f.path, [t])
-                if not confl:
-                    data = out
-                    break
+        # every hunk that applies, at once; then each that did not, with fuzz
+        data, _offs, failed = _apply_hunks(cur.data, f.path, f.hunks)
+        left = [h for h in f.hunks if h.number in {c.hunk for c in failed}]
+        for cut in range(1, _FUZZ + 1):
+            tries = [t for h in left if (t := _fuzzed(h, cut)) is not None]
+            if not tries:
+                break
+            data, _offs, failed = _apply_hunks(data, f.path, tries)
+            still = {c.hunk for c in failed}
+            left = [h for h in left if h.number in still]
         if data != cur.data:
             post[f.path] = FileContent(mode=cur.mode, oid=blob_id(data), data=data)
     return post
