@@ -10,6 +10,9 @@ import sys
 from pathlib import Path
 
 from patchkit.core.errors import ConfigError
+from patchkit.core.fs import recover_batches
+from patchkit.core.log import log
+from patchkit.core.text import printable
 
 __all__ = [
     "CacheLayout",
@@ -30,7 +33,9 @@ def find_project_dir(explicit: Path | None = None) -> Path:
     """The folder holding recipes/ and patches/.
 
     Order: --project / PATCHKIT_PROJECT, the current directory or a parent of it,
-    the source checkout patchkit runs from, the data shipped inside the wheel.
+    the source checkout patchkit runs from, the data shipped inside the wheel. A batch of
+    writes into its recipes/ or patches/ that a killed patchkit left half done is put back
+    first (:func:`_recovered`).
     """
     env = os.environ.get("PATCHKIT_PROJECT")
     for given in (explicit, Path(env) if env else None):
@@ -40,11 +45,11 @@ def find_project_dir(explicit: Path | None = None) -> Path:
                 raise ConfigError(
                     f"{given} is not a patchkit project: it needs recipes/ and patches/ folders"
                 )
-            return given
+            return _recovered(given)
     cwd = Path.cwd().resolve()
     for p in (cwd, *cwd.parents):
         if _looks_like_project(p):
-            return p
+            return _recovered(p)
     here = Path(__file__).resolve().parent.parent  # the patchkit package
     for p in (here.parent, here / "_data"):
         if _looks_like_project(p):
@@ -53,6 +58,23 @@ def find_project_dir(explicit: Path | None = None) -> Path:
         "no patchkit project found (recipes/ and patches/): run from a patchkit checkout "
         "or pass --project DIR"
     )
+
+
+def _recovered(project: Path) -> Path:
+    """``project``, after every write of several of its files at once (a refreshed series
+    and its recipes, an imported queue) that a killed run left half done is undone: its
+    files are the old ones again (core.fs.recover_batches), and a warning says so."""
+    for sub in ("patches", "recipes"):
+        restored = recover_batches(project / sub)
+        if restored:
+            names = ", ".join(p.name for p in restored[:5]) + (", …" if len(restored) > 5 else "")
+            log.warning(
+                printable(
+                    f"{project / sub}: a patchkit run was killed while writing {len(restored)} "
+                    f"file(s) at once; their previous contents are back ({names})"
+                )
+            )
+    return project
 
 
 def _absolute_env(name: str) -> Path | None:
