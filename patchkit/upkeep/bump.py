@@ -29,7 +29,9 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from patchkit.core.errors import PatchError, RecipeError, SourceError
-from patchkit.core.fs import atomic_write_many
+from patchkit.core.fs import atomic_write_many, first_foreign
+from patchkit.core.lock import cache_lock
+from patchkit.core.log import log
 from patchkit.git.repo import CommitInfo, Git
 from patchkit.spec.patchfile import parse_diff
 from patchkit.spec.recipe import Recipe
@@ -37,12 +39,17 @@ from patchkit.spec.rpcproto import RPC_HEADER, ProtoVersion, parse_rpc_header
 from patchkit.spec.series import Patch
 from patchkit.upkeep.check import check_series
 from patchkit.upkeep.refresh import (
+    STATE_FILE,
     RefreshOptions,
     RefreshResult,
+    RefreshState,
+    StateDamaged,
     move_recipe_pin,
+    refresh_abort,
     refresh_in_progress,
     refresh_start,
 )
+from patchkit.upkeep.refresh.scratch import OWNED_DIRS, OWNED_FILES, rmtree
 from patchkit.upkeep.scratch import PatchVerdict, Status
 
 __all__ = [
@@ -301,6 +308,8 @@ def run_bump(opts: BumpOptions) -> BumpResult:
     is its PatchError as it is.
     """
     plan = plan_bump(opts)
+    if not opts.dry_run:
+        _clear_interrupted(opts.workdir, own=not opts.hint_workdir)
     if plan.up_to_date:
         return BumpResult(plan=plan, dry_run=opts.dry_run)
     if opts.dry_run:
@@ -317,6 +326,46 @@ def run_bump(opts: BumpOptions) -> BumpResult:
         raise BumpStopped(e, BumpResult(plan=plan, dry_run=False, stopped=e.message)) from None
     return BumpResult(
         plan=plan, dry_run=False, refresh=result, moved=plan.recipes if result.pin_moved else ()
+    )
+
+
+def _clear_interrupted(workdir: Path, *, own: bool) -> None:
+    """Remove what a killed bump's refresh left in ``workdir``, so that this bump starts
+    again (saying so). A refresh stopped where a person is needed (its state names the stop)
+    stays for ``refresh --continue`` / ``--abort``; one whose process died while it ran (no
+    stop in its state: the patches and recipes were not written yet, or were written whole,
+    core.fs writes them all or none) has nobody to continue it. A folder without a state
+    (killed before the state was saved, or while the folder was being removed) is cleared
+    only when it is bump's own folder in the cache (``own``, no --workdir) and holds nothing
+    but what a refresh writes."""
+    if not workdir.is_dir():
+        return
+    if (workdir / STATE_FILE).is_file():
+        try:
+            stopped = RefreshState.load(workdir).stop_kind
+        except StateDamaged:
+            return  # refresh_start says what is wrong with it
+        if stopped:
+            return
+        refresh_abort(workdir)
+    elif own:
+        with cache_lock(workdir, f"patchkit bump in {workdir}"):
+            names = sorted(p.name for p in workdir.iterdir())
+            if names == ["lock", "lock.owner"] or first_foreign(
+                workdir, names, files=OWNED_FILES.__contains__, dirs=dict.fromkeys(OWNED_DIRS)
+            ):
+                return  # empty; or not a refresh's: refresh_start names the foreign entry
+            for name in names:
+                if name not in ("lock", "lock.owner"):
+                    entry = workdir / name
+                    if entry.is_dir():
+                        rmtree(entry)
+                    else:
+                        entry.unlink()
+    else:
+        return
+    log.warning(
+        f"{workdir}: an interrupted refresh (its bump was killed?) was left here: removed, starting again"
     )
 
 
