@@ -55,7 +55,7 @@ from patchkit.spec.series import Patch
 from patchkit.upkeep.check import in_when_range
 from patchkit.upkeep.refresh import recorded
 from patchkit.upkeep.refresh.finish import check_sources_unchanged, finish, move_recipe_pin
-from patchkit.upkeep.refresh.hints import abort_hint, command_of
+from patchkit.upkeep.refresh.hints import command_of
 from patchkit.upkeep.refresh.merge import run
 from patchkit.upkeep.refresh.options import Dropped, RefreshOptions, RefreshResult, RefreshStopped, Review
 from patchkit.upkeep.refresh.scratch import (
@@ -285,12 +285,22 @@ def _continue(
 ) -> RefreshResult:
     state = RefreshState.load(workdir)
     cmd = command_of(state, workdir)
+    if state.done:  # only a run killed while writing the result leaves such a state
+        log.warning(f"{workdir}: every patch was done; writing the refreshed series (again)")
+        return finish(workdir, state, again=True)
     check_sources_unchanged(state, workdir)
     tree = workdir / "tree"
-    if state.done:
-        raise PatchError(
-            f"{workdir}: every patch is done; nothing to continue", hint=abort_hint(workdir, state)
+    tip = next((c for c in reversed(state.commits) if c), state.base)  # where the last one went
+    if not state.stop_kind:  # it was merging, not stopped, when its process was killed
+        log.warning(
+            f"{workdir}: the refresh was cut off at {state.current.file} (killed?), not stopped "
+            "there; going on from the last patch done"
         )
+        scratch_git(tree, "reset", "-q", "--hard", tip)
+        scratch_git(tree, "clean", "-q", "-f", "-d")
+        return run(workdir, state, rerere, finish)
+    if head(tree) != tip and not drop and not drop_stopped:
+        return _committed_already(workdir, state, tip, rerere)
     idxs = _resolve_names(state.patches, drop)
     named_current = state.next_index in idxs
     if drop_only and not named_current:
@@ -347,10 +357,29 @@ def _continue(
     _check_staged(tree, patch.file, cmd)
     _graft(workdir, state)
     recorded.learn(state, workdir, rerere)
-    recorded.clear_stop(state, workdir)
     commit_staged(tree, patch.name)
     state.advance(head(tree))
+    state.stop_kind, state.conflicts = "", []
     state.save(workdir)
+    recorded.clear_stop(state, workdir)  # the kept conflicts go once the state no longer names them
+    return run(workdir, state, rerere, finish)
+
+
+def _committed_already(workdir: Path, state: RefreshState, tip: str, rerere: Path | None) -> RefreshResult:
+    """A ``--continue`` killed after it committed the resolution, before it saved that: the
+    commit on top of the last patch done is the stopped patch's."""
+    tree = workdir / "tree"
+    now = head(tree)
+    if out(tree, "rev-parse", f"{now}^").strip() != tip or out(tree, "diff", "--name-only", "HEAD").strip():
+        raise PatchError(
+            f"{workdir}: the scratch tree moved since the refresh stopped at {state.current.file}",
+            hint=f"drop the refresh with `{command_of(state, workdir)('--abort')}` and start again",
+        )
+    log.warning(f"{workdir}: {state.current.file} was committed by a --continue that was cut off; going on")
+    state.advance(now)
+    state.stop_kind, state.conflicts = "", []
+    state.save(workdir)
+    recorded.clear_stop(state, workdir)
     return run(workdir, state, rerere, finish)
 
 

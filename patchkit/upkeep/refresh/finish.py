@@ -6,6 +6,7 @@ checked as the series loader checks it, then all files are written together or n
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 
@@ -44,6 +45,25 @@ def check_sources_unchanged(state: RefreshState, workdir: Path) -> None:
             raise PatchError(f"{path} changed since the refresh started", hint=abort_hint(workdir, state))
 
 
+def _remove(workdir: Path) -> None:
+    """The work folder goes in one step (renamed to a hidden name beside it, then removed):
+    a kill while its many files are deleted leaves no half folder at ``workdir`` that would
+    stop the next refresh there; until the rename, ``--continue`` finishes (again)."""
+    gone = workdir.with_name(f".{workdir.name}.removed-{os.getpid()}")
+    try:
+        workdir.rename(gone)
+    except OSError:  # a mount point, say: removed where it is
+        gone = workdir
+    rmtree(gone)
+
+
+def _holds(path: Path, data: bytes) -> bool:
+    try:
+        return path.read_bytes() == data
+    except OSError:
+        return False
+
+
 def _git_stat(tree: Path, prev: str, commit: str) -> bytes:
     """git's diffstat block of ``prev..commit`` as format-patch writes it (file lines,
     totals, summary lines)."""
@@ -66,8 +86,20 @@ def _with_stat(old: bytes, diff: bytes, stat: bytes) -> bytes:
     return parts.head + parts.message + parts.stat.replace(computed, stat) + parts.diff + parts.tail
 
 
-def finish(workdir: Path, state: RefreshState) -> RefreshResult:
-    check_sources_unchanged(state, workdir)
+def finish(workdir: Path, state: RefreshState, *, again: bool = False) -> RefreshResult:
+    """Write the refreshed series (and the pins) all at once, then remove the work folder.
+
+    ``again``: a ``--continue`` found every patch done, so an earlier run was killed while
+    writing the result. patches/ and the recipes are then as before (core.fs put a batch
+    that was cut short back) or already the result (the kill came after the writes): then
+    the same result is computed, nothing needs writing, and only the folder goes."""
+    try:
+        check_sources_unchanged(state, workdir)
+        changed: PatchError | None = None
+    except PatchError as e:
+        if not again:
+            raise
+        changed = e
     tree = workdir / "tree"
     pdir = Path(state.patches_dir)
     prev = state.base
@@ -113,10 +145,12 @@ def finish(workdir: Path, state: RefreshState) -> RefreshResult:
             if new_text != text:
                 writes[rpath] = new_text.encode("utf-8")
                 pin_moved = True
+    if changed is not None and any(not _holds(path, data) for path, data in writes.items()):
+        raise changed  # neither the sources the refresh started from nor its result
     atomic_write_many(writes)
     for f in sorted(dropped_files):  # out of the series now: their files go too
         (pdir / f).unlink(missing_ok=True)
-    rmtree(workdir)
+    _remove(workdir)
     return RefreshResult(
         onto=state.onto,
         updated=tuple(updated),
