@@ -37,7 +37,7 @@ import os
 import re
 import shutil
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
 from patchkit.binary.elf import ElfDynamic
@@ -384,6 +384,53 @@ def publish(check: ReleaseCheck, out: Path) -> dict[str, str]:
     return {dest.name: check.runtime_sha256, side.name: sha256_file(side)}
 
 
+_UNDO_PREFIX = ".patchkit-release-undo-"
+
+
+@contextlib.contextmanager
+def _all_or_nothing(out: Path) -> Iterator[None]:
+    """The files a release writes into ``out`` appear together or not at all: on any error
+    while writing (a full disk half way, a signature that fails) the ones it wrote go again
+    and the ones it replaced (SHA256SUMS, a re-release) get their old bytes back; an ``out``
+    it made goes too. The old files are kept as hard links in a hidden folder meanwhile."""
+    made = not out.exists()
+    out.mkdir(parents=True, exist_ok=True)
+    for stale in out.glob(_UNDO_PREFIX + "*"):  # a killed release's: its files are whole
+        if stale.is_dir() and not stale.is_symlink():
+            shutil.rmtree(stale, ignore_errors=True)
+    undo = Path(tempfile.mkdtemp(prefix=_UNDO_PREFIX, dir=out))
+    try:
+        kept: dict[str, Path | None] = {}
+        for p in out.iterdir():
+            if p.name.startswith(_UNDO_PREFIX):
+                continue
+            kept[p.name] = None
+            if p.is_file() and not p.is_symlink():
+                with contextlib.suppress(OSError):  # not restorable: never replaced by a release
+                    os.link(p, undo / p.name)
+                    kept[p.name] = undo / p.name
+        try:
+            yield
+        except BaseException:
+            for p in list(out.iterdir()):
+                if p.name.startswith(_UNDO_PREFIX):
+                    continue
+                if p.name not in kept:
+                    if p.is_dir() and not p.is_symlink():
+                        shutil.rmtree(p, ignore_errors=True)
+                    else:
+                        p.unlink(missing_ok=True)
+                elif (old := kept[p.name]) is not None and not os.path.samefile(old, p):
+                    os.replace(old, p)
+            if made:
+                shutil.rmtree(undo, ignore_errors=True)
+                with contextlib.suppress(OSError):
+                    out.rmdir()
+            raise
+    finally:
+        shutil.rmtree(undo, ignore_errors=True)
+
+
 def release(opts: ReleaseOptions) -> ReleaseResult:
     """Check the build, pack it, write manifest copy, then SHA256SUMS (last)."""
     with contextlib.ExitStack() as stack:
@@ -478,6 +525,7 @@ def _release(opts: ReleaseOptions, stack: contextlib.ExitStack[bool | None]) -> 
         sign(b"patchkit key check", opts.sign_key)
     if opts.image is not None:  # nor may the image stop it half written
         image.preflight(manifest, out, opts.image)
+    stack.enter_context(_all_or_nothing(out))
     sums.update(publish(checked, out))
     archive = out / (stem + suffix)
     digest = write_archive(archive, stem, members, mtime=mtime)
