@@ -4,7 +4,7 @@ system call, a sample of every such call it makes): afterwards every file is the
 or the new bytes (never half written, never a mix the loader refuses), nothing left behind
 blocks the next run, and the next run finishes the job.
 
-The points are sampled (``PATCHKIT_FAULT_POINTS``, default 10 per command, evenly spread;
+The points are sampled (``PATCHKIT_FAULT_POINTS``, default 8 per command, evenly spread;
 ``all`` for every one) to keep this file within a few minutes."""
 
 from __future__ import annotations
