@@ -34,11 +34,12 @@ import re
 import shlex
 import shutil
 import sys
+import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from patchkit.core.errors import BuildError, ConfigError, ToolMissing
-from patchkit.core.fs import atomic_write_bytes, atomic_write_text, read_capped
+from patchkit.core.fs import atomic_write_text, read_capped
 from patchkit.core.log import log
 from patchkit.core.proc import run, run_streaming
 from patchkit.core.record import Record, RecordError, canonical_json, decode
@@ -339,6 +340,7 @@ def prepare_root(
     finally:  # made, or failed: no tree.new or tree.old is left
         shutil.rmtree(new, ignore_errors=True)
         shutil.rmtree(base / "tree.old", ignore_errors=True)
+        (base / "root.json.old").unlink(missing_ok=True)
 
 
 def _prepare(
@@ -374,13 +376,36 @@ def _prepare(
     version = run([debootstrap, "--version"], timeout=30)
     words = version.stdout.split() if version.ok else []
     record = _record_for(kind, new, words[-1] if words else None)
-    tree = base / "tree"
-    (base / "root.json").unlink(missing_ok=True)  # no record beside a tree it is not
-    if tree.exists():
-        tree.rename(base / "tree.old")  # removed by the caller
-    new.rename(tree)
-    atomic_write_bytes(base / "root.json", canonical_json(record), mode=0o644)
+    fd, staged = tempfile.mkstemp(prefix=".root.json.", suffix=".tmp", dir=base)
+    try:  # the record is on disk before anything moves: a full disk stops it here
+        with os.fdopen(fd, "wb") as f:
+            f.write(canonical_json(record))
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(staged, 0o644)
+        _swap_in(base, Path(staged))
+    finally:
+        Path(staged).unlink(missing_ok=True)
     return record
+
+
+def _swap_in(base: Path, record: Path) -> None:
+    """``tree.new`` becomes ``tree`` and ``record`` its ``root.json``, by renames that are
+    undone when one fails (the previous root and its record are back); the previous tree is
+    left as ``tree.old`` and its record as ``root.json.old`` for the caller to remove. Never
+    a record beside a tree it is not."""
+    tree, rec = base / "tree", base / "root.json"
+    moved: list[tuple[Path, Path]] = []
+    try:
+        for src, dst in ((rec, base / "root.json.old"), (tree, base / "tree.old"), (base / "tree.new", tree)):
+            if os.path.lexists(src):
+                src.rename(dst)
+                moved.append((dst, src))
+        record.rename(rec)
+    except BaseException:
+        for dst, src in reversed(moved):
+            dst.rename(src)
+        raise
 
 
 def compiler_defines(record: RootRecord, cache: Path, wrappers: Path) -> dict[str, str]:

@@ -205,3 +205,29 @@ def test_release_onto_a_small_tmpfs(tmp_path: Path) -> None:
         r = sc.plain(["release", "--build-dir", str(build), "--out", str(dist)])
         assert r.returncode == 0, r.stderr
         assert sc.plain(["verify", str(dist)]).returncode == 0
+
+
+@pytest.mark.skipif(os.name != "posix" or os.geteuid() != 0, reason="preparing a root needs root")
+def test_root_prepare_cache_full(tmp_path: Path) -> None:
+    """The cache on a full disk while a build root is prepared: no root (nor half of one)
+    is left to be taken for prepared, and the next prepare makes it."""
+    from tests.fixtures.sysroot import fake_tools
+
+    root = tmp_path / "root"
+    tools = fake_tools(root / "tools")
+    cache = root / "cache"
+    cache.mkdir()
+    sc = Scenario(root, env={"PATCHKIT_CACHE": str(cache), "PATH": f"{tools}:/usr/bin:/bin"})
+    sc.freeze()
+    roots = cache / "roots"
+
+    def watch() -> State:
+        # the root: its tree, and whether it has its record (whose time differs run to run);
+        # a failed preparation keeps its prepare.log, which says why
+        st = state(roots)
+        got: State = {k: v for k, v in st.items() if k.startswith("debian11/tree")}
+        if "debian11/root.json" in st:
+            got["debian11/root.json"] = "present"
+        return got
+
+    full_disk_loop(sc, ["root", "prepare", "debian11"], folder=roots, watch=watch)
