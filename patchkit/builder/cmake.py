@@ -9,6 +9,11 @@
   patchkit needs of it (each target's artifacts and dependencies, the compilers) is kept
   beside the reply, keyed by the reply's index file: CMake writes a new one on every
   configure, so a build dir that was not configured again is not parsed again.
+- What a build step wrote is read back as a process patchkit does not trust could have
+  left it (a rebuild's configure and build run sandboxed, the build dir writable): the
+  log's tail, the record and every reply file through core.fs.read_regular (no link
+  followed, no FIFO waited on, a cap on the size), the reply only inside the build dir and
+  its ``jsonFile`` references only to files of the reply itself.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ import json
 import os
 import re
 import shutil
+import stat
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -28,11 +34,11 @@ from scikit_build_core.errors import CMakeConfigError, CMakeNotFoundError
 from scikit_build_core.program_search import best_program, get_ninja_programs
 
 from patchkit.core.errors import BuildError, ToolMissing
-from patchkit.core.fs import atomic_write_json
+from patchkit.core.fs import atomic_write_json, contained, read_regular
 from patchkit.core.log import log
 from patchkit.core.proc import run_streaming
 from patchkit.core.record import Record, meta
-from patchkit.core.text import did_you_mean
+from patchkit.core.text import did_you_mean, printable
 
 if TYPE_CHECKING:
     from scikit_build_core.file_api.model.index import Index
@@ -129,12 +135,16 @@ def _run_logged(
         bar.stop()
 
 
+_TAIL_BYTES = 256 << 10  # the end of a log holds its last lines
+
+
 def _tail(log_path: Path, n: int = 25) -> str:
+    """The log's last ``n`` lines; empty when it is not a regular file (a link, a FIFO)."""
     try:
-        lines = log_path.read_text(encoding="utf-8", errors="replace").splitlines()
+        data = read_regular(log_path, limit=_TAIL_BYTES, part="tail")
     except OSError:
         return ""
-    return "\n".join(lines[-n:])
+    return "\n".join(data.decode("utf-8", errors="replace").splitlines()[-n:])
 
 
 def configure(
@@ -253,6 +263,8 @@ def _list(v: object) -> list[object]:
 
 _CODEMODEL = ".patchkit-codemodel.json"  # in the build dir, beside CMake's own files
 _CODEMODEL_FORMAT = 1
+_CODEMODEL_MAX = 64 << 20  # llama.cpp's: ~40 KiB
+_REPLY_FILE_MAX = 64 << 20  # llama.cpp's largest reply file: ~200 KiB
 
 
 def _reply_key(reply: Path) -> str | None:
@@ -271,11 +283,12 @@ def read_codemodel(build_dir: Path) -> CodeModel:
     reply = build_dir / ".cmake" / "api" / "v1" / "reply"
     if not reply.is_dir():
         raise BuildError(f"CMake wrote no File API reply in {reply}", hint="rerun with --clean")
+    contained(reply, build_dir, error=BuildError, what="the File API reply")
     key = _reply_key(reply)
     record = build_dir / _CODEMODEL
     if key is not None:
         try:
-            data = json.loads(record.read_text(encoding="utf-8"))
+            data = json.loads(read_regular(record, limit=_CODEMODEL_MAX))
             if isinstance(data, dict) and data.get("reply") == key:
                 return CodeModel.from_json(data.get("model"))
         except (OSError, ValueError):
@@ -283,6 +296,8 @@ def read_codemodel(build_dir: Path) -> CodeModel:
     model = _from_index(_load_index(reply))
     if key is not None and key == _reply_key(reply):
         try:
+            if os.path.lexists(record) and not stat.S_ISREG(os.lstat(record).st_mode):
+                record.unlink()  # a FIFO, a link... in its place: the record is only a cache
             atomic_write_json(record, {"reply": key, "model": model.to_json()})
         except OSError:
             pass  # only a cache: the next build parses the reply again
@@ -290,9 +305,29 @@ def read_codemodel(build_dir: Path) -> CodeModel:
 
 
 def _load_index(reply: Path) -> Index:
-    from scikit_build_core.file_api.reply import load_reply_dir  # slow to import: only here
+    """scikit-build-core's reading of the reply, each file read with core.fs.read_regular
+    and only from the reply folder itself (a ``jsonFile`` naming anything else is refused);
+    BuildError (one line) for a reply it cannot read."""
+    from scikit_build_core.file_api.reply import Converter  # slow to import: only here
 
-    return load_reply_dir(reply)
+    class _Reply(Converter):
+        def _read_json(self, path: Path) -> Any:
+            if path.parent != self.base_dir or path.name in ("", ".", ".."):
+                raise ValueError(f"{path} is not a file of the reply")
+            return json.loads(read_regular(path, limit=_REPLY_FILE_MAX))
+
+    try:
+        return _Reply(reply).load()
+    except Exception as e:  # scikit-build-core gathers every failure in an ExceptionGroup
+        raise BuildError(
+            f"cannot read CMake's File API reply in {reply}: {_first_cause(e)}", hint="rerun with --clean"
+        ) from None
+
+
+def _first_cause(e: BaseException) -> str:
+    while isinstance(getattr(e, "exceptions", None), (list, tuple)) and e.exceptions:  # type: ignore[attr-defined]
+        e = e.exceptions[0]  # type: ignore[attr-defined]
+    return printable(str(e))[:300] or type(e).__name__
 
 
 def _from_index(index: Index) -> CodeModel:

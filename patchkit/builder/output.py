@@ -149,7 +149,9 @@ def write_output(
         copied: list[tuple[Artifact, Path]] = []
         for a in artifacts:
             real = _source(a.path, build_dir or a.path.parent, "artifact")
-            dest = tmp / "bin" / real.name
+            # the artifact's own name (the one build-info lists and programs look for),
+            # also for a link to another file of the build dir: that file's bytes, copied
+            dest = tmp / "bin" / a.path.name
             if not dest.exists():
                 current = dest
                 shutil.copy2(real, dest)

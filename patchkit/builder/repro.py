@@ -43,6 +43,7 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
+from patchkit.core.fs import read_regular
 from patchkit.spec.cuda import NVCC_OBJTEMP_SINCE  # the oldest toolkit it is passed to
 
 __all__ = [
@@ -64,6 +65,7 @@ __all__ = [
 # only on a fresh configure)
 SETTINGS_ID = "repro-3"  # + the launcher (in the config id through the defines)
 NVCC_OBJTEMP = "--objdir-as-tempdir"
+_REPLY_FILE_MAX = 64 << 20  # a File API reply file (llama.cpp's largest: ~200 KiB)
 
 
 def prefix_maps(work_root: Path, build_dir: Path) -> list[str]:
@@ -152,8 +154,8 @@ def include_maps(work_root: Path, build_dir: Path) -> list[str]:
     root = os.path.normpath(str(work_root))
     found: set[str] = set()
     for f in sorted((build_dir / ".cmake" / "api" / "v1" / "reply").glob("target-*.json")):
-        try:
-            target = json.loads(f.read_text(encoding="utf-8"))
+        try:  # the configure wrote that folder: no link followed, no FIFO waited on
+            target = json.loads(read_regular(f, limit=_REPLY_FILE_MAX))
         except (OSError, ValueError):
             continue
         for group in target.get("compileGroups") or () if isinstance(target, dict) else ():

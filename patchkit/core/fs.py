@@ -38,7 +38,7 @@ import sys
 import tempfile
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import IO, Any, NamedTuple
+from typing import IO, Any, Literal, NamedTuple
 
 from patchkit.core.errors import ConfigError, FatalError, Problem
 
@@ -47,6 +47,7 @@ __all__ = [
     "BatchWriteError",
     "Foreign",
     "ForeignEntry",
+    "NotRegularFile",
     "atomic_file",
     "atomic_write_bytes",
     "atomic_write_json",
@@ -57,7 +58,9 @@ __all__ = [
     "first_foreign",
     "folder_entries",
     "mount_point",
+    "open_regular",
     "read_capped",
+    "read_regular",
     "recover_batches",
     "safe_copy",
     "sha256_bytes",
@@ -621,6 +624,51 @@ def read_capped(path: Path, *, limit: int, error: type[FatalError], what: str = 
             f"{label} is larger than {_human(limit)}: not a file patchkit wrote or reads",
             hint="is it the right file?",
         )
+    return data
+
+
+class NotRegularFile(OSError):
+    """:func:`open_regular`'s refusal of a FIFO, device, socket or folder, or of a file over
+    its cap (an OSError: a caller that takes an unreadable file for a missing one still does)."""
+
+
+def open_regular(path: Path) -> IO[bytes]:
+    """``path`` opened for reading when it is itself a regular file: for what a process
+    patchkit does not trust could have planted (the build dir and worktree after a
+    sandboxed configure or build, read back outside the sandbox). A symbolic link is not
+    followed (``O_NOFOLLOW``, ``ELOOP``: a link swapped in never reads a host file), a FIFO
+    does not block (``O_NONBLOCK``), and what was opened must be a regular file (``fstat``).
+    Every refusal is an OSError. Only the last component is not followed: the folders
+    above are the caller's to check (:func:`contained`)."""
+    flags = os.O_RDONLY | getattr(os, "O_BINARY", 0)
+    flags |= getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+    f = open(os.open(path, flags), "rb")  # noqa: SIM115 (the caller closes it)
+    try:
+        mode = os.fstat(f.fileno()).st_mode
+    except OSError:
+        f.close()
+        raise
+    if not stat.S_ISREG(mode):
+        f.close()
+        raise NotRegularFile(errno.EINVAL, f"not a regular file ({_kind(mode)})", str(path))
+    return f
+
+
+def read_regular(path: Path, *, limit: int, part: Literal["all", "head", "tail"] = "all") -> bytes:
+    """The bytes of a regular file (:func:`open_regular`: no link followed, no FIFO
+    waited on), at most ``limit`` of them: a larger file is refused (an OSError), or with
+    ``part`` ``"head"`` / ``"tail"`` its first / last ``limit`` bytes are returned."""
+    with open_regular(path) as f:
+        size = os.fstat(f.fileno()).st_size
+        if part == "all" and size > limit:
+            raise NotRegularFile(errno.EFBIG, f"larger than {_human(limit)}", str(path))
+        if part == "tail" and size > limit:
+            f.seek(size - limit)
+        data = f.read(limit + 1)
+    if len(data) > limit:  # it grew while read
+        if part == "all":
+            raise NotRegularFile(errno.EFBIG, f"larger than {_human(limit)}", str(path))
+        data = data[:limit] if part == "head" else data[-limit:]
     return data
 
 

@@ -19,6 +19,8 @@ import dataclasses
 import re
 from pathlib import Path
 
+from patchkit.core.fs import read_regular
+
 __all__ = [
     "RPC_HEADER",
     "ProtoVersion",
@@ -115,11 +117,11 @@ def judge(client: ProtoVersion, server: ProtoVersion) -> SkewVerdict:
 
 
 def read_rpc_protocol(source_dir: Path) -> ProtoVersion | None:
-    """The version in ``source_dir/ggml/include/ggml-rpc.h``; None when there is none."""
-    path = source_dir / RPC_HEADER
+    """The version in ``source_dir/ggml/include/ggml-rpc.h``; None when there is none, or
+    when it is not a regular file of at most 1 MiB (a build could have put a link to a host
+    file or a FIFO there: core.fs.read_regular)."""
     try:
-        if not path.is_file() or path.stat().st_size > _MAX_HEADER:
-            return None
-        return parse_rpc_header(path.read_text(encoding="utf-8", errors="replace"))
+        data = read_regular(source_dir / RPC_HEADER, limit=_MAX_HEADER)
     except OSError:
         return None
+    return parse_rpc_header(data.decode("utf-8", errors="replace"))

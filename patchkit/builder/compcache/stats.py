@@ -9,9 +9,10 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import json
+import os
 from pathlib import Path
 
-from patchkit.core.fs import atomic_write_json
+from patchkit.core.fs import atomic_write_json, open_regular, read_regular
 from patchkit.spec.buildinfo import CompileCacheRecord
 
 __all__ = [
@@ -109,8 +110,8 @@ def ninja_entries(build_dir: Path, offset: int) -> list[float]:
     """Durations (s) of the object-file steps ninja logged after byte ``offset``."""
     path = build_dir / ".ninja_log"
     try:
-        size = path.stat().st_size
-        with path.open("rb") as f:
+        with open_regular(path) as f:  # the build wrote that folder: no link, no FIFO
+            size = os.fstat(f.fileno()).st_size
             f.seek(offset if offset <= size else 0)
             text = f.read(16 * STATS_CAP).decode("utf-8", "replace")
     except OSError:
@@ -139,10 +140,10 @@ def read_ccache_stats_log(path: Path) -> Counts:
     """:func:`ccache_counts` of the stats log at ``path`` (``CCACHE_STATSLOG``: this build's
     calls only); nothing compiled when it is not there (ccache makes it on its first call)."""
     try:
-        with path.open("rb") as f:
-            return ccache_counts(f.read(16 * STATS_CAP).decode("utf-8", "replace"))
+        data = read_regular(path, limit=16 * STATS_CAP, part="head")  # no link, no FIFO
     except OSError:
         return Counts()
+    return ccache_counts(data.decode("utf-8", "replace"))
 
 
 def remember_miss_seconds(work_root: Path, mean: float | None) -> float | None:
