@@ -5,18 +5,27 @@ The defines are llama.cpp's offline, portable settings, the x86-64 instruction s
 outright, the compile cache's launcher and CUDA's own, then the recipe's. The configure
 id is a digest of everything the configure reads; the build dir is reused while it holds
 the id recorded in the work folder's state (builder.state).
+
+The include dirs' prefix maps (builder.repro) come from the File API, so from a configure:
+the first configure of a work folder runs without them, then once more with them. Each
+work folder keeps the last maps (``include-maps.json``) and its next configure (``--clean``,
+new defines) is given them from the start; only when the dirs it then reports differ is it
+run again, with exactly those: the build dir is always configured with the maps of its own
+include dirs, as a second configure would have made it.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import json
 from collections.abc import Mapping
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from patchkit.builder import cmake as cm
 from patchkit.builder import compcache, repro, variants
 from patchkit.builder.state import BuildState, digest, write_state
-from patchkit.core.fs import sha256_file
+from patchkit.core.fs import atomic_write_json, read_regular, sha256_file
 from patchkit.core.log import log
 from patchkit.core.paths import WorkDirs
 from patchkit.spec.recipe import Recipe
@@ -138,15 +147,20 @@ def configure(
     env: Mapping[str, str],
     launcher: str | None,
 ) -> Configured:
-    """Configure the build dir unless it already holds ``config``; then (every launcher but
-    sccache) once more with the include dirs' prefix maps (builder.repro) when they are not
-    in it yet."""
+    """Configure the build dir unless it already holds ``config`` (every launcher but sccache:
+    with the include dirs' prefix maps of the last configure, builder.repro); then once more
+    with the maps of the include dirs it reports when they are not the ones it was given
+    (the module's docstring)."""
     defines = variants.configure_defines(recipe, defines, work.root)
-    state = _configure(tools, recipe, work, state, config, defines, env)
+    mapped = repro.maps_paths(launcher)  # include dirs with ../ in them: see builder.repro
+    given = _last_maps(work.root) if mapped else []
+    first_env = repro.with_maps(env, given, launcher=launcher) if given else env
+    ran, state = _configure(tools, recipe, work, state, config, defines, first_env)
     model = cm.read_codemodel(work.build)
-    if repro.maps_paths(launcher):  # include dirs with ../ in them: see builder.repro
+    if mapped:
         maps = repro.include_maps(work.root, work.build)
-        if maps and not repro.configured_with(work.build, maps):
+        again = maps != given if ran else bool(maps) and not repro.configured_with(work.build, maps)
+        if again:
             cm.configure(
                 tools,
                 source=work.src,
@@ -157,10 +171,38 @@ def configure(
                 toolchain=recipe.build.toolchain,
                 fresh=True,
                 log_path=work.log,
-                env=repro.with_maps(env, maps, launcher=launcher),
+                env=repro.with_maps(env, maps, launcher=launcher) if maps else env,
             )
             model = cm.read_codemodel(work.build)
+        if maps != given:
+            _remember_maps(work.root, maps)
     return Configured(state=state, model=model)
+
+
+_MAPS_FILE = "include-maps.json"  # in the work folder: the last configure's include maps
+_MAPS_MAX = 1 << 20
+
+
+def _last_maps(work_root: Path) -> list[str]:
+    """The include maps the work folder's last configure found; [] when none (or not what
+    :func:`_remember_maps` writes)."""
+    try:
+        data = json.loads(read_regular(work_root / _MAPS_FILE, limit=_MAPS_MAX))
+    except (OSError, ValueError):
+        return []
+    maps = data.get("maps") if isinstance(data, dict) else None
+    if not isinstance(maps, list) or not all(
+        isinstance(m, str) and m.startswith("-ffile-prefix-map=") for m in maps
+    ):
+        return []
+    return list(maps)
+
+
+def _remember_maps(work_root: Path, maps: list[str]) -> None:
+    try:
+        atomic_write_json(work_root / _MAPS_FILE, {"maps": maps})
+    except OSError:
+        pass  # only a head start: the next configure finds them again
 
 
 def _configure(
@@ -171,11 +213,12 @@ def _configure(
     config: str,
     defines: Mapping[str, str],
     env: Mapping[str, str],
-) -> BuildState:
+) -> tuple[bool, BuildState]:
+    """Whether it configured, and the state (with the configure id once it succeeded)."""
     reply = work.build / ".cmake" / "api" / "v1" / "reply"
     if state.config_id == config and (work.build / "CMakeCache.txt").is_file() and reply.is_dir():
         log.info("configure inputs unchanged: reusing the build dir")
-        return state
+        return False, state
     fresh = (work.build / "CMakeCache.txt").is_file()
     state = dataclasses.replace(state, config_id=None)
     write_state(work.state, state)
@@ -193,7 +236,7 @@ def _configure(
     )
     state = dataclasses.replace(state, config_id=config)
     write_state(work.state, state)
-    return state
+    return True, state
 
 
 def available_tools(model: cm.CodeModel, wanted: tuple[str, ...]) -> list[str]:

@@ -174,13 +174,14 @@ def include_maps(work_root: Path, build_dir: Path) -> list[str]:
 
 
 def configured_with(build_dir: Path, maps: list[str]) -> bool:
-    """Whether the build dir's CMAKE_CXX_FLAGS already holds every one of ``maps``."""
+    """Whether the build dir's CMAKE_C_FLAGS and CMAKE_CXX_FLAGS (those it has: a C-only
+    project has no CXX) already hold every one of ``maps``."""
     try:
         text = (build_dir / "CMakeCache.txt").read_text(encoding="utf-8", errors="replace")
     except OSError:
         return False
-    line = next((ln for ln in text.splitlines() if ln.startswith("CMAKE_CXX_FLAGS:")), "")
-    return all(m in line.partition("=")[2].split() for m in maps)
+    lines = [ln for ln in text.splitlines() if ln.startswith(("CMAKE_C_FLAGS:", "CMAKE_CXX_FLAGS:"))]
+    return bool(lines) and all(all(m in ln.partition("=")[2].split() for m in maps) for ln in lines)
 
 
 def with_maps(env: Mapping[str, str], maps: list[str], *, launcher: str | None = None) -> dict[str, str]:
