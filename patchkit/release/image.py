@@ -54,16 +54,13 @@ from patchkit.release.oci import (
     ContainerConfig,
     Dir,
     ImageConfig,
-    ImageContents,
     ImageSpec,
     LayerSpec,
     WrittenImage,
-    check_layout,
     iso_time,
-    read_image,
-    rewrite_top_layer,
     write_image,
 )
+from patchkit.release.oci_read import ImageContents, check_layout, read_image, rewrite_top_layer
 from patchkit.spec.manifest import ReleaseManifest, RuntimeManifest, load_manifest
 
 __all__ = [

@@ -23,7 +23,7 @@ Checked, each difference one line naming the file:
   follows from the archive's sha256 and its manifest (release.provenance); with
   ``allowed_signers``, its ``.sig`` must be a good ssh-keygen signature of a trusted key;
   with a container image beside the archive, the statement names it too;
-- each ``<name>.oci.tar`` (release.image): read without unpacking (release.oci: every
+- each ``<name>.oci.tar`` (release.image): read without unpacking (release.oci_read: every
   blob's digest, each layer's diff_id, every layer member safe), its files under
   /opt/llama the archive manifest's ``bin/`` and ``LICENSE`` with their sha256 (and the
   CUDA runtime archive's), its manifest.json the archive's, its annotations and layout.
@@ -43,7 +43,7 @@ from patchkit.core.errors import ReleaseError
 from patchkit.core.fs import sha256_file
 from patchkit.core.record import JsonValue, RecordError
 from patchkit.core.text import diff_keys, printable
-from patchkit.release import floor, image, oci, provenance
+from patchkit.release import floor, image, oci_read, provenance
 from patchkit.release.archive import (
     ARCHIVE_SUFFIXES,
     DEFAULT_LIMITS,
@@ -407,7 +407,7 @@ def verify_dir(dist: Path, *, allowed_signers: Path | None = None) -> VerifyRepo
     images = sorted(
         {n for n in (*ours, *sums) if n.endswith(image.IMAGE_SUFFIX) and os.path.lexists(dist / n)}
     )
-    read: dict[str, oci.ImageContents] = {}
+    read: dict[str, oci_read.ImageContents] = {}
     subjects: dict[str, provenance.ImageSubject] = {}
     for name in images:
         diffs += _read_image_file(dist, name, read, subjects)
@@ -429,16 +429,19 @@ def verify_dir(dist: Path, *, allowed_signers: Path | None = None) -> VerifyRepo
 
 
 def _read_image_file(
-    dist: Path, name: str, read: dict[str, oci.ImageContents], subjects: dict[str, provenance.ImageSubject]
+    dist: Path,
+    name: str,
+    read: dict[str, oci_read.ImageContents],
+    subjects: dict[str, provenance.ImageSubject],
 ) -> list[str]:
-    """Read a container image file (release.oci: every blob and layer hashed, nothing
+    """Read a container image file (release.oci_read: every blob and layer hashed, nothing
     unpacked) into ``read``, and its provenance subject into ``subjects`` by its stem."""
     path = dist / name
     why = _not_plain(path)
     if why:
         return [f"{name}: {why}"]
     try:
-        contents = oci.read_image(path)
+        contents = oci_read.read_image(path)
     except ArchiveRefused as e:
         raise ReleaseError(printable(f"{name}: refused: {e}"), hint=_REFUSED_HINT) from None
     except ValueError as e:
@@ -452,7 +455,7 @@ def _read_image_file(
 
 
 def _check_image(
-    name: str, contents: oci.ImageContents, manifests: dict[str, Manifest], datas: dict[str, bytes]
+    name: str, contents: oci_read.ImageContents, manifests: dict[str, Manifest], datas: dict[str, bytes]
 ) -> list[str]:
     """An image against the archive of the same name beside it (and the CUDA runtime
     archive that one names)."""

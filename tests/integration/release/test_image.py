@@ -31,7 +31,7 @@ import pytest
 
 from patchkit.core.net import free_port
 from patchkit.release.image import PREFIX, REPOSITORY, rebuilt_image_diffs
-from patchkit.release.oci import read_image
+from patchkit.release.oci_read import read_image
 from patchkit.smoke.tinymodel import write_tiny_llama
 from tests.fixtures.project import invoke
 

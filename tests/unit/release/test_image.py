@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from patchkit.core.errors import ReleaseError
-from patchkit.release import oci
+from patchkit.release import oci, oci_read
 from patchkit.release.archive import Limits, Member
 from patchkit.release.image import (
     PREFIX,
@@ -101,16 +101,16 @@ def test_layout_docker_and_oci_both_name_the_same_blobs(tmp_path: Path) -> None:
 
 def test_read_back_clean(tmp_path: Path) -> None:
     w = _write(tmp_path)
-    got = oci.read_image(w.path)
+    got = oci_read.read_image(w.path)
     assert got.problems == ()
     assert got.digest == w.digest and got.ref == "patchkit/llama:t1"
     assert [layer.diff_id for layer in got.layers] == list(w.diff_ids)
-    files = {e.path: e for _, e in oci.iter_files(got)}
+    files = {e.path: e for _, e in oci_read.iter_files(got)}
     assert files["opt/llama/bin/x"].sha256 == hashlib.sha256(b"x" * 5000).hexdigest()
     tmp = next(e for e in got.layers[0].entries if e.path == "tmp")
     assert tmp.is_dir and tmp.mode == 0o1777
-    assert oci.check_layout(got, mtime=MTIME) == []
-    assert oci.check_layout(got, mtime=MTIME + 1) != []
+    assert oci_read.check_layout(got, mtime=MTIME) == []
+    assert oci_read.check_layout(got, mtime=MTIME + 1) != []
 
 
 # -- hostile image files -------------------------------------------------------------------------
@@ -187,7 +187,7 @@ def _layer(*entries: tuple[tarfile.TarInfo, bytes | None]) -> bytes:
 
 
 def _problems(path: Path) -> tuple[str, ...]:
-    return oci.read_image(path).problems
+    return oci_read.read_image(path).problems
 
 
 def test_a_clean_raw_image_has_no_problems(tmp_path: Path) -> None:
@@ -201,9 +201,9 @@ def test_layer_digest_that_lies(tmp_path: Path) -> None:
     evil[len(evil) // 2] ^= 0xFF  # one byte flipped: same size, other bytes
     digest = "sha256:" + hashlib.sha256(good).hexdigest()
     path = _raw_image(tmp_path / "i.tar", [good], lie={digest: bytes(evil)})
-    problems = oci.read_image(path).problems
+    problems = oci_read.read_image(path).problems
     assert len(problems) == 1 and "not the digest it is named after (tampered?)" in problems[0], problems
-    assert not oci.read_image(path).complete
+    assert not oci_read.read_image(path).complete
 
 
 def test_diff_id_that_lies(tmp_path: Path) -> None:
@@ -264,21 +264,21 @@ def test_outer_header_bomb_is_refused(tmp_path: Path) -> None:
     header_bomb_tar_gz(path, 8 << 20)
     raw = tmp_path / "bomb.oci.tar"
     raw.write_bytes(gzip.decompress(path.read_bytes()))
-    with pytest.raises(oci.ArchiveRefused, match="a bomb"):
-        oci.read_image(raw, limits=Limits(header=1 << 16))
+    with pytest.raises(oci_read.ArchiveRefused, match="a bomb"):
+        oci_read.read_image(raw, limits=Limits(header=1 << 16))
 
 
 def test_not_a_tar(tmp_path: Path) -> None:
     p = tmp_path / "x.oci.tar"
     p.write_bytes(b"hello" * 1000)
     with pytest.raises(ValueError, match="not a readable image file"):
-        oci.read_image(p)
+        oci_read.read_image(p)
 
 
 def test_too_many_members_refused(tmp_path: Path) -> None:
     layer = _layer(*((_info(f"opt/f{i}", size=0), b"") for i in range(50)))
-    with pytest.raises(oci.ArchiveRefused, match="more than 20 tar members"):
-        oci.read_image(_raw_image(tmp_path / "i.tar", [layer]), limits=Limits(members=20))
+    with pytest.raises(oci_read.ArchiveRefused, match="more than 20 tar members"):
+        oci_read.read_image(_raw_image(tmp_path / "i.tar", [layer]), limits=Limits(members=20))
 
 
 # -- the release image ---------------------------------------------------------------------------
@@ -352,7 +352,7 @@ def test_release_image_holds_the_archive_bytes(tmp_path: Path) -> None:
     rec = _image(tmp_path, dist, archive)
     stem = archive.removesuffix(".tar.gz")
     assert rec.file == image_name(stem) and rec.ref == f"{REPOSITORY}:{stem}"
-    contents = oci.read_image(dist / rec.file)
+    contents = oci_read.read_image(dist / rec.file)
     assert contents.problems == () and contents.digest == rec.digest
     _, manifest_data = stage_archive(dist / archive, stem, tmp_path / "s")
     manifest = load_manifest(manifest_data)
@@ -382,7 +382,7 @@ def test_release_image_tampered_file_one_line(tmp_path: Path) -> None:
     other = json.loads(manifest_data)
     other["files"][0]["sha256"] = "0" * 64
     forged = load_manifest(json.dumps(other).encode())
-    contents = oci.read_image(dist / rec.file)
+    contents = oci_read.read_image(dist / rec.file)
     diffs = check_release_image(rec.file, contents, forged, manifest_data)  # type: ignore[arg-type]
     assert len(diffs) == 1 and f"/{PREFIX}/{other['files'][0]['path']}: sha256 is" in diffs[0], diffs
 
@@ -443,8 +443,8 @@ def test_cuda_images_share_the_runtime_layer(tmp_path: Path) -> None:
     assert a.layers[0] == b.layers[0]  # the same system libraries
     assert a.layers[1] == b.layers[1]  # one CUDA runtime layer for both
     assert a.layers[2] != b.layers[2] and a.digest != b.digest
-    contents = oci.read_image(dist / a.file)
-    files = {e.path for _, e in oci.iter_files(contents)}
+    contents = oci_read.read_image(dist / a.file)
+    files = {e.path for _, e in oci_read.iter_files(contents)}
     assert f"{PREFIX}/bin/libcublas.so.12" in files and f"{PREFIX}/bin/libggml-cuda.so" in files
     env = contents.config.config.env  # type: ignore[union-attr]
     assert "NVIDIA_VISIBLE_DEVICES=all" in env and "NVIDIA_DRIVER_CAPABILITIES=compute,utility" in env
@@ -625,7 +625,7 @@ def test_only_the_layouts_own_files_are_kept_in_memory(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     kept: list[str] = []
-    real = oci._Blob
+    real = oci_read._Blob
 
     def spy(**kw: Any) -> Any:
         blob = real(**kw)
@@ -633,9 +633,9 @@ def test_only_the_layouts_own_files_are_kept_in_memory(
             kept.append(blob.sha256)
         return blob
 
-    monkeypatch.setattr(oci, "_Blob", spy)
+    monkeypatch.setattr(oci_read, "_Blob", spy)
     many = [_layer((_info(f"opt/f{i}", size=1), b"x")) for i in range(5)]
-    got = oci.read_image(_raw_image(tmp_path / "i.tar", many))
+    got = oci_read.read_image(_raw_image(tmp_path / "i.tar", many))
     assert got.problems == () and len(got.layers) == 5
     assert len(kept) == 3  # index.json, manifest.json, oci-layout: blobs are read by offset when named
 
@@ -688,7 +688,7 @@ def test_release_image_of_a_root_recipe_takes_the_roots_libraries(project: Path,
     assert r.exit_code == 0, r.output
     rec = json.loads(r.stdout)["image"]
     assert rec["system_from"] == "debian11@abababababab"
-    files = {e.path: e.sha256 for _, e in oci.iter_files(oci.read_image(dist / rec["file"]))}
+    files = {e.path: e.sha256 for _, e in oci_read.iter_files(oci_read.read_image(dist / rec["file"]))}
     assert files["lib/x86_64-linux-gnu/libc.so.6"] == hashlib.sha256(libc).hexdigest()
     assert (
         files["lib64/ld-linux-x86-64.so.2"]
@@ -716,7 +716,7 @@ def test_an_image_that_runs_as_root_or_another_command_is_not_the_release(tmp_pa
     stage.mkdir()
     for n, s in enumerate((spec, forged)):
         w = oci.write_image(tmp_path / f"{n}.oci.tar", s, stage=stage)
-        diffs = check_release_image(w.path.name, oci.read_image(w.path), manifest, data)
+        diffs = check_release_image(w.path.name, oci_read.read_image(w.path), manifest, data)
         if n == 0:
             assert diffs == []
         else:
