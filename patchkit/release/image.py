@@ -1,7 +1,8 @@
 """A release as a container image: ``<name>.oci.tar`` beside the archive.
 
 One file that ``podman load``, ``docker load`` and ``skopeo`` take with no daemon and no
-conversion (the layout is in :mod:`patchkit.release.oci`). Its layers, bottom up:
+conversion (the layout is in :mod:`patchkit.release.oci`, what each layer holds in
+:mod:`patchkit.release.image_layers`). Its layers, bottom up:
 
 1. **system**: the system libraries the release's files import (the manifest's
    ``imports.system``) and what they import in turn, the dynamic loader, and the
@@ -36,30 +37,33 @@ Annotations (on the image manifest and as config labels):
 from __future__ import annotations
 
 import dataclasses
-import functools
 import os
 import re
 import stat
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from patchkit.binary.elf import ElfFormatError, read_dynamic
 from patchkit.core.errors import ReleaseError
 from patchkit.core.fs import sha256_bytes
 from patchkit.core.record import Record
-from patchkit.core.tarcap import NOT_A_TAR_GZ, TarRefused, capped_members, open_tar_gz
 from patchkit.core.text import printable
-from patchkit.release.archive import Member, read_archive, unsafe_member_name
-from patchkit.release.oci import (
-    ContainerConfig,
-    Dir,
-    ImageConfig,
-    ImageSpec,
-    LayerSpec,
-    WrittenImage,
-    iso_time,
-    write_image,
+from patchkit.release.archive import Member, read_archive
+from patchkit.release.image_layers import (
+    ARCHES,
+    HOME,
+    PREFIX,
+    RELEASE_LAYER,
+    RUNTIME_LAYER,
+    SYSTEM_LAYER,
+    USER,
+    release_layer,
+    runtime_layer,
+    stage_archive,
+    system_files,
+    system_layer,
+    system_path_ok,
 )
+from patchkit.release.oci import ContainerConfig, ImageConfig, ImageSpec, WrittenImage, iso_time, write_image
 from patchkit.release.oci_read import ImageContents, check_layout, read_image, rewrite_top_layer
 from patchkit.spec.manifest import ReleaseManifest, RuntimeManifest, load_manifest
 
@@ -78,36 +82,16 @@ __all__ = [
     "preflight",
     "rebuilt_image_diffs",
     "release_image_spec",
-    "resolve_within",
-    "stage_archive",
-    "system_files",
     "write_release_image",
 ]
 
 IMAGE_SUFFIX = ".oci.tar"
 REPOSITORY = "localhost/patchkit/llama"  # the same name in podman and docker, never a registry's
-PREFIX = "opt/llama"
-USER = (10001, 10001)
-USER_NAME = "llama"
-HOME = "home/llama"
 SERVER_PORT = 8080
 RPC_PORT = 50052
-MAX_SYSTEM_LIBS = 64
-MAX_SYSTEM_BYTES = 256 << 20
 _URL = re.compile(r"^(https?|git|ssh)://[^\s/]+/\S*$|^[\w.-]+@[\w.-]+:\S+$")
 _TAG = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
-_LIB = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]{0,127}$")
-# where glibc's loader looks without an ld.so.cache, per architecture (multiarch first),
-# and the loader's own path (PT_INTERP)
-_LIB_DIRS = {
-    "x86_64": ("lib/x86_64-linux-gnu", "usr/lib/x86_64-linux-gnu", "lib64", "usr/lib64", "lib", "usr/lib"),
-    "aarch64": ("lib/aarch64-linux-gnu", "usr/lib/aarch64-linux-gnu", "lib64", "usr/lib64", "lib", "usr/lib"),
-}
-_INTERP = {"x86_64": "lib64/ld-linux-x86-64.so.2", "aarch64": "lib/ld-linux-aarch64.so.1"}
 _GOARCH = {"x86_64": "amd64", "amd64": "amd64", "aarch64": "arm64", "arm64": "arm64"}
-_PASSWD = f"root:x:0:0:root:/root:/sbin/nologin\n{USER_NAME}:x:{USER[0]}:{USER[1]}::/{HOME}:/sbin/nologin\n"
-_GROUP = f"root:x:0:\n{USER_NAME}:x:{USER[1]}:\n"
-_ETC = ("etc/group", "etc/passwd")
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -155,111 +139,12 @@ def image_ref(stem: str) -> str:
 
 def _arch(manifest: ReleaseManifest) -> str:
     arch = manifest.platform.arch
-    if manifest.platform.os != "linux" or arch not in _LIB_DIRS:
+    if manifest.platform.os != "linux" or arch not in ARCHES:
         raise ReleaseError(
             f"a container image is made for Linux x86_64/aarch64 builds, not {manifest.platform.os}/{arch}",
             hint="release without --image",
         )
     return arch
-
-
-_MAX_LINKS = 40  # what the kernel follows (ELOOP)
-
-
-def resolve_within(root: Path, rel: str) -> Path | None:
-    """``rel`` inside ``root`` with every link followed as it would be with ``root`` as
-    ``/`` (a build root's ``/lib64/ld-linux-x86-64.so.2 -> /lib/x86_64-linux-gnu/...`` is
-    the root's file, never this machine's); None when it is not there, loops, or leaves
-    ``root``. ``root`` must already be resolved."""
-    parts = [p for p in rel.split("/") if p not in ("", ".")]
-    done: list[str] = []
-    hops = 0
-    while parts:
-        part = parts.pop(0)
-        if part == "..":
-            if done:
-                done.pop()
-            continue
-        here = root.joinpath(*done, part)
-        if not os.path.lexists(here):
-            return None
-        if os.path.islink(here):
-            hops += 1
-            if hops > _MAX_LINKS:
-                return None
-            target = os.readlink(here)
-            if target.startswith("/"):
-                done = []
-            parts = [p for p in target.split("/") if p not in ("", ".")] + parts
-            continue
-        done.append(part)
-    real = root.joinpath(*done)
-    return real if real.resolve().is_relative_to(root) else None
-
-
-def system_files(needed: Iterable[str], *, root: Path, arch: str) -> list[tuple[str, Path]]:
-    """(path in the image, file) of each system library ``needed`` names, what those
-    import in turn, and the dynamic loader, found in ``root``'s library folders the way
-    glibc's loader searches them (no ld.so.cache). A link is followed only within
-    ``root``. ReleaseError naming the first library not found."""
-    dirs = _LIB_DIRS[arch]
-    interp = _INTERP[arch]
-    loader = interp.rsplit("/", 1)[1]
-    base = root.resolve()
-    found: dict[str, tuple[str, Path]] = {}
-    todo = sorted(set(needed) | {loader})
-    total = 0
-    while todo:
-        name = todo.pop(0)
-        if name in found:
-            continue
-        if not _LIB.match(name):
-            raise ReleaseError(f"the release imports {name[:80]!r}, which is not a library name")
-        if len(found) >= MAX_SYSTEM_LIBS:
-            raise ReleaseError(f"more than {MAX_SYSTEM_LIBS} system libraries for the image")
-        hit: tuple[str, Path] | None = None
-        for d in dirs:
-            real = resolve_within(base, f"{d}/{name}")
-            if real is None or not real.is_file():
-                continue
-            hit = (interp if name == loader else f"{d}/{name}", real)
-            break
-        if hit is None:
-            raise ReleaseError(
-                f"{name}: not found in {root} ({', '.join('/' + d for d in dirs[:2])}, ...): "
-                "the image's system layer needs it",
-                hint="release on a machine (or with a build root) that has it",
-            )
-        found[name] = hit
-        total += hit[1].stat().st_size
-        if total > MAX_SYSTEM_BYTES:
-            raise ReleaseError(f"the system libraries take more than {MAX_SYSTEM_BYTES >> 20} MiB")
-        try:
-            dyn = read_dynamic(hit[1], follow_symlinks=True)
-        except (ElfFormatError, OSError) as e:
-            raise ReleaseError(f"{hit[1]}: cannot read its ELF dynamic section ({e})") from None
-        if dyn is not None:
-            todo += [n for n in dyn.needed if n not in found]
-    return sorted(found.values())
-
-
-def _system_layer(needed: Sequence[str], *, root: Path, arch: str, mtime: int) -> LayerSpec:
-    libs = system_files(needed, root=root, arch=arch)
-    files = [Member(name=rel, mode=0o755, source=src) for rel, src in libs]
-    files += [
-        Member(name="etc/group", mode=0o644, data=_GROUP.encode()),
-        Member(name="etc/passwd", mode=0o644, data=_PASSWD.encode()),
-    ]
-    return LayerSpec(
-        name="system libraries and the user llama",
-        files=tuple(files),
-        dirs=(
-            Dir(path="tmp", mode=0o1777),
-            Dir(path="home", mode=0o755),
-            Dir(path=HOME, mode=0o755, uid=USER[0], gid=USER[1]),
-        ),
-        mtime=mtime,
-    )
 
 
 def image_annotations(manifest: ReleaseManifest) -> dict[str, str]:
@@ -332,19 +217,10 @@ def release_image_spec(
         Member(name=f"{PREFIX}/{m.name}", mode=m.mode, data=m.data, source=m.source) for m in shipped
     )
     mine += (Member(name=f"{PREFIX}/manifest.json", mode=0o644, data=manifest_data),)
-    layers = [_system_layer(system_needed, root=system_root, arch=arch, mtime=mtime)]
+    layers = [system_layer(system_needed, root=system_root, arch=arch, mtime=mtime)]
     if runtime:
-        layers.append(
-            LayerSpec(
-                name="NVIDIA CUDA runtime",
-                files=tuple(
-                    Member(name=f"{PREFIX}/{m.name}", mode=m.mode, data=m.data, source=m.source)
-                    for m in runtime
-                ),
-                mtime=runtime_mtime,
-            )
-        )
-    layers.append(LayerSpec(name=f"release {manifest.name}", files=mine, mtime=mtime))
+        layers.append(runtime_layer(runtime, mtime=runtime_mtime))
+    layers.append(release_layer(manifest.name, mine, mtime=mtime))
     labels = image_annotations(manifest)
     return ImageSpec(
         layers=tuple(layers),
@@ -370,15 +246,6 @@ def write_release_image(path: Path, spec: ImageSpec, *, stage: Path) -> WrittenI
 
 
 # -- checking an image against its release ------------------------------------------------------
-
-
-def _system_path_ok(rel: str) -> bool:
-    if rel in _ETC:
-        return True
-    top = rel.split("/", 1)[0]
-    if top in ("lib", "lib64") or rel.startswith(("usr/lib/", "usr/lib64/")):
-        return "/" in rel and _LIB.match(rel.rsplit("/", 1)[1]) is not None
-    return False
 
 
 def check_release_image(
@@ -419,7 +286,7 @@ def check_release_image(
     for rel in sorted(set(want) - set(got)):
         diffs.append(f"{name}: /{rel} is in the manifest but missing from the image")
     for rel in sorted(set(got) - set(want)):
-        if rel.startswith(f"{PREFIX}/") or not _system_path_ok(rel):
+        if rel.startswith(f"{PREFIX}/") or not system_path_ok(rel):
             diffs.append(f"{name}: /{rel} is in the image but not in the manifest")
     for rel in sorted(set(want) & set(got)):
         (ws, wz, wm), (gs, gz, gm) = want[rel], got[rel]
@@ -482,61 +349,13 @@ def _check_config(
             f"not linux/{arch} {created}"
         )
     layers = [
-        "system libraries and the user llama",
-        *(["NVIDIA CUDA runtime"] if cuda_layer else []),
-        f"release {manifest.name}",
+        SYSTEM_LAYER,
+        *([RUNTIME_LAYER] if cuda_layer else []),
+        RELEASE_LAYER.format(name=manifest.name),
     ]
     if [(h.created, h.created_by) for h in config.history] != [(created, f"patchkit: {n}") for n in layers]:
         diffs.append(f"{name}: config history is not the release's layers")
     return diffs
-
-
-# -- from a released archive --------------------------------------------------------------------
-
-_STAGE_MAX = 32 << 30  # what an archive may unpack to for its image (a CUDA runtime is ~1.5 GB)
-
-
-def stage_archive(archive: Path, stem: str, stage: Path) -> tuple[list[Member], bytes]:
-    """The regular members of a release's ``.tar.gz`` (below its top folder ``stem``)
-    spooled into ``stage``, as Members (names relative to the top folder), and its
-    manifest.json's bytes. Capped reads (core.tarcap); a member that is not a plain file
-    with a safe name below ``stem/`` is refused."""
-    if not archive.name.endswith(".tar.gz"):
-        raise ReleaseError(f"{archive.name}: a container image is made from a .tar.gz release")
-    members: list[Member] = []
-    manifest = b""
-    total = 0
-    try:
-        with open_tar_gz(archive, seconds=None) as tar:
-            for info in capped_members(tar, skipped=_STAGE_MAX):
-                name = info.name
-                why = unsafe_member_name(name) or (
-                    "" if name.startswith(f"{stem}/") else f"not below {stem}/"
-                )
-                if why or not info.isreg():
-                    raise ReleaseError(f"{archive.name}: {name[:200]!r}: {why or 'not a regular file'}")
-                rel = name[len(stem) + 1 :]
-                dest = stage / rel
-                dest.parent.mkdir(parents=True, exist_ok=True)
-                src = tar.extractfile(info)
-                assert src is not None
-                with dest.open("wb") as f:
-                    for chunk in iter(functools.partial(src.read, 1 << 16), b""):
-                        total += len(chunk)
-                        if total > _STAGE_MAX:
-                            raise ReleaseError(f"{archive.name}: unpacks past {_STAGE_MAX >> 30} GiB")
-                        f.write(chunk)
-                if rel == "manifest.json":
-                    manifest = dest.read_bytes()
-                else:
-                    members.append(Member(name=rel, mode=0o755 if info.mode & 0o111 else 0o644, source=dest))
-    except TarRefused as e:
-        raise ReleaseError(f"{archive.name}: refused: {e}") from None
-    except NOT_A_TAR_GZ as e:
-        raise ReleaseError(f"{archive.name}: not a readable tar.gz ({str(e)[:200]})") from None
-    if not manifest:
-        raise ReleaseError(f"{archive.name}: has no {stem}/manifest.json")
-    return members, manifest
 
 
 def make_release_image(
@@ -626,7 +445,7 @@ def rebuilt_image_diffs(archive: Path, out_dir: Path) -> list[str]:
     if missing:
         return [f"{label}: /{missing[0]} was not made by the rebuild"]
     files.append(Member(name=f"{PREFIX}/manifest.json", mode=0o644, data=data))
-    layer = LayerSpec(name=f"release {manifest.name}", files=tuple(files), mtime=manifest.source_date_epoch)
+    layer = release_layer(manifest.name, files, mtime=manifest.source_date_epoch)
     rebuilt = rewrite_top_layer(contents, layer)
     if rebuilt != contents.digest:
         return [

@@ -1,4 +1,4 @@
-"""Release images (release.oci, release.image): reproducible bytes, the layout podman and
+"""Release images (release.oci, release.image, release.image_layers): reproducible bytes, the layout podman and
 docker read, and image files that lie, each one line, nothing unpacked or half written."""
 
 from __future__ import annotations
@@ -23,10 +23,9 @@ from patchkit.release.image import (
     check_release_image,
     image_name,
     make_release_image,
-    stage_archive,
-    system_files,
     write_release_image,
 )
+from patchkit.release.image_layers import stage_archive, system_files
 from patchkit.spec.manifest import ReleaseManifest, load_manifest
 from tests.fixtures.elf import make_elf
 from tests.fixtures.hostile_tar import header_bomb_tar_gz
@@ -296,7 +295,7 @@ def _sysroot(tmp_path: Path) -> Path:
 
 
 def test_links_of_a_build_root_are_followed_inside_it(tmp_path: Path) -> None:
-    from patchkit.release.image import resolve_within
+    from patchkit.release.image_layers import resolve_within
 
     root = tmp_path / "root"
     (root / "usr" / "lib" / "x86_64-linux-gnu").mkdir(parents=True)
