@@ -41,7 +41,7 @@ def print_check(r: CheckResult, *, err: bool = False) -> None:
 @click.option(
     "--tools",
     type=click.Path(file_okay=False, path_type=Path),
-    help="Folder with helper tools such as test-llama-archs (default: the build dir).",
+    help="Folder with helper tools such as llama-perplexity (default: the build dir).",
 )
 @click.option(
     "--timeout",

@@ -28,7 +28,7 @@ class SmokeEnv:
     emulation: Emulation | None = None  # the binaries run as another CPU model (--cpu)
     gpu: bool = False  # a CUDA build on a machine with NVIDIA's driver: its GPU setups run
     env: dict[str, str] = dataclasses.field(default_factory=dict)  # this build's, over base_env
-    tool_dirs: tuple[Path, ...] = ()  # where helper tools (test-llama-archs) may be
+    tool_dirs: tuple[Path, ...] = ()  # where helper tools (llama-perplexity) may be
     reference: Path | None = None  # another build (e.g. Linux for a Windows one) to compare
     model: Path | None = None  # a real GGUF model for the kld and speed checks
     model_label: str = ""  # "<file> sha256=<hex>", recorded with their results

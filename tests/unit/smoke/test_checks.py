@@ -95,16 +95,15 @@ def test_checks_without_their_binaries_skip_or_fail_without_running_anything(tmp
     ]
 
 
-def test_the_hybrid_model_needs_test_llama_archs(tmp_path: Path) -> None:
-    env = _env(tmp_path)
-    assert checks.hybrid_model(env) == (
-        None,
-        "test-llama-archs was not built (it writes the hybrid qwen35 model)",
-    )
-    made = env.workdir / "qwen35" / "qwen35-dense.gguf"
-    made.parent.mkdir(parents=True)
-    made.write_bytes(b"GGUF")
-    assert checks.hybrid_model(env) == (made, "")  # already there: reused
+def test_the_hybrid_model_is_written_here_once(tmp_path: Path) -> None:
+    from gguf import GGUFReader
+
+    env = _env(tmp_path)  # no test-llama-archs anywhere
+    made = checks.hybrid_model(env)
+    assert made == env.workdir / "qwen35" / "qwen35-dense.gguf"
+    assert GGUFReader(str(made)).fields["general.architecture"].contents() == "qwen35"
+    mtime = made.stat().st_mtime_ns
+    assert checks.hybrid_model(env) == made and made.stat().st_mtime_ns == mtime  # reused
 
 
 def test_the_tiny_model_is_written_once(tmp_path: Path) -> None:
