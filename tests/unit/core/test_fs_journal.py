@@ -1,4 +1,4 @@
-"""core.fs.recover_batches: a batch of renames whose process died half way (its journal on
+"""core.fs_batch.recover_batches: a batch of renames whose process died half way (its journal on
 disk, no process holding it) is put back; one whose process still runs is left alone.
 (tests/integration/faults/ kills real runs; here the journal a kill leaves is made by hand.)"""
 
@@ -10,13 +10,13 @@ from pathlib import Path
 
 import pytest
 
-from patchkit.core import fs
-from patchkit.core.fs import atomic_write_many, recover_batches
+from patchkit.core import fs_batch
+from patchkit.core.fs_batch import atomic_write_many, recover_batches
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="flock")
 
 
-def _killed_half_way(tmp_path: Path) -> fs._Journal:
+def _killed_half_way(tmp_path: Path) -> fs_batch._Journal:
     """The state a kill between the first and the second rename leaves: a.txt is new
     (its backup beside it), b.txt old (its temp file still there), c.txt new (it was not
     there before: no backup); and the journal."""
@@ -32,7 +32,7 @@ def _killed_half_way(tmp_path: Path) -> fs._Journal:
     tmp_a, tmp_b, tmp_c = patches / ".a.txt.x.tmp", patches / ".b.txt.x.tmp", recipes / ".c.toml.x.tmp"
     for t, text in ((tmp_a, "new a"), (tmp_b, "new b"), (tmp_c, "new c")):
         t.write_text(text)
-    journal = fs._Journal([(a, tmp_a, backup_a), (b, tmp_b, backup_b), (c, tmp_c, None)])
+    journal = fs_batch._Journal([(a, tmp_a, backup_a), (b, tmp_b, backup_b), (c, tmp_c, None)])
     tmp_a.replace(a)
     tmp_c.replace(c)
     return journal
