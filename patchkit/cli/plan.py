@@ -107,6 +107,14 @@ def _fmt_gib(n: int) -> str:
 )
 @click.option("--calibrate", is_flag=True, help="First measure each device here once (llama-bench).")
 @click.option(
+    "--calibrate-from",
+    "calibrate_from",
+    multiple=True,
+    type=click.Path(path_type=Path),
+    metavar="DIR",
+    help="Learn the devices and links from a `patchkit bench` results folder (its bench.json).",
+)
+@click.option(
     "--verify",
     "verify_n",
     type=click.IntRange(0, 100),
@@ -141,6 +149,7 @@ def rig(
     no_calibration: bool,
     check_n: int,
     calibrate: bool,
+    calibrate_from: tuple[Path, ...],
     verify_n: int,
     bin_dir: Path,
     reps: int,
@@ -167,6 +176,10 @@ def rig(
     store = calibration.calibration_path(cache_dir())
     if (calibrate or verify_n) and model.suffix == ".json":
         raise ConfigError("--calibrate and --verify measure a GGUF: write one with `patchkit plan shape`")
+    if calibrate_from:
+        if no_calibration:
+            raise ConfigError("--calibrate-from learns into the calibration that --no-calibration ignores")
+        _calibrate_from(calibrate_from, the_rig, store)
     if calibrate:
         from patchkit.plan.verify import calibrate as run_calibrate
 
@@ -205,6 +218,29 @@ def rig(
         out_json(rep.to_json())
         return
     _show(rep, top)
+
+
+def _calibrate_from(folders: tuple[Path, ...], the_rig: Rig, store: Path) -> None:
+    """Each bench folder's lessons, into the cached calibration (every folder read first)."""
+    from patchkit.plan import calibration
+    from patchkit.plan.benchcal import learn, read_bench
+    from patchkit.plan.rig import load_model
+
+    runs = [read_bench(f) for f in folders]
+    c = calibration.load(store)
+    for run in runs:
+
+        def shape_of(path: Path, run_dir: Path = run.path.parent) -> ModelShape:
+            if not path.is_absolute() and not path.exists() and (run_dir / path).exists():
+                path = run_dir / path  # a bench run with a relative -m, from its own folder
+            return load_model(path, None)
+
+        got = learn(run, the_rig.devices, the_rig.host, shape_of_model=shape_of)
+        c.devices.update(got.devices)
+        c.links.update(got.links)
+        for line in got.lines:
+            log.info(f"calibrated from {printable(str(run.path))}: {line}")
+    calibration.save(store, c)
 
 
 def _check(

@@ -20,7 +20,7 @@ from patchkit.core.errors import ConfigError
 from patchkit.core.record import Record, RecordError, decode
 from patchkit.plan.devices import Device
 
-__all__ = ["Calibration", "DeviceCal", "apply", "calibration_path", "load", "save", "solve_bw"]
+__all__ = ["Calibration", "DeviceCal", "LinkCal", "apply", "calibration_path", "load", "save", "solve_bw"]
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -33,9 +33,17 @@ class DeviceCal(Record):
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
+class LinkCal(Record):
+    rtt_s: float  # a small message's measured round trip to the host
+    source: str = ""
+    when: str = ""
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class Calibration(Record):
     schema: int = 1
     devices: dict[str, DeviceCal] = dataclasses.field(default_factory=dict)
+    links: dict[str, LinkCal] = dataclasses.field(default_factory=dict)  # by endpoint (HOST:PORT)
 
 
 def calibration_path(cache: Path) -> Path:
@@ -64,6 +72,9 @@ def save(path: Path, cal: Calibration) -> None:
 def apply(devices: tuple[Device, ...], cal: Calibration) -> tuple[Device, ...]:
     out = []
     for d in devices:
+        lc = cal.links.get(d.endpoint) if d.remote else None
+        if lc is not None and d.link is not None:
+            d = dataclasses.replace(d, link=dataclasses.replace(d.link, rtt_s=lc.rtt_s))
         c = cal.devices.get(d.label) or cal.devices.get(d.name if not d.host else "")
         if c is None:
             out.append(d)
