@@ -177,3 +177,26 @@ def test_pipeline_parallel_keeps_four_copies_of_each_splits_inputs() -> None:
     assert not pipeline_parallel(remote)  # RPC devices have no events
     plain = memory(s, remote, host_capacity=64 * GIB).devices[0].compute
     assert pp - plain == 3 * (4 * 512 * 256 + 2 * 512 * 8192)
+
+
+def test_qwen35_27b_config_gives_the_published_shape() -> None:
+    """The rig example's config.json (tests/unit/plan/data/qwen3.5-27b): its text model,
+    as llama.cpp's converter writes it, has the parameter counts llama.cpp itself prints for
+    a Qwen3.5-27B GGUF ("repeating layers ... 24.353 B parameters"; 26.9 B in all)."""
+    import json
+    import math
+    from pathlib import Path
+
+    from patchkit.plan.hfconfig import table_from_config
+    from patchkit.plan.model import shape_of_table
+
+    cfg = json.loads((Path(__file__).parent / "data" / "qwen3.5-27b" / "config.json").read_text())
+    kv, tensors = table_from_config(cfg, "Q5_K_M", name="qwen3.5-27b")
+    blocks = sum(math.prod(t.dims) for t in tensors if t.name.startswith("blk."))
+    assert blocks == 24_353_196_544
+    assert sum(math.prod(t.dims) for t in tensors) == 26_895_998_464
+    shape = shape_of_table(kv, tensors, name="qwen3.5-27b")
+    kinds = [lyr.kind for lyr in shape.layers]
+    assert kinds.count("attention") == 16 and kinds.count("recurrent") == 48
+    assert kinds[3::4] == ["attention"] * 16  # every 4th layer is full attention
+    assert shape.n_embd == 5120 and shape.n_vocab == 248_320 and not shape.tied
