@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import statistics
 from collections.abc import Callable
 from pathlib import Path
 
@@ -22,7 +23,7 @@ from patchkit.plan.devices import Device
 from patchkit.plan.model import ModelShape
 from patchkit.plan.speed import PROMPT, Speed, speed
 
-__all__ = ["Measured", "affine_solve", "attribute", "bench_argv", "learn_device", "run_bench"]
+__all__ = ["Measured", "affine_solve", "attribute", "bench_argv", "learn_device", "parse_bench", "run_bench"]
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -70,15 +71,31 @@ def run_bench(argv: list[str], *, timeout: float = 900) -> Measured:
     res = run(argv, timeout=timeout)
     if not res.ok:
         raise SmokeError(f"llama-bench failed ({res.brief()}): {res.last_line()}")
+    return parse_bench(res.stdout, argv, last_line=res.last_line())
+
+
+def parse_bench(text: str, argv: list[str], *, last_line: str = "") -> Measured:
+    """llama-bench's ``-o json`` output: the decode and prompt tok/s."""
     try:
-        rows = json.loads(res.stdout)
+        rows = json.loads(text)
     except ValueError:
-        raise SmokeError(f"llama-bench printed no JSON: {res.last_line()}") from None
-    tg = [r["avg_ts"] for r in rows if r.get("n_gen", 0) > 0 and r.get("n_prompt", 0) == 0]
-    pp = [r["avg_ts"] for r in rows if r.get("n_prompt", 0) > 0 and r.get("n_gen", 0) == 0]
+        raise SmokeError(f"llama-bench printed no JSON: {last_line}") from None
+    if not isinstance(rows, list) or not all(isinstance(r, dict) for r in rows):
+        raise SmokeError("llama-bench's JSON is not a list of tests")
+    tg = [_rate(r) for r in rows if r.get("n_gen", 0) > 0 and r.get("n_prompt", 0) == 0]
+    pp = [_rate(r) for r in rows if r.get("n_prompt", 0) > 0 and r.get("n_gen", 0) == 0]
     if not tg or not pp:
         raise SmokeError("llama-bench's JSON has no pp and tg rows")
-    return Measured(decode_tps=float(tg[0]), prompt_tps=float(pp[0]), argv=tuple(argv))
+    return Measured(decode_tps=tg[0], prompt_tps=pp[0], argv=tuple(argv))
+
+
+def _rate(row: dict[str, object]) -> float:
+    """A test's tok/s: the median of its repetitions (one slow repetition on a busy machine
+    moves the mean, not the median), else llama-bench's mean."""
+    samples = row.get("samples_ts")
+    if isinstance(samples, list) and samples and all(isinstance(x, (int, float)) for x in samples):
+        return float(statistics.median(samples))
+    return float(row["avg_ts"])  # type: ignore[arg-type]
 
 
 def affine_solve(f: Callable[[float], float], target: float, x0: float) -> float:

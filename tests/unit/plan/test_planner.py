@@ -180,3 +180,16 @@ def test_learning_a_device_reproduces_its_measurement() -> None:
     assert abs(sp.decode_tps - 9.0) < 1e-6 and abs(sp.prompt_tps - 300.0) < 1e-6
     # the wire stays the link's: a slower link leaves less time to the device, a higher bandwidth
     assert bw > 0 and bw < rig.devices[0].bw_gbs
+
+
+def test_bench_rate_is_the_median_of_the_repetitions() -> None:
+    import json
+
+    from patchkit.plan.measure import parse_bench
+
+    rows = [
+        {"n_prompt": 512, "n_gen": 0, "avg_ts": 90.0, "samples_ts": [100.0, 40.0, 101.0, 99.0, 110.0]},
+        {"n_prompt": 0, "n_gen": 64, "avg_ts": 7.0},  # no samples: llama-bench's mean
+    ]
+    m = parse_bench(json.dumps(rows), ["llama-bench"])
+    assert m.prompt_tps == 100.0 and m.decode_tps == 7.0  # one slow repetition does not move it
