@@ -114,11 +114,15 @@ def device_names(rig: list[Device], endpoints: list[str]) -> dict[str, str]:
     return out
 
 
-def layer_devices(arr: Arrangement, n_layer: int) -> list[int]:
+def layer_devices(arr: Arrangement, n_layer: int, *, weights: bool = True) -> list[int]:
     """For each of the n_layer blocks and then the output layer, the index in
     ``arr.devices`` that holds it (CPU for the host), as llama.cpp's layer split assigns
     them: the last ``-ngl`` of the n_layer + 1 layers are offloaded, each to the device
-    whose cumulative ``-ts`` share first exceeds (il - first offloaded) / offloaded."""
+    whose cumulative ``-ts`` share first exceeds (il - first offloaded) / offloaded.
+
+    With ``-ot`` in a layer split, the blocks it names keep their layer's device (their KV
+    cache and recurrent state live there: ``model.dev_layer``) while their weights go to
+    the ``-ot`` device: ``weights`` says which of the two is asked for."""
     if arr.split_mode == "none" or not arr.devices:
         return [CPU] * (n_layer + 1)
     if arr.split_mode == "tensor":
@@ -142,4 +146,8 @@ def layer_devices(arr: Arrangement, n_layer: int) -> list[int]:
         x = np.float32(il - start) / np.float32(act)
         i = int(np.searchsorted(splits, x, side="right"))
         out.append(min(i, len(arr.devices) - 1))
+    if arr.ot_device is not None and weights:  # -ot moves the blocks' weights, not their layer
+        a, b = arr.ot_layers
+        for il in range(a, min(b, n_layer)):
+            out[il] = len(arr.devices)
     return out

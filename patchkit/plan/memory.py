@@ -91,6 +91,9 @@ def memory(shape: ModelShape, arr: Arrangement, *, host_capacity: int, n_seq: in
     model = [0.0] * (n + 1)  # index n (== CPU via -1) is the host
     ctxb = [0.0] * (n + 1)
     where = layer_devices(arr, shape.n_layer)
+    # a layer's cache lives on its layer's device (llama_kv_cache: model.dev_layer(il)), which
+    # -ot in a layer split does not change
+    cache_at = layer_devices(arr, shape.n_layer, weights=False) if arr.split_mode == "layer" else where
     kvb = CACHE_TYPES[arr.cache_type]
     tensor = arr.split_mode == "tensor"
     shares = list(arr.shares) if tensor else []
@@ -109,11 +112,12 @@ def memory(shape: ModelShape, arr: Arrangement, *, host_capacity: int, n_seq: in
         spread(d, lyr.split_bytes, lyr.mirrored_bytes, model)
         if d == CPU and arr.host_repack:
             model[CPU] += lyr.repack_bytes
+        c = cache_at[lyr.index]
         if lyr.kind == "attention":
             cells = kv_cells(shape, arr.ctx, swa=lyr.swa, ubatch=arr.ubatch)
-            spread(d, cells * (lyr.k_width + lyr.v_width) * kvb, 0.0, ctxb)
+            spread(c, cells * (lyr.k_width + lyr.v_width) * kvb, 0.0, ctxb)
         else:
-            spread(d, lyr.state_bytes * max(1, n_seq), 0.0, ctxb)
+            spread(c, lyr.state_bytes * max(1, n_seq), 0.0, ctxb)
     out_dev = where[shape.n_layer]
     # a tied embedding is the same tensor: duplicated only onto another device
     out_split = 0 if shape.tied and out_dev == CPU else shape.output_split_bytes

@@ -200,3 +200,20 @@ def test_qwen35_27b_config_gives_the_published_shape() -> None:
     assert kinds.count("attention") == 16 and kinds.count("recurrent") == 48
     assert kinds[3::4] == ["attention"] * 16  # every 4th layer is full attention
     assert shape.n_embd == 5120 and shape.n_vocab == 248_320 and not shape.tied
+
+
+def test_layer_split_ot_moves_the_weights_and_leaves_the_cache() -> None:
+    """-ot in a layer split: the named blocks' weights go to the -ot device, their KV cache
+    stays on their layer's device (llama_kv_cache places it by model.dev_layer)."""
+    s = _shape(dense())
+    plain = _one(s, 4096)
+    moved = dataclasses.replace(plain, ot_device=_dev("b"), ot_layers=(2, 4))
+    before = memory(s, plain, host_capacity=64 * GIB).devices
+    after = memory(s, moved, host_capacity=64 * GIB).devices
+    two = s.layers[2].weight_bytes + s.layers[3].weight_bytes
+    assert [d.label for d in after] == ["a", "b", "host"]
+    assert after[0].model == before[0].model - two and after[1].model == two
+    assert after[0].context == before[0].context and after[1].context == 0
+    assert after[1].compute > 0
+    assert layer_devices(moved, s.n_layer)[2:4] == [1, 1]
+    assert layer_devices(moved, s.n_layer, weights=False)[2:4] == [0, 0]
