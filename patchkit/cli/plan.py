@@ -172,7 +172,9 @@ def rig(
     for m in ms:
         if m not in ("layer", "tensor"):
             raise ConfigError(f"--mode {m!r}: layer or tensor (row is refused: see the table)")
-    the_rig = build_rig(devices=devices, links=links, rpc=rpc, host=cpu, host_ram=_host_ram())
+    the_rig = build_rig(
+        devices=devices, links=links, rpc=rpc, host=cpu, host_ram=_host_ram(), host_cores=os.cpu_count() or 0
+    )
     store = calibration.calibration_path(cache_dir())
     if (calibrate or verify_n) and model.suffix == ".json":
         raise ConfigError("--calibrate and --verify measure a GGUF: write one with `patchkit plan shape`")

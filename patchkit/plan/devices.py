@@ -37,6 +37,8 @@ _RANGES: dict[str, tuple[float, float]] = {
     "fp32_tflops": (0.001, 10_000),
     "efficiency": (0.01, 1.0),
     "overhead_mib": (0, 65536),
+    "cores": (1, 4096),
+    "threads": (1, 4096),
 }
 _ALIASES = {
     "bw": "bw_gbs",
@@ -69,6 +71,8 @@ class Device:
     calibrated_bw_gbs: float = 0.0  # measured effective bandwidth (0: none)
     graph_cost_s: float = 0.0  # measured fixed cost of one graph (0: the kind's default)
     hop_cost_s: float = 0.0  # measured fixed cost per token in a layer split (0: the default)
+    cores: int = 0  # a CPU device: its machine's cores (0: unknown)
+    threads: int = 0  # a CPU device: the threads it computes with (0: all the cores)
 
     @property
     def remote(self) -> bool:
@@ -83,6 +87,14 @@ class Device:
         if not self.host:
             return ""
         return self.host if re.search(r":\d+$", self.host) else f"{self.host}:{RPC_PORT}"
+
+    @property
+    def machine(self) -> str:
+        """The machine it computes on: "" for this one (a loopback RPC server included)."""
+        if not self.host:
+            return ""
+        name = re.sub(r":\d+$", "", self.host).strip("[]")
+        return "" if name in ("127.0.0.1", "localhost", "::1") else name
 
     @property
     def effective_bw(self) -> float:
@@ -194,12 +206,17 @@ def parse_device(spec: str, table: dict[str, Device], links: dict[str, Link], *,
             raise ConfigError(
                 f"{what}: {p!r} is not key=value with a known key"
                 f"{did_you_mean(key, [*_RANGES, *_ALIASES, 'name', 'cc', 'kind'])}",
-                hint="keys: name, vram, bw (GB/s), fp16, fp32 (TFLOPS), eff (0-1), overhead (MiB), cc, kind",
+                hint="keys: name, vram, bw (GB/s), fp16, fp32 (TFLOPS), eff (0-1), overhead (MiB), cc, kind, "
+                "cores, threads",
             )
         if key in ("name", "cc", "kind"):
             fields[key] = value.strip()
         else:
             fields[key] = _number(key, value, what)
+            if key in ("cores", "threads"):
+                if fields[key] != int(fields[key]):
+                    raise ConfigError(f"{what}: {key}={value!r} is not a whole number")
+                fields[key] = int(fields[key])
     if fields.get("kind", "gpu") not in ("gpu", "cpu"):
         raise ConfigError(f"{what}: kind must be gpu or cpu")
     if base is None:

@@ -60,6 +60,7 @@ def build_rig(
     rpc: tuple[str, ...],
     host: str,
     host_ram: int,
+    host_cores: int = 0,
     probe: Probe | None = None,
 ) -> Rig:
     table = load_table()
@@ -97,4 +98,6 @@ def build_rig(
     hostdev = parse_device(host, table, {}, host_ram=host_ram)
     if hostdev.kind != "cpu":
         hostdev = dataclasses.replace(hostdev, kind="cpu")
+    if not hostdev.cores:
+        hostdev = dataclasses.replace(hostdev, cores=host_cores)
     return Rig(devices=tuple(out), host=hostdev)

@@ -214,8 +214,8 @@ def speed(shape: ModelShape, arr: Arrangement, *, host: Device, at_ctx: int | No
                 t_d = b / d.effective_bw + _layer_cost(d) + graphs * graph_cost(d)
                 per_dev.append((d, t_d, 2 * params * share * PROMPT / _flops(d) + graphs * graph_cost(d)))
             slow = max(per_dev, key=lambda p: p[1])
-            add_dev(slow[0], slow[1])
-            pp_s += max(p[2] for p in per_dev)
+            add_dev(slow[0], _side_by_side([(d, t) for d, t, _ in per_dev], host))
+            pp_s += _side_by_side([(d, t) for d, _, t in per_dev], host)
             if not is_out:
                 for _ in range(2):  # two all-reduces per layer
                     _allreduce(dec, members, hidden)
@@ -273,6 +273,23 @@ def speed(shape: ModelShape, arr: Arrangement, *, host: Device, at_ctx: int | No
         links=links,
         bottleneck=bottleneck,
     )
+
+
+def _side_by_side(work: list[tuple[Device, float]], host: Device) -> float:
+    """Seconds until devices working at once are all done: the slowest of them, unless CPU
+    devices on one machine (RPC servers on one box, a loopback one and the host) need more
+    cores than it has; then they take turns: their threads x seconds over its cores."""
+    t = max((s for _, s in work), default=0.0)
+    groups: dict[str, list[tuple[Device, float]]] = {}
+    for d, s in work:
+        if d.kind == "cpu":
+            groups.setdefault(d.machine, []).append((d, s))
+    for machine, members in groups.items():
+        cores = host.cores if machine == "" and host.cores else max(d.cores for d, _ in members)
+        if cores <= 0 or len(members) < 2:
+            continue
+        t = max(t, sum(s * min(cores, d.threads or cores) for d, s in members) / cores)
+    return t
 
 
 def _allreduce(w: _Wire, members: list[Device], nbytes: float) -> None:

@@ -193,3 +193,30 @@ def test_bench_rate_is_the_median_of_the_repetitions() -> None:
     ]
     m = parse_bench(json.dumps(rows), ["llama-bench"])
     assert m.prompt_tps == 100.0 and m.decode_tps == 7.0  # one slow repetition does not move it
+
+
+def test_cpu_devices_on_one_machine_take_turns_in_a_tensor_split() -> None:
+    """Three one-thread CPU servers on a two-core box cannot all compute at once; on three
+    boxes they can. Links without cost: only the compute differs."""
+    from dataclasses import replace
+
+    from patchkit.bench.link import Link
+    from patchkit.plan.arrangement import Arrangement
+
+    s = _big()
+    t = load_table()
+    free = Link(name="none")
+    host = replace(parse_device("cpu", t, {}, host_ram=64 * GIB), cores=2)
+
+    def servers(hosts: list[str]) -> Arrangement:
+        devs = tuple(
+            replace(t["cpu"], name="cpu", vram=64 * GIB, host=h, link=free, threads=1, cores=2) for h in hosts
+        )
+        return Arrangement(split_mode="tensor", devices=devs, shares=(1 / 3,) * 3, ctx=4096)
+
+    same = speed(s, servers(["127.0.0.1:1", "127.0.0.1:2", "127.0.0.1:3"]), host=host)
+    apart = speed(s, servers(["a:1", "b:1", "c:1"]), host=host)
+    assert same.decode_tps < apart.decode_tps * 0.75  # 3 x 1 thread over 2 cores: 1.5 x the compute
+    assert same.prompt_tps < apart.prompt_tps * 0.75
+    two = speed(s, replace(servers(["127.0.0.1:1", "127.0.0.1:2", "c:1"]), shares=(0.5, 0.5, 0.0)), host=host)
+    assert two.decode_tps > same.decode_tps  # two one-thread servers fit the two cores
