@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from patchkit.cli.problems_fs import RENDERERS as FS_RENDERERS
 from patchkit.core.errors import FatalError, Problem
 from patchkit.core.fs import ForeignEntry
 from patchkit.release.release import ImportCheckFailed
@@ -53,6 +54,7 @@ def _import_check(p: ImportCheckFailed) -> tuple[str, str]:
 RENDERERS: dict[type[Problem], Callable[[Any], tuple[str, str]]] = {
     ForeignEntry: _foreign_entry,
     ImportCheckFailed: _import_check,
+    **FS_RENDERERS,
 }
 
 

@@ -30,11 +30,12 @@ import shutil
 import stat
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
-from typing import IO, Any, NamedTuple
+from typing import IO, Any, Literal, NamedTuple
 
 from patchkit.core.errors import FatalError, Problem
 from patchkit.core.fs_batch import BatchWriteError, atomic_write_many, recover_batches
-from patchkit.core.fs_read import NotRegularFile, human_size, open_regular, read_capped, read_regular
+from patchkit.core.fs_problems import CopyRefused, WriteFailed
+from patchkit.core.fs_read import NotRegularFile, open_regular, read_capped, read_regular
 from patchkit.core.fs_target import (
     check_writable,
     replaceable,
@@ -211,11 +212,7 @@ def contained(path: Path, root: Path, *, error: type[FatalError], what: str = ""
     real = path.resolve()
     base = root.resolve()
     if not real.is_relative_to(base):
-        where = f"{what}: " if what else ""
-        raise error(
-            f"{where}{path} resolves to {real}, outside {base}: refusing to copy it",
-            hint="a symlink leaves the folder it belongs to; remove it (or rebuild with --clean)",
-        )
+        raise error(problem=CopyRefused(path=path, found="outside", real=real, root=base, what=what))
     return real
 
 
@@ -228,10 +225,7 @@ def safe_copy(src: Path, dest: Path, *, root: Path, error: type[FatalError]) -> 
     except OSError as e:
         raise error(f"{src}: cannot read it: {e.strerror or e}") from None
     if not stat.S_ISREG(st.st_mode):
-        raise error(
-            f"{src} is not a regular file: refusing to copy it",
-            hint="only plain files are copied out of a build",
-        )
+        raise error(problem=CopyRefused(path=src, found="not-plain"))
     if dest.is_symlink():
         dest.unlink()
     shutil.copy2(real, dest, follow_symlinks=True)
@@ -260,27 +254,14 @@ def write_failure(
     """A one-line error for a failed write of ``dest`` into ``folder`` (the folder the user
     named, e.g. --out): a full disk names that folder's file system, its mount point and
     free space, and the file being written; a refusal (permissions, read-only) says so."""
-    reason = e.strerror or str(e)
     if e.errno in NO_SPACE_ERRNOS:
         mount = mount_point(folder)
+        free: int | None
         try:
-            free = f"{human_size(shutil.disk_usage(mount).free)} free"
+            free = shutil.disk_usage(mount).free
         except OSError:
-            free = "free space unknown"
-        if e.errno == errno.EFBIG:
-            msg = (
-                f"{dest} is too large for {folder}: its file system (mounted at {mount}, "
-                f"{free}) or a file size limit (ulimit -f) refuses it"
-            )
-        else:
-            msg = (
-                f"no space left on the file system of {folder} (mounted at {mount}, "
-                f"{free}) while writing {dest}"
-            )
-        return (full_error or error)(
-            msg, hint=f"free space on {mount}, or pass another --out on another disk"
-        )
-    return error(
-        f"cannot write {dest}: {reason}",
-        hint=f"is {folder} writable? Pass another --out, or fix its permissions",
-    )
+            free = None
+        found: Literal["full", "too-large"] = "too-large" if e.errno == errno.EFBIG else "full"
+        problem = WriteFailed(dest=dest, folder=folder, found=found, mount=mount, free=free)
+        return (full_error or error)(problem=problem)
+    return error(problem=WriteFailed(dest=dest, folder=folder, found="refused", reason=e.strerror or str(e)))

@@ -12,9 +12,10 @@ from pathlib import Path
 from typing import IO, Literal
 
 from patchkit.core.errors import FatalError
+from patchkit.core.fs_problems import TooLarge, human_size
 from patchkit.core.fs_target import kind_of
 
-__all__ = ["NotRegularFile", "human_size", "open_regular", "read_capped", "read_regular"]
+__all__ = ["NotRegularFile", "open_regular", "read_capped", "read_regular"]
 
 
 def read_capped(path: Path, *, limit: int, error: type[FatalError], what: str = "") -> bytes:
@@ -37,10 +38,7 @@ def read_capped(path: Path, *, limit: int, error: type[FatalError], what: str = 
     except OSError as e:
         raise error(f"cannot read {label}: {e.strerror or e}") from None
     if len(data) > limit:
-        raise error(
-            f"{label} is larger than {human_size(limit)}: not a file patchkit wrote or reads",
-            hint="is it the right file?",
-        )
+        raise error(problem=TooLarge(label=label, limit=limit))
     return data
 
 
@@ -87,10 +85,3 @@ def read_regular(path: Path, *, limit: int, part: Literal["all", "head", "tail"]
             raise NotRegularFile(errno.EFBIG, f"larger than {human_size(limit)}", str(path))
         data = data[:limit] if part == "head" else data[-limit:]
     return data
-
-
-def human_size(n: int) -> str:
-    for unit, mult in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if n >= mult:
-            return f"{n / mult:.3g} {unit}"
-    return f"{n} bytes"

@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from patchkit.core.errors import ConfigError
+from patchkit.core.fs_problems import WriteRefused
 
 __all__ = [
     "WriteTarget",
@@ -74,10 +75,7 @@ def kind_of(mode: int) -> str:
 
 
 def _refused(path: Path, what: str) -> ConfigError:
-    return ConfigError(
-        f"{path} is {what}: refusing to write to it",
-        hint="name a regular file (a new one, or one to replace), or /dev/stdout to print it",
-    )
+    return ConfigError(problem=WriteRefused(path=path, found="special", kind=what))
 
 
 def write_target(path: Path, *, follow_links: bool = False) -> WriteTarget:
@@ -94,9 +92,7 @@ def write_target(path: Path, *, follow_links: bool = False) -> WriteTarget:
             st = os.stat(path)  # follows the link (and the kernel's protected_symlinks rule)
         except FileNotFoundError:
             raise ConfigError(
-                f"{path} is a symlink to {os.readlink(path)}, which does not exist: "
-                "refusing to write through it",
-                hint="remove the link, or name the file itself",
+                problem=WriteRefused(path=path, found="dangling-link", link=os.readlink(path))
             ) from None
         except OSError as e:
             raise ConfigError(f"cannot write {path}: {e.strerror or e}") from None
@@ -120,8 +116,7 @@ def replaceable(path: Path) -> Path:
     t = write_target(path)
     if t.kind != "file":
         raise ConfigError(
-            f"{path} is {kind_of(os.stat(path).st_mode)}: refusing to replace it",
-            hint="name a regular file (or a new one)",
+            problem=WriteRefused(path=path, found="not-replaceable", kind=kind_of(os.stat(path).st_mode))
         )
     return t.path
 
@@ -138,10 +133,7 @@ def check_writable(path: Path, *, follow_links: bool = False) -> None:
     while not os.path.lexists(parent) and parent != parent.parent:
         parent = parent.parent
     if not parent.is_dir():
-        raise ConfigError(
-            f"cannot write {path}: {parent} is not a folder",
-            hint="name a file in an existing folder",
-        )
+        raise ConfigError(problem=WriteRefused(path=path, found="no-folder", parent=parent))
     if not os.access(parent, os.W_OK | os.X_OK):
         raise ConfigError(f"cannot write {path}: the folder {parent} is not writable")
 
@@ -166,10 +158,7 @@ def write_stream(t: WriteTarget, data: bytes) -> None:
         fd = os.open(t.path, flags | getattr(os, "O_CLOEXEC", 0))
     except OSError as e:
         if e.errno == errno.ENXIO:
-            raise ConfigError(
-                f"{t.path} is a FIFO that no process reads: refusing to wait for one",
-                hint="start its reader first, or name a regular file",
-            ) from None
+            raise ConfigError(problem=WriteRefused(path=t.path, found="no-reader")) from None
         raise ConfigError(f"cannot write {t.path}: {e.strerror or e}") from None
     try:
         mode = os.fstat(fd).st_mode

@@ -14,6 +14,7 @@ import pytest
 
 from patchkit.builder import output
 from patchkit.builder.cmake import Artifact
+from patchkit.cli.problems import render
 from patchkit.core.errors import BuildError, ConfigError
 from patchkit.core.fs import Foreign, ForeignEntry
 from patchkit.spec.buildinfo import BuildInfo
@@ -254,7 +255,7 @@ def test_a_read_only_parent_is_a_one_line_usage_error(
     with pytest.raises(ConfigError) as e:
         output.write_output(out, [artifact(tmp_path)], None, INFO, build_dir=tmp_path / "build")
     assert e.value.exit_code == 2 and "Permission denied" in e.value.message
-    assert "--out" in e.value.hint
+    assert "--out" in render(e.value)[1]  # the advice is the CLI's
 
 
 def test_the_replaced_folder_keeps_its_permissions(tmp_path: Path) -> None:

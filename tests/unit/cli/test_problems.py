@@ -9,6 +9,7 @@ import pytest
 from click.testing import CliRunner
 
 from patchkit.cli.problems import RENDERERS, render
+from patchkit.cli.problems_fs import RENDERERS as FS_RENDERERS
 from patchkit.core.errors import ConfigError, ReleaseError
 from patchkit.core.fs import Foreign, ForeignEntry
 from patchkit.release.release import ImportCheckFailed
@@ -61,7 +62,9 @@ def test_each_problem_is_said_in_the_words_it_always_was(error: ConfigError, mes
 
 
 def test_every_problem_kind_has_a_renderer_and_a_golden_message() -> None:
-    assert {type(e.problem) for e, _, _ in GOLDEN} == set(RENDERERS)
+    assert {type(e.problem) for e, _, _ in GOLDEN} | set(FS_RENDERERS) == set(
+        RENDERERS
+    )  # fs: test_problems_fs
 
 
 def test_an_error_without_a_problem_keeps_its_words_and_a_raisers_hint_wins() -> None:

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from patchkit.cli.problems import render
 from patchkit.core import fs
 from patchkit.core.errors import BuildError, ConfigError, ReleaseError
 from patchkit.core.fs import (
@@ -20,6 +21,7 @@ from patchkit.core.fs import (
     sha256_bytes,
     sha256_file,
 )
+from patchkit.core.fs_problems import WriteFailed
 
 
 def test_sha256_of_bytes_and_files_agree(tmp_path: Path) -> None:
@@ -136,7 +138,10 @@ def test_write_failure_names_the_out_dir_its_mount_and_the_file(tmp_path: Path) 
     assert isinstance(err, BuildError) and err.exit_code == 6
     assert err.message.startswith(f"no space left on the file system of {out} (mounted at {mount}, ")
     assert f"free) while writing {dest}" in err.message and "/cache/" not in err.message
-    assert str(mount) in err.hint
+    p = err.problem
+    assert isinstance(p, WriteFailed) and (p.dest, p.folder, p.found, p.mount) == (dest, out, "full", mount)
+    assert p.free is not None and p.free > 0
+    assert str(mount) in render(err)[1]  # the advice is the CLI's
     big = fs.write_failure(
         OSError(27, "File too large"), dest=dest, folder=out, error=ConfigError, full_error=BuildError
     )
@@ -146,6 +151,8 @@ def test_write_failure_names_the_out_dir_its_mount_and_the_file(tmp_path: Path) 
     )
     assert isinstance(denied, ConfigError) and denied.exit_code == 2
     assert denied.message == f"cannot write {dest}: Permission denied"
+    assert denied.problem == WriteFailed(dest=dest, folder=out, found="refused", reason="Permission denied")
+    assert render(denied)[1] == f"is {out} writable? Pass another --out, or fix its permissions"
 
 
 def test_mount_point_of_a_path_that_does_not_exist_yet(tmp_path: Path) -> None:

@@ -167,3 +167,33 @@ def test_write_many_refuses_special_files_before_writing_anything(tmp_path: Path
     assert (tmp_path / "b.toml").read_text() == "old b"  # all or nothing
     assert stat.S_ISFIFO(os.lstat(tmp_path / "c.toml").st_mode)
     _only(tmp_path, "b.toml", "c.toml")
+
+
+def test_each_refusal_carries_its_facts_as_fields(tmp_path: Path) -> None:
+    from patchkit.core.fs import check_writable
+    from patchkit.core.fs_problems import WriteRefused
+
+    def refused(call: object, *args: object, **kw: object) -> object:
+        with pytest.raises(ConfigError) as e:
+            call(*args, **kw)  # type: ignore[operator]
+        assert e.value.hint == ""  # the advice is the CLI's (patchkit/cli/problems_fs.py)
+        return e.value.problem
+
+    (tmp_path / "dir").mkdir()
+    assert refused(atomic_write_text, tmp_path / "dir", "x") == WriteRefused(
+        path=tmp_path / "dir", found="special", kind="a folder"
+    )
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    assert refused(atomic_write_many, {fifo: b"x"}) == WriteRefused(
+        path=fifo, found="not-replaceable", kind="a FIFO"
+    )
+    assert refused(atomic_write_text, fifo, "x") == WriteRefused(path=fifo, found="no-reader")
+    (tmp_path / "dangling").symlink_to(tmp_path / "gone")
+    assert refused(atomic_write_text, tmp_path / "dangling", "x", follow_links=True) == WriteRefused(
+        path=tmp_path / "dangling", found="dangling-link", link=str(tmp_path / "gone")
+    )
+    (tmp_path / "file").write_text("")
+    assert refused(check_writable, tmp_path / "file" / "x.json") == WriteRefused(
+        path=tmp_path / "file" / "x.json", found="no-folder", parent=tmp_path / "file"
+    )
