@@ -1,6 +1,7 @@
 """A release as a container image, built from a real fixture build: the same bytes twice,
 verify and rebuild of it, and (where podman and runc are installed, and we are root)
-loaded and run with podman.
+loaded and run with podman; where a docker daemon answers (``docker info``), loaded and
+run with docker too.
 
 podman needs a containers.conf without ulimits and with cgroupfs on these machines, and
 runc as its runtime: ``CONTAINERS_CONF`` (which .ci/run writes) or else one written here
@@ -42,6 +43,7 @@ WHY_NOT = "needs podman and runc, as root" if not CAN_RUN else ""
 REALBUILD = os.environ.get("PATCHKIT_REALBUILD")
 # `release --allow-system` for each (comma separated), e.g. libssl.so.3,libcrypto.so.3
 ALLOW_SYSTEM = [a for a in os.environ.get("PATCHKIT_ALLOW_SYSTEM", "").split(",") if a]
+DOCKER = shutil.which("docker")
 CONF = '[containers]\ndefault_ulimits = []\n[engine]\ncgroup_manager = "cgroupfs"\n'
 
 
@@ -136,6 +138,49 @@ def test_image_reproducible_and_runs(project: Path, tmp_path: Path) -> None:
         assert who.returncode == 0, who.stderr
     finally:
         pm.close()
+
+
+def _docker_why_not() -> str:
+    if not DOCKER:
+        return "needs the docker client"
+    try:
+        info = subprocess.run([DOCKER, "info"], capture_output=True, text=True, timeout=30)
+    except subprocess.TimeoutExpired:
+        return "needs a docker daemon (`docker info` timed out)"
+    if info.returncode != 0:
+        first = (info.stderr.strip().splitlines() or [""])[0][:160]
+        return f"needs a docker daemon (`docker info`: {first})"
+    return ""
+
+
+def test_image_loads_and_runs_in_docker(project: Path, tmp_path: Path) -> None:
+    why = _docker_why_not()
+    if why:
+        pytest.skip(why)
+    assert DOCKER is not None
+    out = tmp_path / "out" / "fixture"
+    r = invoke(project, "build", "fixture", "--out", str(out), "-j", "2")
+    assert r.exit_code == 0, r.output
+    _, image, _ = _release_with_image(project, tmp_path, out, 1, "fixture")
+    contents = read_image(image)
+    assert contents.manifest is not None
+    ref = f"{REPOSITORY}:{image.name.removesuffix('.oci.tar')}"
+
+    def docker(*cmd: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([DOCKER, *cmd], capture_output=True, text=True, timeout=300)
+
+    loaded = docker("load", "-i", str(image))
+    try:
+        assert loaded.returncode == 0, loaded.stderr
+        assert f"Loaded image: {ref}" in loaded.stdout, loaded.stdout + loaded.stderr
+        (info,) = json.loads(docker("image", "inspect", ref).stdout)
+        assert info["Id"] == contents.manifest.config.digest  # docker's image ID is the config's digest
+        assert info["Config"]["User"] == "10001:10001"
+        assert info["Config"]["Labels"]["io.patchkit.archive"] == image.name.replace(".oci.tar", ".tar.gz")
+        done = docker("run", "--rm", "--network", "none", "--entrypoint", "fixture-cli", ref, "--version")
+        assert done.returncode == 0 and "version:" in done.stdout, done.stdout + done.stderr
+    finally:
+        docker("rmi", "-f", ref)
 
 
 def test_rebuild_of_an_image_release_compares_the_digest(project: Path, tmp_path: Path) -> None:
