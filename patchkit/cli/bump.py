@@ -173,6 +173,7 @@ def bump_cmd(
         command=command,
         hint_workdir=workdir is not None,
         rerere=cache_layout().rerere,
+        independent=series.independent,
     )
     step = f"bump {len(recipes)} recipe(s) on {rec.upstream.url}" + (" (dry run)" if dry_run else "")
     with log.step(printable(step)):

@@ -133,13 +133,6 @@ def refresh_cmd(
         _project, series, rec = load_optional_recipe(ctx, recipe, need_recipe)
         if move_pin and rec is None:
             raise ConfigError("--move-pin needs a recipe")
-        if series.independent:
-            raise ConfigError(
-                "patches/series holds independent patches (`# patchkit: independent`: each applies "
-                "to the base alone), and refresh rebases a stacked series",
-                hint="`patchkit check --ref COMMIT` checks each on its own; remove that line from "
-                "patches/series to refresh them stacked",
-            )
         patches = select_patches(series, rec, all_)
         repo_path = resolve_repo(repo=repo, upstream=upstream, recipe=rec)
         assert onto is not None
@@ -159,6 +152,7 @@ def refresh_cmd(
                     command=command,
                     hint_workdir=hint_workdir,
                     rerere=rerere,
+                    independent=series.independent,
                 )
             )
     report(result)

@@ -40,6 +40,7 @@ __all__ = [
     "parse_diff",
     "parse_header",
     "refusals",
+    "traditional_start",
 ]
 
 HEADER_KEYS = ("Name", "Subject", "Why", "Upstream-Status", "When", "Default", "Experimental")
@@ -365,8 +366,20 @@ def _header_name(value: str) -> str:
     return value
 
 
+def traditional_start(lines: Sequence[str] | Sequence[bytes], i: int) -> bool:
+    """Whether ``lines[i]`` starts a traditional diff's section: ``--- OLD``, ``+++ NEW``,
+    then a hunk header (what git apply takes without a ``diff --git`` line)."""
+    if i + 2 >= len(lines):
+        return False
+    a, b, c = lines[i], lines[i + 1], lines[i + 2]
+    if isinstance(a, bytes):
+        return a.startswith(b"--- ") and b.startswith(b"+++ ") and c.startswith(b"@@ -")  # type: ignore[arg-type]
+    return a.startswith("--- ") and b.startswith("+++ ") and c.startswith("@@ -")  # type: ignore[arg-type]
+
+
 def parse_diff(text: str | bytes) -> ParsedDiff:
-    """Every ``diff --git`` section of a patch, with its modes and hunks.
+    """Every ``diff --git`` section of a patch, with its modes and hunks, and every
+    section of a traditional (``diff -u``, quilt) diff read as git apply reads it (-p1).
 
     Reads the way ``git apply`` does: any ``diff --git`` line starts a section (names
     quoted or not, any one-component prefix), hunk lines are counted, and what comes after
@@ -515,18 +528,33 @@ def parse_diff(text: str | bytes) -> ParsedDiff:
         if state == "binary":
             body.append(line)
             continue
-        # prose (before the first section, or after a section's hunks): git would still
-        # apply a traditional diff found here
-        if (
-            line.startswith("--- ")
-            and n < len(lines)
-            and lines[n].startswith("+++ ")
-            and n + 1 < len(lines)
-            and lines[n + 1].startswith("@@ -")
-        ):
-            problems.append(
-                f"line {n}: a diff without a `diff --git` header (patchkit takes git-format patches only)"
+        # prose (before the first section, or after a section's hunks): a traditional diff
+        # (``diff -u``, quilt) starts here, as git apply reads one (-p1)
+        if traditional_start(lines, n - 1):
+            old_name = _header_name(line[4:])
+            new_name = _header_name(lines[n][4:])
+            old_path = None if old_name == "/dev/null" else _strip_prefix(old_name)
+            new_path = None if new_name == "/dev/null" else _strip_prefix(new_name)
+            unreadable = (old_path is None and old_name != "/dev/null") or (
+                new_path is None and new_name != "/dev/null"
             )
+            if unreadable:
+                problems.append(f"line {n}: cannot read the file names of {line[:120]!r} (a -p1 diff)")
+                continue
+            if old_path is None and new_path is None:
+                problems.append(f"line {n}: a diff from /dev/null to /dev/null")
+                continue
+            close()
+            cur, hunks, body, stray = None, [], [], False
+            names = [old_path] if old_path is not None else []  # the +++ line adds the new one
+            # git apply takes the new name (the old one for a deletion)
+            cur = {"old_path": old_path or new_path, "new_path": new_path or old_path, "line": n}
+            if old_path is None:
+                cur["status"] = "A"
+            elif new_path is None:
+                cur["deleted"] = True
+                cur["status"] = "D"
+            state = "headers"  # its +++ line is a header line
     close()
     return ParsedDiff(files=tuple(files), problems=tuple(problems))
 

@@ -9,7 +9,7 @@ import re
 
 from patchkit.spec.diffstat import is_stat_line
 from patchkit.spec.mailfmt import is_from_line
-from patchkit.spec.patchfile import parse_diff
+from patchkit.spec.patchfile import parse_diff, traditional_start
 
 __all__ = [
     "Parts",
@@ -160,6 +160,11 @@ def stat_run(lines: list[bytes], lo: int, hi: int) -> tuple[int, int] | None:
     return found
 
 
+def _diff_starts(lines: list[bytes], i: int) -> bool:
+    """A ``diff --git`` line, or the ``---``/``+++``/``@@`` start of a traditional diff."""
+    return lines[i].startswith(b"diff --git ") or traditional_start(lines, i)
+
+
 def split_parts(data: bytes) -> Parts:
     """The parts of a patch file (no field is read or checked here)."""
     lines = lines_of(data)
@@ -195,10 +200,10 @@ def split_parts(data: bytes) -> Parts:
     else:
         head_end = native_end or 0
         msg_end = head_end
-        while msg_end < n and not lines[msg_end].startswith(b"diff --git "):
+        while msg_end < n and not _diff_starts(lines, msg_end):
             msg_end += 1
     diff_at = msg_end
-    while diff_at < n and not lines[diff_at].startswith(b"diff --git "):
+    while diff_at < n and not _diff_starts(lines, diff_at):
         diff_at += 1
     if mail_at is None:
         # a diffstat block at the end of the free text (blank lines after it) is a stat part

@@ -81,6 +81,7 @@ class BumpOptions:
     command: str = ""  # how refresh's hints name this refresh (`patchkit refresh NAME`)
     hint_workdir: bool = True  # refresh's hints say --workdir (bump was given one)
     rerere: Path | None = None  # recorded conflict resolutions (refresh's)
+    independent: bool = False  # a series of independent patches (each on the commit alone)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -268,7 +269,9 @@ def plan_bump(opts: BumpOptions) -> BumpPlan:
     touching, total = _touching(git, old_sha, new_sha, files)
     verdicts: tuple[PatchVerdict, ...] = ()
     if opts.patches:
-        verdicts = check_series(opts.repo, opts.patches, [new_sha]).refs[0].results
+        verdicts = (
+            check_series(opts.repo, opts.patches, [new_sha], independent=opts.independent).refs[0].results
+        )
     return BumpPlan(
         upstream=opts.upstream,
         target=target,
@@ -387,6 +390,7 @@ def _refresh_options(
         command=opts.command if move else "",
         hint_workdir=opts.hint_workdir,
         rerere=opts.rerere if move else None,
+        independent=opts.independent,
     )
 
 

@@ -210,7 +210,7 @@ def _start(opts: RefreshOptions) -> RefreshResult:
         for i, data in enumerate(datas):
             pfiles.append(pdir / f"{i:04d}.patch")
             pfiles[-1].write_bytes(data)
-        old_root, old_commits = make_scratch(
+        old_root, old_commits, loose = make_scratch(
             git,
             tree,
             onto,
@@ -218,6 +218,7 @@ def _start(opts: RefreshOptions) -> RefreshResult:
             base_sha,
             [None if s else f for f, s in zip(pfiles, outside, strict=True)],
             [p.filename for p in opts.patches],
+            independent=opts.independent,
         )
     except BaseException:
         for name in ("tree", "patches"):
@@ -238,10 +239,16 @@ def _start(opts: RefreshOptions) -> RefreshResult:
         command=opts.command,
         hint_workdir=opts.hint_workdir,
         drop_upstreamed=opts.drop_upstreamed,
+        independent=opts.independent,
         to_drop=to_drop,
         found=[UpstreamRecord.of(found[p.file]) for p in pstates if p.file in found],
         rerere=str(opts.rerere) if opts.rerere else "",
     )
+    for i, how in loose.items():
+        log.warning(
+            f"{pstates[i].file}: does not apply on its base {base_sha[:12] if base_sha else ''} as it is; "
+            f"taken there with {how}, so that its 3-way merge has that base"
+        )
     for p in pstates:
         if p.file in found and not opts.drop_upstreamed:
             log.warning(
@@ -290,7 +297,7 @@ def _continue(
         return finish(workdir, state, again=True)
     check_sources_unchanged(state, workdir)
     tree = workdir / "tree"
-    tip = next((c for c in reversed(state.commits) if c), state.base)  # where the last one went
+    tip = state.tip  # where the stopped patch was merged onto
     if not state.stop_kind:  # it was merging, not stopped, when its process was killed
         log.warning(
             f"{workdir}: the refresh was cut off at {state.current.file} (killed?), not stopped "
@@ -437,14 +444,15 @@ def _graft(workdir: Path, state: RefreshState) -> None:
             index.set_entries(entries)
             tid = index.write_tree()
             msg = out(tree, "log", "-1", "--format=%B", c)
-            parent = index.commit(
-                tid, parents=[parent] if parent else [], message=(msg.strip() or "graft") + "\n"
-            )
-            remap[c] = parent
+            # independent patches each sit on the new base, stacked ones on the one before
+            on = remap[state.base] if state.independent and c != state.base else parent
+            remap[c] = index.commit(tid, parents=[on] if on else [], message=(msg.strip() or "graft") + "\n")
+            parent = remap[c]
     finally:
         index.index.unlink(missing_ok=True)
+    tip = state.tip
     state.remap_commits(remap)
-    scratch_git(tree, "reset", "-q", "--soft", parent)
+    scratch_git(tree, "reset", "-q", "--soft", remap[tip])
     log.info(f"took upstream's {', '.join(sorted(entries))} into the refresh (the resolution edits them)")
 
 

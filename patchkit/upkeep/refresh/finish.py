@@ -115,7 +115,8 @@ def finish(workdir: Path, state: RefreshState, *, again: bool = False) -> Refres
             continue
         diff = scratch_git(tree, "diff", *_DIFF, "--binary", "-U3", prev, commit, binary=True).data
         stat = _git_stat(tree, prev, commit)
-        prev = commit
+        if not state.independent:  # each independent patch is its diff from the new base
+            prev = commit
         if not diff.strip():
             state.dropped.append(_empty_drop(p.file, state.onto, state.upstreamed(p.file)))
             continue

@@ -47,6 +47,10 @@ def run(
         i = state.next_index
         p = state.current
         upstreamed = state.upstreamed(p.file)
+        if state.independent and not p.outside_when and head(tree) != state.base:
+            # each independent patch is merged onto the new base alone
+            scratch_git(tree, "reset", "-q", "--hard", state.base)
+            scratch_git(tree, "clean", "-q", "-f", "-d")
         if p.outside_when:
             state.advance(None)
         elif p.file in state.to_drop:

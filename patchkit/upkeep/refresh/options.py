@@ -33,6 +33,8 @@ class RefreshOptions:
     command: str = ""  # how the user names this refresh ("patchkit refresh NAME"; '' plain)
     hint_workdir: bool = True  # the user gave --workdir
     rerere: Path | None = None  # the recorded resolutions (None: none kept or replayed)
+    # a series of independent patches: each merged onto ``onto`` alone, none on another
+    independent: bool = False
 
     def __post_init__(self) -> None:
         # the merges run git in the scratch tree, elsewhere than the caller's folder: every

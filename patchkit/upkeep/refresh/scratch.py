@@ -24,6 +24,7 @@ from patchkit.git.runner import run_git, scratch_env
 
 __all__ = [
     "CONFLICT_LIMIT",
+    "LOOSE",
     "OWNED_DIRS",
     "OWNED_FILES",
     "commit_staged",
@@ -45,6 +46,14 @@ OWNED_FILES = frozenset(
     {"refresh-state.json", "cascade.index", "graft.index", "effect.patch", "lock", "lock.owner"}
 )
 OWNED_DIRS = ("tree", "patches", "conflicts")
+# how a patch that does not apply on its own base as it is goes in there after all (as
+# GNU patch takes a stale quilt or conda patch: hunk counts recounted, up to two context
+# lines at each end let go), so that its 3-way merge still has the base it was made on
+LOOSE = (
+    ("its hunks' line counts recounted", ("--recount",)),
+    ("reduced context (at least 1 line, as `patch --fuzz 2`)", ("-C1",)),
+    ("its line counts recounted and reduced context", ("--recount", "-C1")),
+)
 
 
 def _env(tree: Path) -> dict[str, str]:
@@ -92,9 +101,13 @@ def make_scratch(
     base: str | None,
     pfiles: Sequence[Path | None],
     names: Sequence[str],
-) -> tuple[str, list[str | None]]:
-    """Set up the scratch repo; returns the old base's root commit ('' without a base) and
-    the patch commits made on it (None: not made)."""
+    *,
+    independent: bool = False,
+) -> tuple[str, list[str | None], dict[int, str]]:
+    """Set up the scratch repo; returns the old base's root commit ('' without a base),
+    the patch commits made on it (None: not made): each on the one before, or with
+    ``independent`` each on the old base alone, and the patches that went in there only
+    loosely (:data:`LOOSE`: index -> how)."""
     commits = [base, onto] if base else [onto]
     all_entries = git.tree_entries(commits, paths)
     git.read_blobs(
@@ -114,6 +127,7 @@ def make_scratch(
         ):
             scratch_git(tree, "config", key, value)
     old_commits: list[str | None] = [None] * len(pfiles)
+    loose: dict[int, str] = {}
     old_root = ""
     if base:
         _load_root(tree, paths, all_entries[0], f"upstream {base[:12]} (the series' base)")
@@ -121,13 +135,21 @@ def make_scratch(
         for i, pfile in enumerate(pfiles):
             if pfile is None:
                 continue
-            proc = scratch_git(tree, "apply", "--index", "--whitespace=nowarn", str(pfile), check=False)
-            if proc.ok:
-                commit_staged(tree, names[i])  # the name a conflict marker shows
-                old_commits[i] = head(tree)
+            if independent and head(tree) != old_root:
+                scratch_git(tree, "reset", "-q", "--hard", old_root)
+            for how, flags in (("", ()), *LOOSE):
+                proc = scratch_git(
+                    tree, "apply", "--index", "--whitespace=nowarn", *flags, str(pfile), check=False
+                )
+                if proc.ok:
+                    commit_staged(tree, names[i])  # the name a conflict marker shows
+                    old_commits[i] = head(tree)
+                    if how:
+                        loose[i] = how
+                    break
         scratch_git(tree, "update-ref", "refs/patchkit/old", "HEAD")
     _load_root(tree, paths, all_entries[-1], f"upstream {onto[:12]}, the files the series touches")
-    return old_root, old_commits
+    return old_root, old_commits, loose
 
 
 def _load_root(tree: Path, paths: Sequence[str], entries: dict[str, TreeEntry], msg: str) -> None:

@@ -200,6 +200,9 @@ class RefreshState:
     command: str = ""  # how the user named this refresh ("patchkit refresh NAME"; '' plain)
     hint_workdir: bool = True  # the user gave --workdir
     drop_upstreamed: bool = False
+    # a series of independent patches: each patch's commit sits on ``base`` (and on
+    # ``old_root`` for the old ones), none on another
+    independent: bool = False
     to_drop: list[str] = dataclasses.field(default_factory=list)  # files to drop when reached
     found: list[UpstreamRecord] = dataclasses.field(default_factory=list)
     dropped: list[DropRecord] = dataclasses.field(default_factory=list)
@@ -241,6 +244,14 @@ class RefreshState:
         return next((f.upstreamed() for f in self.found if f.file == file), None)
 
     # -- moving on (each keeps one commit per patch done) ---------------------------------------
+    @property
+    def tip(self) -> str:
+        """The commit the current patch is merged onto: the last patch done's (the new base
+        before any); with ``independent`` always the new base."""
+        if self.independent:
+            return self.base
+        return next((c for c in reversed(self.commits) if c), self.base)
+
     def advance(self, commit: str | None) -> None:
         """The current patch is done: its commit (None: left out)."""
         self.commits.append(commit)

@@ -64,8 +64,8 @@ def _cascade(workdir: Path, state: RefreshState, i: int) -> list[str]:
     """The left-out patches (dropped, or outside When) patch ``i`` was written on top of and
     does not apply without: it conflicts because of them. [] when it applies on the old
     base without them (its conflicts are its own) or nothing is known."""
-    if not state.old_root or not state.old_commits[i]:
-        return []
+    if state.independent or not state.old_root or not state.old_commits[i]:
+        return []  # an independent patch was written on the base alone: no cascades
     pdir = workdir / "patches"
 
     def files(j: int) -> set[str]:
@@ -263,9 +263,17 @@ def merge_stop(
         )
     text = proc.stdout + proc.stderr
     errors = [ln.removeprefix("error: ") for ln in text.splitlines() if ln.startswith("error: ")]
+    # why: a patch that went in on its own base merges 3-way; one that did not was stale
+    # before this sync (or its base is not known)
+    stale = (
+        f"it does not apply on its own base {state.upstream_base[:12]} either, not even with "
+        "reduced context: it was stale before this sync"
+        if state.old_root and state.upstream_base and not state.old_commits[i]
+        else ""
+    )
     raise RefreshStopped(
         f"refresh stopped at {p.file}: it does not apply and cannot be 3-way merged"
-        + (f" ({errors[0]})" if errors else "")
+        + (f" ({'; '.join(x for x in (stale, errors[0] if errors else '') if x)})" if stale or errors else "")
         + (f" (a cascade of {', '.join(cascade)})" if cascade else ""),
         kind="apply",
         patch=p.file,

@@ -313,3 +313,22 @@ def test_mbox_split_and_transfer_decoding() -> None:
         assert encoded != body and decode_transfer(mail, "p.patch") == GUARD
     assert decode_transfer(GUARD, "p.patch") == GUARD
     assert decode_transfer(NATIVE, "p.patch") == NATIVE
+
+
+def test_a_mail_whose_diff_is_a_traditional_one_is_split_there() -> None:
+    """A mail (conda's patch folders) whose diff has no ``diff --git`` line: the diff starts
+    at its ``---``/``+++``/``@@`` lines, after the ``---`` patchbreak; the message is kept."""
+    data = (
+        b"From 3ea0eac09703ea067e29c7460afd72c063a6b19f Mon Sep 17 00:00:00 2001\n"
+        b"From: A U Thor <a@example.org>\nDate: Sun, 20 Jul 2025 14:37:44 -0400\n"
+        b"Subject: [PATCH] fix the models path\n\nUse the script's folder.\n\n---\n"
+        b"--- a/convert.py\n+++ b/convert.py\n@@ -1 +1 @@\n-old\n+new\n"
+    )
+    parts = split_parts(data)
+    assert parts.head + parts.message + parts.stat + parts.diff + parts.tail == data
+    assert parts.stat == b"---\n" and parts.diff.startswith(b"--- a/convert.py\n")
+    assert b"Use the script's folder." in parts.message
+    d = doc(data)
+    assert d.kind == "mail" and d.mail is not None
+    plain = b"Raise the tolerance\n\n--- a/t.cpp\n+++ b/t.cpp\n@@ -1 +1 @@\n-1e-7\n+1e-6\n"
+    assert split_parts(plain).diff.startswith(b"--- a/t.cpp")

@@ -151,17 +151,44 @@ def test_rename_and_copy_names_are_checked_too() -> None:
     assert "'../../etc/passwd'" in refusals(parse_diff(text))[0]
 
 
-def test_unreadable_headers_and_traditional_diffs_are_refused() -> None:
+def test_unreadable_headers_are_refused() -> None:
     unreadable = "diff --git a/one two b/three four\nnew file mode 120000\n"
     assert "cannot read the file names" in only(unreadable)
-    traditional = "Subject: x\n\n--- a/LICENSE\n+++ b/LICENSE\n@@ -1 +1 @@\n-a\n+b\n"
-    assert "without a `diff --git` header" in only(traditional)
-    # after a git section's last hunk, prose again: a traditional diff there is seen too
+    # a traditional diff whose names have no -p1 prefix to strip
+    assert "cannot read the file names of '--- LICENSE' (a -p1 diff)" in only(
+        "--- LICENSE\n+++ LICENSE\n@@ -1 +1 @@\n-a\n+b\n"
+    )
+
+
+def test_traditional_diffs_are_read_as_git_apply_reads_them() -> None:
+    """``diff -u`` / quilt sections (no ``diff --git`` line: conda's and CMake's patch
+    folders) are files like any other: -p1 names, creation and deletion by /dev/null,
+    their paths checked the same."""
+    traditional = "Subject: x\n\n--- a/LICENSE\t2024-01-01 10:00\n+++ b/LICENSE\n@@ -1 +1 @@\n-a\n+b\n"
+    parsed = parse_diff(traditional)
+    assert parsed.problems == () and refusals(parsed) == []
+    (f,) = parsed.files
+    assert (f.old_path, f.new_path, f.status, len(f.hunks), f.hunks[0].added) == (
+        "LICENSE",
+        "LICENSE",
+        "M",
+        1,
+        ("b",),
+    )
+    # after a git section's last hunk, prose again: a traditional section there is read too
     after = (
         "diff --git a/x b/x\n--- a/x\n+++ b/x\n@@ -1 +1 @@\n-a\n+b\n"
-        "--- a/LICENSE\n+++ b/LICENSE\n@@ -1 +1 @@\n-c\n+d\n"
+        "--- /dev/null\n+++ b/new.c\n@@ -0,0 +1 @@\n+c\n"
+        "--- a/gone.c\n+++ /dev/null\n@@ -1 +0,0 @@\n-d\n"
     )
-    assert "without a `diff --git` header" in only(after)
+    parsed = parse_diff(after)
+    assert [(f.new_path, f.status, f.deleted) for f in parsed.files] == [
+        ("x", "M", False),
+        ("new.c", "A", False),
+        ("gone.c", "D", True),
+    ]
+    assert parsed.paths == ("x", "new.c", "gone.c")
+    assert "'../up'" in refusals(parse_diff("--- a/../up\n+++ b/../up\n@@ -1 +1 @@\n-a\n+b\n"))[0]
 
 
 def test_hunk_lines_that_look_like_headers_are_content() -> None:

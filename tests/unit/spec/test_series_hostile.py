@@ -55,7 +55,12 @@ def set_series(project: Path, *files: tuple[str, str]) -> None:
             "--- /dev/null\n+++ b/.git/hooks/pre-commit\n@@ -0,0 +1 @@\n+rm -rf ~\n",
             "is inside .git",
         ),
-        ("--- a/src/rpc.c\n+++ b/src/rpc.c\n@@ -1 +1 @@\n-a\n+b\n", "without a `diff --git` header"),
+        # a traditional diff (no diff --git line) is read as git apply reads it: checked the same
+        (
+            "--- a/../x\n+++ b/../x\n@@ -1 +1 @@\n-a\n+b\n",
+            "the path '../x' has an empty, '.' or '..' component",
+        ),
+        ("--- /dev/null\n+++ b/.git/hooks/post-checkout\n@@ -0,0 +1 @@\n+rm -rf ~\n", "is inside .git"),
     ],
 )
 def test_unsafe_patches_are_refused_at_load_exit_5(
