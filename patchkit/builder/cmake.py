@@ -33,6 +33,7 @@ from scikit_build_core.cmake import CMake, CMaker
 from scikit_build_core.errors import CMakeConfigError, CMakeNotFoundError
 from scikit_build_core.program_search import best_program, get_ninja_programs
 
+from patchkit.builder.problems import BuildDirStale
 from patchkit.core.errors import BuildError, ToolMissing
 from patchkit.core.fs import atomic_write_json, contained, read_regular
 from patchkit.core.log import log
@@ -165,7 +166,7 @@ def configure(
             tools.cmake, source_dir=source, build_dir=build_dir, build_type=build_type, fresh=fresh
         )
     except CMakeConfigError as e:
-        raise BuildError(f"cannot use the build dir {build_dir}: {e}", hint="rerun with --clean") from None
+        raise BuildError(problem=BuildDirStale(build_dir=build_dir, found="unusable", cause=str(e))) from None
     maker.init_cache(dict(defines))
     cmd: list[str | os.PathLike[str]] = [
         tools.cmake.cmake_path,
@@ -282,7 +283,7 @@ def read_codemodel(build_dir: Path) -> CodeModel:
     changed since, else parsed from the reply (scikit-build-core) and recorded."""
     reply = build_dir / ".cmake" / "api" / "v1" / "reply"
     if not reply.is_dir():
-        raise BuildError(f"CMake wrote no File API reply in {reply}", hint="rerun with --clean")
+        raise BuildError(problem=BuildDirStale(build_dir=build_dir, found="no-reply", reply=reply))
     contained(reply, build_dir, error=BuildError, what="the File API reply")
     key = _reply_key(reply)
     record = build_dir / _CODEMODEL
@@ -319,9 +320,10 @@ def _load_index(reply: Path) -> Index:
     try:
         return _Reply(reply).load()
     except Exception as e:  # scikit-build-core gathers every failure in an ExceptionGroup
-        raise BuildError(
-            f"cannot read CMake's File API reply in {reply}: {_first_cause(e)}", hint="rerun with --clean"
-        ) from None
+        stale = BuildDirStale(
+            build_dir=reply.parents[3], found="unreadable-reply", reply=reply, cause=_first_cause(e)
+        )
+        raise BuildError(problem=stale) from None
 
 
 def _first_cause(e: BaseException) -> str:
@@ -356,7 +358,7 @@ def _from_index(index: Index) -> CodeModel:
 def target_artifacts(model: CodeModel, targets: Sequence[str], build_dir: Path) -> list[Artifact]:
     """The recipe targets' files plus the shared libraries they link, from the codemodel."""
     if not model.targets:
-        raise BuildError("the CMake File API reply has no codemodel", hint="rerun with --clean")
+        raise BuildError(problem=BuildDirStale(build_dir=build_dir, found="no-codemodel"))
     by_id = model.targets
     by_name = {t.name: i for i, t in by_id.items()}
     missing = [t for t in targets if t not in by_name]

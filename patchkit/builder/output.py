@@ -23,6 +23,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from patchkit.builder.cmake import Artifact
+from patchkit.builder.problems import OutDirBusy, OutDirClash, OutDirRefused
 from patchkit.core.errors import BuildError, ConfigError, FatalError
 from patchkit.core.fs import (
     NO_SPACE_ERRNOS,
@@ -39,7 +40,6 @@ from patchkit.spec.buildinfo import BUILD_INFO, ArtifactRecord, BuildInfo, PeEdi
 __all__ = ["check_out_dir", "check_replaceable", "write_output"]
 
 BUILD_INFO_MAX = 16 << 20  # a build-info.json is a few KiB
-_PICK = "pick another --out, or move that folder's contents away"
 
 
 def _is_plain_file(p: Path) -> bool:
@@ -51,19 +51,18 @@ def check_replaceable(out_dir: Path) -> None:
     if not os.path.lexists(out_dir):
         return
     if not out_dir.is_dir():
-        raise ConfigError(f"{out_dir} exists and is not a folder", hint=_PICK)
+        raise ConfigError(problem=OutDirRefused(folder=out_dir, found="not-a-folder"))
     try:
         entries = sorted(os.listdir(out_dir))
     except OSError as e:
-        raise ConfigError(f"cannot list {out_dir}: {e.strerror or e}", hint=_PICK) from None
+        raise ConfigError(
+            problem=OutDirRefused(folder=out_dir, found="unlistable", cause=str(e.strerror or e))
+        ) from None
     if not entries:
         return
     info_path = out_dir / BUILD_INFO
     if BUILD_INFO not in entries:
-        raise ConfigError(
-            f"{out_dir} exists and is not a patchkit output dir (no {BUILD_INFO}; it holds {entries[0]})",
-            hint=_PICK,
-        )
+        raise ConfigError(problem=OutDirRefused(folder=out_dir, found="no-record", entry=entries[0]))
     if not _is_plain_file(info_path):
         foreign = Foreign(BUILD_INFO, why="not a plain file")
         raise ConfigError(problem=ForeignEntry(folder=out_dir, entry=foreign, owner="build"))
@@ -71,13 +70,13 @@ def check_replaceable(out_dir: Path) -> None:
     try:
         obj = json.loads(data.decode("utf-8"))
     except (ValueError, UnicodeDecodeError, RecursionError):
-        raise ConfigError(
-            f"{out_dir} is not a patchkit output dir: its {BUILD_INFO} is not valid JSON", hint=_PICK
-        ) from None
+        raise ConfigError(problem=OutDirRefused(folder=out_dir, found="bad-json")) from None
     try:
         info = BuildInfo.from_json(obj, where=str(info_path), error=ConfigError)
     except ConfigError as e:
-        raise ConfigError(f"{out_dir} is not a patchkit output dir: {e.message}", hint=_PICK) from None
+        raise ConfigError(
+            problem=OutDirRefused(folder=out_dir, found="bad-record", cause=e.message)
+        ) from None
     listed = {a.path for a in info.artifacts}
 
     def artifacts_only(bin_dir: Path) -> Foreign | None:
@@ -101,16 +100,9 @@ def check_out_dir(out_dir: Path, cache: Path) -> Path:
     real = out_dir.resolve()
     root = cache.resolve()
     if real == root or real.is_relative_to(root):
-        raise ConfigError(
-            f"--out {out_dir} is inside patchkit's cache {root}: the cache holds "
-            "worktrees and build dirs, not outputs",
-            hint="pass an --out outside the cache (default: out/<recipe>)",
-        )
+        raise ConfigError(problem=OutDirClash(out=out_dir, cache=root, holds_cache=False))
     if root.is_relative_to(real):
-        raise ConfigError(
-            f"--out {out_dir} holds patchkit's cache {root}: replacing it would remove the cache",
-            hint="pass an --out that does not contain the cache",
-        )
+        raise ConfigError(problem=OutDirClash(out=out_dir, cache=root, holds_cache=True))
     check_replaceable(real)
     return real
 
@@ -219,17 +211,13 @@ def _swap_in(tmp: Path, out_dir: Path) -> None:
                 os.replace(holder / "old", out_dir)  # put the previous output back
             raise
     except OSError as e:
-        kept = ""
+        kept = None
         if holder is not None:
             if os.path.lexists(holder / "old"):
-                kept = f"; the previous output is in {holder / 'old'}"
+                kept = holder / "old"
             else:
                 with contextlib.suppress(OSError):
                     holder.rmdir()
-        raise BuildError(
-            f"cannot replace {out_dir}: {e.strerror or e}{kept}",
-            hint="is a program running from it, or a file in it open? "
-            "Stop it and build again (or pass another --out)",
-        ) from None
+        raise BuildError(problem=OutDirBusy(out=out_dir, cause=str(e.strerror or e), kept=kept)) from None
     if holder is not None:
         shutil.rmtree(holder, ignore_errors=True)

@@ -52,6 +52,7 @@ import shutil
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from patchkit.builder.problems import SandboxUnavailable
 from patchkit.builder.sysroot import IN_SANDBOX
 from patchkit.core.errors import ToolMissing
 from patchkit.core.proc import RunResult, run
@@ -357,12 +358,8 @@ def prepare(
     not. ``programs`` (cmake, ninja, the launcher) and ``compilers`` are shown where they
     live (:func:`program_paths`, :func:`toolchain_paths`)."""
     found = shutil.which("bwrap", path=env.get("PATH"))
-    hint = (
-        f"install bubblewrap (apt install bubblewrap), or pass {NO_SANDBOX} if you trust "
-        "this release enough to run its build code unconfined"
-    )
     if found is None:
-        raise ToolMissing("the rebuild's sandbox needs bubblewrap (bwrap), which is not on PATH", hint=hint)
+        raise ToolMissing(problem=SandboxUnavailable(found="no-bwrap"))
     for folder in writable:
         folder.mkdir(parents=True, exist_ok=True)
     shown = [f.resolve() for f in readonly]
@@ -388,12 +385,8 @@ def prepare(
         res = _run_probe(box, env)
     if res.returncode != 0:
         why = res.last_line() or ("did not finish" if res.returncode is None else f"exit {res.returncode}")
-        raise ToolMissing(
-            f"the rebuild's sandbox cannot start here (bwrap: {why}): user namespaces may be off "
-            "in this container",
-            hint=hint,
-        )
+        raise ToolMissing(problem=SandboxUnavailable(found="cannot-start", bwrap=found, why=why))
     bad = _probe(res)
     if bad:
-        raise ToolMissing(f"the rebuild's sandbox is not one here ({found}: {bad})", hint=hint)
+        raise ToolMissing(problem=SandboxUnavailable(found="leaky", bwrap=found, why=bad))
     return box

@@ -16,6 +16,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from patchkit.builder.problems import WorktreeNotOurs
 from patchkit.core.errors import SourceError
 from patchkit.core.fs import atomic_write_json
 from patchkit.git.cache import own_worktree
@@ -116,28 +117,14 @@ def _unstaged(status: str) -> bool:
 def refuse_user_work(src: Path, commit: str, *, repo: Path) -> None:
     """Raise unless the worktree holds nothing but what patchkit put there."""
     if not own_worktree(repo, src):
-        raise SourceError(
-            f"the worktree {src} is not the one patchkit made (its .git is not the link to the "
-            "cache's clone): git is not run in it",
-            hint="rerun with --clean to make a new one (it deletes the folder)",
-        )
+        raise SourceError(problem=WorktreeNotOurs(worktree=src, found="foreign"))
     try:
         head = git_out(src, "rev-parse", "HEAD")
         changed = git_out(src, "--no-optional-locks", "status", "--porcelain", "--ignored")
     except SourceError:
-        raise SourceError(
-            f"the worktree {src} is broken (its clone moved or was deleted?)",
-            hint="rerun with --clean to make a new one",
-        ) from None
+        raise SourceError(problem=WorktreeNotOurs(worktree=src, found="broken")) from None
     if head != commit:
         subject = git_out(src, "log", "-1", "--format=%h %s", "HEAD")
-        raise SourceError(
-            f"the worktree {src} has commits patchkit did not make ({subject})",
-            hint="save them (git -C <worktree> format-patch), then rerun with --clean",
-        )
+        raise SourceError(problem=WorktreeNotOurs(worktree=src, found="commits", subject=subject))
     if changed:
-        raise SourceError(
-            f"the worktree {src} has changes patchkit did not make",
-            detail=changed[:2000],
-            hint="save them if you need them, then rerun with --clean",
-        )
+        raise SourceError(problem=WorktreeNotOurs(worktree=src, found="changes"), detail=changed[:2000])

@@ -38,6 +38,13 @@ import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from patchkit.builder.problems import (
+    RootDamaged,
+    RootNeedsPrivilege,
+    RootNotPrepared,
+    RootPlantedLink,
+    RootUnknown,
+)
 from patchkit.core.errors import BuildError, ConfigError, ToolMissing
 from patchkit.core.fs import atomic_write_text, read_capped
 from patchkit.core.log import log
@@ -130,12 +137,7 @@ def root_dir(cache: Path, name: str) -> Path:
 
 def _kind(name: str) -> RootKind:
     if name not in KINDS:
-        from patchkit.core.text import did_you_mean
-
-        raise ConfigError(
-            f"no build root named {name!r}" + did_you_mean(name, tuple(KINDS)),
-            hint=f"patchkit knows: {', '.join(KINDS)}",
-        )
+        raise ConfigError(problem=RootUnknown(name=name, known=tuple(KINDS)))
     return KINDS[name]
 
 
@@ -168,7 +170,7 @@ def _record_for(kind: RootKind, tree: Path, debootstrap: str | None) -> RootReco
     )
     pkgs = read_dpkg_status(data)
     if "libc6" not in pkgs:
-        raise BuildError(f"{tree}: no libc6 installed (not a Debian root?)", hint="prepare it with --again")
+        raise BuildError(problem=RootDamaged(tree=tree, found="no-libc"))
     lines = "".join(f"{k}={pkgs[k]}\n" for k in sorted(pkgs))
     gcc = pkgs.get(f"gcc-{kind.gcc}") or pkgs.get("gcc") or ""
     return RootRecord(
@@ -224,10 +226,7 @@ def require_root(cache: Path, name: str) -> RootRecord:
     _kind(name)
     found = find_root(cache, name)
     if found is None:
-        raise BuildError(
-            f"the build root {name!r} is not prepared in {cache}",
-            hint=f"run `patchkit root prepare {name}` (debootstrap from Debian's archive, ~5 min)",
-        )
+        raise BuildError(problem=RootNotPrepared(name=name, cache=cache))
     return found
 
 
@@ -318,18 +317,12 @@ def prepare_root(
     if sys.platform != "linux":
         raise ConfigError("build roots are Debian roots for Linux builds", hint="prepare one on Linux")
     if os.geteuid() != 0:
-        raise ConfigError(
-            "preparing a build root needs root (debootstrap creates device nodes and owners)",
-            hint=f"run `sudo patchkit root prepare {name}` once; builds in it then need no root",
-        )
+        raise ConfigError(problem=RootNeedsPrivilege(name=name))
     debootstrap = _tool("debootstrap", env, "it makes the root")
     bwrap = _tool("bwrap", env, "apt runs inside the root")
     planted = _planted_link(cache, name)
     if planted is not None:  # a write through it would land in someone's folder
-        raise BuildError(
-            f"{planted} is a link: patchkit prepares a build root only in its own cache folder",
-            hint=f"remove the link, then run `patchkit root prepare {name}` again",
-        )
+        raise BuildError(problem=RootPlantedLink(link=planted, name=name))
     base = root_dir(cache, name)
     base.mkdir(parents=True, exist_ok=True)
     new = base / "tree.new"
@@ -435,10 +428,7 @@ def make_mount_points(tree: Path, paths: Sequence[Path]) -> None:
         for part in path.relative_to(path.anchor).parts:
             here = here / part
             if here.is_symlink():
-                raise BuildError(
-                    f"the build root {tree} has a link at {here}, where patchkit mounts {path}",
-                    hint="prepare the root again: patchkit root prepare NAME --again",
-                )
+                raise BuildError(problem=RootDamaged(tree=tree, found="mount-link", at=here, mount=path))
             here.mkdir(exist_ok=True)
 
 

@@ -11,6 +11,7 @@ import click
 from patchkit.builder.output import check_out_dir
 from patchkit.cli._build_opts import MAX_JOBS, build_options, check_parallel_env, run_logged
 from patchkit.cli._common import DEFAULT_RECIPE, load_recipe_arg, resolve_repo
+from patchkit.cli.problems import said
 from patchkit.cli.refresh import report as report_refresh
 from patchkit.core.errors import BuildError, ConfigError, FatalError, PatchError
 from patchkit.core.fs import atomic_write_text, check_writable, read_capped
@@ -225,7 +226,7 @@ def _build(
         result = run_logged(opts)
     except FatalError as e:
         lines.append(
-            f"{md_code(f'patchkit build {name}')}: **failed** (exit {e.exit_code}): {md_code(e.message)}"
+            f"{md_code(f'patchkit build {name}')}: **failed** (exit {e.exit_code}): {md_code(said(e))}"
         )
         if isinstance(e, BuildError) and rec is not None:
             errors += _patched_errors(rec, upstream, review)

@@ -31,6 +31,7 @@ exits 0: it reports, it does not build.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from pathlib import Path
 
@@ -128,11 +129,25 @@ def doctor(ctx: click.Context, cuda_root: Path | None, as_json: bool) -> None:
     report = build_report(
         project, series, cuda_root=cuda_root, env=dict(os.environ), project_error=problem, cache_root=cache
     )
+    report = _worded(report)
     if as_json:
         out_record(report)
     else:
         for line in report_lines(report):
             out(line)
+
+
+def _worded(report: Report) -> Report:
+    """``report`` with the words of each failure raised as fields (a problem)."""
+    from patchkit.cli.problems import words
+
+    verdicts = []
+    for v in report.verdicts:
+        said = words(v.problem) if v.problem is not None else None
+        verdicts.append(v if said is None else dataclasses.replace(v, why=said[0], todo=said[1] or v.todo))
+    toolkit = words(report.toolkit_problem) if report.toolkit_problem is not None else None
+    error = toolkit[0] if toolkit is not None else report.toolkit_error
+    return dataclasses.replace(report, verdicts=tuple(verdicts), toolkit_error=error)
 
 
 COMMANDS = [doctor]

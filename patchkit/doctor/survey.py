@@ -25,7 +25,7 @@ from patchkit.builder.cuda.toolkit import (
     limits_for,
     site_dirs,
 )
-from patchkit.core.errors import CudaError, RecipeError, ToolMissing
+from patchkit.core.errors import CudaError, Problem, RecipeError, ToolMissing
 from patchkit.core.record import Record, meta
 from patchkit.spec.recipe import Recipe, list_recipes, load_recipe
 from patchkit.spec.series import Series
@@ -66,6 +66,8 @@ class Verdict(Record):
     why: str = ""  # why not
     todo: str = ""  # what to do about it
     notes: tuple[str, ...] = ()  # what else to know
+    # why not, as fields, when the failure was raised with them: the CLI words it
+    problem: Problem | None = dataclasses.field(default=None, metadata=meta(written=False))
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -92,6 +94,8 @@ class Report(Record):
     tools: dict[str, Tool]  # by name: cmake, ninja, cc, ccache, mingw, wine, ...
     toolkit: CudaToolkit | None = dataclasses.field(metadata=meta(written=False))
     toolkit_error: str = dataclasses.field(metadata=meta(written=False))
+    # why no toolkit was found, as fields, when it was raised with them: the CLI words it
+    toolkit_problem: Problem | None = dataclasses.field(default=None, metadata=meta(written=False))
     verdicts: tuple[Verdict, ...] = dataclasses.field(metadata=meta(key="recipes"))  # one per recipe
     project_error: str = dataclasses.field(
         default="", metadata=meta(encode=lambda s: s or None)
@@ -283,7 +287,7 @@ def _cuda_verdict(
         tk = toolkit_for(recipe.cuda)
         notes = preflight(archs, tk)  # type: ignore[arg-type]
     except (ToolMissing, CudaError) as e:
-        return Verdict(recipe=recipe.name, ok=False, why=e.message, todo=e.hint)
+        return Verdict(recipe=recipe.name, ok=False, why=e.message, todo=e.hint, problem=e.problem)
     if not tools.get("ccache", Tool(name="ccache", path=None)).found:
         notes.append("no ccache: every CUDA build compiles from scratch (apt install ccache)")
     notes.insert(0, f"{tk.describe()}, host compiler {tk.host.describe()}")
@@ -389,11 +393,11 @@ def build_report(
             raise hit
         return hit
 
-    toolkit, tk_error = None, ""
+    toolkit, tk_error, tk_problem = None, "", None
     try:
         toolkit = toolkit_for(None)
     except ToolMissing as e:
-        tk_error = e.message
+        tk_error, tk_problem = e.message, e.problem
 
     verdicts: list[Verdict] = []
     if project is not None and series is not None:
@@ -416,6 +420,7 @@ def build_report(
         tools=tools,
         toolkit=toolkit,
         toolkit_error=tk_error,
+        toolkit_problem=tk_problem,
         verdicts=tuple(verdicts),
         project_error=project_error,
         floors=floors(tools, cache_root, os_name=os_name),

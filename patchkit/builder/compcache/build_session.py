@@ -12,7 +12,7 @@ from types import TracebackType
 
 from patchkit.builder.compcache.launcher import SCCACHE_REMOTE_VARS, CachePlan, remote_env
 from patchkit.builder.compcache.probe import probe
-from patchkit.builder.compcache.remote import RemoteUrl, redact
+from patchkit.builder.compcache.remote import RemoteUrl, redact, redact_fields
 from patchkit.builder.compcache.sccache import SccacheServer
 from patchkit.builder.compcache.stats import (
     Counts,
@@ -24,6 +24,7 @@ from patchkit.builder.compcache.stats import (
     sccache_counts,
     summary,
 )
+from patchkit.builder.problems import SccacheDidNotStart
 from patchkit.core.errors import FatalError, ServerStartError, ToolMissing
 from patchkit.core.fs import atomic_write_text
 from patchkit.core.log import log
@@ -121,10 +122,7 @@ class Session:
             except ServerStartError as e:
                 why = redact(str(e), self.remote)
                 if attempt == 2 or self.remote is None:
-                    raise ToolMissing(
-                        f"sccache's server did not start: {why}",
-                        hint="--launcher ccache, or see the sccache log",
-                    ) from None
+                    raise ToolMissing(problem=SccacheDidNotStart(why=why)) from None
                 for k in [k for k in self.env if k.startswith(SCCACHE_REMOTE_VARS)]:
                     del self.env[k]
                 self._fall_back(
@@ -149,6 +147,8 @@ class Session:
     def _redact_error(self, e: FatalError) -> None:
         for r in self._secrets:
             e.message, e.detail, e.hint = (redact(e.message, r), redact(e.detail, r), redact(e.hint, r))
+            if e.problem is not None:  # its text fields are shown too
+                e.problem = redact_fields(e.problem, r)
         e.args = (e.message,)
 
     # -- the build -----------------------------------------------------------------------------

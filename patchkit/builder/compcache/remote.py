@@ -10,11 +10,14 @@ from __future__ import annotations
 
 import dataclasses
 import urllib.parse
+from typing import TypeVar
 
-from patchkit.core.errors import ConfigError, RecipeError
+from patchkit.core.errors import ConfigError, Problem, RecipeError
 from patchkit.core.redact import MASK, redact_text, redact_url
 
-__all__ = ["OFF", "RemoteUrl", "parse_dist", "parse_remote", "redact"]
+__all__ = ["OFF", "RemoteUrl", "parse_dist", "parse_remote", "redact", "redact_fields"]
+
+P = TypeVar("P", bound=Problem)
 
 OFF = "off"  # --cache-remote off: no remote, whatever the environment or recipe say
 
@@ -216,3 +219,13 @@ def redact(text: str, remote: RemoteUrl | None) -> str:
     for s in remote.secrets:
         text = text.replace(s, _MASK)
     return redact_text(text)
+
+
+def redact_fields(problem: P, remote: RemoteUrl | None) -> P:
+    """``problem`` with :func:`redact` applied to each of its text fields."""
+    texts = {
+        f.name: redact(v, remote)
+        for f in dataclasses.fields(problem)  # type: ignore[arg-type]
+        if isinstance(v := getattr(problem, f.name), str)
+    }
+    return dataclasses.replace(problem, **texts)  # type: ignore[type-var]

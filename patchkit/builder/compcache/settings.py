@@ -15,6 +15,7 @@ import dataclasses
 from collections.abc import Mapping
 
 from patchkit.builder.compcache.remote import OFF, RemoteUrl, parse_dist, parse_remote
+from patchkit.builder.problems import CacheSettingsClash
 from patchkit.core.environ import process_env
 from patchkit.core.errors import ConfigError, RecipeError
 from patchkit.spec.recipe import LAUNCHERS as RECIPE_LAUNCHERS
@@ -88,10 +89,10 @@ def resolve(
         if value is not None:
             dist = None if value.strip().lower() == OFF else parse_dist(value.strip(), where=where)
             if dist is not None and launcher in ("ccache", "none"):
-                raise ConfigError(
-                    f"{where}: distributed compilation is sccache's, but {launcher_from} says {launcher}",
-                    hint="--launcher sccache",
+                clash = CacheSettingsClash(
+                    clash="dist-needs-sccache", where=where, launcher=launcher, launcher_from=launcher_from
                 )
+                raise ConfigError(problem=clash)
             if dist is not None and not launcher:
                 launcher, launcher_from = "sccache", where
             break
@@ -99,15 +100,18 @@ def resolve(
         if not launcher and not remote.ccache_can_store:
             launcher, launcher_from = "sccache", f"{remote.scheme} (from {remote_from})"
         if launcher == "none":
-            raise ConfigError(
-                f"{remote_from} sets a remote compile cache but {launcher_from} says launcher none",
-                hint=f"drop one of them (--cache-remote {OFF})",
+            clash = CacheSettingsClash(
+                clash="remote-without-launcher", remote_from=remote_from, launcher_from=launcher_from
             )
+            raise ConfigError(problem=clash)
         if launcher == "ccache" and not remote.ccache_can_store:
-            raise ConfigError(
-                f"{remote_from} {remote.redacted!r}: ccache cannot store to {remote.scheme}",
-                hint="use --launcher sccache, or a redis:// or http:// remote",
+            clash = CacheSettingsClash(
+                clash="ccache-cannot-store",
+                remote_from=remote_from,
+                remote=remote.redacted,
+                scheme=remote.scheme,
             )
+            raise ConfigError(problem=clash)
     return CacheSettings(
         launcher=launcher, remote=remote, launcher_from=launcher_from, remote_from=remote_from, dist=dist
     )

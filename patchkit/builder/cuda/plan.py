@@ -31,6 +31,7 @@ from patchkit.builder.cuda.toolkit import (
     find_toolkit,
     limits_for,
 )
+from patchkit.builder.problems import CudaArchsUnbuildable
 from patchkit.core.environ import process_env
 from patchkit.core.errors import CudaError, RecipeError, ToolMissing
 from patchkit.spec.buildinfo import CudaRecord
@@ -112,24 +113,22 @@ def preflight(
     missing = [s for s in archs.sms if s not in toolkit.sms]
     if missing:
         fams = sorted({f for s in missing if (f := family_of(s))})
-        drop = (
-            f"or drop {', '.join(fams)} from cuda.archs"
-            if fams
-            else f"or drop {', '.join(f'sm_{s}' for s in missing)} from cuda.archs"
-        )
+        droppable = tuple(fams) if fams else tuple(f"sm_{s}" for s in missing)
         why = ""
         if toolkit.version[0] >= 13 and any(s < 75 for s in missing):
             why = " (CUDA 13 dropped every sm below 75)"
         elif any(s > max(toolkit.sms, default=0) for s in missing):
             why = " (they are newer than this toolkit)"
-        raise CudaError(
-            f"{tk} cannot compile {archs.describe(missing)}{why}",
-            hint=(
-                f"use a {toolkits_for(archs.sms)} toolkit for {archs.describe()}: "
-                f"--cuda-root DIR or cuda.toolkit_root; {_host_hint(archs.sms)}: set "
-                f'cuda.host_compiler (e.g. "g++-11", passed as CMAKE_CUDA_HOST_COMPILER); {drop}'
-            ),
+        unbuildable = CudaArchsUnbuildable(
+            toolkit=tk,
+            missing=archs.describe(missing),
+            why=why,
+            wanted=archs.describe(),
+            toolkits=toolkits_for(archs.sms),
+            host_limits=_host_hint(archs.sms),
+            droppable=droppable,
         )
+        raise CudaError(problem=unbuildable)
     if host.path is None:
         raise ToolMissing(
             f"host compiler {host.command!r} ({host.source}) is not on PATH",

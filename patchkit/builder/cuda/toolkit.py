@@ -24,6 +24,7 @@ import sys
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
+from patchkit.builder.problems import NoCudaToolkit
 from patchkit.core.errors import ToolMissing
 from patchkit.core.proc import run
 
@@ -372,11 +373,7 @@ def find_nvcc(
     for root in _default_roots(windows, env) if default_roots is None else default_roots:
         if (root / "bin" / name).is_file():
             return root / "bin" / name, "default location"
-    raise ToolMissing(
-        "no CUDA toolkit found: nvcc is not on PATH, and --cuda-root, cuda.toolkit_root, "
-        "CUDAToolkit_ROOT and CUDA_PATH are not set",
-        hint="install a CUDA toolkit (11.8-12.x for Pascal) and pass --cuda-root DIR",
-    )
+    raise ToolMissing(problem=NoCudaToolkit())
 
 
 def _probe_host(

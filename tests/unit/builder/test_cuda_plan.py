@@ -24,6 +24,7 @@ from patchkit.builder.cuda.plan import (
 from patchkit.builder.cuda.toolkit import (
     HostCompiler,
 )
+from patchkit.builder.problems import CudaArchsUnbuildable
 from patchkit.core.errors import CudaError, RecipeError, ToolMissing
 from patchkit.spec.cuda import CudaArchs
 from tests.fixtures.cuda import (
@@ -74,24 +75,34 @@ def test_cuda13_with_pascal_is_refused_with_what_to_do() -> None:
         preflight(RIG, toolkit((13, 0, 88)))
     err = e.value
     assert err.exit_code == 13
-    assert "CUDA 13.0 (/opt/cuda-13.0) cannot compile sm_60 (pascal), sm_61 (pascal)" in err.message
-    assert "CUDA 13 dropped every sm below 75" in err.message
-    assert "sm_75" not in err.message and "sm_86" not in err.message
-    assert "CUDA 11.1-12.9" in err.hint
-    assert "CUDA 11.8 accepts gcc <= 11" in err.hint
-    assert "CMAKE_CUDA_HOST_COMPILER" in err.hint
-    assert "--cuda-root" in err.hint and "drop pascal" in err.hint
+    assert err.problem == CudaArchsUnbuildable(
+        toolkit="CUDA 13.0 (/opt/cuda-13.0)",
+        missing="sm_60 (pascal), sm_61 (pascal)",
+        why=" (CUDA 13 dropped every sm below 75)",
+        wanted="sm_60 (pascal), sm_61 (pascal), sm_75 (turing), sm_86 (ampere)",
+        toolkits="CUDA 11.1-12.9",
+        host_limits="CUDA 11.8 accepts gcc <= 11; CUDA 12.9 accepts gcc <= 14",
+        droppable=("pascal",),
+    )
 
 
 def test_refusal_uses_nvccs_own_list_over_the_table() -> None:
     tk = toolkit((12, 4, 131), gpu_codes=frozenset({75, 86}))
-    with pytest.raises(CudaError, match="cannot compile sm_60"):
+    with pytest.raises(CudaError) as e:
         preflight(RIG, tk)
+    assert isinstance(e.value.problem, CudaArchsUnbuildable)
+    assert e.value.problem.missing == "sm_60 (pascal), sm_61 (pascal)"
 
 
 def test_too_new_arch_is_refused() -> None:
-    with pytest.raises(CudaError, match=r"cannot compile sm_89 \(ada\).*newer than this toolkit"):
+    with pytest.raises(CudaError) as e:
         preflight(archs_of("ampere", "ada"), toolkit((11, 1, 105)))
+    assert isinstance(e.value.problem, CudaArchsUnbuildable)
+    assert (e.value.problem.missing, e.value.problem.why) == (
+        "sm_89 (ada)",
+        " (they are newer than this toolkit)",
+    )
+    assert e.value.problem.droppable == ("ada",)
 
 
 def test_too_new_gcc_is_refused_before_configuring() -> None:

@@ -207,7 +207,7 @@ def test_find_toolkit_search_order_and_broken_roots(tmp_path: Path) -> None:
     assert tk.gpu_codes is None and 60 in tk.sms  # no --list-gpu-code: the table answers
     with pytest.raises(ToolMissing, match="cuda.toolkit_root points at .*nope, which has no bin/nvcc"):
         find(None, tmp_path / "nope")
-    with pytest.raises(ToolMissing, match="no CUDA toolkit found"):
+    with pytest.raises(ToolMissing, match="NoCudaToolkit"):
         find_toolkit(
             None,
             None,

@@ -10,6 +10,7 @@ import pytest
 
 from patchkit.builder import output
 from patchkit.builder.cmake import Artifact
+from patchkit.builder.problems import OutDirBusy
 from patchkit.core.errors import BuildError
 from patchkit.spec.buildinfo import BuildInfo, PeEditRecord, StackSizes
 from tests.fixtures.buildinfo import build_info_json
@@ -49,8 +50,9 @@ def test_failed_swap_keeps_the_previous_output(tmp_path: Path, monkeypatch: pyte
         real_replace(src, dst)
 
     monkeypatch.setattr(output.os, "replace", flaky)
-    with pytest.raises(BuildError, match="cannot replace .*: Access is denied"):
+    with pytest.raises(BuildError) as e:
         output.write_output(out, [artifact(tmp_path, "a", b"two")], None, info("2"))
+    assert e.value.problem == OutDirBusy(out=out, cause="Access is denied")
     assert (out / "bin" / "a").read_bytes() == b"one"
     assert json.loads((out / "build-info.json").read_text())["patchkit_version"] == "1"
     assert sorted(p.name for p in out.parent.iterdir()) == ["r"]

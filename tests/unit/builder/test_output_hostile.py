@@ -14,7 +14,8 @@ import pytest
 
 from patchkit.builder import output
 from patchkit.builder.cmake import Artifact
-from patchkit.cli.problems import render
+from patchkit.builder.problems import OutDirClash, OutDirRefused
+from patchkit.cli.problems import render, said
 from patchkit.core.errors import BuildError, ConfigError
 from patchkit.core.fs import Foreign, ForeignEntry
 from patchkit.spec.buildinfo import BuildInfo
@@ -50,9 +51,10 @@ def refused(tmp_path: Path, out: Path, *needles: str) -> None:
     before = snapshot(out)
     with pytest.raises(ConfigError) as e:
         output.write_output(out, [artifact(tmp_path)], None, INFO, build_dir=tmp_path / "build")
-    assert e.value.exit_code == 2 and "\n" not in e.value.message
+    assert e.value.exit_code == 2 and "\n" not in said(e.value)
+    assert isinstance(e.value.problem, (OutDirRefused, ForeignEntry)) and e.value.problem.folder == out
     for n in needles:
-        assert n in e.value.message, e.value.message
+        assert n in said(e.value), said(e.value)
     assert snapshot(out) == before  # untouched
     assert [p.name for p in out.parent.iterdir() if p.name.startswith(".")] == []  # no temp left
 
@@ -134,8 +136,9 @@ def test_a_symlinked_build_info_or_artifact_stops_the_build(tmp_path: Path) -> N
 def test_a_file_where_the_folder_should_be(tmp_path: Path) -> None:
     out = tmp_path / "out"
     out.write_text("a file")
-    with pytest.raises(ConfigError, match="exists and is not a folder"):
+    with pytest.raises(ConfigError) as e:
         output.write_output(out, [artifact(tmp_path)], None, INFO)
+    assert e.value.problem == OutDirRefused(folder=out, found="not-a-folder")
     assert out.read_text() == "a file"
 
 
@@ -154,7 +157,9 @@ def test_an_out_dir_inside_or_around_the_cache_is_refused(tmp_path: Path, where:
     with pytest.raises(ConfigError) as e:
         output.check_out_dir(tmp_path / where, cache)
     assert e.value.exit_code == 2
-    assert ("is inside patchkit's cache" in e.value.message) or ("holds patchkit's cache" in e.value.message)
+    assert e.value.problem == OutDirClash(
+        out=tmp_path / where, cache=cache.resolve(), holds_cache=where == "."
+    )
     assert sorted(os.listdir(cache / "work" / "x-1")) == ["build"]
 
 
@@ -163,8 +168,11 @@ def test_an_out_dir_reaching_the_cache_through_a_link_is_refused(tmp_path: Path)
     cache = tmp_path / "cache"
     (cache / "work").mkdir(parents=True)
     (tmp_path / "link").symlink_to(cache / "work")
-    with pytest.raises(ConfigError, match="is inside patchkit's cache"):
+    with pytest.raises(ConfigError) as e:
         output.check_out_dir(tmp_path / "link" / "out", cache)
+    assert e.value.problem == OutDirClash(
+        out=tmp_path / "link" / "out", cache=cache.resolve(), holds_cache=False
+    )
 
 
 @posix_only
@@ -254,7 +262,7 @@ def test_a_read_only_parent_is_a_one_line_usage_error(
     monkeypatch.setattr(output.tempfile, "mkdtemp", denied)
     with pytest.raises(ConfigError) as e:
         output.write_output(out, [artifact(tmp_path)], None, INFO, build_dir=tmp_path / "build")
-    assert e.value.exit_code == 2 and "Permission denied" in e.value.message
+    assert e.value.exit_code == 2 and "Permission denied" in said(e.value)
     assert "--out" in render(e.value)[1]  # the advice is the CLI's
 
 

@@ -1,5 +1,5 @@
 """Golden messages of the structured errors: what the CLI says for each problem kind
-(engines raise fields; patchkit/cli/problems.py writes the words and the hint)."""
+(engines raise fields; patchkit/cli/problems/ writes the words and the hint)."""
 
 from __future__ import annotations
 
@@ -10,12 +10,13 @@ from click.testing import CliRunner
 
 from patchkit.cli.problems import RENDERERS, render
 from patchkit.cli.problems_fs import RENDERERS as FS_RENDERERS
-from patchkit.core.errors import ConfigError, ReleaseError
+from patchkit.core.errors import ConfigError, FatalError, ReleaseError
 from patchkit.core.fs import Foreign, ForeignEntry
 from patchkit.release.release import ImportCheckFailed
+from tests.unit.cli.problems_build_golden import GOLDEN as BUILD
 
 OUT = Path("/home/u/out")
-GOLDEN = [
+GOLDEN: list[tuple[FatalError, str, str]] = [
     (
         ConfigError(problem=ForeignEntry(folder=OUT, entry=Foreign("notes.txt"), owner="build")),
         "/home/u/out holds notes.txt, which patchkit did not write there: not replacing the folder",
@@ -56,8 +57,11 @@ GOLDEN = [
 ]
 
 
+GOLDEN += BUILD
+
+
 @pytest.mark.parametrize(("error", "message", "hint"), GOLDEN)
-def test_each_problem_is_said_in_the_words_it_always_was(error: ConfigError, message: str, hint: str) -> None:
+def test_each_problem_is_said_in_the_words_it_always_was(error: FatalError, message: str, hint: str) -> None:
     assert render(error) == (message, hint)
 
 

@@ -7,6 +7,8 @@ import json
 import platform
 from pathlib import Path
 
+from patchkit.builder.problems import CudaArchsUnbuildable
+from patchkit.cli.doctor import _worded
 from patchkit.doctor.survey import MINGW_CXX, Tool, Verdict, build_report, recipe_verdict, survey
 from patchkit.spec.recipe import Recipe, load_recipe
 from patchkit.spec.series import load_series
@@ -53,8 +55,13 @@ def test_doctor_with_cuda13_refuses_pascal_and_the_windows_twin(tmp_path: Path) 
     v = {x.recipe: x for x in rep.verdicts}
     assert set(v) == {"cuda-pascal-ampere", "windows-cuda-pascal-ampere", "broken"}
     assert not v["cuda-pascal-ampere"].ok
-    assert "cannot compile sm_60 (pascal), sm_61 (pascal)" in v["cuda-pascal-ampere"].why
-    assert "CUDA 11.1-12.9" in v["cuda-pascal-ampere"].todo
+    refused = v["cuda-pascal-ampere"].problem
+    assert isinstance(refused, CudaArchsUnbuildable)
+    assert (refused.missing, refused.toolkits) == ("sm_60 (pascal), sm_61 (pascal)", "CUDA 11.1-12.9")
+    # the CLI words it (cli/doctor.py), in text and --json alike
+    worded = {x.recipe: x for x in _worded(rep).verdicts}["cuda-pascal-ampere"]
+    assert "cannot compile sm_60 (pascal), sm_61 (pascal)" in worded.why
+    assert "CUDA 11.1-12.9" in worded.todo
     win = v["windows-cuda-pascal-ampere"]
     assert not win.ok
     assert win.why == "windows recipe: needs MSVC on Windows; cannot build on Linux"

@@ -18,6 +18,7 @@ from patchkit.builder.compcache import build_session, sccache
 from patchkit.builder.compcache.build_session import session
 from patchkit.builder.compcache.launcher import CachePlan
 from patchkit.builder.compcache.remote import RemoteUrl, parse_dist, parse_remote
+from patchkit.builder.problems import SccacheDidNotStart
 from patchkit.core.errors import ServerStartError, ToolMissing
 from patchkit.core.proc import Processes, RunResult
 from tests.unit.builder.compcache.test_stats import SCCACHE_JSON
@@ -119,9 +120,9 @@ def test_a_server_that_does_not_start_is_a_missing_tool_without_the_password(
     with pytest.raises(ToolMissing) as e, session(_plan(tmp_path, remote), tmp_path, {}):
         pytest.fail("the block must not run")
     assert len(servers.envs) == 2 and e.value.exit_code == 8
-    assert e.value.message.startswith("sccache's server did not start: sccache did not listen on 127.0.0.1:")
-    assert e.value.hint == "--launcher ccache, or see the sccache log"
-    assert PW not in f"{e.value.message} {e.value.args}"
+    assert isinstance(e.value.problem, SccacheDidNotStart)
+    assert e.value.problem.why.startswith("sccache did not listen on 127.0.0.1:")
+    assert PW not in f"{e.value.problem} {e.value.message} {e.value.args}"
     assert ran == []  # no --stop-server after a failed start
     assert PW not in (tmp_path / "sccache.log").read_text()
 
@@ -129,7 +130,7 @@ def test_a_server_that_does_not_start_is_a_missing_tool_without_the_password(
 def test_without_a_remote_one_failed_start_is_enough(tmp_path: Path, fake: Any) -> None:
     servers, _ = fake(fail=1)
     with (
-        pytest.raises(ToolMissing, match="sccache's server did not start"),
+        pytest.raises(ToolMissing, match="SccacheDidNotStart"),
         session(_plan(tmp_path, None), tmp_path, {}),
     ):
         pytest.fail("the block must not run")

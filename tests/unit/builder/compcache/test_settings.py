@@ -12,6 +12,7 @@ from patchkit.builder.compcache.settings import (
     CacheSettings,
     resolve,
 )
+from patchkit.builder.problems import CacheSettingsClash
 from patchkit.core.errors import ConfigError, RecipeError
 
 PW = "hunter2-Secret"
@@ -47,10 +48,14 @@ def test_off_switches_a_remote_off_and_empty_env_is_unset() -> None:
 def test_a_cloud_remote_picks_sccache_unless_told_otherwise() -> None:
     s = resolve(remote_flag="gha", env={})
     assert s.launcher == "sccache"
-    with pytest.raises(ConfigError, match="ccache cannot store to s3"):
+    with pytest.raises(ConfigError) as e:
         resolve(remote_flag="s3://b", launcher_flag="ccache", env={})
-    with pytest.raises(ConfigError, match="launcher none"):
+    assert isinstance(e.value.problem, CacheSettingsClash)
+    assert (e.value.problem.clash, e.value.problem.scheme) == ("ccache-cannot-store", "s3")
+    with pytest.raises(ConfigError) as e:
         resolve(remote_flag="redis://h", launcher_flag="none", env={})
+    assert isinstance(e.value.problem, CacheSettingsClash)
+    assert e.value.problem.clash == "remote-without-launcher"
 
 
 def test_bad_env_and_recipe_values() -> None:
@@ -74,6 +79,8 @@ def test_a_recipe_may_not_hold_credentials() -> None:
 def test_a_scheduler_implies_sccache_and_off_switches_it_off() -> None:
     s = resolve(env={ENV_DIST: "http://t@h:1"})
     assert s.launcher == "sccache" and s.dist is not None
-    with pytest.raises(ConfigError, match="distributed compilation is sccache's"):
+    with pytest.raises(ConfigError) as e:
         resolve(dist_flag="http://t@h:1", launcher_flag="ccache", env={})
+    assert isinstance(e.value.problem, CacheSettingsClash)
+    assert (e.value.problem.clash, e.value.problem.launcher) == ("dist-needs-sccache", "ccache")
     assert resolve(dist_flag="off", env={ENV_DIST: "http://t@h:1"}).dist is None

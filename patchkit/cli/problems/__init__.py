@@ -1,0 +1,50 @@
+"""The words of structured errors: one renderer per :class:`~patchkit.core.errors.Problem`.
+
+Engines raise a ``FatalError`` carrying a problem (typed fields); the CLI's error handler
+(``patchkit/cli/__init__.py``) asks :func:`render` for the one line and the hint, so the
+advice (which flag to pass, which command to run) is written here, beside the commands,
+not in the engines. An error without a problem keeps the message and hint it was raised
+with. One module per area, each with its ``RENDERERS``: ``files`` (core/fs's folder
+ownership), ``build`` (builder/), ``release`` (release/); ``patchkit/cli/problems_fs.py``
+holds core/fs's file problems. Golden tests: tests/unit/cli/test_problems*.py.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from patchkit.cli.problems import build, files, release
+from patchkit.cli.problems_fs import RENDERERS as FS_RENDERERS
+from patchkit.core.errors import FatalError, Problem
+
+__all__ = ["RENDERERS", "render", "said", "words"]
+
+RENDERERS: dict[type[Problem], Callable[[Any], tuple[str, str]]] = {
+    **files.RENDERERS,
+    **release.RENDERERS,
+    **build.RENDERERS,
+    **FS_RENDERERS,
+}
+
+
+def render(e: FatalError) -> tuple[str, str]:
+    """(message, hint) of ``e``: its problem's words when it has one, else its own."""
+    if e.problem is not None:
+        renderer = RENDERERS.get(type(e.problem))
+        if renderer is not None:
+            message, hint = renderer(e.problem)
+            return message, e.hint or hint
+    return e.message, e.hint
+
+
+def words(problem: Problem) -> tuple[str, str] | None:
+    """(message, hint) of ``problem``; None when no renderer knows it."""
+    renderer = RENDERERS.get(type(problem))
+    return renderer(problem) if renderer is not None else None
+
+
+def said(e: FatalError) -> str:
+    """The one line the CLI prints for ``e`` (its message, rendered), for a command that
+    quotes an error inside its own output (a report, a table row)."""
+    return render(e)[0]
