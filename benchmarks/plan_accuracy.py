@@ -50,7 +50,7 @@ from patchkit.plan.model import ModelShape, shape_of  # noqa: E402
 from patchkit.plan.speed import HOP_COST_S, PP_EFFICIENCY, speed  # noqa: E402
 from patchkit.rpc.probe import server_info  # noqa: E402
 
-LINKS = {"1gbe": "1gbe", "slow": "rate=100mbit,rtt=2ms"}
+LINKS = {"1gbe": "1gbe", "slow": "rate=200mbit,rtt=5ms"}
 CAL = (0, 1)  # the arrangements that calibrate: one server (the device), three (the hop cost)
 
 
@@ -115,29 +115,23 @@ def _own_priority() -> None:
         except OSError:
             pass  # gone already
 
-    def children() -> list[int]:
-        parent: dict[int, int] = {}
-        for d in Path("/proc").iterdir():
-            if d.name.isdigit():
+    def watch() -> None:
+        # only processes not seen before are read (a scan of every /proc entry would hold
+        # the interpreter, and with it the relays, for milliseconds each time)
+        ours, seen = {me}, set()
+        while True:
+            for name in os.listdir("/proc"):
+                if not name.isdigit() or int(name) in seen:
+                    continue
+                pid = int(name)
+                seen.add(pid)
                 try:
-                    stat = (d / "stat").read_text()
-                    parent[int(d.name)] = int(stat[stat.rindex(")") + 2 :].split()[1])
+                    stat = Path(f"/proc/{pid}/stat").read_text()
+                    ppid = int(stat[stat.rindex(")") + 2 :].split()[1])
                 except (OSError, ValueError, IndexError):
                     continue
-        out, todo = [], [me]
-        while todo:
-            p = todo.pop()
-            kids = [c for c, pp in parent.items() if pp == p]
-            out += kids
-            todo += kids
-        return out
-
-    def watch() -> None:
-        seen: set[int] = set()
-        while True:
-            for pid in children():
-                if pid not in seen:
-                    seen.add(pid)
+                if ppid in ours:
+                    ours.add(pid)
                     raise_group(pid)
             time.sleep(0.3)
 
@@ -150,9 +144,10 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--bin", type=Path, default=ROOT / "out" / "cpu-rpc" / "bin")
     ap.add_argument("--model", type=Path, default=None)
-    ap.add_argument("--reps", type=int, default=2, help="llama-bench repetitions per run (-r)")
+    ap.add_argument("--reps", type=int, default=3, help="llama-bench repetitions per run (-r)")
     ap.add_argument("--rounds", type=int, default=3, help="runs of every arrangement, interleaved")
-    ap.add_argument("--n-gen", type=int, default=16, help="decode tokens per repetition (-n)")
+    ap.add_argument("--n-gen", type=int, default=32, help="decode tokens per repetition (-n)")
+    ap.add_argument("--n-prompt", type=int, default=128, help="prompt tokens per repetition (-p)")
     ap.add_argument("--threads", type=int, default=1, help="threads per RPC server (and llama-bench)")
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--save", type=Path, default=None, help="write the measurements here (JSON)")
@@ -175,7 +170,8 @@ def main() -> int:
     if a.replay is not None:
         saved = json.loads(a.replay.read_text())
         n_gen = saved["n_gen"]
-        links = {k: parse_link(v) for k, v in LINKS.items()}
+        a.n_prompt = saved.get("n_prompt", 512)
+        links = {k: parse_link(v) for k, v in saved.get("links", LINKS).items()}
         devs = {
             k: [
                 dataclasses.replace(
@@ -195,23 +191,26 @@ def main() -> int:
         for (name, _), m in zip(arrs, measured):
             print(f"  measured {name}: decode {m.decode_tps:.2f}, prompt {m.prompt_tps:.1f} tok/s (saved)")
     else:
-        arrs, measured = _measure(a, model, shape, table, n_gen)
+        arrs, measured, rounds = _measure(a, model, shape, table, n_gen)
         if a.save is not None:
             a.save.write_text(
                 json.dumps(
                     {
                         "n_gen": n_gen,
+                        "n_prompt": a.n_prompt,
+                        "links": LINKS,
+                        "rounds": [[[m.decode_tps, m.prompt_tps] for m in ms] for ms in rounds],
                         "quick": a.quick,
                         "measured": [[m.decode_tps, m.prompt_tps] for m in measured],
                     }
                 )
             )
-    return _analyse(shape, host, arrs, measured, n_gen)
+    return _analyse(shape, host, arrs, measured, n_gen, a.n_prompt)
 
 
 def _measure(
     a: argparse.Namespace, model: Path, shape: ModelShape, table: dict[str, Device], n_gen: int
-) -> tuple[list[tuple[str, Arrangement]], list[Measured]]:
+) -> tuple[list[tuple[str, Arrangement]], list[Measured], list[list[Measured]]]:
     with tempfile.TemporaryDirectory() as tmp, Processes(Path(tmp)) as procs:
         ports = []
         for i in range(3):
@@ -264,6 +263,7 @@ def _measure(
                         n_layer=shape.n_layer,
                         rig=rig,
                         n_gen=n_gen,
+                        n_prompt=a.n_prompt,
                         reps=a.reps,
                         threads=a.threads,
                     )
@@ -290,11 +290,16 @@ def _measure(
         finally:
             for r in relays:
                 r.close()
-    return arrs, measured
+    return arrs, measured, runs
 
 
 def _analyse(
-    shape: ModelShape, host: Device, arrs: list[tuple[str, Arrangement]], measured: list[Measured], n_gen: int
+    shape: ModelShape,
+    host: Device,
+    arrs: list[tuple[str, Arrangement]],
+    measured: list[Measured],
+    n_gen: int,
+    n_prompt: int,
 ) -> int:
     at = n_gen // 2  # the decode tokens' mean position: llama-bench's tg runs from an empty cache
 
@@ -313,10 +318,10 @@ def _analyse(
     bw, tf, g = host.effective_bw / 1e9, host.fp32_tflops * PP_EFFICIENCY["cpu"], HOP_COST_S["cpu"]
 
     def t2(x: float, bw: float, tf: float) -> float:
-        return 1 / speed(shape, with_cal(a2, bw, tf, x), host=host, at_ctx=at).decode_tps
+        return 1 / speed(shape, with_cal(a2, bw, tf, x), host=host, at_ctx=at, n_prompt=n_prompt).decode_tps
 
     for _ in range(4):
-        bw, tf = learn_device(shape, with_cal(a1, bw, tf, g), host, m1, at_ctx=at)
+        bw, tf = learn_device(shape, with_cal(a1, bw, tf, g), host, m1, at_ctx=at, n_prompt=n_prompt)
         g = max(0.0, affine_solve(functools.partial(_t_of_g, t2, bw=bw, tf=tf), 1 / m2.decode_tps, g))
     print(f"calibrated: device {bw:.3g} GB/s effective, prompt {tf:.3g} TFLOP/s;", end=" ")
     print(f"a device's fixed cost per token in a layer split {g * 1e6:.0f} us")
@@ -325,7 +330,7 @@ def _analyse(
     print(f"{head}   {'pred pp':>8} {'meas pp':>8} {'ratio':>6}")
     errs, preds, meas, names = [], [], [], []
     for i, ((name, arr), m) in enumerate(zip(arrs, measured)):
-        sp = speed(shape, with_cal(arr, bw, tf, g), host=host, at_ctx=at)
+        sp = speed(shape, with_cal(arr, bw, tf, g), host=host, at_ctx=at, n_prompt=n_prompt)
         ratio, rp = sp.decode_tps / m.decode_tps, sp.prompt_tps / m.prompt_tps
         tag = " (calibration)" if i in CAL else ""
         print(

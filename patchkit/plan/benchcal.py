@@ -42,7 +42,7 @@ from patchkit.plan.arrangement import Arrangement, device_names
 from patchkit.plan.devices import Device
 from patchkit.plan.measure import Measured, affine_solve, learn_device
 from patchkit.plan.model import ModelShape
-from patchkit.plan.speed import hop_cost, speed
+from patchkit.plan.speed import PROMPT, hop_cost, speed
 
 __all__ = ["BenchRun", "Learned", "learn", "read_bench"]
 
@@ -234,7 +234,7 @@ def learn(
     for _round in range(4):
         lines_now: list[str] = []
         learned: dict[str, list[tuple[float, float]]] = {}
-        for p, name, d, (dec, pp, at, _) in singles:
+        for p, name, d, (dec, pp, at, n_prompt) in singles:
             dd = dataclasses.replace(_local(d), hop_cost_s=hop.get(d.label, 0.0))
             if d is host:
                 arr = Arrangement(split_mode="none", devices=(), shares=(), ctx=max(256, at))
@@ -242,9 +242,8 @@ def learn(
             else:
                 arr = Arrangement(split_mode="layer", devices=(dd,), shares=(1.0,), ctx=max(256, at))
                 h = host
-            bw, tf = learn_device(
-                shape, arr, h, Measured(decode_tps=dec, prompt_tps=pp, argv=p.args), at_ctx=at
-            )
+            m = Measured(decode_tps=dec, prompt_tps=pp, argv=p.args)
+            bw, tf = learn_device(shape, arr, h, m, at_ctx=at, n_prompt=n_prompt or PROMPT)
             learned.setdefault(d.label, []).append((bw, tf))
             lines_now.append(
                 f"{printable(d.label)} ({name}, point {p.index} {printable(p.label)}): "

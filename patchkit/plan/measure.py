@@ -43,11 +43,24 @@ def bench_argv(
     n_gen: int = 32,
     reps: int = 3,
     threads: int = 0,
+    n_prompt: int = PROMPT,
 ) -> list[str]:
     """llama-bench arguments for ``arr`` (its lists are ``/``-separated)."""
     srv = arr.command(str(model), n_layer=n_layer, rig=rig)
     opts = {srv[i]: srv[i + 1] for i in range(1, len(srv) - 1) if srv[i].startswith("-")}
-    argv = [str(bench), "-m", str(model), "-p", str(PROMPT), "-n", str(n_gen), "-r", str(reps), "-o", "json"]
+    argv = [
+        str(bench),
+        "-m",
+        str(model),
+        "-p",
+        str(n_prompt),
+        "-n",
+        str(n_gen),
+        "-r",
+        str(reps),
+        "-o",
+        "json",
+    ]
     if "--rpc" in opts:
         argv += ["--rpc", opts["--rpc"]]
     if arr.split_mode == "none":
@@ -109,7 +122,13 @@ def affine_solve(f: Callable[[float], float], target: float, x0: float) -> float
 
 
 def learn_device(
-    shape: ModelShape, arr: Arrangement, host: Device, measured: Measured, *, at_ctx: int | None = None
+    shape: ModelShape,
+    arr: Arrangement,
+    host: Device,
+    measured: Measured,
+    *,
+    at_ctx: int | None = None,
+    n_prompt: int = PROMPT,
 ) -> tuple[float, float]:
     """The (GB/s, prompt TFLOP/s) that make ``arr``'s one device match ``measured``: the
     speed model's time per token is affine in 1/bandwidth (and prompt time in 1/FLOP/s),
@@ -134,11 +153,11 @@ def learn_device(
             else dataclasses.replace(d, fp16_tflops=1 / inv_tf)
         )
         a, h = with_dev(nd)
-        return PROMPT / speed(shape, a, host=h, at_ctx=at_ctx).prompt_tps
+        return n_prompt / speed(shape, a, host=h, at_ctx=at_ctx, n_prompt=n_prompt).prompt_tps
 
     inv_bw = affine_solve(t_decode, 1 / measured.decode_tps, 1 / d.effective_bw)
     bw = 1 / inv_bw / 1e9 if inv_bw > 0 else d.effective_bw / 1e9 * 10
-    inv_tf = affine_solve(t_prompt, PROMPT / measured.prompt_tps, 1 / getattr(d, key))
+    inv_tf = affine_solve(t_prompt, n_prompt / measured.prompt_tps, 1 / getattr(d, key))
     tf = 1 / inv_tf if inv_tf > 0 else getattr(d, key) * 10
     return bw, tf * _pp_eff(d)
 

@@ -161,9 +161,12 @@ def _flops(d: Device) -> float:
     return d.fp16_tflops * 1e12 * PP_EFFICIENCY["gpu"]
 
 
-def speed(shape: ModelShape, arr: Arrangement, *, host: Device, at_ctx: int | None = None) -> Speed:
+def speed(
+    shape: ModelShape, arr: Arrangement, *, host: Device, at_ctx: int | None = None, n_prompt: int = PROMPT
+) -> Speed:
     """Predicted decode/prompt tok/s of ``arr`` with ``at_ctx`` tokens in the cache
-    (default: the arrangement's context, the slowest point of a full conversation)."""
+    (default: the arrangement's context, the slowest point of a full conversation) and a
+    prompt of ``n_prompt`` tokens (one ubatch)."""
     ctx = arr.ctx if at_ctx is None else at_ctx
     n_kv = max(256, math.ceil(ctx / 256) * 256)
     kvb = CACHE_TYPES[arr.cache_type]
@@ -212,31 +215,31 @@ def speed(shape: ModelShape, arr: Arrangement, *, host: Device, at_ctx: int | No
                 b = nbytes - split + split * share
                 graphs = 0 if is_out else 2
                 t_d = b / d.effective_bw + _layer_cost(d) + graphs * graph_cost(d)
-                per_dev.append((d, t_d, 2 * params * share * PROMPT / _flops(d) + graphs * graph_cost(d)))
+                per_dev.append((d, t_d, 2 * params * share * n_prompt / _flops(d) + graphs * graph_cost(d)))
             slow = max(per_dev, key=lambda p: p[1])
             add_dev(slow[0], _side_by_side([(d, t) for d, t, _ in per_dev], host))
             pp_s += _side_by_side([(d, t) for d, _, t in per_dev], host)
             if not is_out:
                 for _ in range(2):  # two all-reduces per layer
                     _allreduce(dec, members, hidden)
-                    _allreduce(pp, members, hidden * PROMPT)
+                    _allreduce(pp, members, hidden * n_prompt)
                 for d in members:  # its two segments' graphs
                     dec.add(d, nbytes=2 * graph_bytes)
                     pp.add(d, nbytes=2 * graph_bytes)
             cur: Device | None = members[0]
             if prev is not members[0] and prev is not None:
                 dec.copy(prev, members[0], hidden)
-                pp.copy(prev, members[0], hidden * PROMPT)
+                pp.copy(prev, members[0], hidden * n_prompt)
             prev = cur
             continue
         d = dev_of(i)
         starts = il == 0 or prev is not (None if i == CPU else d)  # a new graph on this device
         add_dev(d, nbytes / d.effective_bw + _layer_cost(d) + (hop_cost(d) if starts else 0.0))
-        pp_s += 2 * params * PROMPT / _flops(d) + (hop_cost(d) if starts else 0.0)
+        pp_s += 2 * params * n_prompt / _flops(d) + (hop_cost(d) if starts else 0.0)
         src = prev if prev is not None else None
         if src is not d and not (src is None and i == CPU):
             dec.copy(src, None if i == CPU else d, hidden)
-            pp.copy(src, None if i == CPU else d, hidden * PROMPT)
+            pp.copy(src, None if i == CPU else d, hidden * n_prompt)
         prev = None if i == CPU else d
     # inputs each remote device gets per token (positions, the KQ mask), and the logits back
     users = {devs[i].label: devs[i] for i in set(where) if i != CPU and i < len(devs)}
@@ -244,7 +247,7 @@ def speed(shape: ModelShape, arr: Arrangement, *, host: Device, at_ctx: int | No
         users |= {d.label: d for d in members}
     for d in users.values():
         dec.add(d, nbytes=8 + 2 * n_kv)
-        pp.add(d, nbytes=(8 + 2 * n_kv) * PROMPT)
+        pp.add(d, nbytes=(8 + 2 * n_kv) * n_prompt)
     out_i = where[shape.n_layer]
     out_devs = members if tensor and out_i == 0 else ([] if out_i == CPU else [devs[out_i]])
     for d in out_devs:
@@ -268,7 +271,7 @@ def speed(shape: ModelShape, arr: Arrangement, *, host: Device, at_ctx: int | No
     )
     return Speed(
         decode_tps=1.0 / t if t > 0 else 0.0,
-        prompt_tps=PROMPT / t_pp if t_pp > 0 else 0.0,
+        prompt_tps=n_prompt / t_pp if t_pp > 0 else 0.0,
         device_s=device_s,
         links=links,
         bottleneck=bottleneck,
