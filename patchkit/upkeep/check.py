@@ -436,11 +436,9 @@ class _Engine:
             return _Step(verdict=PatchVerdict(patch=name, status=Status.UPSTREAM), post={})
         _, text = scratch.apply(name, check=True, reject=True)
         _, conflicts = parse_apply_output(text, patch.hunks)
-        if not conflicts:
-            raise PatchError(
-                f"{name}: git apply cannot use the patch: " + _first_error(text),
-                hint="regenerate it with `git diff`",
-            )
+        if not conflicts:  # git apply cannot read it (a hunk's counts off): this patch's verdict
+            why = "git apply cannot read the patch: " + _first_error(text)
+            conflicts = [Conflict(file=f, hunk=None, header="", reason=why) for f in patch.files[:1]]
         return self._conflicts(k, files, conflicts)
 
 

@@ -6,6 +6,9 @@ does, per patch, as ``merged cleanly, review``:
 - ``nearby``: a hunk of the patch sits in the same function (git's hunk-header context)
   as lines upstream changed or removed in ``old..new`` (lines it only added leave the
   patch's as they were), within :data:`NEAR` lines of them;
+- ``inside``: upstream changed or added lines among a hunk's own lines (between its
+  first and last context line: git merges that cleanly when one unchanged line is left
+  between the two changes), in any kind of file (a CMake property list, a Python call);
 - ``api``: a line the patch adds calls a function one of whose declarations in a header
   upstream changed in ``old..new`` is gone (other parameters, or renamed or removed).
 
@@ -60,7 +63,7 @@ _NOT_TYPES = frozenset(["return", "else", "new", "delete", "case", "throw", "co_
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class Finding:
-    kind: str  # "nearby" | "api"
+    kind: str  # "nearby" | "inside" | "api"
     path: str  # the patched file
     text: str  # what to say
     name: str = ""  # "api": the function called
@@ -259,6 +262,32 @@ def _commit_of(up: Upstream, path: str, h: Hunk) -> str:
     return f" (upstream {c[0].commit.short} {c[0].commit.subject[:80]})" if c else ""
 
 
+def _inside(h: Hunk, at: int, u: Hunk) -> bool:
+    """Whether upstream's hunk ``u`` (old..new, no context) changed or added lines among
+    the lines of the patch's hunk ``h`` (at line ``at`` of the old file): strictly after its
+    first line and before its last (what a 3-way merge takes cleanly beside the patch's)."""
+    first, last = at, at + h.old_count - 1
+    if u.old_count == 0:  # lines added after old line u.old_start
+        return first <= u.old_start < last
+    return u.old_start <= last and u.old_start + u.old_count - 1 >= first
+
+
+def _inside_finding(
+    up: Upstream, path: str, h: Hunk, old_lines: list[str], theirs: Sequence[Hunk]
+) -> Finding | None:
+    """The ``inside`` finding of hunk ``h`` (placed by its whole old image), if any."""
+    exact = find_run(old_lines, list(h.before)) if h.before else []
+    u_in = next((u for u in theirs if exact and _inside(h, exact[0] + 1, u)), None)
+    if u_in is None:
+        return None
+    return Finding(
+        kind="inside",
+        path=path,
+        text=f"{path}: the hunk `{h.header.split('@@')[1].strip()}` merged with upstream's change "
+        f"among its own lines{_commit_of(up, path, u_in)}",
+    )
+
+
 def review_patch(up: Upstream, diff: str) -> list[Finding]:
     """What of ``diff`` (a patch that merged cleanly, as made on the old base) to review."""
     out: list[Finding] = []
@@ -277,7 +306,12 @@ def review_patch(up: Upstream, diff: str) -> list[Finding]:
                         if m.group(1) not in _NOT_CALLS:
                             called.setdefault(m.group(1), path)
             fl = _hunk_function(h)
-            if not _is_function(fl) or not theirs or (path, fl) in flagged:
+            if not theirs or (path, fl) in flagged:
+                continue
+            if not _is_function(fl):
+                inside = _inside_finding(up, path, h, old_lines, theirs)
+                if inside is not None:
+                    out.append(inside)
                 continue
             ctx = [ln for ln in h.before if ln.strip()][:3]
             hits = find_run(old_lines, ctx) if ctx else []
@@ -299,6 +333,10 @@ def review_patch(up: Upstream, diff: str) -> list[Finding]:
                 )
                 flagged.add((path, fl))
                 break
+            else:
+                inside = _inside_finding(up, path, h, old_lines, theirs)
+                if inside is not None:
+                    out.append(inside)
     for name, path in called.items():
         for header, before, after in up.changed_declarations(name, path):
             how = "other parameters" if after else "no declaration any more (renamed or removed)"

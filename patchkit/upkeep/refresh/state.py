@@ -133,7 +133,7 @@ class ReviewRecord:
     """One finding of a clean merge to review (:class:`~patchkit.upkeep.refresh.review.Finding`)."""
 
     file: str  # the patch
-    kind: str = dataclasses.field(metadata=meta(check=lambda v: v in ("nearby", "api")))
+    kind: str = dataclasses.field(metadata=meta(check=lambda v: v in ("nearby", "inside", "api")))
     path: str
     text: str
     name: str = ""

@@ -5,6 +5,7 @@ from there; one that does not go in even so stops saying it was stale before the
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -14,16 +15,21 @@ from tests.fixtures.upstream import GIT_ENV, commit_files, git
 F = "".join(f"line {i}\n" for i in range(1, 31))
 
 
-def _setup(tmp_path: Path, patches: dict[str, str]) -> tuple[Path, Path, str, str]:
+def _setup(
+    tmp_path: Path, patches: dict[str, str], text: str = F, new_text: str | None = None
+) -> tuple[Path, Path, str, str]:
     old = os.environ.copy()
     os.environ.update(GIT_ENV)
     os.environ["GIT_CONFIG_GLOBAL"] = os.devnull
+    tmp_path.mkdir(exist_ok=True)
     try:
         up = tmp_path / "up"
         up.mkdir()
         git(up, "init", "-q", "-b", "master")
-        base = commit_files(up, {"src/f.c": F}, "initial")
-        new = commit_files(up, {"src/f.c": F.replace("line 25\n", "line 25 (up)\n")}, "upstream: line 25")
+        base = commit_files(up, {"src/f.c": text}, "initial")
+        if new_text is None:
+            new_text = F.replace("line 25\n", "line 25 (up)\n")
+        new = commit_files(up, {"src/f.c": new_text}, "upstream: line 25")
     finally:
         os.environ.clear()
         os.environ.update(old)
@@ -51,6 +57,13 @@ GONE = "Spell gone out\n\n--- a/src/f.c\n+++ b/src/f.c\n@@ -14,3 +14,3 @@\n nope
 
 def test_a_patch_stale_on_its_own_base_is_taken_there_loosely_and_merged(tmp_path: Path) -> None:
     up, proj, base, new = _setup(tmp_path, {"01-four.patch": FUZZY, "02-ten.patch": SHORT})
+    # check says so per patch (git apply cannot read 02 at all) and goes on with the rest
+    r = invoke(proj, "check", "--all", "--repo", str(up), "--ref", base, "--json")
+    assert r.exit_code == 11, r.output
+    (ref,) = json.loads(r.stdout)["refs"]
+    assert [v["status"] for v in ref["results"]] == ["conflicts", "conflicts"]
+    (c,) = ref["results"][1]["conflicts"]
+    assert c["file"] == "src/f.c" and c["reason"].startswith("git apply cannot read the patch: corrupt patch")
     r = invoke(
         proj,
         "refresh",
@@ -99,3 +112,51 @@ def test_a_patch_that_does_not_go_in_on_its_base_at_all_says_it_was_stale_before
         f"refresh stopped at 01-gone.patch: it does not apply and cannot be 3-way merged (it does not apply "
         f"on its own base {base[:12]} either, not even with reduced context: it was stale before this sync"
     ) in r.output
+
+
+CMAKE = (
+    "".join(f"# {i}\n" for i in range(1, 11))
+    + ("set_target_properties(llama PROPERTIES\n    VERSION ${LLAMA_INSTALL_VERSION}\n    SOVERSION 0\n)\n")
+    + "".join(f"# {i}\n" for i in range(11, 21))
+)
+# upstream fixed the same problem its own way: a line among the patch's context lines
+CMAKE_UP = CMAKE.replace("    SOVERSION 0\n", "    SOVERSION 0\n    MACHO_CURRENT_VERSION 0\n")
+VERSION0 = (
+    "Fix the dylib version\n\n--- a/src/f.c\n+++ b/src/f.c\n@@ -10,5 +10,5 @@\n # 10\n"
+    " set_target_properties(llama PROPERTIES\n-    VERSION ${LLAMA_INSTALL_VERSION}\n+    VERSION 0\n"
+    "     SOVERSION 0\n )\n"
+)
+
+
+def test_a_clean_merge_with_upstream_lines_among_the_hunks_own_is_to_review(tmp_path: Path) -> None:
+    """Not a function (a CMake property list): upstream added a line two below the
+    patched one; git merges it cleanly, the refresh lists it to review."""
+    up, proj, base, new = _setup(tmp_path, {"01-v0.patch": VERSION0}, CMAKE, CMAKE_UP)
+    wd = tmp_path / "wd"
+    r = invoke(
+        proj, "refresh", "--all", "--repo", str(up), "--from", base, "--onto", new, "--workdir", str(wd)
+    )
+    assert r.exit_code == 0, r.output
+    assert (
+        "merged cleanly, review 01-v0.patch: src/f.c: the hunk `-9,7 +9,7` merged with upstream's "
+        f"change among its own lines (upstream {new[:12]} upstream: line 25)"
+    ) in r.output
+    # a change of upstream's two lines away from the hunk is not among its lines
+    up2, proj2, base2, new2 = _setup(
+        tmp_path / "far", {"01-v0.patch": VERSION0}, CMAKE, CMAKE.replace("# 17\n", "# seventeen\n")
+    )
+    r = invoke(
+        proj2,
+        "refresh",
+        "--all",
+        "--repo",
+        str(up2),
+        "--from",
+        base2,
+        "--onto",
+        new2,
+        "--workdir",
+        str(tmp_path / "wd2"),
+    )
+    assert r.exit_code == 0, r.output
+    assert "among its own lines" not in r.output  # (the nearby rule may still name it)
