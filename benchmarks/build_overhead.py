@@ -26,9 +26,10 @@ Warm, ``--warm-rounds`` times, alternating: touch one file a patch of the recipe
 (default: the first C/C++ file of the first patch, ``--touch`` another), then
 ``patchkit build RECIPE --no-smoke --launcher none -j N`` (the worktree and build dir
 reused) against ``ninja -C DIR -j N TARGETS`` in the by-hand build dir (its build.ninja
-first brought up to date, not timed, where patchkit's run rewrote the worktree's git
-index, which llama.cpp's configure depends on); the steps and CMake re-runs of each side
-are printed.
+first brought up to date, not timed, in case patchkit's run changed an input of the
+configure in the shared worktree: it should not, its worktree check writes nothing); the
+steps and CMake re-runs of each side are printed, and a re-run on patchkit's side only is
+named with the logs that show it.
 
 Each run's wall time and CPU time (user + sys of it and every process it waited for:
 steadier than the wall time on a shared machine), the medians and their ratio
@@ -191,10 +192,11 @@ class Bench:
         }
 
     def settle(self, info: dict[str, Any], log: str) -> None:
-        """Regenerate the by-hand build.ninja where it is out of date (not timed): the
-        configure depends on the worktree's git index (llama.cpp's common/CMakeLists.txt),
-        which patchkit's worktree check refreshes after a touch; a user's ninja after an
-        edit would not see that."""
+        """Regenerate the by-hand build.ninja where it is out of date (not timed), so a
+        by-hand warm run times the rebuild a user's edit causes and nothing patchkit's run
+        may have changed in the shared worktree (llama.cpp's configure reads its git index:
+        common/CMakeLists.txt). patchkit's worktree check writes nothing, so this normally
+        runs no step."""
         _, _, env = self.hand_plan(info)
         timed([self.ninja, "-C", str(self.hand_build), "build.ninja"], env, self.logs / log)
 
@@ -392,9 +394,9 @@ def main() -> None:
     steps_ok &= all(r["steps"] > 0 for r in warm["by_hand"])
     steps_ok &= all(p["steps"] >= h["steps"] for p, h in zip(warm["patchkit"], warm["by_hand"]))
     if rp > rh:
-        print(f"warm: patchkit's build ran CMake again {rp} time(s) (by hand {rh}): its worktree check")
-        print("  (git update-index --refresh) rewrites the worktree's git index after the touch, and")
-        print("  llama.cpp's configure depends on that index (common/CMakeLists.txt)")
+        print(f"warm: patchkit's build ran CMake again {rp} time(s) (by hand {rh}): an input of the")
+        print("  configure changed on its side only (its worktree check writes nothing, not even the")
+        print(f"  git index llama.cpp's configure reads); each re-run is in {b.logs}/warm-*-patchkit.log")
     if touched is not None:
         print(f"warm: touched {touched.relative_to(Path(info['build_dir']).parent / 'src')}")
     print(f"cold wall ratio <= 1.03: {'yes' if ratios['cold_wall'] <= 1.03 else 'NO'}")

@@ -112,7 +112,7 @@ def host_secrets() -> Iterator[tuple[Path, tuple[Path, ...]]]:
 
 HEADER = """\
 Subject: build: a little something extra
-Why: a hostile release (issue 25 item 3)
+Why: a hostile release (its recipe runs a launcher of its choosing)
 Upstream-Status: inappropriate
 When: ..
 Default: yes

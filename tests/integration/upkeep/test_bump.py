@@ -221,7 +221,7 @@ def test_bump_then_build_and_smoke_one_recipe(tmp_path: Path) -> None:
 
 
 def test_every_output_is_checked_before_the_project_changes(bup: BumpUpstream, tmp_path: Path) -> None:
-    """Issue 25 item 12: a --summary that cannot be written (a file where its folder should
+    """A --summary that cannot be written (a file where its folder should
     be, a folder) or a --build output folder that is not patchkit's stops the bump before a
     pin or patch is rewritten."""
     proj = bump_project(tmp_path, bup, pin=bup.c["b1"])
@@ -256,7 +256,7 @@ HOSTILE = (
 
 
 def test_hostile_upstream_subject_is_inert(tmp_path: Path) -> None:
-    """Issue 25 items 13, 14 on the real command: a hostile subject in the upstream reaches
+    """On the real command: a hostile subject in the upstream reaches
     neither the terminal as escapes nor the pull request as markup."""
     up = make_bump_upstream(tmp_path / "up")
     git(up.path, "checkout", "-q", "master")
@@ -294,7 +294,7 @@ diff --git a/src/rpc.c b/src/rpc.c
 
 
 def test_bump_build_lists_compile_errors_per_patch(tmp_path: Path) -> None:
-    """Issue 24 part 5: upstream renames a function a patch uses; the patch still merges
+    """Upstream renames a function a patch uses; the patch still merges
     cleanly, the build fails, and the summary names the patch and its error line."""
     from tests.fixtures.project import write_patch, write_recipe
     from tests.fixtures.upstream import CORE, HEADER, make_upstream

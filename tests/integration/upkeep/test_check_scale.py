@@ -1,5 +1,5 @@
 """`check` at queue scale: 40 patches in 120 columns, cascades, and the Python matcher
-giving git's verdicts (issue 24 part 4)."""
+giving git's verdicts."""
 
 from __future__ import annotations
 

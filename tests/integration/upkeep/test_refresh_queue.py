@@ -1,4 +1,4 @@
-"""`patchkit refresh` stops only where a person is needed (issue 24 part 3), on the queue of
+"""`patchkit refresh` stops only where a person is needed, on the queue of
 tests/fixtures/refreshq.py: patches already upstream under each rule (found before merging,
 dropped by --drop-upstreamed without a stop), a clean merge that would double lines,
 --skip / --drop at a stop, hints whose command works (a non-default recipe, --workdir), a

@@ -47,7 +47,7 @@ def test_open_upstream_local_refusals_and_success(tmp_path: Path) -> None:
 
 
 def test_a_clone_folder_name_never_holds_credentials(tmp_path: Path) -> None:
-    """Issue 25 item 9: the clone's folder is named after the URL's last path segment,
+    """The clone's folder is named after the URL's last path segment,
     never its userinfo or query (the folder shows up in messages and logs)."""
     from patchkit.git.cache import _clone_dir
 

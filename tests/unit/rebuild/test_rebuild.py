@@ -164,7 +164,7 @@ def _tar_gz(dest: Path, entries: list[tuple[str, bytes, int]], mtime: int) -> Pa
 def test_a_member_swapped_behind_its_manifest_is_refused_before_building(
     project: Path, tmp_path: Path
 ) -> None:
-    """Issue 25 item 1: the rebuild is compared with the manifest's sha256s, so the archive's
+    """The rebuild is compared with the manifest's sha256s, so the archive's
     own members must be those: a trojaned bin/ file (manifest untouched), or a second member
     of the same name (``tar x`` keeps the last), is refused, never "identical"."""
     recipe, _, build = project_build(project, tmp_path)
@@ -195,7 +195,7 @@ def test_a_member_swapped_behind_its_manifest_is_refused_before_building(
 
 
 def test_what_rebuild_reports_from_an_archive_is_escaped(project: Path, tmp_path: Path) -> None:
-    """Issue 25 item 13: member names (and every other string of the archive) in rebuild's
+    """Member names (and every other string of the archive) in rebuild's
     errors reach the terminal with their control characters escaped."""
     recipe, _, build = project_build(project, tmp_path)
     r = do_release(build, tmp_path / "dist", recipe=recipe, project=project)
@@ -254,7 +254,7 @@ def test_what_rebuild_reports_from_an_archive_is_escaped(project: Path, tmp_path
 def test_a_carried_recipe_naming_a_program_to_run_is_refused(
     project: Path, tmp_path: Path, define: str, why: str
 ) -> None:
-    """Issue 25 item 3: a carried recipe's `[build.defines]` ran a launcher of its choosing
+    """A carried recipe's `[build.defines]` ran a launcher of its choosing
     (`/bin/sh -c touch /tmp/y`) on the rebuilding machine; refused before anything runs."""
     recipe_path = project / "recipes" / "fixture.toml"
     recipe_path.write_text(recipe_path.read_text() + f"{define}\n")

@@ -51,7 +51,7 @@ def _within(seconds: float, fn: Callable[[], Any]) -> BaseException | None:
 
 @pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="FIFOs")
 def test_a_fifo_or_a_link_to_dev_zero_as_the_newest_wheel_is_refused_at_once(tmp_path: Path) -> None:
-    """Item 4: the wheel was hashed before it was checked to be a plain file: a FIFO blocked
+    """The wheel was hashed before it was checked to be a plain file: a FIFO blocked
     `release` forever, a link to /dev/zero read at 100 % CPU forever."""
     build = cuda_build(tmp_path)
     wheels = tmp_path / "wheels"
@@ -77,7 +77,7 @@ def test_a_fifo_or_a_link_to_dev_zero_as_the_newest_wheel_is_refused_at_once(tmp
 
 @pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="FIFOs")
 def test_verify_refuses_an_allowed_signers_fifo_before_reading_a_statement(tmp_path: Path) -> None:
-    """Item 4: `verify --allowed-signers FIFO` stalled 60 s per statement (ssh-keygen waited)."""
+    """`verify --allowed-signers FIFO` stalled 60 s per statement (ssh-keygen waited)."""
     build = cuda_build(tmp_path)
     dist = tmp_path / "dist"
     wheels = tmp_path / "wheels"
@@ -112,7 +112,7 @@ def _release_error(tmp_path: Path, wheels: Path, n: int = 0) -> ReleaseError:
 
 
 def test_a_symlink_entry_as_the_library_is_refused(tmp_path: Path) -> None:
-    """Item 10: a zip entry with symlink mode (target /etc/passwd), RECORD consistent."""
+    """A runtime wheel's zip entry with symlink mode (target /etc/passwd), RECORD consistent."""
     wheels = tmp_path / "wheels"
     rt, _ = runtime_wheels(wheels, major=12, minor=4)
     for w in wheels.glob("nvidia_cuda_runtime*"):
@@ -140,7 +140,7 @@ def test_a_symlink_entry_as_the_library_is_refused(tmp_path: Path) -> None:
     ids=["script", "text", "executable"],
 )
 def test_a_library_that_is_not_a_shared_object_is_refused(tmp_path: Path, body: bytes, why: str) -> None:
-    """Item 10: a shell script (or text, or an executable) with a consistent RECORD."""
+    """A runtime wheel holding a shell script (or text, or an executable) with a consistent RECORD."""
     wheels = tmp_path / "wheels"
     runtime_wheels(wheels, major=12, minor=4)
     for w in wheels.glob("nvidia_cuda_runtime*"):
@@ -152,7 +152,7 @@ def test_a_library_that_is_not_a_shared_object_is_refused(tmp_path: Path, body: 
 
 
 def test_a_stored_file_with_a_wrong_crc_is_one_line(tmp_path: Path) -> None:
-    """Item 10: was a zipfile.BadZipFile traceback (exit 1)."""
+    """A wrong CRC in a runtime wheel is one line (it was a zipfile.BadZipFile traceback, exit 1)."""
     wheels = tmp_path / "wheels"
     rt, _ = runtime_wheels(wheels, major=12, minor=4)
 
@@ -172,7 +172,7 @@ def test_a_stored_file_with_a_wrong_crc_is_one_line(tmp_path: Path) -> None:
 
 
 def test_a_wheel_whose_metadata_names_another_package_is_refused(tmp_path: Path) -> None:
-    """Item 10: nvidia_cuda_runtime_cu12-12.4.96-...whl holding evil_pkg-6.6.6.dist-info was
+    """nvidia_cuda_runtime_cu12-12.4.96-...whl holding evil_pkg-6.6.6.dist-info was
     released and recorded as nvidia-cuda-runtime-cu12 12.4.96."""
     wheels = tmp_path / "wheels"
     runtime_wheels(wheels, major=12, minor=4)
@@ -194,7 +194,7 @@ def test_a_wheel_whose_metadata_names_another_package_is_refused(tmp_path: Path)
 def test_a_library_declaring_more_than_the_limit_is_refused_before_a_byte_is_written(
     tmp_path: Path,
 ) -> None:
-    """Item 10: a 4.5 GiB library in a 4 MB wheel was refused only after ~4 GiB were written,
+    """A 4.5 GiB library in a 4 MB wheel was refused only after ~4 GiB were written,
     with a message naming the 8 GiB total; its declared size is checked first now (the
     limits are scaled down: the same code path)."""
     wheels = tmp_path / "wheels"
@@ -219,7 +219,7 @@ def test_a_library_declaring_more_than_the_limit_is_refused_before_a_byte_is_wri
 
 
 def test_verify_names_a_runtime_library_that_is_not_one(tmp_path: Path) -> None:
-    """Item 10, verify's side: a runtime archive (made by an older patchkit, or by hand) whose
+    """Verify's side: a runtime archive (made by an older patchkit, or by hand) whose
     bin/libcudart.so.12 is a script, its manifest agreeing, is a difference."""
     build = cuda_build(tmp_path)
     wheels = tmp_path / "wheels"

@@ -98,7 +98,7 @@ HOSTILE = (
 
 
 def test_hostile_subjects_are_inert_markdown_and_no_escapes() -> None:
-    """Issue 25 items 13 and 14: an upstream subject cannot mention, link, embed, inject HTML
+    """An upstream subject cannot mention, link, embed, inject HTML
     or reach the terminal as escape sequences; its (#N) links to upstream's pull request."""
     touch = Touching(
         commit=CommitInfo(sha="c" * 40, date="2026-08-19T00:00:00+00:00", subject=HOSTILE), files=("a|b.c",)
@@ -167,7 +167,7 @@ def _series(tmp: Path, bodies: list[tuple[str, str]]) -> list[object]:
 
 
 def test_compile_errors_map_to_the_patch_whose_hunk_covers_the_line(tmp_path: Path) -> None:
-    """Issue 24 part 5: FILE:LINE:COL errors of a failed build, per patch, with the lines a
+    """FILE:LINE:COL errors of a failed build, per patch, with the lines a
     later patch moved followed; errors outside every hunk, or in other files, left out."""
     from patchkit.upkeep.compile_errors import compile_errors
 
