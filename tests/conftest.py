@@ -10,7 +10,7 @@ import pytest
 
 from tests.fixtures.drift import DriftUpstream, make_drift_upstream
 from tests.fixtures.project import write_patch, write_recipe
-from tests.fixtures.upstream import GIT_ENV, GUARD_PATCH_BODY, FixtureUpstream, make_upstream
+from tests.fixtures.upstream import GIT_ENV, GUARD_PATCH_BODY, FixtureUpstream, make_upstream, with_git_env
 
 
 @pytest.fixture(autouse=True)
@@ -28,28 +28,16 @@ def _hermetic(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPath
     monkeypatch.delenv("PATCHKIT_MODEL", raising=False)
 
 
-def _with_git_env(make, root: Path):
-    """Session fixtures run outside the per-test env: give git its identity here."""
-    old = os.environ.copy()
-    os.environ.update(GIT_ENV)
-    os.environ["GIT_CONFIG_GLOBAL"] = os.devnull
-    try:
-        return make(root)
-    finally:
-        os.environ.clear()
-        os.environ.update(old)
-
-
 @pytest.fixture(scope="session")
 def upstream(tmp_path_factory: pytest.TempPathFactory) -> FixtureUpstream:
     """The synthetic upstream repo (built once per session; tests must not modify it)."""
-    return _with_git_env(make_upstream, tmp_path_factory.mktemp("upstream"))
+    return with_git_env(make_upstream, tmp_path_factory.mktemp("upstream"))
 
 
 @pytest.fixture(scope="session")
 def drift(tmp_path_factory: pytest.TempPathFactory) -> DriftUpstream:
     """An upstream whose history breaks a patch and later merges it (tests/fixtures/drift.py)."""
-    return _with_git_env(make_drift_upstream, tmp_path_factory.mktemp("drift"))
+    return with_git_env(make_drift_upstream, tmp_path_factory.mktemp("drift"))
 
 
 @pytest.fixture

@@ -14,23 +14,15 @@ from pathlib import Path
 import pytest
 
 from tests.fixtures.drift import BumpUpstream, bump_project, make_bump_upstream
-from tests.fixtures.upstream import GIT_ENV
+from tests.fixtures.project import run_patchkit
+from tests.fixtures.upstream import with_git_env
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
 root_only = pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0, reason="mknod needs root")
 linux_only = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc/self/fd, mknod, FIFOs")
 
 
 def _patchkit(project: Path, *args: str, cwd: Path, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "PYTHONDONTWRITEBYTECODE": "1", "COLUMNS": "200"}
-    return subprocess.run(
-        [sys.executable, "-m", "patchkit", "--project", str(project), *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=cwd,
-        timeout=timeout,
-    )
+    return run_patchkit("--project", str(project), *args, cwd=cwd, timeout=timeout)
 
 
 def _scratch(tmp_path: Path) -> Path:
@@ -90,14 +82,7 @@ def test_ci_template_into_a_fifo_nobody_reads_is_refused_without_waiting(
 
 @pytest.fixture(scope="module")
 def bup(tmp_path_factory: pytest.TempPathFactory) -> BumpUpstream:
-    old = os.environ.copy()
-    os.environ.update(GIT_ENV)
-    os.environ["GIT_CONFIG_GLOBAL"] = os.devnull
-    try:
-        return make_bump_upstream(tmp_path_factory.mktemp("bump"))
-    finally:
-        os.environ.clear()
-        os.environ.update(old)
+    return with_git_env(make_bump_upstream, tmp_path_factory.mktemp("bump"))
 
 
 @root_only

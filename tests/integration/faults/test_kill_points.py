@@ -23,7 +23,7 @@ from tests.fixtures.project import write_recipe
 from tests.fixtures.queue import QUEUE_DATA
 from tests.fixtures.release import make_build
 from tests.fixtures.sysroot import fake_tools
-from tests.fixtures.upstream import GIT_ENV, git
+from tests.fixtures.upstream import GIT_ENV, git, with_git_env
 
 pytestmark = pytest.mark.skipif(strace_missing() is not None, reason=str(strace_missing()))
 
@@ -32,14 +32,7 @@ State = dict[str, bytes | str]
 
 @pytest.fixture(scope="module")
 def bup(tmp_path_factory: pytest.TempPathFactory) -> BumpUpstream:
-    old = os.environ.copy()
-    os.environ.update(GIT_ENV)
-    os.environ["GIT_CONFIG_GLOBAL"] = os.devnull
-    try:
-        return make_bump_upstream(tmp_path_factory.mktemp("bump"))
-    finally:
-        os.environ.clear()
-        os.environ.update(old)
+    return with_git_env(make_bump_upstream, tmp_path_factory.mktemp("bump"))
 
 
 def _no_traceback(r: Run) -> None:

@@ -21,7 +21,7 @@ from tests.fixtures.faults import Scenario, differ, sample, state, strace_missin
 from tests.fixtures.project import write_recipe
 from tests.fixtures.queue import QUEUE_DATA
 from tests.fixtures.release import make_build
-from tests.fixtures.upstream import GIT_ENV
+from tests.fixtures.upstream import GIT_ENV, with_git_env
 
 pytestmark = pytest.mark.skipif(strace_missing() is not None, reason=str(strace_missing()))
 
@@ -52,14 +52,7 @@ _NO_SPACE_CALLS = frozenset(
 
 @pytest.fixture(scope="module")
 def bup(tmp_path_factory: pytest.TempPathFactory) -> BumpUpstream:
-    old = os.environ.copy()
-    os.environ.update(GIT_ENV)
-    os.environ["GIT_CONFIG_GLOBAL"] = os.devnull
-    try:
-        return make_bump_upstream(tmp_path_factory.mktemp("bump"))
-    finally:
-        os.environ.clear()
-        os.environ.update(old)
+    return with_git_env(make_bump_upstream, tmp_path_factory.mktemp("bump"))
 
 
 def full_disk_loop(

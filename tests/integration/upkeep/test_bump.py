@@ -11,21 +11,12 @@ import pytest
 from patchkit.spec.series import load_series
 from tests.fixtures.drift import RPC_B5, BumpUpstream, bump_project, make_bump_upstream
 from tests.fixtures.project import assert_error, invoke
-from tests.fixtures.upstream import GIT_ENV, git
+from tests.fixtures.upstream import git, with_git_env
 
 
 @pytest.fixture(scope="module")
 def bup(tmp_path_factory: pytest.TempPathFactory) -> BumpUpstream:
-    import os
-
-    old = os.environ.copy()
-    os.environ.update(GIT_ENV)
-    os.environ["GIT_CONFIG_GLOBAL"] = os.devnull
-    try:
-        return make_bump_upstream(tmp_path_factory.mktemp("bump"))
-    finally:
-        os.environ.clear()
-        os.environ.update(old)
+    return with_git_env(make_bump_upstream, tmp_path_factory.mktemp("bump"))
 
 
 def snapshot(proj: Path) -> dict[str, bytes]:
