@@ -6,9 +6,9 @@ does, per patch, as ``merged cleanly, review``:
 - ``nearby``: a hunk of the patch sits in the same function (git's hunk-header context)
   as lines upstream changed or removed in ``old..new`` (lines it only added leave the
   patch's as they were), within :data:`NEAR` lines of them;
-- ``inside``: upstream changed or added lines among a hunk's own lines (between its
-  first and last context line: git merges that cleanly when one unchanged line is left
-  between the two changes), in any kind of file (a CMake property list, a Python call);
+- ``inside``: upstream changed, removed or added lines among a hunk's own lines or right
+  next to them (git merges that cleanly when one unchanged line is left between the two
+  changes), in any kind of file (a CMake property list, a Python call);
 - ``api``: a line the patch adds calls a function one of whose declarations in a header
   upstream changed in ``old..new`` is gone (other parameters, or renamed or removed).
 
@@ -263,12 +263,12 @@ def _commit_of(up: Upstream, path: str, h: Hunk) -> str:
 
 
 def _inside(h: Hunk, at: int, u: Hunk) -> bool:
-    """Whether upstream's hunk ``u`` (old..new, no context) changed or added lines among
-    the lines of the patch's hunk ``h`` (at line ``at`` of the old file): strictly after its
-    first line and before its last (what a 3-way merge takes cleanly beside the patch's)."""
-    first, last = at, at + h.old_count - 1
+    """Whether upstream's hunk ``u`` (old..new, no context) changed, removed or added lines
+    among the lines of the patch's hunk ``h`` (at line ``at`` of the old file) or right
+    next to them (what a 3-way merge takes cleanly beside the patch's change)."""
+    first, last = at - 1, at + h.old_count  # the lines just outside it too
     if u.old_count == 0:  # lines added after old line u.old_start
-        return first <= u.old_start < last
+        return first <= u.old_start <= last
     return u.old_start <= last and u.old_start + u.old_count - 1 >= first
 
 
@@ -284,7 +284,7 @@ def _inside_finding(
         kind="inside",
         path=path,
         text=f"{path}: the hunk `{h.header.split('@@')[1].strip()}` merged with upstream's change "
-        f"among its own lines{_commit_of(up, path, u_in)}",
+        f"among or right next to its lines{_commit_of(up, path, u_in)}",
     )
 
 

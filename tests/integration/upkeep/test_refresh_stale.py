@@ -139,7 +139,7 @@ def test_a_clean_merge_with_upstream_lines_among_the_hunks_own_is_to_review(tmp_
     assert r.exit_code == 0, r.output
     assert (
         "merged cleanly, review 01-v0.patch: src/f.c: the hunk `-9,7 +9,7` merged with upstream's "
-        f"change among its own lines (upstream {new[:12]} upstream: line 25)"
+        f"change among or right next to its lines (upstream {new[:12]} upstream: line 25)"
     ) in r.output
     # a change of upstream's two lines away from the hunk is not among its lines
     up2, proj2, base2, new2 = _setup(
@@ -159,4 +159,4 @@ def test_a_clean_merge_with_upstream_lines_among_the_hunks_own_is_to_review(tmp_
         str(tmp_path / "wd2"),
     )
     assert r.exit_code == 0, r.output
-    assert "among its own lines" not in r.output  # (the nearby rule may still name it)
+    assert "right next to its lines" not in r.output  # (the nearby rule may still name it)
