@@ -59,7 +59,6 @@ from patchkit.core.proc import RunResult, run
 
 __all__ = [
     "ETC",
-    "NO_SANDBOX",
     "Sandbox",
     "command_define",
     "in_view",
@@ -70,7 +69,6 @@ __all__ = [
     "unset_env",
 ]
 
-NO_SANDBOX = "--no-sandbox"
 _PROBE_SECONDS = 30.0
 
 # Defines whose value CMake runs as a program (compilers, launchers, linters, binutils,
@@ -354,7 +352,7 @@ def prepare(
     nested: bool = False,
 ) -> Sandbox:
     """A sandbox that works here (bwrap found on ``env``'s PATH, it could start one, and the
-    one it started runs unprivileged): ToolMissing, one line naming ``--no-sandbox``, when
+    one it started runs unprivileged): ToolMissing (a :class:`SandboxUnavailable`), when
     not. ``programs`` (cmake, ninja, the launcher) and ``compilers`` are shown where they
     live (:func:`program_paths`, :func:`toolchain_paths`)."""
     found = shutil.which("bwrap", path=env.get("PATH"))

@@ -38,6 +38,13 @@ from patchkit.core.fs import sha256_bytes, sha256_file
 from patchkit.core.paths import cache_dir, cache_layout
 from patchkit.core.record import RecordError
 from patchkit.core.text import printable
+from patchkit.rebuild.problems import (
+    CacheNotAFolder,
+    NoCarriedSources,
+    NotAReleaseArchive,
+    ReleaseNotVerified,
+    SandboxRefuses,
+)
 from patchkit.release.archive import (
     ARCHIVE_SUFFIXES,
     DEFAULT_LIMITS,
@@ -63,7 +70,6 @@ from patchkit.spec.series import load_series
 
 __all__ = ["ArchiveRebuild", "RebuildOptions", "archives_of", "rebuild_archive"]
 
-_REFUSED_HINT = "it is not an archive `patchkit release` wrote; do not unpack it"
 SOURCE_FILES = 256  # recipe, series, toolchain (+ helpers) and the patches an archive may carry
 
 
@@ -104,9 +110,8 @@ def archives_of(target: Path) -> list[Path]:
         if not report.ok:
             n = len(report.differences)
             raise ReleaseError(
-                f"{target} does not verify ({n} difference{'s' if n != 1 else ''}): not rebuilding it",
+                problem=ReleaseNotVerified(target=target, differences=n),
                 detail="\n".join(report.differences[:20]),
-                hint=f"run `patchkit verify {target}` for the list",
             )
         # a CUDA runtime archive holds NVIDIA's files: nothing to rebuild
         return [target / a for a in report.archives if not report.is_runtime(a)]
@@ -123,12 +128,12 @@ def _manifest(data: bytes | None, what: str) -> Manifest:
     except (ValueError, UnicodeDecodeError, RecursionError):
         obj = None
     if not isinstance(obj, dict):
-        raise ReleaseError(f"{what} is not a JSON object", hint=_REFUSED_HINT)
+        raise ReleaseError(problem=NotAReleaseArchive(found=f"{what} is not a JSON object"))
     try:
         return parse_manifest(obj)
     except RecordError as e:
         raise ReleaseError(
-            f"{what}: {e.key} is missing or not the expected type", hint=_REFUSED_HINT
+            problem=NotAReleaseArchive(found=f"{what}: {e.key} is missing or not the expected type")
         ) from None
 
 
@@ -136,9 +141,9 @@ def _entries(path: Path, keep: list[str], limits: Limits) -> list[EntryInfo]:
     try:
         return read_archive(path, keep=keep, limits=limits)
     except ArchiveRefused as e:
-        raise ReleaseError(f"{path.name}: refused: {e}", hint=_REFUSED_HINT) from None
+        raise ReleaseError(problem=NotAReleaseArchive(found=f"{path.name}: refused: {e}")) from None
     except ValueError as e:
-        raise ReleaseError(f"{path.name}: {e}", hint=_REFUSED_HINT) from None
+        raise ReleaseError(problem=NotAReleaseArchive(found=f"{path.name}: {e}")) from None
 
 
 def _read(path: Path) -> tuple[str, Manifest, dict[str, EntryInfo]]:
@@ -155,18 +160,18 @@ def _read(path: Path) -> tuple[str, Manifest, dict[str, EntryInfo]]:
     for entry in _entries(path, [f"{root}/manifest.json"], DEFAULT_LIMITS):
         why = unsafe_member_name(entry.name)
         if why or not entry.name.startswith(f"{root}/") or not entry.is_file:
-            raise ReleaseError(
+            found = (
                 f"{path.name}: member {printable(entry.name[:200])!r}: "
-                f"{why or 'not a file in the top folder ' + printable(root)}",
-                hint=_REFUSED_HINT,
+                f"{why or 'not a file in the top folder ' + printable(root)}"
             )
+            raise ReleaseError(problem=NotAReleaseArchive(found=found))
         rel = entry.name[len(root) + 1 :]
         if rel in members:
-            raise ReleaseError(
+            found = (
                 f"{path.name}: member {printable(entry.name[:200])!r} appears twice "
-                "(an unpacker keeps the last one)",
-                hint=_REFUSED_HINT,
+                "(an unpacker keeps the last one)"
             )
+            raise ReleaseError(problem=NotAReleaseArchive(found=found))
         members[rel] = entry
     manifest = _manifest(
         members["manifest.json"].data if "manifest.json" in members else None, f"{path.name}: manifest.json"
@@ -175,17 +180,17 @@ def _read(path: Path) -> tuple[str, Manifest, dict[str, EntryInfo]]:
     if source is not None:
         keep = sorted({f"{root}/{n}" for n in _named(source)})
         if len(keep) > SOURCE_FILES:
-            raise ReleaseError(
-                f"{path.name}: the manifest names {len(keep)} source files (at most {SOURCE_FILES})",
-                hint=_REFUSED_HINT,
-            )
+            found = f"{path.name}: the manifest names {len(keep)} source files (at most {SOURCE_FILES})"
+            raise ReleaseError(problem=NotAReleaseArchive(found=found))
         limits = dataclasses.replace(DEFAULT_LIMITS, keep=SOURCE_MAX)
         for entry in _entries(path, keep, limits):
             rel = entry.name[len(root) + 1 :]
             if entry.name in keep and members[rel].sha256 == entry.sha256:
                 members[rel] = entry
             elif entry.name in keep:
-                raise ReleaseError(f"{path.name}: {rel} changed while it was read", hint=_REFUSED_HINT)
+                raise ReleaseError(
+                    problem=NotAReleaseArchive(found=f"{path.name}: {rel} changed while it was read")
+                )
     return root, manifest, members
 
 
@@ -207,42 +212,35 @@ def _sources(
     the recipe's project path."""
     source = manifest.source if isinstance(manifest, ReleaseManifest) else None
     if not isinstance(manifest, ReleaseManifest) or source is None:
-        raise ReleaseError(
-            f"{name} carries no sources (released without its recipe, or from a "
-            "stale build): it cannot be rebuilt from the archive alone",
-            hint="release it again with `patchkit release RECIPE`",
-        )
+        raise ReleaseError(problem=NoCarriedSources(archive=name))
     listed = {f.path: f for f in manifest.files}
     out: dict[str, bytes] = {}
     for rel in _named(source):  # at most SOURCE_FILES: checked in _read
         if not rel.startswith(PREFIX) or unsafe_member_name(rel):
-            raise ReleaseError(
-                f"{name}: manifest source entry {rel[:200]!r} is not a path under {PREFIX}",
-                hint=_REFUSED_HINT,
-            )
+            found = f"{name}: manifest source entry {rel[:200]!r} is not a path under {PREFIX}"
+            raise ReleaseError(problem=NotAReleaseArchive(found=found))
         entry = members.get(rel)
         if entry is None or entry.data is None:
-            raise ReleaseError(
-                f"{name}: {rel} is named by the manifest but not in the archive", hint=_REFUSED_HINT
-            )
+            found = f"{name}: {rel} is named by the manifest but not in the archive"
+            raise ReleaseError(problem=NotAReleaseArchive(found=found))
         if rel not in listed or listed[rel].sha256 != entry.sha256:
-            raise ReleaseError(
-                f"{name}: {rel} does not match the manifest's files list",
-                hint="run `patchkit verify` on its folder",
-            )
+            found = f"{name}: {rel} does not match the manifest's files list"
+            raise ReleaseError(problem=NotAReleaseArchive(found=found, against="files"))
         out[rel[len(PREFIX) :]] = entry.data
     recipe_rel = source.recipe[len(PREFIX) :]
     if sha256_bytes(out[recipe_rel]) != manifest.recipe.sha256:
-        raise ReleaseError(
+        found = (
             f"{name}: the carried recipe is not the one the manifest names "
-            f"(sha256 {manifest.recipe.sha256:.12}…)",
-            hint=_REFUSED_HINT,
+            f"(sha256 {manifest.recipe.sha256:.12}…)"
         )
+        raise ReleaseError(problem=NotAReleaseArchive(found=found))
     carried = [p[len(PREFIX) :] for p in source.patches]
     shas = [p.sha256 for p in manifest.patches]
     if [sha256_bytes(out[p]) for p in carried] != shas:
         raise ReleaseError(
-            f"{name}: the carried patches are not the manifest's (sha256, order)", hint=_REFUSED_HINT
+            problem=NotAReleaseArchive(
+                found=f"{name}: the carried patches are not the manifest's (sha256, order)"
+            )
         )
     return manifest, out, recipe_rel
 
@@ -281,11 +279,7 @@ def _sandbox_cache_settings(opts: RebuildOptions, env: Mapping[str, str]) -> com
     reached over TCP); ccache or none, as the user says, never as the recipe says."""
     settings = opts.compile_cache or compcache.resolve(env=env, remote_flag="off", dist_flag="off")
     if settings.launcher == "sccache" or settings.dist is not None:
-        raise ConfigError(
-            f"{settings.launcher_from} asks for sccache, which cannot work in the rebuild's sandbox "
-            "(its server is outside, and there is no network)",
-            hint=f"--launcher ccache or none, or {sandbox.NO_SANDBOX} if you trust this release",
-        )
+        raise ConfigError(problem=SandboxRefuses(asked="sccache", launcher_from=settings.launcher_from))
     return dataclasses.replace(settings, remote=None)
 
 
@@ -303,11 +297,13 @@ def _check_members(
     )
     if diffs:
         n = len(diffs)
-        raise ReleaseError(
+        found = (
             f"{path.name}: its members are not the files its manifest lists "
-            f"({n} difference{'s' if n != 1 else ''}): not rebuilding it",
+            f"({n} difference{'s' if n != 1 else ''}): not rebuilding it"
+        )
+        raise ReleaseError(
+            problem=NotAReleaseArchive(found=found, against="members"),
             detail="\n".join(printable(d) for d in diffs[:20]),
-            hint=f"run `patchkit verify` on its folder; {_REFUSED_HINT}",
         )
 
 
@@ -364,7 +360,7 @@ def _private_cache(given: Path | None, scratch: Path) -> Path:
         return (scratch / "cache").resolve()
     base = given.expanduser()
     if base.is_symlink() or (base.exists() and not base.is_dir()):
-        raise ConfigError(f"--cache {given} is not a folder", hint="name a folder (it is made if missing)")
+        raise ConfigError(problem=CacheNotAFolder(given=given))
     base.mkdir(parents=True, exist_ok=True)
     return Path(tempfile.mkdtemp(prefix="rebuild-", dir=base)).resolve()
 
@@ -431,10 +427,7 @@ def _rebuild(
     path: Path, opts: RebuildOptions, on_build: Callable[[str], None] | None = None
 ) -> ArchiveRebuild:
     if opts.smoke and opts.sandbox:
-        raise ConfigError(
-            "--smoke runs the rebuilt binaries (the release's code) on this host, outside the sandbox",
-            hint=f"add {sandbox.NO_SANDBOX} only if you trust this release (comparing bytes needs no smoke)",
-        )
+        raise ConfigError(problem=SandboxRefuses(asked="smoke"))
     root, found, members = _read(path)
     manifest, sources, recipe_rel = _sources(path.name, found, members)
     _check_members(path, root, manifest, members)

@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from patchkit.builder import sandbox
+from patchkit.builder.problems import SandboxUnavailable
 from patchkit.core.errors import ToolMissing
 from tests.fixtures.project import assert_error, invoke, write_patch
 from tests.fixtures.upstream import CMAKELISTS
@@ -240,15 +241,16 @@ def test_the_sandbox_is_read_only_without_network_and_says_when_it_cannot_start(
     assert (work / "ok").exists() and not Path("/usr/patchkit-probe").exists()
     assert "eth0" not in res.stdout and "lo:" in res.stdout
     # no bwrap on PATH, or one that cannot make namespaces: one line naming the opt-out
-    with pytest.raises(ToolMissing, match="needs bubblewrap") as e:
+    with pytest.raises(ToolMissing) as e:
         sandbox.prepare([work], {"PATH": str(tmp_path / "empty")})
-    assert "--no-sandbox" in e.value.hint
+    assert e.value.problem == SandboxUnavailable(found="no-bwrap")
     fake = tmp_path / "bin"
     fake.mkdir()
     (fake / "bwrap").write_text(
         "#!/bin/sh\necho 'bwrap: No permissions to create new namespace' >&2\nexit 1\n"
     )
     (fake / "bwrap").chmod(0o755)
-    with pytest.raises(ToolMissing, match="No permissions to create new namespace") as e:
+    with pytest.raises(ToolMissing) as e:
         sandbox.prepare([work], {"PATH": f"{fake}:/usr/bin:/bin"})
-    assert "--no-sandbox" in e.value.hint
+    assert isinstance(e.value.problem, SandboxUnavailable) and e.value.problem.found == "cannot-start"
+    assert "No permissions to create new namespace" in e.value.problem.why

@@ -14,6 +14,7 @@ from patchkit.core.errors import ConfigError, FatalError, ReleaseError
 from patchkit.core.fs import Foreign, ForeignEntry
 from patchkit.release.release import ImportCheckFailed
 from tests.unit.cli.problems_build_golden import GOLDEN as BUILD
+from tests.unit.cli.problems_rebuild_golden import GOLDEN as REBUILD
 
 OUT = Path("/home/u/out")
 GOLDEN: list[tuple[FatalError, str, str]] = [
@@ -57,7 +58,7 @@ GOLDEN: list[tuple[FatalError, str, str]] = [
 ]
 
 
-GOLDEN += BUILD
+GOLDEN += BUILD + REBUILD
 
 
 @pytest.mark.parametrize(("error", "message", "hint"), GOLDEN)

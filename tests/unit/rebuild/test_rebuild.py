@@ -11,6 +11,7 @@ from click.testing import CliRunner
 
 from patchkit.cli import main
 from patchkit.core.errors import ReleaseError
+from patchkit.rebuild.problems import NoCarriedSources, NotAReleaseArchive, ReleaseNotVerified
 from patchkit.rebuild.rebuild import SOURCE_FILES, RebuildOptions, archives_of, rebuild_archive
 from patchkit.release.archive import Member, read_archive, write_archive
 from patchkit.release.release import dump_manifest
@@ -43,9 +44,9 @@ def _with_manifest(
 def test_an_archive_without_sources_is_refused_before_building(tmp_path: Path) -> None:
     r = _release(tmp_path)
     assert json.loads(r.manifest.read_text())["source"] is None  # released without a recipe
-    with pytest.raises(ReleaseError, match="carries no sources") as e:
+    with pytest.raises(ReleaseError) as e:
         rebuild_archive(r.archive, RebuildOptions(env={}, cache=tmp_path / "cache"))
-    assert "patchkit release RECIPE" in e.value.hint
+    assert e.value.problem == NoCarriedSources(archive=r.archive.name)
     assert not (tmp_path / "cache").exists()
 
 
@@ -54,8 +55,10 @@ def test_a_folder_must_verify_and_a_file_must_be_an_archive(tmp_path: Path) -> N
     assert archives_of(tmp_path / "dist") == [r.archive]
     assert archives_of(r.archive) == [r.archive]
     (tmp_path / "dist" / "SHA256SUMS").write_text("nonsense\n")
-    with pytest.raises(ReleaseError, match="does not verify"):
+    with pytest.raises(ReleaseError) as e:
         archives_of(tmp_path / "dist")
+    assert isinstance(e.value.problem, ReleaseNotVerified) and e.value.problem.target == tmp_path / "dist"
+    assert e.value.problem.differences > 0
     with pytest.raises(ReleaseError, match="neither a release folder nor"):
         archives_of(r.manifest)
     junk = tmp_path / "junk.tar.gz"
@@ -142,8 +145,9 @@ def test_a_folders_cuda_runtime_archive_is_not_rebuilt(tmp_path: Path) -> None:
     assert r.runtime is not None and r.runtime.is_file()
     assert archives_of(dist) == [r.archive]
     # given by itself, it is refused like any archive without sources
-    with pytest.raises(ReleaseError, match="carries no sources"):
+    with pytest.raises(ReleaseError) as e:
         rebuild_archive(r.runtime, RebuildOptions(env={}))
+    assert e.value.problem == NoCarriedSources(archive=r.runtime.name)
 
 
 def _tar_gz(dest: Path, entries: list[tuple[str, bytes, int]], mtime: int) -> Path:
@@ -183,7 +187,8 @@ def test_a_member_swapped_behind_its_manifest_is_refused_before_building(
     opts = RebuildOptions(env={}, cache=tmp_path / "cache")
     with pytest.raises(ReleaseError, match="its members are not the files its manifest lists") as e:
         rebuild_archive(swapped, opts)
-    assert "bin/llama-cli: sha256 is" in e.value.detail and "patchkit verify" in e.value.hint
+    assert "bin/llama-cli: sha256 is" in e.value.detail
+    assert isinstance(e.value.problem, NotAReleaseArchive) and e.value.problem.against == "members"
     with pytest.raises(ReleaseError, match=r"member '.*/bin/llama-cli' appears twice"):
         rebuild_archive(twice, opts)
     # a member the manifest does not list is refused the same way
