@@ -13,7 +13,7 @@ import numpy as np
 
 from patchkit.plan.devices import Device
 
-__all__ = ["CPU", "Arrangement", "device_names", "layer_devices"]
+__all__ = ["CPU", "Arrangement", "device_names", "layer_devices", "ot_index"]
 
 CPU = -1  # a layer on the host CPU
 
@@ -149,5 +149,14 @@ def layer_devices(arr: Arrangement, n_layer: int, *, weights: bool = True) -> li
     if arr.ot_device is not None and weights:  # -ot moves the blocks' weights, not their layer
         a, b = arr.ot_layers
         for il in range(a, min(b, n_layer)):
-            out[il] = len(arr.devices)
+            out[il] = ot_index(arr)
     return out
+
+
+def ot_index(arr: Arrangement) -> int:
+    """Where ``layer_devices`` puts the ``-ot`` device: its place in ``-dev`` when it is one
+    of the split's devices (a layer split's ``-ot`` must name one: llama.cpp aborts on a
+    weight in a buffer no device of the split can run), else after them."""
+    d = arr.ot_device
+    labels = [x.label for x in arr.devices]
+    return labels.index(d.label) if d is not None and d.label in labels else len(arr.devices)

@@ -23,7 +23,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterable
 
-from patchkit.plan.arrangement import CPU, Arrangement, layer_devices
+from patchkit.plan.arrangement import CPU, Arrangement, layer_devices, ot_index
 from patchkit.plan.model import ModelShape
 
 __all__ = ["CACHE_TYPES", "DeviceMemory", "Memory", "kv_cells", "memory"]
@@ -87,7 +87,8 @@ def kv_cells(shape: ModelShape, ctx: int, *, swa: bool, ubatch: int = 512) -> in
 
 def memory(shape: ModelShape, arr: Arrangement, *, host_capacity: int, n_seq: int = 1) -> Memory:
     """Bytes per device for ``arr`` running ``shape`` at ``arr.ctx``."""
-    n = len(arr.devices) + (1 if arr.ot_device is not None else 0)
+    extra_ot = arr.ot_device is not None and ot_index(arr) == len(arr.devices)
+    n = len(arr.devices) + (1 if extra_ot else 0)
     model = [0.0] * (n + 1)  # index n (== CPU via -1) is the host
     ctxb = [0.0] * (n + 1)
     where = layer_devices(arr, shape.n_layer)
@@ -152,7 +153,7 @@ def memory(shape: ModelShape, arr: Arrangement, *, host_capacity: int, n_seq: in
     )
 
     devs: list[DeviceMemory] = []
-    all_devices = [*arr.devices, *([arr.ot_device] if arr.ot_device is not None else [])]
+    all_devices = [*arr.devices, *([arr.ot_device] if extra_ot and arr.ot_device is not None else [])]
     for i, dev in enumerate(all_devices):
         devs.append(
             DeviceMemory(

@@ -217,3 +217,19 @@ def test_layer_split_ot_moves_the_weights_and_leaves_the_cache() -> None:
     assert after[1].compute > 0
     assert layer_devices(moved, s.n_layer)[2:4] == [1, 1]
     assert layer_devices(moved, s.n_layer, weights=False)[2:4] == [0, 0]
+
+
+def test_layer_split_ot_onto_one_of_its_own_devices_is_counted_once() -> None:
+    """-ot naming a device of the split (the form upstream runs: a target outside -dev
+    aborts at load, "pre-allocated tensor ... in a buffer that cannot run the operation"):
+    the weights move between the two, each device is one row, the caches stay."""
+    s = _shape(dense())
+    a, b = _dev("a"), _dev("b")
+    plain = Arrangement(split_mode="layer", devices=(a, b), shares=(0.5, 0.5), ts_values=(1.0, 1.0), ctx=4096)
+    moved = dataclasses.replace(plain, ot_device=a, ot_layers=(6, 8))  # b's last two blocks
+    before = memory(s, plain, host_capacity=64 * GIB).devices
+    after = memory(s, moved, host_capacity=64 * GIB).devices
+    two = s.layers[6].weight_bytes + s.layers[7].weight_bytes
+    assert [d.label for d in after] == ["a", "b", "host"]
+    assert after[0].model == before[0].model + two and after[1].model == before[1].model - two
+    assert [d.context for d in after] == [d.context for d in before]
