@@ -12,7 +12,8 @@ import pytest
 
 from tests.fixtures.drift import make_project, patch_header
 from tests.fixtures.project import invoke
-from tests.fixtures.refreshq import RefreshQueue, make_refresh_queue, patches_for
+from tests.fixtures.refreshq import PatchQueue as RefreshQueue
+from tests.fixtures.refreshq import make_refresh_queue, patches_for
 from tests.fixtures.upstream import GIT_ENV
 
 

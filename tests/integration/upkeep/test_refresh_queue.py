@@ -18,7 +18,8 @@ from patchkit.spec.series import load_series
 from patchkit.upkeep.refresh import RefreshOptions, RefreshStopped, refresh_start
 from tests.fixtures.drift import make_project, patch_header
 from tests.fixtures.project import assert_error, invoke, run_cli
-from tests.fixtures.refreshq import B_U5, GAMMA_CASE, RefreshQueue, make_refresh_queue, patches_for
+from tests.fixtures.refreshq import B_U5, GAMMA_CASE, make_refresh_queue, patches_for
+from tests.fixtures.refreshq import PatchQueue as RefreshQueue
 from tests.fixtures.upstream import GIT_ENV, git
 
 

@@ -1,5 +1,5 @@
 """What a refresh says at its stops and after its clean merges, on the queue of
-tests/fixtures/stopsq.py: a file upstream split (the deleting commit and where the
+tests/fixtures/refreshq.make_stops_queue: a file upstream split (the deleting commit and where the
 hunk's code lives now), clean merges to review (beside upstream's change in the same
 function, a call to a function whose declaration changed), recorded resolutions kept to
 their file and patch (a file they fill entirely is staged), a resolution carried through
@@ -16,7 +16,9 @@ import pytest
 
 from tests.fixtures.drift import make_project
 from tests.fixtures.project import assert_error, invoke, run_cli
-from tests.fixtures.stopsq import KEEP, TWICE, TWIN, StopsQueue, make_stops_queue, stops_patches
+from tests.fixtures.refreshq import KEEP, TWICE, TWIN, make_stops_queue
+from tests.fixtures.refreshq import PatchQueue as StopsQueue
+from tests.fixtures.refreshq import patches_for as stops_patches
 from tests.fixtures.upstream import GIT_ENV, git
 
 
