@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-import patchkit.upkeep.check as check_mod
+import patchkit.upkeep.check_engine as check_mod
 from patchkit.core.fs import sha256_file
 from patchkit.spec.series import load_series
 from patchkit.upkeep.check import check_range
