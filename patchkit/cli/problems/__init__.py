@@ -5,8 +5,8 @@ Engines raise a ``FatalError`` carrying a problem (typed fields); the CLI's erro
 advice (which flag to pass, which command to run) is written here, beside the commands,
 not in the engines. An error without a problem keeps the message and hint it was raised
 with. One module per area, each with its ``RENDERERS``: ``files`` (core/fs's folder
-ownership), ``build`` (builder/), ``rebuild`` (rebuild/), ``release`` (release/);
-``patchkit/cli/problems_fs.py`` holds core/fs's file problems. Golden tests: tests/unit/cli/test_problems*.py.
+ownership), ``fs`` (core/fs's file problems), ``build`` (builder/), ``rebuild`` (rebuild/),
+``release`` (release/). Golden tests: tests/unit/cli/test_problems*.py.
 """
 
 from __future__ import annotations
@@ -14,8 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from patchkit.cli.problems import build, files, rebuild, release
-from patchkit.cli.problems_fs import RENDERERS as FS_RENDERERS
+from patchkit.cli.problems import build, files, fs, rebuild, release
 from patchkit.core.errors import FatalError, Problem
 
 __all__ = ["RENDERERS", "render", "said", "words"]
@@ -25,7 +24,7 @@ RENDERERS: dict[type[Problem], Callable[[Any], tuple[str, str]]] = {
     **release.RENDERERS,
     **build.RENDERERS,
     **rebuild.RENDERERS,
-    **FS_RENDERERS,
+    **fs.RENDERERS,
 }
 
 

@@ -9,7 +9,7 @@ import pytest
 from click.testing import CliRunner
 
 from patchkit.cli.problems import RENDERERS, render
-from patchkit.cli.problems_fs import RENDERERS as FS_RENDERERS
+from patchkit.cli.problems.fs import RENDERERS as FS_RENDERERS
 from patchkit.core.errors import ConfigError, FatalError, ReleaseError
 from patchkit.core.fs import Foreign, ForeignEntry
 from patchkit.release.release import ImportCheckFailed

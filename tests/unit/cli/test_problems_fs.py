@@ -1,5 +1,5 @@
 """Golden messages of the file problems (core.fs_problems): the facts from the problem, the
-advice from patchkit/cli/problems_fs.py, in the words they always were."""
+advice from patchkit/cli/problems/fs.py, in the words they always were."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from patchkit.cli.problems import render
-from patchkit.cli.problems_fs import RENDERERS
+from patchkit.cli.problems.fs import RENDERERS
 from patchkit.core.errors import BuildError, ConfigError, FatalError, RecipeError
 from patchkit.core.fs_problems import CopyRefused, TooLarge, WriteFailed, WriteRefused, human_size
 

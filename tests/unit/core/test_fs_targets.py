@@ -176,7 +176,7 @@ def test_each_refusal_carries_its_facts_as_fields(tmp_path: Path) -> None:
     def refused(call: object, *args: object, **kw: object) -> object:
         with pytest.raises(ConfigError) as e:
             call(*args, **kw)  # type: ignore[operator]
-        assert e.value.hint == ""  # the advice is the CLI's (patchkit/cli/problems_fs.py)
+        assert e.value.hint == ""  # the advice is the CLI's (patchkit/cli/problems/fs.py)
         return e.value.problem
 
     (tmp_path / "dir").mkdir()
