@@ -29,7 +29,8 @@ import struct
 import time
 from collections.abc import Sequence
 
-from patchkit.core.errors import RpcError
+from patchkit.core.errors import Problem, RpcError
+from patchkit.rpc.problems import RpcTimedOut
 from patchkit.spec.rpcproto import ProtoVersion
 
 __all__ = [
@@ -235,8 +236,16 @@ _SPOKEN = "4.x and 5.0-5.1"
 class RpcUnreachable(RpcError):
     """No TCP connection (refused, unknown host, no route, connect timeout)."""
 
-    def __init__(self, message: str, *, refused: bool = False, detail: str = "", hint: str = "") -> None:
-        super().__init__(message, detail=detail, hint=hint)
+    def __init__(
+        self,
+        message: str = "",
+        *,
+        refused: bool = False,
+        detail: str = "",
+        hint: str = "",
+        problem: Problem | None = None,
+    ) -> None:
+        super().__init__(message, detail=detail, hint=hint, problem=problem)
         self.refused = refused
 
 
@@ -315,8 +324,7 @@ class RpcClient:
             ) from None
         except TimeoutError:
             raise RpcUnreachable(
-                f"{self.endpoint}: no TCP connection within {self.timeout:g}s",
-                hint="check the address and any firewall, or raise --timeout",
+                problem=RpcTimedOut(endpoint=self.endpoint, seconds=self.timeout, stage="connect")
             ) from None
         except OSError as e:
             raise RpcUnreachable(
@@ -364,9 +372,7 @@ class RpcClient:
 
     def _timeout(self, what: str) -> RpcTimeout:
         return RpcTimeout(
-            f"{self.endpoint}: no answer to {what} within {self.timeout:g}s "
-            "(the limit for the whole exchange)",
-            hint="the server serves one client at a time: is another one connected? Else raise --timeout",
+            problem=RpcTimedOut(endpoint=self.endpoint, seconds=self.timeout, stage="exchange", what=what)
         )
 
     def call(self, cmd: Cmd, payload: bytes = b"", reply_size: int | None = 0) -> bytes:

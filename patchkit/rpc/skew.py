@@ -22,6 +22,7 @@ from patchkit.core.log import log
 from patchkit.core.record import Record, meta
 from patchkit.rpc.client import RpcClient, RpcVersionError
 from patchkit.rpc.probe import parse_endpoint
+from patchkit.rpc.problems import NoRpcProtocol
 from patchkit.spec.buildinfo import BuildInfo
 from patchkit.spec.rpcproto import ProtoVersion, SkewVerdict, judge
 
@@ -93,11 +94,7 @@ class SkewReport(Record):
 def build_protocol(info: BuildInfo, build: Path | str) -> ProtoVersion:
     """The protocol a build's clients speak; ConfigError when its build-info has none."""
     if info.rpc_protocol is None:
-        raise ConfigError(
-            f"{build}: build-info.json records no RPC protocol (not an RPC build, or built "
-            "by a patchkit before it recorded one)",
-            hint=f"rebuild it: `patchkit build {info.recipe.name}`",
-        )
+        raise ConfigError(problem=NoRpcProtocol(build=build, recipe=info.recipe.name))
     return info.rpc_protocol
 
 

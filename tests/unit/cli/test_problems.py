@@ -15,6 +15,7 @@ from patchkit.core.fs import Foreign, ForeignEntry
 from patchkit.release.release import ImportCheckFailed
 from tests.unit.cli.problems_build_golden import GOLDEN as BUILD
 from tests.unit.cli.problems_rebuild_golden import GOLDEN as REBUILD
+from tests.unit.cli.problems_rpc_golden import GOLDEN as RPC
 
 OUT = Path("/home/u/out")
 GOLDEN: list[tuple[FatalError, str, str]] = [
@@ -58,7 +59,7 @@ GOLDEN: list[tuple[FatalError, str, str]] = [
 ]
 
 
-GOLDEN += BUILD + REBUILD
+GOLDEN += BUILD + REBUILD + RPC
 
 
 @pytest.mark.parametrize(("error", "message", "hint"), GOLDEN)

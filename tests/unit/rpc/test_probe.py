@@ -16,6 +16,7 @@ from patchkit.rpc.client import (
     RpcVersionError,
 )
 from patchkit.rpc.probe import Outcome, parse_endpoint, probe_zero_nbytes_guard, server_info
+from patchkit.rpc.problems import RpcTimedOut
 from tests.fixtures.rpc_server import FakeRpcServer, closed_port
 
 
@@ -53,7 +54,9 @@ def test_timeout_when_server_never_answers() -> None:
     with FakeRpcServer(behaviour="hang") as srv, pytest.raises(RpcTimeout) as ei:
         server_info("127.0.0.1", srv.port, timeout=0.3)
     assert "no answer to HELLO within 0.3s" in str(ei.value)
-    assert "one client at a time" in ei.value.hint
+    assert ei.value.problem == RpcTimedOut(
+        endpoint=f"127.0.0.1:{srv.port}", seconds=0.3, stage="exchange", what="HELLO"
+    )
 
 
 @pytest.mark.parametrize("version", [(3, 6, 1), (6, 0, 0)])
