@@ -298,6 +298,49 @@ def learn(
         if label in out:
             out[label] = dataclasses.replace(out[label], hop_cost_s=round(x, 7))
     lines += lines_now if singles else []
+    # a layer split with one device that ran alone nowhere: that device, from the others
+    for p, members, (dec, _pp, at, _) in multi:
+        unknown = [d for d in members if d.label not in out]
+        if len(unknown) != 1:
+            continue
+        u = unknown[0]
+        ts = _ts_of(p) or tuple(1.0 for _ in members)
+        if len(ts) != len(members):
+            continue
+
+        def placed(d: Device, bw: float = 0.0) -> Device:
+            c = out.get(d.label)
+            got = dataclasses.replace(_local(d), calibrated_bw_gbs=c.bw_gbs if c else bw)
+            return dataclasses.replace(got, hop_cost_s=hop.get(d.label, c.hop_cost_s if c else 0.0))
+
+        def t_inv(
+            inv_bw: float,
+            members: list[Device] = members,
+            u: Device = u,
+            at: int = at,
+            ts: tuple[float, ...] = ts,
+        ) -> float:
+            devs = tuple(placed(d, 1 / inv_bw / 1e9) if d is u else placed(d) for d in members)
+            arr = Arrangement(
+                split_mode="layer",
+                devices=devs,
+                shares=tuple(t / sum(ts) for t in ts),
+                ts_values=ts,
+                ctx=max(256, at),
+            )
+            return 1 / speed(shape, arr, host=host, at_ctx=at).decode_tps
+
+        inv = affine_solve(t_inv, 1 / dec, 1 / u.effective_bw)
+        if inv <= 0:
+            lines.append(
+                f"{printable(u.label)}: point {p.index} is faster than its other devices allow; not learned"
+            )
+            continue
+        out[u.label] = cal.DeviceCal(bw_gbs=round(1 / inv / 1e9, 3), source=source, when=stamp)
+        lines.append(
+            f"{printable(u.label)} (in the layer split of point {p.index} {printable(p.label)}, "
+            f"the others known): {1 / inv / 1e9:.3g} GB/s effective"
+        )
     if not out:
         lines.append("no point ran on one device of this rig alone: no device learned")
     return Learned(devices=out, links=links, lines=tuple(lines))

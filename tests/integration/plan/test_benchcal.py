@@ -99,7 +99,9 @@ def test_calibrate_from_a_bench_folder(tmp_path: Path) -> None:
     pair = next(  # bench's split: llama.cpp's default -ts, by free memory (even here)
         x
         for x in new["arrangements"]
-        if [d["host"] for d in x["devices"]] == eps and [d["share"] for d in x["devices"]] == [0.5, 0.5]
+        if [d["host"] for d in x["devices"]] == eps
+        and [d["share"] for d in x["devices"]] == [0.5, 0.5]
+        and x["cache_type"] == "f16"  # bench ran with f16
     )
     assert pair["decode_tps"] == pytest.approx(25.0, rel=0.05)
 
@@ -121,3 +123,43 @@ def test_calibrate_from_a_folder_without_bench_json_is_one_line(tmp_path: Path) 
         assert r.exit_code == 2 and said in r.stderr, r.output
         assert "Traceback" not in r.output and len(r.stderr.strip().splitlines()) <= 2
         assert not (tmp_path / "cache" / "plan" / "calibration.json").exists()
+
+
+@posix_only
+def test_a_device_only_in_a_layer_split_is_learned_from_the_others(tmp_path: Path) -> None:
+    from tests.fixtures.rpc_server import FakeRpcServer
+
+    model = _model(tmp_path)
+    build = _fake_build(tmp_path, {"-dev RPC0/RPC1": [150.0, 25.0], "-dev RPC0": [300.0, 40.0]})
+    env = {"PATCHKIT_CACHE": str(tmp_path / "cache")}
+    with FakeRpcServer("patched", devices=1) as a, FakeRpcServer("patched", devices=1) as b:
+        eps = [f"127.0.0.1:{a.port}", f"127.0.0.1:{b.port}"]
+        r = CliRunner().invoke(
+            main,
+            [
+                *("bench", str(tmp_path / "res"), "-m", str(model), "--build", str(build)),
+                *("--rpc", ",".join(eps), "--sweep", "sm=layer", "--sweep", "dev=RPC0,RPC0/RPC1"),
+                *("-p", "64", "-n", "16", "-r", "3"),
+            ],
+            env=env,
+        )
+        assert r.exit_code == 0, r.output
+        r = CliRunner().invoke(
+            main,
+            [
+                *("plan", str(model), "--cpu", "cpu,ram=8GiB", "--ctx", "256", "--mode", "layer"),
+                *("--rpc", eps[0], "--rpc", eps[1], "--json", "--calibrate-from", str(tmp_path / "res")),
+            ],
+            env=env,
+        )
+    assert r.exit_code == 0, r.output
+    assert f"cpu@{eps[1]} (in the layer split of point 2 dev=RPC0/RPC1, the others known)" in r.stderr
+    new = json.loads(r.stdout)
+    pair = next(
+        x
+        for x in new["arrangements"]
+        if [d["host"] for d in x["devices"]] == eps
+        and [d["share"] for d in x["devices"]] == [0.5, 0.5]
+        and x["cache_type"] == "f16"  # bench ran with f16
+    )
+    assert pair["calibrated"] is True and pair["decode_tps"] == pytest.approx(25.0, rel=0.05)
