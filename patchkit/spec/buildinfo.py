@@ -27,6 +27,7 @@ from patchkit.core.enums import StrEnum
 from patchkit.core.errors import ConfigError, FatalError
 from patchkit.core.fs import atomic_write_json
 from patchkit.core.record import JsonValue, Record, RecordError, decode, meta
+from patchkit.spec.problems import BuildInfoUnusable, NoFinishedBuild
 from patchkit.spec.rpcproto import ProtoVersion
 
 __all__ = [
@@ -63,7 +64,6 @@ SCHEMA = 1
 _SAFE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")  # may become part of a file name
 _SHA = re.compile(r"^[0-9a-f]{40}$")
 _HEX = re.compile(r"^[0-9a-f]{8,}$")
-_REBUILD = "rebuild with `patchkit build <recipe>`"
 
 
 class ApplyResult(StrEnum):
@@ -344,17 +344,18 @@ class BuildInfo(Record):
     ) -> BuildInfo:
         """Check and read the JSON form; ``error`` (one line naming the key) if it is wrong."""
         if not isinstance(data, Mapping):
-            raise error(f"{where} is not a JSON object", hint=_REBUILD)
+            raise error(problem=BuildInfoUnusable(found=f"{where} is not a JSON object"))
         if data.get("schema") != SCHEMA:
-            raise error(
+            found = (
                 f"{where}: unknown build-info schema {data.get('schema')!r} "
-                f"(this patchkit reads schema {SCHEMA})",
-                hint=_REBUILD,
+                f"(this patchkit reads schema {SCHEMA})"
             )
+            raise error(problem=BuildInfoUnusable(found=found))
         try:
             info = decode(cls, dict(data))
         except RecordError as e:
-            raise error(f"{where}: {e.key} is missing or not the expected type", hint=_REBUILD) from None
+            found = f"{where}: {e.key} is missing or not the expected type"
+            raise error(problem=BuildInfoUnusable(found=found)) from None
         for key, value in (
             ("platform.os", info.platform.os),
             ("platform.arch", info.platform.arch),
@@ -370,10 +371,8 @@ class BuildInfo(Record):
             listed = {a.path for a in info.artifacts}
             for i, v in enumerate(info.cpu_variants.variants):
                 if v.file not in listed:
-                    raise error(
-                        f"{where}: cpu_variants.variants[{i}].file {v.file!r} is not in artifacts",
-                        hint=_REBUILD,
-                    )
+                    found = f"{where}: cpu_variants.variants[{i}].file {v.file!r} is not in artifacts"
+                    raise error(problem=BuildInfoUnusable(found=found))
         return info
 
 
@@ -386,12 +385,11 @@ def read_build_info(out_dir: Path, *, error: type[FatalError] = ConfigError) -> 
     """
     path = out_dir / BUILD_INFO
     if not path.is_file():
-        what = "does not exist" if not out_dir.exists() else f"holds no {BUILD_INFO}"
-        raise error(f"no finished build: {out_dir} {what}", hint="run `patchkit build RECIPE` first")
+        raise error(problem=NoFinishedBuild(out_dir=out_dir, exists=out_dir.exists()))
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (ValueError, UnicodeDecodeError) as e:
-        raise error(f"{path} is not valid JSON ({e})", hint=_REBUILD) from None
+        raise error(problem=BuildInfoUnusable(found=f"{path} is not valid JSON ({e})")) from None
     return BuildInfo.from_json(data, where=str(path), error=error)
 
 

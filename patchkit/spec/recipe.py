@@ -27,6 +27,7 @@ from patchkit.core.text import did_you_mean, printable
 from patchkit.core.units import PAGE_SIZE, parse_size
 from patchkit.spec import cpuvariants
 from patchkit.spec.cuda import CudaArchs, check_cuda_build, resolve_archs
+from patchkit.spec.problems import RecipeNotFound
 from patchkit.spec.series import Patch, Series
 
 if sys.version_info >= (3, 11):
@@ -499,24 +500,21 @@ def resolve_recipe_path(arg: str, project: Path) -> Path:
         candidate = project / "recipes" / f"{arg}.toml"
         if os.path.lexists(candidate):
             return candidate  # load_recipe says what is wrong with it, if anything
-        hint = "`patchkit list` shows the recipes"
-        if os.path.lexists(arg):
-            hint = (
-                f"a bare name is looked up in {project / 'recipes'} only; for the file "
-                f"{arg!r} here, write ./{arg}"
-            )
-        raise RecipeError(
-            f"no recipe named {arg!r} in {project / 'recipes'}" + did_you_mean(arg, names), hint=hint
+        missing = RecipeNotFound(
+            arg=arg,
+            by="name",
+            recipes=project / "recipes",
+            known=tuple(names),
+            file_here=os.path.lexists(arg),
         )
+        raise RecipeError(problem=missing)
     p = Path(arg)
     if not os.path.lexists(p):
         stem = p.name.removesuffix(".toml")
-        hint = (
-            f"the recipe {stem!r} in recipes/ is `patchkit build {stem}`"
-            if stem in names and p.name == f"{stem}.toml"
-            else ""
+        known = (stem,) if stem in names and p.name == f"{stem}.toml" else ()
+        raise RecipeError(
+            problem=RecipeNotFound(arg=arg, by="path", recipes=project / "recipes", known=known)
         )
-        raise RecipeError(f"recipe file {arg} does not exist", hint=hint)
     if p.is_dir():
         raise RecipeError(
             f"recipe {arg} is a folder, not a recipe file",

@@ -16,6 +16,7 @@ from patchkit.release.release import ImportCheckFailed
 from tests.unit.cli.problems_build_golden import GOLDEN as BUILD
 from tests.unit.cli.problems_rebuild_golden import GOLDEN as REBUILD
 from tests.unit.cli.problems_rpc_golden import GOLDEN as RPC
+from tests.unit.cli.problems_spec_golden import GOLDEN as SPEC
 
 OUT = Path("/home/u/out")
 GOLDEN: list[tuple[FatalError, str, str]] = [
@@ -59,7 +60,7 @@ GOLDEN: list[tuple[FatalError, str, str]] = [
 ]
 
 
-GOLDEN += BUILD + REBUILD + RPC
+GOLDEN += BUILD + REBUILD + RPC + SPEC
 
 
 @pytest.mark.parametrize(("error", "message", "hint"), GOLDEN)

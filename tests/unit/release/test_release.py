@@ -16,6 +16,7 @@ import pytest
 from patchkit.core.errors import ReleaseError
 from patchkit.core.fs import sha256_bytes, sha256_file
 from patchkit.release.verify import verify_dir
+from patchkit.spec.problems import NoFinishedBuild
 from patchkit.spec.recipe import load_recipe
 from tests.fixtures.release import (
     COMMIT,
@@ -173,7 +174,7 @@ def test_unneeded_waiver_flag_changes_nothing(tmp_path: Path) -> None:
 def test_refuses_missing_build(tmp_path: Path) -> None:
     with pytest.raises(ReleaseError, match="no finished build: .*does not exist") as e:
         do_release(tmp_path / "out" / "cpu-rpc", tmp_path / "dist")
-    assert "patchkit build" in e.value.hint
+    assert e.value.problem == NoFinishedBuild(out_dir=tmp_path / "out" / "cpu-rpc", exists=False)
     (tmp_path / "out" / "half").mkdir(parents=True)
     with pytest.raises(ReleaseError, match="holds no build-info.json"):
         do_release(tmp_path / "out" / "half", tmp_path / "dist")

@@ -21,6 +21,7 @@ from patchkit.spec.buildinfo import (
     read_build_info,
     write_build_info,
 )
+from patchkit.spec.problems import BuildInfoUnusable, NoFinishedBuild
 from tests.fixtures.buildinfo import build_info_json, patch_json
 
 FULL = build_info_json(
@@ -151,7 +152,7 @@ def test_a_bad_field_is_one_line_naming_the_key(key: str, value: Any, message: s
 def test_not_an_object_and_the_error_class() -> None:
     with pytest.raises(ConfigError, match=r"^build-info.json is not a JSON object$") as e:
         BuildInfo.from_json([1, 2])
-    assert "patchkit build" in e.value.hint
+    assert e.value.problem == BuildInfoUnusable(found="build-info.json is not a JSON object")
     data = build_info_json()
     del data["upstream"]
     with pytest.raises(ReleaseError, match=r"^b.json: upstream is missing") as r:
@@ -163,7 +164,7 @@ def test_read_and_write(tmp_path: Path) -> None:
     out = tmp_path / "out"
     with pytest.raises(ConfigError, match=r"no finished build: .*out does not exist") as e:
         read_build_info(out)
-    assert "patchkit build" in e.value.hint
+    assert e.value.problem == NoFinishedBuild(out_dir=out, exists=False)
     out.mkdir()
     with pytest.raises(ReleaseError, match="holds no build-info.json"):
         read_build_info(out, error=ReleaseError)

@@ -11,6 +11,7 @@ import pytest
 
 from patchkit.core.errors import RecipeError
 from patchkit.spec import recipe as recipe_mod
+from patchkit.spec.problems import RecipeNotFound
 from patchkit.spec.recipe import is_recipe_name, load_recipe, resolve_recipe_path
 from patchkit.spec.series import load_series
 from tests.fixtures.project import assert_error, invoke
@@ -57,7 +58,8 @@ def test_a_name_missing_from_recipes_but_present_here_says_how_to_use_it(
     with pytest.raises(RecipeError) as e:
         resolve_recipe_path("mine", project)
     assert e.value.message.startswith("no recipe named 'mine' in ")
-    assert "write ./mine" in e.value.hint
+    assert isinstance(e.value.problem, RecipeNotFound)
+    assert (e.value.problem.by, e.value.problem.file_here) == ("name", True)
 
 
 def test_a_recipe_path_that_is_a_folder(project: Path, tmp_path: Path) -> None:
@@ -74,7 +76,9 @@ def test_a_missing_path_names_the_recipe_of_the_same_name(project: Path) -> None
     with pytest.raises(RecipeError) as e:
         resolve_recipe_path("nowhere/fixture.toml", project)
     assert e.value.message == "recipe file nowhere/fixture.toml does not exist"
-    assert "`patchkit build fixture`" in e.value.hint
+    assert e.value.problem == RecipeNotFound(
+        arg="nowhere/fixture.toml", by="path", recipes=project / "recipes", known=("fixture",)
+    )
 
 
 def _series(project: Path):  # type: ignore[no-untyped-def]
