@@ -21,6 +21,7 @@ from patchkit.core.lock import cache_lock
 from patchkit.core.log import log
 from patchkit.core.paths import CacheLayout
 from patchkit.core.redact import redact_url
+from patchkit.git.problems import NotARepository, UpstreamMissing
 from patchkit.git.runner import git_out
 
 __all__ = [
@@ -77,15 +78,9 @@ def _normalise(url: str) -> str:
 
 def _check_local(url: str, path: Path) -> Path:
     if not path.exists():
-        raise SourceError(
-            f"upstream path {path} does not exist",
-            hint="point --upstream at a llama.cpp clone or mirror, or a git URL",
-        )
+        raise SourceError(problem=NotARepository(shown=str(path), option="upstream", found="missing"))
     if not (path / "HEAD").exists() and not (path / ".git").exists():
-        raise SourceError(
-            f"{redact_url(url)} is not a git repository",
-            hint="point --upstream at a llama.cpp clone or mirror, or a git URL",
-        )
+        raise SourceError(problem=NotARepository(shown=redact_url(url), option="upstream", found="not-git"))
     return path.resolve()
 
 
@@ -121,9 +116,7 @@ def ensure_clone(cache: Path, url: str) -> Path:
             git_out(cache, *args, "--", source, str(tmp), what=f"cloning {shown}")
         except SourceError as e:
             raise SourceError(
-                e.message,
-                detail=e.detail,
-                hint="offline? pass --upstream PATH (a local llama.cpp clone or mirror)",
+                problem=UpstreamMissing(stage="clone", said=e.message), detail=e.detail
             ) from None
         # keep the remote so later fetches (new commits, lazy blobs) know where to go,
         # and track its branches as origin/* (`patchkit check --ref origin/master`)
@@ -173,10 +166,8 @@ def ensure_commit(repo: Path, url: str, commit: str, ref: str | None = None) -> 
         try:
             git_out(repo, "fetch", "--quiet", *extra, "origin", commit)
         except SourceError as e:
-            raise SourceError(
-                f"commit {commit} is not in {shown} ({e.message})",
-                hint="check upstream.commit in the recipe, or --upstream",
-            ) from None
+            said = f"commit {commit} is not in {shown} ({e.message})"
+            raise SourceError(problem=UpstreamMissing(stage="commit", said=said)) from None
         if not _has_commit(repo, commit):
             raise SourceError(f"commit {commit} is not in {shown}")
     if ref:

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from patchkit.core.errors import ConfigError, SourceError
 from patchkit.core.proc import RunResult
+from patchkit.git.problems import BadRange, NotARepository, UnknownRef
 from patchkit.git.runner import git_env, run_git
 
 __all__ = [
@@ -47,9 +48,7 @@ def parse_range(text: str) -> tuple[str, str]:
     """``OLD..NEW`` -> (old, new); both ends are required."""
     old, sep, new = text.partition("..")
     if not sep or not old.strip() or not new.strip() or new.startswith("."):
-        raise ConfigError(
-            f"range {text!r} must be OLD..NEW (two commits or refs)", hint="e.g. --range v1.0..origin/master"
-        )
+        raise ConfigError(problem=BadRange(text=text))
     return old.strip(), new.strip()
 
 
@@ -62,10 +61,7 @@ class Git:
             raise SourceError(f"repository {self.repo} does not exist")
         out = self._run(["rev-parse", "--git-dir"], check=False)
         if not out.ok:
-            raise SourceError(
-                f"{self.repo} is not a git repository",
-                hint="pass --repo PATH to a clone or mirror of upstream",
-            )
+            raise SourceError(problem=NotARepository(shown=str(self.repo), option="repo", found="not-git"))
         self._commit_cache: dict[str, CommitInfo] = {}
         self._anc_cache: dict[tuple[str, str], bool] = {}
 
@@ -91,10 +87,7 @@ class Git:
         )
         sha = proc.data.decode().strip()
         if not proc.ok or len(sha) != 40:
-            raise SourceError(
-                f"unknown ref {ref!r} in {self.repo}: no such commit, branch or tag",
-                hint="`git -C REPO log --oneline` lists commits; fetch first if it is new",
-            )
+            raise SourceError(problem=UnknownRef(ref=ref, repo=str(self.repo)))
         return sha
 
     def first_parent_range(self, old: str, new: str) -> list[CommitInfo]:

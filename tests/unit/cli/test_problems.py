@@ -14,6 +14,7 @@ from patchkit.core.errors import ConfigError, FatalError, ReleaseError
 from patchkit.core.fs import Foreign, ForeignEntry
 from patchkit.release.release import ImportCheckFailed
 from tests.unit.cli.problems_build_golden import GOLDEN as BUILD
+from tests.unit.cli.problems_git_golden import GOLDEN as GIT
 from tests.unit.cli.problems_rebuild_golden import GOLDEN as REBUILD
 from tests.unit.cli.problems_rpc_golden import GOLDEN as RPC
 from tests.unit.cli.problems_spec_golden import GOLDEN as SPEC
@@ -60,7 +61,7 @@ GOLDEN: list[tuple[FatalError, str, str]] = [
 ]
 
 
-GOLDEN += BUILD + REBUILD + RPC + SPEC
+GOLDEN += BUILD + REBUILD + RPC + SPEC + GIT
 
 
 @pytest.mark.parametrize(("error", "message", "hint"), GOLDEN)

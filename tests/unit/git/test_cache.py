@@ -9,6 +9,7 @@ import pytest
 
 from patchkit.core.errors import SourceError
 from patchkit.git.cache import is_local, local_path, open_upstream
+from patchkit.git.problems import NotARepository
 
 
 @pytest.mark.parametrize(
@@ -32,7 +33,7 @@ def test_open_upstream_local_refusals_and_success(tmp_path: Path) -> None:
     cache = tmp_path / "cache"
     with pytest.raises(SourceError, match=r"upstream path .*nope does not exist") as e:
         open_upstream(str(tmp_path / "nope"), cache)
-    assert "--upstream" in e.value.hint
+    assert e.value.problem == NotARepository(shown=str(tmp_path / "nope"), option="upstream", found="missing")
     (tmp_path / "plain").mkdir()
     with pytest.raises(SourceError, match=r"plain is not a git repository"):
         open_upstream(str(tmp_path / "plain"), cache)
