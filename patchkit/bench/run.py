@@ -24,6 +24,7 @@ from typing import Any, ClassVar
 from patchkit.bench.link import Calibrated, calibrate, measure_path, parse_link
 from patchkit.bench.outdir import BENCH_JSON, check_out_dir, claim_out_dir, clear_raw
 from patchkit.bench.point import PointRun, run_point, run_relayed, skip_reason, tool_output
+from patchkit.bench.problems import BuildForAnotherOs, LinkWithoutRpc, ModelMissing
 from patchkit.bench.relay import Relay, Shaping, SharedLink
 from patchkit.bench.result import PointResult, PointStatus
 from patchkit.bench.sweep import (
@@ -167,10 +168,7 @@ def _build_summary(info: BuildInfo, build_dir: Path) -> dict[str, Any]:
 def _bench_exe(build_dir: Path, info: BuildInfo) -> Path:
     windows = info.windows
     if windows and sys.platform != "win32":
-        raise ConfigError(
-            f"{build_dir} is a Windows build: run patchkit bench on Windows",
-            hint="or point --build at a build for this machine",
-        )
+        raise ConfigError(problem=BuildForAnotherOs(build_dir=build_dir))
     exe = build_dir / "bin" / ("llama-bench.exe" if windows else "llama-bench")
     if not exe.is_file():
         raise ToolMissing(
@@ -284,16 +282,13 @@ def _refusals(opts: BenchOptions) -> tuple[BuildInfo, Path, list[str]]:
     info = read_build_info(opts.build_dir)
     exe = _bench_exe(opts.build_dir, info)
     if not opts.model.is_file():
-        raise ConfigError(f"model {opts.model} does not exist", hint="give -m PATH.gguf")
+        raise ConfigError(problem=ModelMissing(model=opts.model))
     check_out_dir(opts.out_dir)
     for ep in opts.rpc:
         _split_endpoint(ep)  # HOST:PORT or a one-line error, before anything runs
     links = _links(opts.dims)
     if links and not opts.rpc:
-        raise ConfigError(
-            "--link shapes the connections to the RPC hosts: give --rpc HOST:PORT",
-            hint="or try it with --demo",
-        )
+        raise ConfigError(problem=LinkWithoutRpc())
     if links and not opts.relay:
         raise ConfigError("--link needs the relay: drop --direct")
     if opts.rpc:  # version skew: a server this build's clients refuse stops it here

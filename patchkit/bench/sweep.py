@@ -21,6 +21,7 @@ import re
 from collections.abc import Sequence
 from typing import NoReturn
 
+from patchkit.bench.problems import SweepRefused
 from patchkit.core.errors import ConfigError
 from patchkit.core.record import Record
 from patchkit.core.text import did_you_mean
@@ -145,10 +146,7 @@ def parse_sweep(specs: Sequence[str]) -> tuple[Dimension, ...]:
         key, eq, rest = spec.partition("=")
         key = _ALIASES.get(key.strip(), key.strip())
         if not eq or not key:
-            raise ConfigError(
-                f"--sweep {spec!r} is not KEY=VALUE[,VALUE...]",
-                hint="e.g. --sweep sm=layer,tensor --sweep dev-order=auto,remote-first",
-            )
+            raise ConfigError(problem=SweepRefused(found="syntax", spec=spec))
         if key not in DIMENSIONS:
             raise ConfigError(
                 f"--sweep {key}: unknown key{did_you_mean(key, DIMENSIONS)}",
@@ -364,10 +362,7 @@ def check_supported(dims: Sequence[Dimension], caps: BenchCaps) -> None:
         flag = "-dev" if d.key == "dev-order" else spec.flag
         assert flag is not None
         if not caps.has(flag):
-            raise ConfigError(
-                f"--sweep {d.key}: this llama-bench has no {flag} option",
-                hint="use a newer patchkit build (patchkit build) or drop the sweep",
-            )
+            raise ConfigError(problem=SweepRefused(found="no-option", key=d.key, flag=flag))
         allowed = caps.allowed(flag) if spec.kind == "choice" and d.key != "dev-order" else None
         if allowed is not None:
             bad = [v for v in d.values if v not in allowed]

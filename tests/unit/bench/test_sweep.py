@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from patchkit.bench.problems import SweepRefused
 from patchkit.bench.sweep import (
     Device,
     Point,
@@ -18,6 +19,7 @@ from patchkit.bench.sweep import (
     point_args,
     resolve_devices,
 )
+from patchkit.cli.problems import render
 from patchkit.core.errors import ConfigError
 from tests.fixtures.bench import HELP, older_help
 from tests.fixtures.paths import BENCH_DATA
@@ -81,7 +83,10 @@ def test_sweep_aliases_repeats_and_no_sweep() -> None:
 def test_sweep_errors_are_one_line(spec: str, text: str) -> None:
     with pytest.raises(ConfigError) as e:
         parse_sweep([spec])
-    assert text in e.value.message and "\n" not in e.value.message
+    said = render(e.value)[0]  # a malformed one is a problem the CLI words
+    assert text in said and "\n" not in said
+    if e.value.problem is not None:
+        assert e.value.problem == SweepRefused(found="syntax", spec=spec)
 
 
 # ---- which options this llama-bench takes ------------------------------------------------
@@ -131,8 +136,9 @@ def test_older_versions_refuse_what_they_cannot_do() -> None:
     caps = parse_caps(older_help(HELP, dev=False, jsonl=False))
     assert caps.output_format == "json"
     for spec in ("dev=RPC0", "dev-order=remote-first"):
-        with pytest.raises(ConfigError, match="has no -dev option"):
+        with pytest.raises(ConfigError) as e:
             check_supported(parse_sweep([spec]), caps)
+        assert e.value.problem == SweepRefused(found="no-option", key=spec.partition("=")[0], flag="-dev")
     assert not parse_caps(older_help(HELP, rpc=False)).has("-rpc")
     with pytest.raises(ConfigError, match="not a llama-bench"):
         parse_caps("usage: something else\n  -x  whatever\n")

@@ -13,6 +13,7 @@ from patchkit.cli.problems.fs import RENDERERS as FS_RENDERERS
 from patchkit.core.errors import ConfigError, FatalError, ReleaseError
 from patchkit.core.fs import Foreign, ForeignEntry
 from patchkit.release.release import ImportCheckFailed
+from tests.unit.cli.problems_bench_golden import GOLDEN as BENCH
 from tests.unit.cli.problems_build_golden import GOLDEN as BUILD
 from tests.unit.cli.problems_git_golden import GOLDEN as GIT
 from tests.unit.cli.problems_rebuild_golden import GOLDEN as REBUILD
@@ -61,7 +62,7 @@ GOLDEN: list[tuple[FatalError, str, str]] = [
 ]
 
 
-GOLDEN += BUILD + REBUILD + RPC + SPEC + GIT
+GOLDEN += BUILD + REBUILD + RPC + SPEC + GIT + BENCH
 
 
 @pytest.mark.parametrize(("error", "message", "hint"), GOLDEN)
