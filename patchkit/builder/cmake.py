@@ -33,7 +33,7 @@ from scikit_build_core.cmake import CMake, CMaker
 from scikit_build_core.errors import CMakeConfigError, CMakeNotFoundError
 from scikit_build_core.program_search import best_program, get_ninja_programs
 
-from patchkit.builder.problems import BuildDirStale
+from patchkit.builder.problems import BuildDirStale, ProgramMissing
 from patchkit.core.errors import BuildError, ToolMissing
 from patchkit.core.fs import atomic_write_json, contained, read_regular
 from patchkit.core.log import log
@@ -80,12 +80,10 @@ def find_tools(env: Mapping[str, str]) -> BuildTools:
     try:
         cmake = CMake.default_search(version=SpecifierSet(">=3.21"), env=env)
     except CMakeNotFoundError:
-        raise ToolMissing(
-            "no CMake >= 3.21 found", hint="pip install 'cmake>=3.28' (patchkit depends on it)"
-        ) from None
+        raise ToolMissing(problem=ProgramMissing(program="cmake", found="no CMake >= 3.21 found")) from None
     ninja = best_program(get_ninja_programs(), version=SpecifierSet(">=1.10"))
     if ninja is None:
-        raise ToolMissing("no ninja >= 1.10 found", hint="pip install ninja")
+        raise ToolMissing(problem=ProgramMissing(program="ninja", found="no ninja >= 1.10 found"))
     ccache = shutil.which("ccache", path=env.get("PATH"))
     return BuildTools(
         cmake=cmake,

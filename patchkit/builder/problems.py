@@ -23,6 +23,7 @@ __all__ = [
     "OutDirBusy",
     "OutDirClash",
     "OutDirRefused",
+    "ProgramMissing",
     "RootDamaged",
     "RootNeedsPrivilege",
     "RootNotPrepared",
@@ -196,3 +197,16 @@ class SandboxUnavailable(Problem):
     found: Literal["no-bwrap", "cannot-start", "leaky"]
     bwrap: str = ""
     why: str = ""
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class ProgramMissing(Problem):
+    """A program a build runs is not installed (``program``: cmake, ninja, cuobjdump,
+    debootstrap, bwrap); ``found`` states the facts, one line (which version is needed,
+    what for). How to install it is the CLI's to say."""
+
+    program: str
+    found: str
+
+    def __str__(self) -> str:
+        return self.found

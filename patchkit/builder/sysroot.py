@@ -39,6 +39,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from patchkit.builder.problems import (
+    ProgramMissing,
     RootDamaged,
     RootNeedsPrivilege,
     RootNotPrepared,
@@ -233,7 +234,7 @@ def require_root(cache: Path, name: str) -> RootRecord:
 def _tool(name: str, env: Mapping[str, str], why: str) -> str:
     found = shutil.which(name, path=env.get("PATH"))
     if found is None:
-        raise ToolMissing(f"{name} not found on PATH ({why})", hint=f"apt install {name}")
+        raise ToolMissing(problem=ProgramMissing(program=name, found=f"{name} not found on PATH ({why})"))
     return found
 
 

@@ -31,7 +31,7 @@ from patchkit.builder.cuda.toolkit import (
     find_toolkit,
     limits_for,
 )
-from patchkit.builder.problems import CudaArchsUnbuildable
+from patchkit.builder.problems import CudaArchsUnbuildable, ProgramMissing
 from patchkit.core.environ import process_env
 from patchkit.core.errors import CudaError, RecipeError, ToolMissing
 from patchkit.spec.buildinfo import CudaRecord
@@ -174,10 +174,8 @@ def preflight(
         )
     if toolkit.cuobjdump is None:
         if need_cuobjdump:
-            raise ToolMissing(
-                f"no cuobjdump for {tk}: patchkit needs it to prove the archs are in the binaries",
-                hint="pip install nvidia-cuda-cuobjdump",
-            )
+            found = f"no cuobjdump for {tk}: patchkit needs it to prove the archs are in the binaries"
+            raise ToolMissing(problem=ProgramMissing(program="cuobjdump", found=found))
         notes.append("no cuobjdump: `pip install nvidia-cuda-cuobjdump`")
     return notes
 
@@ -257,7 +255,7 @@ def prove_archs(
     """
     if cuobjdump is None:
         raise ToolMissing(
-            "cuobjdump is needed to prove the CUDA archs", hint="pip install nvidia-cuda-cuobjdump"
+            problem=ProgramMissing(program="cuobjdump", found="cuobjdump is needed to prove the CUDA archs")
         )
     result: dict[str, list[str]] = {}
     for f in files:

@@ -15,6 +15,7 @@ from patchkit.builder.problems import (
     OutDirBusy,
     OutDirClash,
     OutDirRefused,
+    ProgramMissing,
     RootDamaged,
     RootNeedsPrivilege,
     RootNotPrepared,
@@ -189,6 +190,17 @@ def _sccache_did_not_start(p: SccacheDidNotStart) -> tuple[str, str]:
     return f"sccache's server did not start: {p.why}", "--launcher ccache, or see the sccache log"
 
 
+_INSTALL = {
+    "cmake": "pip install 'cmake>=3.28' (patchkit depends on it)",
+    "ninja": "pip install ninja",
+    "cuobjdump": "pip install nvidia-cuda-cuobjdump",
+}
+
+
+def _program_missing(p: ProgramMissing) -> tuple[str, str]:
+    return str(p), _INSTALL.get(p.program, f"apt install {p.program}")
+
+
 def _sandbox(p: SandboxUnavailable) -> tuple[str, str]:
     message = {
         "no-bwrap": "the rebuild's sandbox needs bubblewrap (bwrap), which is not on PATH",
@@ -220,4 +232,5 @@ RENDERERS: dict[type[Problem], Callable[[Any], tuple[str, str]]] = {
     LauncherMissing: _launcher_missing,
     SccacheDidNotStart: _sccache_did_not_start,
     SandboxUnavailable: _sandbox,
+    ProgramMissing: _program_missing,
 }

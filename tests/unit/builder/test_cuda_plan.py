@@ -24,7 +24,7 @@ from patchkit.builder.cuda.plan import (
 from patchkit.builder.cuda.toolkit import (
     HostCompiler,
 )
-from patchkit.builder.problems import CudaArchsUnbuildable
+from patchkit.builder.problems import CudaArchsUnbuildable, ProgramMissing
 from patchkit.core.errors import CudaError, RecipeError, ToolMissing
 from patchkit.spec.cuda import CudaArchs
 from tests.fixtures.cuda import (
@@ -123,7 +123,7 @@ def test_missing_cublas_is_refused_with_the_wheel_to_install() -> None:
 def test_missing_cuobjdump_or_host_compiler_is_a_missing_tool() -> None:
     with pytest.raises(ToolMissing, match="cuobjdump") as e:
         preflight(RIG, toolkit((12, 4, 131), cuobjdump=False))
-    assert "nvidia-cuda-cuobjdump" in e.value.hint
+    assert isinstance(e.value.problem, ProgramMissing) and e.value.problem.program == "cuobjdump"
     gone = HostCompiler(command="g++-11", path=None, source="recipe", explicit=True)
     with pytest.raises(ToolMissing, match="'g\\+\\+-11' \\(recipe\\) is not on PATH"):
         preflight(RIG, toolkit((11, 8, 89), host_compiler=gone))

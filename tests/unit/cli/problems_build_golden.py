@@ -14,6 +14,7 @@ from patchkit.builder.problems import (
     OutDirBusy,
     OutDirClash,
     OutDirRefused,
+    ProgramMissing,
     RootDamaged,
     RootNeedsPrivilege,
     RootNotPrepared,
@@ -253,5 +254,31 @@ GOLDEN: list[tuple[FatalError, str, str]] = [
         ),
         "the rebuild's sandbox is not one here (/usr/bin/bwrap: kept capabilities)",
         BWRAP,
+    ),
+    (
+        ToolMissing(problem=ProgramMissing(program="cmake", found="no CMake >= 3.21 found")),
+        "no CMake >= 3.21 found",
+        "pip install 'cmake>=3.28' (patchkit depends on it)",
+    ),
+    (
+        ToolMissing(problem=ProgramMissing(program="ninja", found="no ninja >= 1.10 found")),
+        "no ninja >= 1.10 found",
+        "pip install ninja",
+    ),
+    (
+        ToolMissing(
+            problem=ProgramMissing(program="cuobjdump", found="cuobjdump is needed to prove the CUDA archs")
+        ),
+        "cuobjdump is needed to prove the CUDA archs",
+        "pip install nvidia-cuda-cuobjdump",
+    ),
+    (
+        ToolMissing(
+            problem=ProgramMissing(
+                program="debootstrap", found="debootstrap not found on PATH (it makes the root)"
+            )
+        ),
+        "debootstrap not found on PATH (it makes the root)",
+        "apt install debootstrap",
     ),
 ]
