@@ -1,26 +1,29 @@
 """How close `patchkit plan`'s speed model comes to measurements, in one run.
 
-    python3 benchmarks/plan_accuracy.py --bin out/cpu-rpc/bin [--model M.gguf] [--reps 3] [--quick]
+    nice -n -15 python3 benchmarks/plan_accuracy.py --bin out/cpu-rpc/bin [--model M.gguf]
+        [--rounds 3] [--reps 3] [--n-gen 32] [--n-prompt 128] [--save F | --replay F]
 
 Starts three ``ggml-rpc-server -d CPU`` on 127.0.0.1, each behind two relays that emulate a
-link (bench's relay and link calibration: 1 GbE, and a slower link with added round
-trip), and measures at least 8 arrangements over 1-3 of them with llama-bench: layer
-split over one, two and three servers on each link, tensor split over two and three, an
-uneven ``-ts``. Two of them calibrate the model (one server: the server device's
-effective bandwidth and FLOP/s; three servers: a device's fixed cost per token in a layer
-split); the other eight are predicted from that and compared (tensor split from the link
-model, its graphs' bytes and the default graph cost). It prints
-predicted beside measured with the ratio per arrangement, the median and worst error of
-the ones not used to calibrate, and whether the predicted order equals the measured one.
+link (bench's relay and link calibration: 1 GbE, and 200 Mbit/s with a 5 ms round trip),
+and measures 10 arrangements over 1-3 of them with llama-bench: layer split over one, two
+and three servers on each link, two servers with the slow link first and with it last,
+tensor split over two and three. Two of them calibrate the model (one server: the server
+device's effective bandwidth and FLOP/s; three servers: a device's fixed cost per token in
+a layer split); the other eight are predicted from that and compared (tensor split from
+the link model, its graphs' bytes and the default graph cost). Every arrangement runs once
+per round, the rounds interleaved, and counts with its median. It prints predicted beside
+measured with the ratio per arrangement, the median and worst error of the ones not used
+to calibrate, and whether the predicted order equals the measured one.
 
 The model is SmolLM2 from the cache (``patchkit model get smollm2``) unless ``--model``.
-On a busy machine the numbers move: ``--reps`` more repetitions, and run it on a quiet one
-for the record. ``--quick``: fewer arrangements and tokens (a trial run).
+Started with a raised priority it gives its children's scheduler groups that priority
+(see ``_own_priority``). ``--quick``: the first six arrangements (a trial run).
 """
 
 from __future__ import annotations
 
 import argparse
+import atexit
 import dataclasses
 import functools
 import json
@@ -109,9 +112,9 @@ def _own_priority() -> None:
         return
     me = os.getpid()
 
-    def raise_group(pid: int) -> None:
+    def raise_group(pid: int, to: int = prio) -> None:
         try:
-            Path(f"/proc/{pid}/autogroup").write_text(f"{prio}\n")
+            Path(f"/proc/{pid}/autogroup").write_text(f"{to}\n")
         except OSError:
             pass  # gone already
 
@@ -135,6 +138,11 @@ def _own_priority() -> None:
                     raise_group(pid)
             time.sleep(0.3)
 
+    try:  # the session's own priority comes back when the run ends (it may be a user's shell)
+        before = int(Path("/proc/self/autogroup").read_text().split()[-1])
+        atexit.register(raise_group, me, before)
+    except (OSError, ValueError, IndexError):
+        pass
     raise_group(me)
     threading.Thread(target=watch, daemon=True).start()
     print(f"scheduler groups of this run and its children at nice {prio}")
