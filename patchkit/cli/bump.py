@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import shlex
 from pathlib import Path
 
 import click
@@ -12,6 +11,7 @@ from patchkit.builder.output import check_out_dir
 from patchkit.cli._build_opts import MAX_JOBS, build_options, check_parallel_env, run_logged
 from patchkit.cli._common import DEFAULT_RECIPE, load_recipe_arg, resolve_repo
 from patchkit.cli.problems import said
+from patchkit.cli.refresh import naming_refresh
 from patchkit.cli.refresh import report as report_refresh
 from patchkit.core.errors import BuildError, ConfigError, FatalError, PatchError
 from patchkit.core.fs import atomic_write_text, check_writable, read_capped
@@ -159,7 +159,6 @@ def bump_cmd(
         check_parallel_env(jobs, dict(os.environ))
     repo = resolve_repo(repo=None, upstream=upstream, recipe=rec)
     label = recipe or DEFAULT_RECIPE
-    command = "patchkit refresh" + (f" {shlex.quote(recipe)}" if recipe else "")
     opts = BumpOptions(
         repo=repo,
         upstream=upstream or rec.upstream.url,
@@ -171,15 +170,15 @@ def bump_cmd(
         to=to,
         dry_run=dry_run,
         drop_upstreamed=drop_upstreamed,
-        command=command,
-        hint_workdir=workdir is not None,
+        workdir_given=workdir is not None,
         rerere=cache_layout().rerere,
         independent=series.independent,
     )
     step = f"bump {len(recipes)} recipe(s) on {rec.upstream.url}" + (" (dry run)" if dry_run else "")
     with log.step(printable(step)):
         try:
-            result = run_bump(opts)
+            with naming_refresh(recipe, workdir.absolute() if workdir is not None else None):
+                result = run_bump(opts)
         except BumpStopped as e:
             # a conflict: the summary so far, then refresh's one-line error (state kept)
             _emit(render_summary(e.result), summary)

@@ -7,7 +7,9 @@ hint names the exact command (the recipe as given, ``--workdir`` when it was giv
 
 from __future__ import annotations
 
+import contextlib
 import shlex
+from collections.abc import Iterator
 from pathlib import Path
 
 import click
@@ -20,7 +22,7 @@ from patchkit.cli._common import (
     resolve_repo,
     select_patches,
 )
-from patchkit.core.errors import ConfigError
+from patchkit.core.errors import ConfigError, FatalError
 from patchkit.core.log import log
 from patchkit.core.paths import cache_layout
 from patchkit.core.text import printable
@@ -31,8 +33,25 @@ from patchkit.upkeep.refresh import (
     refresh_continue,
     refresh_start,
 )
+from patchkit.upkeep.refresh.hints import render
 
-__all__ = ["COMMANDS"]
+__all__ = ["COMMANDS", "naming_refresh"]
+
+
+@contextlib.contextmanager
+def naming_refresh(recipe: str | None, workdir: Path | None) -> Iterator[None]:
+    """The refresh engine's errors with the next steps it names written as the command
+    lines the user types: ``patchkit refresh [RECIPE] ACTION``, ``--workdir`` when the
+    user gave one."""
+    prefix = "patchkit refresh" + (f" {shlex.quote(recipe)}" if recipe else "")
+    try:
+        yield
+    except FatalError as e:
+        e.message, e.detail, e.hint = (
+            render(t, prefix=prefix, workdir=workdir) for t in (e.message, e.detail, e.hint)
+        )
+        e.args = (e.message,)
+        raise
 
 
 @click.command("refresh")
@@ -110,15 +129,58 @@ def refresh_cmd(
     if drop_upstreamed and not onto:
         raise ConfigError("--drop-upstreamed goes with --onto COMMIT (it decides what the refresh merges)")
     label = recipe or DEFAULT_RECIPE
-    command = "patchkit refresh" + (f" {shlex.quote(recipe)}" if recipe else "")
-    hint_workdir = workdir is not None
+    given = workdir.absolute() if workdir is not None else None  # the hints say --workdir then
     # every path absolute from here on: the engine runs git in its scratch tree
-    workdir = (workdir if workdir is not None else cache_layout().refresh(Path(label).stem)).absolute()
+    workdir = given or cache_layout().refresh(Path(label).stem).absolute()
     rerere = cache_layout().rerere.absolute()
+    with naming_refresh(recipe, given):
+        result = _run(
+            ctx,
+            recipe,
+            onto,
+            cont,
+            abort,
+            skip,
+            drop,
+            drop_upstreamed,
+            base,
+            move_pin,
+            workdir,
+            rerere,
+            repo,
+            upstream,
+            all_,
+        )
+    if result is None:
+        return
+    report(result)
+    if as_json:
+        out_json(result.to_json())
+
+
+def _run(
+    ctx: click.Context,
+    recipe: str | None,
+    onto: str | None,
+    cont: bool,
+    abort: bool,
+    skip: bool,
+    drop: tuple[str, ...],
+    drop_upstreamed: bool,
+    base: str | None,
+    move_pin: bool,
+    workdir: Path,
+    rerere: Path,
+    repo: Path | None,
+    upstream: str | None,
+    all_: bool,
+) -> RefreshResult | None:
+    """The refresh the options ask for (None: an --abort)."""
+    resume = cont or skip or (bool(drop) and not onto)
     if abort:
         refresh_abort(workdir)
         log.info(f"refresh aborted; removed {workdir}")
-        return
+        return None
     if resume:
         with log.step("refresh: " + ("skip" if skip or not cont else "continue")):
             result = refresh_continue(
@@ -149,15 +211,11 @@ def refresh_cmd(
                     move_pin=move_pin,
                     drop_upstreamed=drop_upstreamed,
                     drop=drop,
-                    command=command,
-                    hint_workdir=hint_workdir,
                     rerere=rerere,
                     independent=series.independent,
                 )
             )
-    report(result)
-    if as_json:
-        out_json(result.to_json())
+    return result
 
 
 def report(result: RefreshResult) -> None:

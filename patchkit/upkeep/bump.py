@@ -78,8 +78,7 @@ class BumpOptions:
     to: str | None = None  # None: the newest commit of the default branch
     dry_run: bool = False
     drop_upstreamed: bool = False  # refresh drops the patches found already upstream
-    command: str = ""  # how refresh's hints name this refresh (`patchkit refresh NAME`)
-    hint_workdir: bool = True  # refresh's hints say --workdir (bump was given one)
+    workdir_given: bool = True  # the user chose the work folder (bump never clears one it did not make)
     rerere: Path | None = None  # recorded conflict resolutions (refresh's)
     independent: bool = False  # a series of independent patches (each on the commit alone)
 
@@ -312,7 +311,7 @@ def run_bump(opts: BumpOptions) -> BumpResult:
     """
     plan = plan_bump(opts)
     if not opts.dry_run:
-        _clear_interrupted(opts.workdir, own=not opts.hint_workdir)
+        _clear_interrupted(opts.workdir, own=not opts.workdir_given)
     if plan.up_to_date:
         return BumpResult(plan=plan, dry_run=opts.dry_run)
     if opts.dry_run:
@@ -387,8 +386,6 @@ def _refresh_options(
         move_pin=bool(paths),
         more_recipes=tuple(paths[1:]),
         drop_upstreamed=opts.drop_upstreamed,
-        command=opts.command if move else "",
-        hint_workdir=opts.hint_workdir,
         rerere=opts.rerere if move else None,
         independent=opts.independent,
     )

@@ -55,7 +55,7 @@ from patchkit.spec.series import Patch
 from patchkit.upkeep.check import in_when_range
 from patchkit.upkeep.refresh import recorded
 from patchkit.upkeep.refresh.finish import check_sources_unchanged, finish, move_recipe_pin
-from patchkit.upkeep.refresh.hints import command_of
+from patchkit.upkeep.refresh.hints import actions
 from patchkit.upkeep.refresh.merge import run
 from patchkit.upkeep.refresh.options import Dropped, RefreshOptions, RefreshResult, RefreshStopped, Review
 from patchkit.upkeep.refresh.scratch import (
@@ -153,7 +153,7 @@ def refresh_in_progress(workdir: Path) -> bool:
 
 def refresh_start(opts: RefreshOptions) -> RefreshResult:
     """Apply the series onto ``opts.onto``; RefreshStopped (state kept) at the first stop."""
-    cmd = command_of(opts, opts.workdir)
+    cmd = actions(opts.workdir)
     if (opts.workdir / STATE_FILE).exists():
         raise PatchError(
             f"a refresh is already in progress in {opts.workdir}",
@@ -236,8 +236,6 @@ def _start(opts: RefreshOptions) -> RefreshResult:
         more_recipes=[str(r) for r in opts.more_recipes],
         patches=pstates,
         old_commits=old_commits,
-        command=opts.command,
-        hint_workdir=opts.hint_workdir,
         drop_upstreamed=opts.drop_upstreamed,
         independent=opts.independent,
         to_drop=to_drop,
@@ -291,7 +289,7 @@ def _continue(
     workdir: Path, *, drop_stopped: bool, drop: Sequence[str], drop_only: bool, rerere: Path | None
 ) -> RefreshResult:
     state = RefreshState.load(workdir)
-    cmd = command_of(state, workdir)
+    cmd = actions(workdir)
     if state.done:  # only a run killed while writing the result leaves such a state
         log.warning(f"{workdir}: every patch was done; writing the refreshed series (again)")
         return finish(workdir, state, again=True)
@@ -380,7 +378,7 @@ def _committed_already(workdir: Path, state: RefreshState, tip: str, rerere: Pat
     if out(tree, "rev-parse", f"{now}^").strip() != tip or out(tree, "diff", "--name-only", "HEAD").strip():
         raise PatchError(
             f"{workdir}: the scratch tree moved since the refresh stopped at {state.current.file}",
-            hint=f"drop the refresh with `{command_of(state, workdir)('--abort')}` and start again",
+            hint=f"drop the refresh with `{actions(workdir)('--abort')}` and start again",
         )
     log.warning(f"{workdir}: {state.current.file} was committed by a --continue that was cut off; going on")
     state.advance(now)

@@ -42,7 +42,7 @@ def check_sources_unchanged(state: RefreshState, workdir: Path) -> None:
             continue  # it leaves the series: its bytes do not matter
         path = Path(state.patches_dir) / p.file
         if not path.is_file() or sha256_file(path) != p.sha256:
-            raise PatchError(f"{path} changed since the refresh started", hint=abort_hint(workdir, state))
+            raise PatchError(f"{path} changed since the refresh started", hint=abort_hint(workdir))
 
 
 def _remove(workdir: Path) -> None:

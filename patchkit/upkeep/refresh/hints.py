@@ -1,39 +1,51 @@
-"""The command lines a refresh's hints name (the recipe as the user gave it, ``--workdir``
-when one was given): the one place the refresh spells them."""
+"""How a refresh's messages name what the person does next (``--continue``, ``--skip``,
+``--abort``, ...) without spelling a command line: :func:`action` puts a placeholder
+for "the refresh command with this action" in the text, and the CLI, which knows how the
+user names the refresh (the recipe as given, ``--workdir`` when one was given), writes
+the command line in its place (:func:`render`), in the message, its detail and its hint.
+The placeholder is delimited by NUL characters, which no file name, commit subject or
+other text a message quotes can hold."""
 
 from __future__ import annotations
 
+import re
 import shlex
 from collections.abc import Callable
 from pathlib import Path
-from typing import Protocol
 
-__all__ = ["abort_hint", "command_of"]
+__all__ = ["abort_hint", "action", "actions", "outside_actions", "render"]
 
-
-class _Named(Protocol):
-    @property
-    def command(self) -> str: ...
-    @property
-    def hint_workdir(self) -> bool: ...
+_MARK = "\0"
+_PLACEHOLDER = re.compile(_MARK + "refresh ([^" + _MARK + "]*)" + _MARK)
 
 
-def command_of(of: _Named, workdir: Path) -> Callable[[str], str]:
-    """The command line that does ``action`` to this refresh, as the user can type it: the
-    prefix the CLI gave (``patchkit refresh NAME``), ``--workdir`` when one was given."""
-    prefix = of.command or "patchkit refresh"
-    where = f" --workdir {shlex.quote(str(workdir))}" if of.hint_workdir or not of.command else ""
-
-    def cmd(action: str) -> str:
-        return f"{prefix} {action}{where}"
-
-    return cmd
+def action(what: str) -> str:
+    """A placeholder for the refresh command that does ``what`` (e.g. ``--continue``)."""
+    return f"{_MARK}refresh {what.replace(_MARK, '')}{_MARK}"
 
 
-def abort_hint(workdir: Path, of: _Named | None = None) -> str:
-    action = (
-        command_of(of, workdir)("--abort")
-        if of
-        else f"patchkit refresh --abort --workdir {shlex.quote(str(workdir))}"
-    )
-    return f"run `{action}` and start again"
+def actions(_workdir: Path | None = None) -> Callable[[str], str]:
+    """:func:`action`, as the engine's sites use it (``cmd('--continue')``)."""
+    return action
+
+
+def abort_hint(_workdir: Path) -> str:
+    return f"run `{action('--abort')}` and start again"
+
+
+def outside_actions(text: str, f: Callable[[str], str]) -> str:
+    """``text`` with ``f`` applied to what is not a placeholder (escaping quoted text for a
+    terminal leaves the placeholders for :func:`render`)."""
+    out: list[str] = []
+    at = 0
+    for m in _PLACEHOLDER.finditer(text):
+        out += [f(text[at : m.start()]), m.group(0)]
+        at = m.end()
+    return "".join([*out, f(text[at:])])
+
+
+def render(text: str, *, prefix: str = "patchkit refresh", workdir: Path | None = None) -> str:
+    """``text`` with every placeholder written as the command line ``PREFIX ACTION``,
+    ``--workdir WORKDIR`` after it when one is given (the user gave it)."""
+    where = f" --workdir {shlex.quote(str(workdir))}" if workdir is not None else ""
+    return _PLACEHOLDER.sub(lambda m: f"{prefix} {m.group(1)}{where}", text)

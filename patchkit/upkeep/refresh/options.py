@@ -30,8 +30,6 @@ class RefreshOptions:
     more_recipes: tuple[Path, ...] = ()
     drop_upstreamed: bool = False  # drop the patches found upstream instead of merging them
     drop: tuple[str, ...] = ()  # patches (names or files) to leave out from the start
-    command: str = ""  # how the user names this refresh ("patchkit refresh NAME"; '' plain)
-    hint_workdir: bool = True  # the user gave --workdir
     rerere: Path | None = None  # the recorded resolutions (None: none kept or replayed)
     # a series of independent patches: each merged onto ``onto`` alone, none on another
     independent: bool = False

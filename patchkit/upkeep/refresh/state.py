@@ -197,8 +197,6 @@ class RefreshState:
     more_recipes: list[str] = dataclasses.field(
         default_factory=list, metadata=meta(omit="empty", check=lambda v: all(map(_recipe_path, v)))
     )
-    command: str = ""  # how the user named this refresh ("patchkit refresh NAME"; '' plain)
-    hint_workdir: bool = True  # the user gave --workdir
     drop_upstreamed: bool = False
     # a series of independent patches: each patch's commit sits on ``base`` (and on
     # ``old_root`` for the old ones), none on another

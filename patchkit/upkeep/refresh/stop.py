@@ -18,7 +18,7 @@ from patchkit.core.text import printable
 from patchkit.git.repo import Git
 from patchkit.spec.patchfile import parse_diff
 from patchkit.upkeep.conflict import Block, describe_file, parse_conflicts
-from patchkit.upkeep.refresh.hints import command_of
+from patchkit.upkeep.refresh.hints import actions, outside_actions
 from patchkit.upkeep.refresh.moved import gone_file
 from patchkit.upkeep.refresh.options import RefreshStopped
 from patchkit.upkeep.refresh.scratch import private_index, read_text, scratch_git, show
@@ -31,7 +31,7 @@ __all__ = ["duplicate_stop", "empty_stop", "merge_stop", "patch_diff", "upstream
 def _shown(line: str) -> str:
     """A line of a stop's detail, safe for a terminal (it quotes upstream's code and commit
     subjects): tabs kept, every other control or format character escaped."""
-    return "\t".join(map(printable, line.split("\t")))
+    return outside_actions(line, lambda part: "\t".join(map(printable, part.split("\t"))))
 
 
 def patch_diff(workdir: Path, state: RefreshState, i: int) -> bytes:
@@ -159,7 +159,7 @@ def merge_stop(
     what of its files that merged cleanly to look at too."""
     tree = workdir / "tree"
     p = state.patches[i]
-    cmd = command_of(state, workdir)
+    cmd = actions(workdir)
     quoted_tree = shlex.quote(str(tree))
     lines: list[str] = []
     upstreamed = state.upstreamed(p.file)
@@ -290,7 +290,7 @@ def merge_stop(
 def empty_stop(workdir: Path, state: RefreshState, i: int, upstreamed: Upstreamed) -> NoReturn:
     """The stop of a patch that merged to nothing."""
     p = state.patches[i]
-    cmd = command_of(state, workdir)
+    cmd = actions(workdir)
     raise RefreshStopped(
         f"refresh stopped at {p.file}: merged onto {state.onto[:12]} it changes nothing: "
         f"{printable(upstreamed.describe())}",
@@ -313,7 +313,7 @@ def duplicate_stop(
     tree = workdir / "tree"
     p = state.patches[i]
     known = state.upstreamed(p.file)
-    cmd = command_of(state, workdir)
+    cmd = actions(workdir)
     detail = [*((f"{p.file} is {known.describe()}",) if known else ()), *dups]
     raise RefreshStopped(
         f"refresh stopped at {p.file}: the 3-way merge was clean but adds lines upstream "
