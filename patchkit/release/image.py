@@ -5,10 +5,10 @@ conversion (the layout is in :mod:`patchkit.release.oci`, what each layer holds 
 :mod:`patchkit.release.image_layers`). Its layers, bottom up:
 
 1. **system**: the system libraries the release's files import (the manifest's
-   ``imports.system``) and what they import in turn, the dynamic loader, and the
-   ``/etc/passwd`` / ``/etc/group`` lines of the non-root user ``llama`` (10001:10001),
-   ``/tmp`` and its home. They are taken from the build root of a recipe with one
-   (``[build] root``: the image runs the very glibc the floor was built against) and
+   ``imports.system``) and the CUDA runtime's libraries import, what they import in turn,
+   the dynamic loader, and the ``/etc/passwd`` / ``/etc/group`` lines of the non-root
+   user ``llama`` (10001:10001), ``/tmp`` and its home. They are taken from the build
+   root of a recipe with one (``[build] root``: the image runs the very glibc the floor was built against) and
    otherwise from this machine's ``/`` (so this layer, and the image digest, follow from
    the releasing machine's libraries: an image released elsewhere has another digest
    for this layer alone).
@@ -57,6 +57,7 @@ from patchkit.release.image_layers import (
     SYSTEM_LAYER,
     USER,
     release_layer,
+    runtime_imports,
     runtime_layer,
     stage_archive,
     system_files,
@@ -383,7 +384,9 @@ def make_release_image(
             raise ReleaseError(f"{manifest.runtime.archive}: not a CUDA runtime archive")
         runtime = [m for m in rt_files if m.name.startswith("bin/")]
         runtime_mtime = rt.source_date_epoch
-    needed = manifest.imports.system if manifest.imports is not None else ()
+    needed = list(manifest.imports.system if manifest.imports is not None else ())
+    bins = {m.name.rsplit("/", 1)[-1] for m in files if m.name.startswith("bin/")}
+    needed += [n for n in runtime_imports(runtime, bins) if n not in needed]
     spec = release_image_spec(
         manifest,
         manifest_data,

@@ -26,6 +26,7 @@ from patchkit.binary.elf import ElfFormatError, read_dynamic
 from patchkit.core.errors import ReleaseError
 from patchkit.core.tarcap import NOT_A_TAR_GZ, TarRefused, capped_members, open_tar_gz
 from patchkit.release.archive import Member, unsafe_member_name
+from patchkit.release.imports import LINUX_DRIVER
 from patchkit.release.oci import Dir, LayerSpec
 
 __all__ = [
@@ -40,6 +41,7 @@ __all__ = [
     "USER",
     "release_layer",
     "resolve_within",
+    "runtime_imports",
     "runtime_layer",
     "stage_archive",
     "system_files",
@@ -167,6 +169,25 @@ def system_layer(needed: Sequence[str], *, root: Path, arch: str, mtime: int) ->
         ),
         mtime=mtime,
     )
+
+
+def runtime_imports(runtime: Sequence[Member], provided: Iterable[str]) -> list[str]:
+    """The system libraries the CUDA runtime archive's libraries import (NVIDIA's cuBLAS
+    needs ``librt.so.1``, ``libdl.so.2``, ...), which the release's own import record does
+    not name: every ``DT_NEEDED`` of its ELF members that neither the runtime nor the
+    release (``provided``) holds, and not the driver's (mounted in by NVIDIA's toolkit)."""
+    have = set(provided) | {m.name.rsplit("/", 1)[-1] for m in runtime}
+    needed: set[str] = set()
+    for m in runtime:
+        if m.source is None:
+            continue
+        try:
+            dyn = read_dynamic(m.source)
+        except (ElfFormatError, OSError) as e:
+            raise ReleaseError(f"{m.name}: cannot read its ELF dynamic section ({e})") from None
+        if dyn is not None:
+            needed |= {n for n in dyn.needed if n not in have and n not in LINUX_DRIVER}
+    return sorted(needed)
 
 
 def runtime_layer(runtime: Sequence[Member], *, mtime: int) -> LayerSpec:

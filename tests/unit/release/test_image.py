@@ -289,6 +289,8 @@ def _sysroot(tmp_path: Path) -> Path:
     lib.mkdir(parents=True)
     (lib / "libc.so.6").write_bytes(make_elf(needed=("ld-linux-x86-64.so.2",), soname="libc.so.6"))
     (lib / "ld-linux-x86-64.so.2").write_bytes(make_elf(needed=(), soname="ld-linux-x86-64.so.2"))
+    for name in ("libdl.so.2", "libm.so.6"):  # what the fixture CUDA runtime's libraries import
+        (lib / name).write_bytes(make_elf(needed=("libc.so.6",), soname=name))
     (root / "lib64").mkdir()
     os.symlink("../lib/x86_64-linux-gnu/ld-linux-x86-64.so.2", root / "lib64" / "ld-linux-x86-64.so.2")
     return root
@@ -325,6 +327,7 @@ def test_system_files_follow_imports_within_the_root(tmp_path: Path) -> None:
     root = _sysroot(tmp_path)
     got = system_files(["libc.so.6"], root=root, arch="x86_64")
     assert [rel for rel, _ in got] == ["lib/x86_64-linux-gnu/libc.so.6", "lib64/ld-linux-x86-64.so.2"]
+    (root / "lib" / "x86_64-linux-gnu" / "libm.so.6").unlink()
     os.symlink("/etc/hostname", root / "lib" / "x86_64-linux-gnu" / "libm.so.6")  # leaves the root
     with pytest.raises(ReleaseError, match="libm.so.6: not found"):
         system_files(["libm.so.6"], root=root, arch="x86_64")
@@ -445,6 +448,10 @@ def test_cuda_images_share_the_runtime_layer(tmp_path: Path) -> None:
     contents = oci_read.read_image(dist / a.file)
     files = {e.path for _, e in oci_read.iter_files(contents)}
     assert f"{PREFIX}/bin/libcublas.so.12" in files and f"{PREFIX}/bin/libggml-cuda.so" in files
+    # what NVIDIA's libraries import from the system is in the system layer (cudart needs
+    # libdl, cuBLASLt libm: the release's own files import neither), the driver is not
+    assert {"lib/x86_64-linux-gnu/libdl.so.2", "lib/x86_64-linux-gnu/libm.so.6"} <= files
+    assert not any(f.endswith("libcuda.so.1") for f in files)
     env = contents.config.config.env  # type: ignore[union-attr]
     assert "NVIDIA_VISIBLE_DEVICES=all" in env and "NVIDIA_DRIVER_CAPABILITIES=compute,utility" in env
     stem = first.archive.name.removesuffix(".tar.gz")
