@@ -406,7 +406,13 @@ def build_report(
                 recipe = load_recipe(path, project, series)
             except RecipeError as e:
                 verdicts.append(
-                    Verdict(recipe=path.stem, ok=False, why=e.message, todo=e.hint or "fix the recipe")
+                    Verdict(
+                        recipe=path.stem,
+                        ok=False,
+                        why=e.message,
+                        todo=e.hint or "fix the recipe",
+                        problem=e.problem,
+                    )
                 )
                 continue
             verdicts.append(

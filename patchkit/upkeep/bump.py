@@ -141,7 +141,7 @@ class BumpStopped(PatchError):
     ``result``: the bump so far (nothing written), for the summary."""
 
     def __init__(self, error: PatchError, result: BumpResult) -> None:
-        super().__init__(error.message, detail=error.detail, hint=error.hint)
+        super().__init__(error.message, detail=error.detail, hint=error.hint, problem=error.problem)
         self.result = result
 
 
