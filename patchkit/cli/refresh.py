@@ -134,88 +134,47 @@ def refresh_cmd(
     workdir = given or cache_layout().refresh(Path(label).stem).absolute()
     rerere = cache_layout().rerere.absolute()
     with naming_refresh(recipe, given):
-        result = _run(
-            ctx,
-            recipe,
-            onto,
-            cont,
-            abort,
-            skip,
-            drop,
-            drop_upstreamed,
-            base,
-            move_pin,
-            workdir,
-            rerere,
-            repo,
-            upstream,
-            all_,
-        )
-    if result is None:
-        return
+        if abort:
+            refresh_abort(workdir)
+            log.info(f"refresh aborted; removed {workdir}")
+            return
+        if resume:
+            with log.step("refresh: " + ("skip" if skip or not cont else "continue")):
+                result = refresh_continue(
+                    workdir,
+                    drop_stopped=skip,
+                    drop=drop,
+                    drop_only=not (cont or skip),
+                    rerere=rerere,
+                )
+        else:
+            need_recipe = not all_ or move_pin or (repo is None and upstream is None)
+            _project, series, rec = load_optional_recipe(ctx, recipe, need_recipe)
+            if move_pin and rec is None:
+                raise ConfigError("--move-pin needs a recipe")
+            patches = select_patches(series, rec, all_)
+            repo_path = resolve_repo(repo=repo, upstream=upstream, recipe=rec)
+            assert onto is not None
+            with log.step(f"refresh {len(patches)} patches onto {onto}"):
+                result = refresh_start(
+                    RefreshOptions(
+                        repo=repo_path.absolute(),
+                        patches=patches,
+                        patches_dir=series.directory.absolute(),
+                        onto=onto,
+                        base=base or (rec.upstream.commit if rec else None),
+                        workdir=workdir,
+                        recipe_path=rec.path.absolute() if rec else None,
+                        move_pin=move_pin,
+                        drop_upstreamed=drop_upstreamed,
+                        drop=drop,
+                        rerere=rerere,
+                        independent=series.independent,
+                    )
+                )
     report(result)
     if as_json:
         out_json(result.to_json())
-
-
-def _run(
-    ctx: click.Context,
-    recipe: str | None,
-    onto: str | None,
-    cont: bool,
-    abort: bool,
-    skip: bool,
-    drop: tuple[str, ...],
-    drop_upstreamed: bool,
-    base: str | None,
-    move_pin: bool,
-    workdir: Path,
-    rerere: Path,
-    repo: Path | None,
-    upstream: str | None,
-    all_: bool,
-) -> RefreshResult | None:
-    """The refresh the options ask for (None: an --abort)."""
-    resume = cont or skip or (bool(drop) and not onto)
-    if abort:
-        refresh_abort(workdir)
-        log.info(f"refresh aborted; removed {workdir}")
-        return None
-    if resume:
-        with log.step("refresh: " + ("skip" if skip or not cont else "continue")):
-            result = refresh_continue(
-                workdir,
-                drop_stopped=skip,
-                drop=drop,
-                drop_only=not (cont or skip),
-                rerere=rerere,
-            )
-    else:
-        need_recipe = not all_ or move_pin or (repo is None and upstream is None)
-        _project, series, rec = load_optional_recipe(ctx, recipe, need_recipe)
-        if move_pin and rec is None:
-            raise ConfigError("--move-pin needs a recipe")
-        patches = select_patches(series, rec, all_)
-        repo_path = resolve_repo(repo=repo, upstream=upstream, recipe=rec)
-        assert onto is not None
-        with log.step(f"refresh {len(patches)} patches onto {onto}"):
-            result = refresh_start(
-                RefreshOptions(
-                    repo=repo_path.absolute(),
-                    patches=patches,
-                    patches_dir=series.directory.absolute(),
-                    onto=onto,
-                    base=base or (rec.upstream.commit if rec else None),
-                    workdir=workdir,
-                    recipe_path=rec.path.absolute() if rec else None,
-                    move_pin=move_pin,
-                    drop_upstreamed=drop_upstreamed,
-                    drop=drop,
-                    rerere=rerere,
-                    independent=series.independent,
-                )
-            )
-    return result
 
 
 def report(result: RefreshResult) -> None:

@@ -9,6 +9,8 @@ import json
 import os
 from pathlib import Path
 
+from click.testing import Result
+
 from tests.fixtures.project import invoke
 from tests.fixtures.upstream import GIT_ENV, commit_files, git
 
@@ -55,16 +57,9 @@ SHORT = "Spell ten out\n\n--- a/src/f.c\n+++ b/src/f.c\n@@ -9,5 +9,5 @@\n line 9
 GONE = "Spell gone out\n\n--- a/src/f.c\n+++ b/src/f.c\n@@ -14,3 +14,3 @@\n nope 1\n-nope 2\n+nope two\n nope 3\n"
 
 
-def test_a_patch_stale_on_its_own_base_is_taken_there_loosely_and_merged(tmp_path: Path) -> None:
-    up, proj, base, new = _setup(tmp_path, {"01-four.patch": FUZZY, "02-ten.patch": SHORT})
-    # check says so per patch (git apply cannot read 02 at all) and goes on with the rest
-    r = invoke(proj, "check", "--all", "--repo", str(up), "--ref", base, "--json")
-    assert r.exit_code == 11, r.output
-    (ref,) = json.loads(r.stdout)["refs"]
-    assert [v["status"] for v in ref["results"]] == ["conflicts", "conflicts"]
-    (c,) = ref["results"][1]["conflicts"]
-    assert c["file"] == "src/f.c" and c["reason"].startswith("git apply cannot read the patch: corrupt patch")
-    r = invoke(
+def _refresh(tmp_path: Path, proj: Path, up: Path, base: str, new: str) -> Result:
+    """``patchkit refresh --all`` of the fixture's queue from ``base`` onto ``new``."""
+    return invoke(
         proj,
         "refresh",
         "--all",
@@ -77,6 +72,18 @@ def test_a_patch_stale_on_its_own_base_is_taken_there_loosely_and_merged(tmp_pat
         "--workdir",
         str(tmp_path / "wd"),
     )
+
+
+def test_a_patch_stale_on_its_own_base_is_taken_there_loosely_and_merged(tmp_path: Path) -> None:
+    up, proj, base, new = _setup(tmp_path, {"01-four.patch": FUZZY, "02-ten.patch": SHORT})
+    # check says so per patch (git apply cannot read 02 at all) and goes on with the rest
+    r = invoke(proj, "check", "--all", "--repo", str(up), "--ref", base, "--json")
+    assert r.exit_code == 11, r.output
+    (ref,) = json.loads(r.stdout)["refs"]
+    assert [v["status"] for v in ref["results"]] == ["conflicts", "conflicts"]
+    (c,) = ref["results"][1]["conflicts"]
+    assert c["file"] == "src/f.c" and c["reason"].startswith("git apply cannot read the patch: corrupt patch")
+    r = _refresh(tmp_path, proj, up, base, new)
     assert r.exit_code == 0, r.output
     assert (
         f"01-four.patch: does not apply on its base {base[:12]} as it is; taken there with reduced context"
@@ -94,19 +101,7 @@ def test_a_patch_stale_on_its_own_base_is_taken_there_loosely_and_merged(tmp_pat
 
 def test_a_patch_that_does_not_go_in_on_its_base_at_all_says_it_was_stale_before(tmp_path: Path) -> None:
     up, proj, base, new = _setup(tmp_path, {"01-gone.patch": GONE})
-    r = invoke(
-        proj,
-        "refresh",
-        "--all",
-        "--repo",
-        str(up),
-        "--from",
-        base,
-        "--onto",
-        new,
-        "--workdir",
-        str(tmp_path / "wd"),
-    )
+    r = _refresh(tmp_path, proj, up, base, new)
     assert r.exit_code == 5, r.output
     assert (
         f"refresh stopped at 01-gone.patch: it does not apply and cannot be 3-way merged (it does not apply "
