@@ -10,17 +10,41 @@ exits 0: it reports, it does not build.
 - ``floors``: the C library floors this machine builds for
 - ``floors[].glibc``: None: not known (not glibc)
 - ``floors[].glibcxx``: the newest GLIBCXX_ version it gives
-- ``floors[].how``: what it is, or what to do to make it ready
+- ``floors[].how``: what it is, or what to do to make it ready (the words of ``state``)
+- ``floors[].packages``: needs-packages: the apt packages preparing it needs
 - ``floors[].ready``: builds for it now
+- ``floors[].state``: host, prepared, needs-bwrap (prepared, but bwrap is missing), not-prepared
+  (and can be), needs-packages (preparing it needs them)
 - ``floors[].where``: "host" or a root's name
 - ``host_os``: linux, windows, macos
 - ``machine``: platform.machine(): x86_64, aarch64, AMD64
 - ``project_error``: why the project could not be read; null: it could
 - ``recipes``: one per recipe
-- ``recipes[].notes``: what else to know
+- ``recipes[].facts``: what else to know, as data
+- ``recipes[].facts[].floor``: host-newer, in-root: the GLIBC floor
+- ``recipes[].facts[].glibc``: host-newer: this machine's glibc
+- ``recipes[].facts[].host``: toolkit: the host compiler
+- ``recipes[].facts[].kind``: what it is: toolkit (the toolkit and host compiler), cuda (a note
+  of the CUDA preflight), no-ccache, no-wine, host-newer (the host's glibc is newer than the
+  recipe's floor), in-root (it builds in a root)
+- ``recipes[].facts[].root``: in-root: the root's name
+- ``recipes[].facts[].suite``: in-root: the root's Debian suite
+- ``recipes[].facts[].text``: toolkit: the toolkit; cuda: the preflight's note
+- ``recipes[].fix``: what to do about it, as data; null: nothing to do
+- ``recipes[].fix.archs``: build-on a CUDA recipe: its archs
+- ``recipes[].fix.choices``: choose-root: the roots patchkit knows
+- ``recipes[].fix.hint``: error: the advice the error was raised with
+- ``recipes[].fix.kind``: what would fix it: build-tools (cmake, ninja and the compilers),
+  install (apt packages), prepare-root, choose-root (a root patchkit knows), build-on (another
+  os), fix-recipe, error (the raised error's own advice)
+- ``recipes[].fix.os``: build-on: where to build it
+- ``recipes[].fix.packages``: install: the apt packages
+- ``recipes[].fix.root``: prepare-root: the root to prepare
+- ``recipes[].fix.toolkits``: build-on a CUDA recipe: the toolkits that build its archs
+- ``recipes[].notes``: what else to know (the words of ``facts``)
 - ``recipes[].ok``: it can build here
 - ``recipes[].recipe``: the recipe's name
-- ``recipes[].todo``: what to do about it
+- ``recipes[].todo``: what to do about it (the words of ``fix``)
 - ``recipes[].why``: why not
 - ``schema``: the JSON format's version: 1
 - ``tools``: by name: cmake, ninja, cc, ccache, mingw, wine, ...
@@ -39,7 +63,7 @@ import click
 
 from patchkit.cli._common import out, out_record
 from patchkit.core.errors import FatalError
-from patchkit.doctor.survey import Report, build_report
+from patchkit.doctor.survey import Fact, Fix, Floor, Report, build_report
 
 __all__ = ["COMMANDS", "doctor", "report_lines"]
 
@@ -137,17 +161,82 @@ def doctor(ctx: click.Context, cuda_root: Path | None, as_json: bool) -> None:
             out(line)
 
 
+_OS_NAMES = {"linux": "Linux", "windows": "Windows", "macos": "macOS"}
+
+
+def _todo(fix: Fix) -> str:
+    """What to do about a verdict, in words (``fix`` as data)."""
+    if fix.kind == "build-tools":
+        return "pip install cmake ninja; install the compilers (apt install g++ g++-mingw-w64-x86-64)"
+    if fix.kind == "install":
+        return f"apt install {' '.join(fix.packages)}"
+    if fix.kind == "prepare-root":
+        return f"patchkit root prepare {fix.root} (as root; debootstrap from Debian's archive)"
+    if fix.kind == "choose-root":
+        return f"use one of {', '.join(fix.choices)}"
+    if fix.kind == "build-on" and fix.os == "windows" and fix.archs:
+        return (
+            "build it on Windows from a Visual Studio developer prompt (cl + Ninja) "
+            f"with a CUDA toolkit; needs {fix.toolkits} for {fix.archs}"
+        )
+    if fix.kind == "build-on":
+        return f"build it on {_OS_NAMES.get(fix.os, fix.os)}"
+    if fix.kind == "fix-recipe":
+        return "fix the recipe"
+    return fix.hint
+
+
+def _note(fact: Fact) -> str:
+    """One thing to know about a buildable recipe, in words (``fact`` as data)."""
+    if fact.kind == "toolkit":
+        return f"{fact.text}, host compiler {fact.host}"
+    if fact.kind == "no-ccache":
+        return "no ccache: every CUDA build compiles from scratch (apt install ccache)"
+    if fact.kind == "no-wine":
+        return "no wine64: the Windows smoke tests cannot run here (apt install wine64)"
+    if fact.kind == "host-newer":
+        return (
+            f"its floor is GLIBC_{fact.floor} and this machine's glibc is {fact.glibc}: "
+            "`release` refuses what needs more; set [build] root"
+        )
+    if fact.kind == "in-root":
+        return f"builds in the root {fact.root} (Debian {fact.suite}: floor GLIBC_{fact.floor})"
+    return fact.text
+
+
+def _how(f: Floor) -> str:
+    """What a floor is, or what to do to make it ready, in words (its ``state``)."""
+    if f.state == "host":
+        return "a plain build links against this machine's glibc and libstdc++"
+    if f.state == "prepared" and f.root is not None:
+        return f"root {f.root.label} ({f.root.suite}, GCC {f.root.gcc}, prepared {f.root.prepared})"
+    if f.state == "needs-bwrap":
+        return "prepared, but bwrap is missing to build in it (apt install bubblewrap)"
+    if f.state == "not-prepared":
+        return f"not prepared: `patchkit root prepare {f.where}` (as root, network, ~5 min)"
+    if f.state == "needs-packages":
+        return f"not prepared; needs apt install {' '.join(f.packages)}"
+    return f.how
+
+
 def _worded(report: Report) -> Report:
-    """``report`` with the words of each failure raised as fields (a problem)."""
+    """``report`` with its words: what to do and the notes of each verdict (from its fix and
+    facts, or the problem it was raised with), and each floor's line."""
     from patchkit.cli.problems import words
 
     verdicts = []
     for v in report.verdicts:
         said = words(v.problem) if v.problem is not None else None
-        verdicts.append(v if said is None else dataclasses.replace(v, why=said[0], todo=said[1] or v.todo))
+        todo = _todo(v.fix) if v.fix is not None else v.todo
+        notes = tuple(_note(f) for f in v.facts) or v.notes
+        if said is not None:
+            verdicts.append(dataclasses.replace(v, why=said[0], todo=said[1] or todo, notes=notes))
+        else:
+            verdicts.append(dataclasses.replace(v, todo=todo, notes=notes))
     toolkit = words(report.toolkit_problem) if report.toolkit_problem is not None else None
     error = toolkit[0] if toolkit is not None else report.toolkit_error
-    return dataclasses.replace(report, verdicts=tuple(verdicts), toolkit_error=error)
+    floors = tuple(dataclasses.replace(f, how=_how(f)) for f in report.floors)
+    return dataclasses.replace(report, verdicts=tuple(verdicts), toolkit_error=error, floors=floors)
 
 
 COMMANDS = [doctor]

@@ -31,6 +31,8 @@ from patchkit.spec.recipe import Recipe, list_recipes, load_recipe
 from patchkit.spec.series import Series
 
 __all__ = [
+    "Fact",
+    "Fix",
     "Floor",
     "Report",
     "Tool",
@@ -60,12 +62,47 @@ class Tool(Record):
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
+class Fix(Record):
+    """What would make a recipe buildable here, as data (the CLI words it)."""
+
+    kind: str
+    """what would fix it: build-tools (cmake, ninja and the compilers), install (apt packages),
+    prepare-root, choose-root (a root patchkit knows), build-on (another os), fix-recipe,
+    error (the raised error's own advice)"""
+    packages: tuple[str, ...] = ()  # install: the apt packages
+    root: str = ""  # prepare-root: the root to prepare
+    choices: tuple[str, ...] = ()  # choose-root: the roots patchkit knows
+    os: str = ""  # build-on: where to build it
+    toolkits: str = ""  # build-on a CUDA recipe: the toolkits that build its archs
+    archs: str = ""  # build-on a CUDA recipe: its archs
+    hint: str = ""  # error: the advice the error was raised with
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Fact(Record):
+    """One thing to know about a buildable recipe, as data (the CLI words it)."""
+
+    kind: str
+    """what it is: toolkit (the toolkit and host compiler), cuda (a note of the CUDA
+    preflight), no-ccache, no-wine, host-newer (the host's glibc is newer than the recipe's
+    floor), in-root (it builds in a root)"""
+    text: str = ""  # toolkit: the toolkit; cuda: the preflight's note
+    host: str = ""  # toolkit: the host compiler
+    floor: str = ""  # host-newer, in-root: the GLIBC floor
+    glibc: str = ""  # host-newer: this machine's glibc
+    root: str = ""  # in-root: the root's name
+    suite: str = ""  # in-root: the root's Debian suite
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class Verdict(Record):
     recipe: str  # the recipe's name
     ok: bool  # it can build here
     why: str = ""  # why not
-    todo: str = ""  # what to do about it
-    notes: tuple[str, ...] = ()  # what else to know
+    todo: str = ""  # what to do about it (the words of ``fix``)
+    notes: tuple[str, ...] = ()  # what else to know (the words of ``facts``)
+    fix: Fix | None = None  # what to do about it, as data; null: nothing to do
+    facts: tuple[Fact, ...] = ()  # what else to know, as data
     # why not, as fields, when the failure was raised with them: the CLI words it
     problem: Problem | None = dataclasses.field(default=None, metadata=meta(written=False))
 
@@ -79,7 +116,13 @@ class Floor(Record):
     glibc: str | None  # None: not known (not glibc)
     glibcxx: str | None = None  # the newest GLIBCXX_ version it gives
     ready: bool = False  # builds for it now
-    how: str = ""  # what it is, or what to do to make it ready
+    how: str = ""  # what it is, or what to do to make it ready (the words of ``state``)
+    state: str = ""
+    """host, prepared, needs-bwrap (prepared, but bwrap is missing), not-prepared (and can
+    be), needs-packages (preparing it needs them)"""
+    packages: tuple[str, ...] = ()  # needs-packages: the apt packages preparing it needs
+    # prepared: the root's record (its label, suite, GCC and when it was prepared)
+    root: sysroot.RootRecord | None = dataclasses.field(default=None, metadata=meta(written=False))
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -219,30 +262,33 @@ def floors(tools: Mapping[str, Tool], cache: Path | None, *, os_name: str) -> tu
             where="host",
             glibc=host_glibc(),
             ready=True,
-            how="a plain build links against this machine's glibc and libstdc++",
+            state="host",
         )
     ]
     have = {t: tools.get(t, Tool(name=t, path=None)).found for t in ("bwrap", "debootstrap")}
     for name, kind in sysroot.KINDS.items():
         found = sysroot.find_root(cache, name) if cache is not None else None
+        packages: tuple[str, ...] = ()
         if found is not None and have["bwrap"]:
-            how = f"root {found.label} ({found.suite}, GCC {found.gcc}, prepared {found.prepared})"
+            state = "prepared"
         elif found is not None:
-            how = "prepared, but bwrap is missing to build in it (apt install bubblewrap)"
+            state = "needs-bwrap"
         elif have["bwrap"] and have["debootstrap"]:
-            how = f"not prepared: `patchkit root prepare {name}` (as root, network, ~5 min)"
+            state = "not-prepared"
         else:
-            missing = " ".join(
+            state = "needs-packages"
+            packages = tuple(
                 p for t, p in (("debootstrap", "debootstrap"), ("bwrap", "bubblewrap")) if not have[t]
             )
-            how = f"not prepared; needs apt install {missing}"
         out.append(
             Floor(
                 where=name,
                 glibc=found.glibc if found is not None else kind.glibc,
                 glibcxx=kind.glibcxx,
                 ready=found is not None and have["bwrap"],
-                how=how,
+                state=state,
+                packages=packages,
+                root=found,
             )
         )
     return tuple(out)
@@ -258,21 +304,21 @@ def _root_verdict(recipe: Recipe, cache: Path | None, tools: Mapping[str, Tool])
             recipe=recipe.name,
             ok=False,
             why=f"build.root {root!r} is not a root patchkit knows",
-            todo=f"use one of {', '.join(sysroot.KINDS)}",
+            fix=Fix(kind="choose-root", choices=tuple(sysroot.KINDS)),
         )
     if not tools.get("bwrap", Tool(name="bwrap", path=None)).found:
         return Verdict(
             recipe=recipe.name,
             ok=False,
             why="bwrap is missing (it runs the root's compilers)",
-            todo="apt install bubblewrap",
+            fix=Fix(kind="install", packages=("bubblewrap",)),
         )
     if cache is None or sysroot.find_root(cache, root) is None:
         return Verdict(
             recipe=recipe.name,
             ok=False,
             why=f"its build root {root} is not prepared",
-            todo=f"patchkit root prepare {root} (as root; debootstrap from Debian's archive)",
+            fix=Fix(kind="prepare-root", root=root),
         )
     return None
 
@@ -287,11 +333,13 @@ def _cuda_verdict(
         tk = toolkit_for(recipe.cuda)
         notes = preflight(archs, tk)  # type: ignore[arg-type]
     except (ToolMissing, CudaError) as e:
-        return Verdict(recipe=recipe.name, ok=False, why=e.message, todo=e.hint, problem=e.problem)
+        fix = Fix(kind="error", hint=e.hint) if e.hint else None
+        return Verdict(recipe=recipe.name, ok=False, why=e.message, fix=fix, problem=e.problem)
+    facts = [Fact(kind="toolkit", text=tk.describe(), host=tk.host.describe())]
+    facts += [Fact(kind="cuda", text=n) for n in notes]
     if not tools.get("ccache", Tool(name="ccache", path=None)).found:
-        notes.append("no ccache: every CUDA build compiles from scratch (apt install ccache)")
-    notes.insert(0, f"{tk.describe()}, host compiler {tk.host.describe()}")
-    return Verdict(recipe=recipe.name, ok=True, notes=tuple(notes))
+        facts.append(Fact(kind="no-ccache"))
+    return Verdict(recipe=recipe.name, ok=True, facts=tuple(facts))
 
 
 def recipe_verdict(
@@ -304,7 +352,6 @@ def recipe_verdict(
 ) -> Verdict:
     name = recipe.name
     archs = recipe.cuda.archs if recipe.cuda else None
-    need_note = f"needs {toolkits_for(archs.sms)} for {archs.describe()}" if archs else ""
     here = _OS_NAMES.get(os_name, os_name)
     if recipe.os != os_name:
         cross_mingw = (
@@ -316,14 +363,16 @@ def recipe_verdict(
         if not cross_mingw:
             if recipe.os == "windows" and recipe.cuda is not None:
                 why = f"windows recipe: needs MSVC on Windows; cannot build on {here}"
-                todo = (
-                    "build it on Windows from a Visual Studio developer prompt (cl + Ninja) "
-                    f"with a CUDA toolkit; {need_note}"
+                fix = Fix(
+                    kind="build-on",
+                    os="windows",
+                    toolkits=toolkits_for(archs.sms) if archs else "",
+                    archs=archs.describe() if archs else "",
                 )
             else:
                 why = f"{recipe.os} recipe: cannot build on {here}"
-                todo = f"build it on {_OS_NAMES.get(recipe.os, recipe.os)}"
-            return Verdict(recipe=name, ok=False, why=why, todo=todo)
+                fix = Fix(kind="build-on", os=recipe.os)
+            return Verdict(recipe=name, ok=False, why=why, fix=fix)
     missing = [t for t in ("cmake",) if not tools[t].found]
     if recipe.build.generator == "Ninja" and not tools["ninja"].found:
         missing.append("ninja")
@@ -339,28 +388,25 @@ def recipe_verdict(
             recipe=name,
             ok=False,
             why=f"missing {', '.join(missing)}",
-            todo="pip install cmake ninja; install the compilers (apt install g++ g++-mingw-w64-x86-64)",
+            fix=Fix(kind="build-tools"),
         )
     root_verdict = _root_verdict(recipe, cache, tools)
     if root_verdict is not None:
         return root_verdict
     if recipe.cuda is not None:
         return _cuda_verdict(recipe, archs, toolkit_for, tools)
-    notes = []
+    facts: list[Fact] = []
     floor = dict(recipe.release_floor)
     if "GLIBC" in floor and recipe.build.root is None and os_name == "linux":
         glibc = host_glibc()
         if glibc is not None and version_key(glibc) > version_key(floor["GLIBC"]):
-            notes.append(
-                f"its floor is GLIBC_{floor['GLIBC']} and this machine's glibc is {glibc}: "
-                "`release` refuses what needs more; set [build] root"
-            )
+            facts.append(Fact(kind="host-newer", floor=floor["GLIBC"], glibc=glibc))
     if recipe.build.root is not None:
         kind = sysroot.KINDS[recipe.build.root]
-        notes.append(f"builds in the root {kind.name} (Debian {kind.suite}: floor GLIBC_{kind.glibc})")
+        facts.append(Fact(kind="in-root", root=kind.name, suite=kind.suite, floor=kind.glibc))
     if recipe.os != os_name and not tools["wine"].found:
-        notes.append("no wine64: the Windows smoke tests cannot run here (apt install wine64)")
-    return Verdict(recipe=name, ok=True, notes=tuple(notes))
+        facts.append(Fact(kind="no-wine"))
+    return Verdict(recipe=name, ok=True, facts=tuple(facts))
 
 
 def build_report(
@@ -410,7 +456,7 @@ def build_report(
                         recipe=path.stem,
                         ok=False,
                         why=e.message,
-                        todo=e.hint or "fix the recipe",
+                        fix=Fix(kind="error", hint=e.hint) if e.hint else Fix(kind="fix-recipe"),
                         problem=e.problem,
                     )
                 )

@@ -120,7 +120,19 @@ def test_doctor_json_holds_what_the_text_shows(machine: Path, tmp_path: Path) ->
     } <= set(cuda)
     v = {x["recipe"]: x for x in data["recipes"]}
     assert v["cuda-pascal-ampere"]["ok"] and not v["windows-cuda-pascal-ampere"]["ok"]
-    assert set(v["broken"]) == {"recipe", "ok", "why", "todo", "notes"}
+    # the words (todo, notes) and the same as data (fix, facts)
+    assert set(v["broken"]) == {"recipe", "ok", "why", "todo", "notes", "fix", "facts"}
+    assert (v["broken"]["todo"], v["broken"]["fix"]["kind"]) == ("fix the recipe", "fix-recipe")
+    win = v["windows-cuda-pascal-ampere"]
+    assert win["todo"].startswith("build it on Windows from a Visual Studio developer prompt")
+    assert (win["fix"]["kind"], win["fix"]["os"], win["fix"]["toolkits"]) == (
+        "build-on",
+        "windows",
+        "CUDA 11.1-12.9",
+    )
+    ok = v["cuda-pascal-ampere"]
+    assert ok["notes"][-1] == "no ccache: every CUDA build compiles from scratch (apt install ccache)"
+    assert (ok["facts"][0]["kind"], ok["facts"][-1]["kind"]) == ("toolkit", "no-ccache")
     assert data["project_error"] is None
 
 

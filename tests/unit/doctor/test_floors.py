@@ -24,19 +24,23 @@ def test_floors_list_the_host_and_every_root(tmp_path: Path, monkeypatch: pytest
     got = {f.where: f for f in floors(_tools("bwrap", "debootstrap"), tmp_path, os_name="linux")}
     assert list(got) == ["host", "debian11", "debian12"]
     assert (got["host"].glibc, got["host"].ready) == ("2.36", True)
-    assert (
-        got["debian11"].ready and got["debian11"].glibc == "2.31" and "debian11@abab" in got["debian11"].how
-    )
-    assert not got["debian12"].ready
-    assert got["debian12"].how.startswith("not prepared: `patchkit root prepare debian12`")
+    assert (got["host"].state, got["host"].how) == ("host", "")  # the CLI words it
+    d11 = got["debian11"]
+    assert (d11.ready, d11.glibc, d11.state) == (True, "2.31", "prepared")
+    assert d11.root is not None and d11.root.label.startswith("debian11@abab")
+    assert (got["debian12"].ready, got["debian12"].state) == (False, "not-prepared")
     assert got["debian12"].to_json()["glibcxx"] == "3.4.30"
 
 
 def test_floors_say_what_to_install(tmp_path: Path) -> None:
     fake_root(tmp_path)
     got = {f.where: f for f in floors(_tools(), tmp_path, os_name="linux")}
-    assert not got["debian11"].ready and "apt install bubblewrap" in got["debian11"].how
-    assert got["debian12"].how == "not prepared; needs apt install debootstrap bubblewrap"
+    assert (got["debian11"].ready, got["debian11"].state) == (False, "needs-bwrap")
+    assert (got["debian12"].state, got["debian12"].packages) == (
+        "needs-packages",
+        ("debootstrap", "bubblewrap"),
+    )
+    assert got["debian12"].to_json()["packages"] == ["debootstrap", "bubblewrap"]
     assert floors(_tools(), tmp_path, os_name="windows") == ()
 
 
@@ -49,23 +53,22 @@ def test_a_root_recipe_needs_its_root_prepared(tmp_path: Path) -> None:
 
     v = verdict(tmp_path)
     assert (v.ok, v.why) == (False, "its build root debian11 is not prepared")
-    assert v.todo.startswith("patchkit root prepare debian11")
+    assert v.fix == survey.Fix(kind="prepare-root", root="debian11")
     fake_root(tmp_path)
     v = verdict(tmp_path)
-    assert v.ok and v.notes == ("builds in the root debian11 (Debian bullseye: floor GLIBC_2.31)",)
+    assert v.ok and v.facts == (survey.Fact(kind="in-root", root="debian11", suite="bullseye", floor="2.31"),)
     v = verdict(tmp_path, _tools("cmake", "ninja", "c++"))
-    assert (v.ok, v.todo) == (False, "apt install bubblewrap")
+    assert (v.ok, v.fix) == (False, survey.Fix(kind="install", packages=("bubblewrap",)))
     odd = dataclasses.replace(r, build=dataclasses.replace(r.build, root="debian9"))
-    assert (
-        "not a root patchkit knows"
-        in recipe_verdict(
-            odd,
-            os_name="linux",
-            tools=tools,
-            toolkit_for=_no_toolkit,
-            cache=tmp_path,  # type: ignore[arg-type]
-        ).why
+    unknown = recipe_verdict(
+        odd,
+        os_name="linux",
+        tools=tools,
+        toolkit_for=_no_toolkit,  # type: ignore[arg-type]
+        cache=tmp_path,
     )
+    assert "not a root patchkit knows" in unknown.why
+    assert unknown.fix == survey.Fix(kind="choose-root", choices=("debian11", "debian12"))
 
 
 def test_a_floor_without_a_root_is_noted_when_the_host_is_newer(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -73,7 +76,7 @@ def test_a_floor_without_a_root_is_noted_when_the_host_is_newer(monkeypatch: pyt
     r = _shipped("cpu-rpc-portable")
     plain = dataclasses.replace(r, build=dataclasses.replace(r.build, root=None))
     v = recipe_verdict(plain, os_name="linux", tools=_tools("cmake", "ninja", "c++"), toolkit_for=_no_toolkit)  # type: ignore[arg-type]
-    assert v.ok and v.notes[0].startswith("its floor is GLIBC_2.31 and this machine's glibc is 2.36")
+    assert v.ok and v.facts[0] == survey.Fact(kind="host-newer", floor="2.31", glibc="2.36")
 
 
 def test_host_glibc_reads_this_machine() -> None:

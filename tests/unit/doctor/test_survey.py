@@ -9,7 +9,7 @@ from pathlib import Path
 
 from patchkit.builder.problems import CudaArchsUnbuildable
 from patchkit.cli.doctor import _worded
-from patchkit.doctor.survey import MINGW_CXX, Tool, Verdict, build_report, recipe_verdict, survey
+from patchkit.doctor.survey import MINGW_CXX, Fact, Fix, Tool, Verdict, build_report, recipe_verdict, survey
 from patchkit.spec.recipe import Recipe, load_recipe
 from patchkit.spec.series import load_series
 from tests.fixtures.cuda import (
@@ -65,7 +65,15 @@ def test_doctor_with_cuda13_refuses_pascal_and_the_windows_twin(tmp_path: Path) 
     win = v["windows-cuda-pascal-ampere"]
     assert not win.ok
     assert win.why == "windows recipe: needs MSVC on Windows; cannot build on Linux"
-    assert "CUDA 11.1-12.9" in win.todo
+    assert (win.fix, win.todo) == (
+        Fix(
+            kind="build-on",
+            os="windows",
+            toolkits="CUDA 11.1-12.9",
+            archs="sm_60 (pascal), sm_61 (pascal), sm_75 (turing), sm_86 (ampere)",
+        ),
+        "",  # the CLI words it
+    )
     assert not v["broken"].ok and "upstream" in v["broken"].why
     assert rep.toolkit is not None and rep.toolkit.root == root
     assert rep.tools["cmake"].version == "3.31.6" and not rep.tools["mingw"].found
@@ -83,7 +91,8 @@ def test_doctor_with_cuda12_can_build_the_linux_recipe(tmp_path: Path) -> None:
     rep = build_report(proj, series, cuda_root=None, env=env, run=run, os_name="linux", sites=[])
     v = {x.recipe: x for x in rep.verdicts}
     assert v["cuda-pascal-ampere"].ok, v["cuda-pascal-ampere"]
-    assert "CUDA 12.4" in v["cuda-pascal-ampere"].notes[0]
+    first = v["cuda-pascal-ampere"].facts[0]
+    assert first.kind == "toolkit" and first.text.startswith("CUDA 12.4")
     assert not v["windows-cuda-pascal-ampere"].ok
 
 
@@ -179,21 +188,22 @@ def test_verdicts_name_what_is_missing() -> None:
 
     bare = verdict(cpu)
     assert (bare.ok, bare.why) == (False, "missing cmake, ninja, g++")
-    assert "pip install cmake ninja" in bare.todo
+    assert bare.fix == Fix(kind="build-tools")
     assert verdict(cpu, "cmake", "ninja", "c++") == Verdict(recipe="cpu-rpc", ok=True)
     cross = verdict(win, "cmake", "ninja", "c++")
     assert (cross.ok, cross.why) == (False, f"missing {MINGW_CXX}")  # the cross compiler, not g++
     no_wine = verdict(win, "cmake", "ninja", "mingw")
-    assert no_wine.ok and no_wine.notes == (
-        "no wine64: the Windows smoke tests cannot run here (apt install wine64)",
-    )
-    assert verdict(win, "cmake", "ninja", "mingw", "wine").notes == ()
-    assert bare.to_json() == {
+    assert no_wine.ok and no_wine.facts == (Fact(kind="no-wine"),)
+    assert verdict(win, "cmake", "ninja", "mingw", "wine").facts == ()
+    data = bare.to_json()
+    assert data["fix"]["kind"] == "build-tools"  # type: ignore[index]
+    assert {k: v for k, v in data.items() if k != "fix"} == {
         "recipe": "cpu-rpc",
         "ok": False,
         "why": bare.why,
-        "todo": bare.todo,
+        "todo": "",
         "notes": [],
+        "facts": [],
     }
 
 
@@ -203,8 +213,8 @@ def test_a_cuda_verdict_notes_the_missing_ccache() -> None:
         r, os_name="linux", tools=_tools("cmake", "ninja", "c++"), toolkit_for=lambda s: toolkit((12, 4, 131))
     )
     assert ok.ok, ok
-    assert ok.notes[0].startswith("CUDA 12.4") and "host compiler" in ok.notes[0]
-    assert any("no ccache" in n for n in ok.notes)
+    assert ok.facts[0].kind == "toolkit" and ok.facts[0].text.startswith("CUDA 12.4") and ok.facts[0].host
+    assert ok.facts[-1] == Fact(kind="no-ccache")
 
 
 def test_doctor_without_a_toolkit_says_why_for_every_cuda_recipe(tmp_path: Path) -> None:
@@ -217,4 +227,6 @@ def test_doctor_without_a_toolkit_says_why_for_every_cuda_recipe(tmp_path: Path)
     assert rep.toolkit is None and rep.toolkit_error == why
     lin = {x.recipe: x for x in rep.verdicts}["cuda-pascal-ampere"]
     assert (lin.ok, lin.why) == (False, why)
-    assert lin.todo == "point it at a CUDA toolkit folder (the one holding bin/nvcc)"
+    assert lin.fix == Fix(kind="error", hint="point it at a CUDA toolkit folder (the one holding bin/nvcc)")
+    worded = {x.recipe: x for x in _worded(rep).verdicts}["cuda-pascal-ampere"]
+    assert worded.todo == lin.fix.hint  # the CLI says the error's own advice
