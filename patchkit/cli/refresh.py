@@ -22,6 +22,7 @@ from patchkit.cli._common import (
     resolve_repo,
     select_patches,
 )
+from patchkit.cli.problems.refresh import stop_words
 from patchkit.core.errors import ConfigError, FatalError
 from patchkit.core.log import log
 from patchkit.core.paths import cache_layout
@@ -34,6 +35,7 @@ from patchkit.upkeep.refresh import (
     refresh_start,
 )
 from patchkit.upkeep.refresh.hints import render
+from patchkit.upkeep.refresh.options import RefreshStop
 
 __all__ = ["COMMANDS", "naming_refresh"]
 
@@ -47,6 +49,8 @@ def naming_refresh(recipe: str | None, workdir: Path | None) -> Iterator[None]:
     try:
         yield
     except FatalError as e:
+        if isinstance(e.problem, RefreshStop):  # a stop: its words are the CLI's
+            e.message, e.detail, e.hint = stop_words(e.problem)
         e.message, e.detail, e.hint = (
             render(t, prefix=prefix, workdir=workdir) for t in (e.message, e.detail, e.hint)
         )

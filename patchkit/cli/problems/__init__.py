@@ -8,7 +8,8 @@ with. One module per area, each with its ``RENDERERS``: ``files`` (core/fs's fol
 ownership), ``fs`` (core/fs's file problems), ``build`` (builder/), ``rebuild`` (rebuild/),
 ``release`` (release/), ``rpc`` (rpc/), ``spec``
 (spec/), ``git`` (git/), ``bench``
-(bench/), ``weights`` (weights/). Golden tests: tests/unit/cli/test_problems*.py.
+(bench/), ``weights`` (weights/), ``refresh`` (upkeep/refresh's stops). Golden tests:
+tests/unit/cli/test_problems*.py, tests/integration/upkeep/test_refresh_golden.py.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from patchkit.cli.problems import bench, build, files, fs, git, rebuild, release, rpc, spec, weights
+from patchkit.cli.problems import bench, build, files, fs, git, rebuild, refresh, release, rpc, spec, weights
 from patchkit.core.errors import FatalError, Problem
 
 __all__ = ["RENDERERS", "render", "said", "words"]
@@ -32,6 +33,7 @@ RENDERERS: dict[type[Problem], Callable[[Any], tuple[str, str]]] = {
     **git.RENDERERS,
     **bench.RENDERERS,
     **weights.RENDERERS,
+    **refresh.RENDERERS,
 }
 
 

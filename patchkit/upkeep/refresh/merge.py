@@ -16,7 +16,7 @@ from patchkit.git.repo import CommitInfo
 from patchkit.spec.patchfile import parse_diff
 from patchkit.upkeep.conflict import added_runs, find_run, last_touched
 from patchkit.upkeep.refresh import recorded
-from patchkit.upkeep.refresh.options import RefreshResult
+from patchkit.upkeep.refresh.options import Duplicate, RefreshResult
 from patchkit.upkeep.refresh.review import Finding, Upstream, review_patch
 from patchkit.upkeep.refresh.scratch import commit_staged, head, out, scratch_git, show, unmerged
 from patchkit.upkeep.refresh.state import RefreshState
@@ -129,7 +129,7 @@ def _merge(workdir: Path, state: RefreshState, i: int, rerere: Path | None) -> b
         # the files that did merge cleanly are the person's to review too: said at the stop
         reviewed = _review(workdir, state, i, {}, skip=set(files)) if files else []
         state.save(workdir)
-        merge_stop(workdir, state, i, proc, files, review=[f.text for f in reviewed])
+        merge_stop(workdir, state, i, proc, files, review=reviewed)
     if not out(tree, "diff", "--cached", "--name-only", "HEAD").strip():
         effect = Upstreamed(
             file=p.file,
@@ -144,11 +144,11 @@ def _merge(workdir: Path, state: RefreshState, i: int, rerere: Path | None) -> b
         state.stop_kind = "empty"
         state.save(workdir)
         empty_stop(workdir, state, i, upstreamed)
-    dups, files = _duplicates(workdir, state, i)
+    dups = _duplicates(workdir, state, i)
     if dups:
         state.stop_kind = "duplicate"
         state.save(workdir)
-        duplicate_stop(workdir, state, i, dups, files)
+        duplicate_stop(workdir, state, i, dups)
     return proc.ok
 
 
@@ -207,14 +207,12 @@ def _blame_added(state: RefreshState, diff: str) -> CommitInfo | None:
     return culprits[0].commit if culprits else None
 
 
-def _duplicates(workdir: Path, state: RefreshState, i: int) -> tuple[list[str], list[str]]:
-    """Lines of the stopped patch's files that the clean merge put in a second time, and
-    the files they are in."""
+def _duplicates(workdir: Path, state: RefreshState, i: int) -> list[Duplicate]:
+    """Lines of the stopped patch's files that the clean merge put in a second time."""
     tree = workdir / "tree"
     old = state.old_commits[i]
     diff = patch_diff(workdir, state, i).decode("utf-8", "replace")
-    found: list[str] = []
-    files: list[str] = []
+    found: list[Duplicate] = []
     for path in parse_diff(diff).paths:
         if not added_runs(diff, path):
             continue
@@ -225,15 +223,8 @@ def _duplicates(workdir: Path, state: RefreshState, i: int) -> tuple[list[str], 
             continue
         for at, lines in duplicated_runs(diff, path, before=before or "", upstream=upstream, merged=merged):
             commit = _blame_added(state, _as_diff(path, lines))
-            who = f" (upstream {commit.short} {commit.subject[:80]} added them)" if commit else ""
-            where = ", ".join(str(n) for n in at)
-            found.append(
-                f"{path}:{at[0]}: {len(lines)} lines the patch adds are there twice now (lines {where}){who}"
-            )
-            found += [f"    | {r.rstrip()[:160]}" for r in lines[:6]]
-            if path not in files:
-                files.append(path)
-    return found, files
+            found.append(Duplicate(path=path, at=tuple(at), lines=tuple(lines), commit=commit))
+    return found
 
 
 def _as_diff(path: str, lines: Sequence[str]) -> str:

@@ -7,13 +7,36 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-from patchkit.core.errors import PatchError
+from patchkit.core.errors import PatchError, Problem
+from patchkit.core.text import printable
 from patchkit.git.repo import CommitInfo
 from patchkit.spec.series import Patch
+from patchkit.upkeep.refresh.moved import Gone
 from patchkit.upkeep.refresh.review import Finding
 from patchkit.upkeep.upstreamed import Upstreamed
 
-__all__ = ["Dropped", "RefreshOptions", "RefreshResult", "RefreshStopped", "Review"]
+__all__ = [
+    "CascadeOf",
+    "ConflictedFile",
+    "Dropped",
+    "Duplicate",
+    "EarlierAdded",
+    "EarlierRemoved",
+    "FileGone",
+    "FileReport",
+    "GoneFile",
+    "LeftOut",
+    "OwnContext",
+    "RefreshOptions",
+    "RefreshResult",
+    "RefreshStop",
+    "RefreshStopped",
+    "Review",
+    "StaleBefore",
+    "StopReason",
+    "UnreadableFile",
+    "UpstreamTouched",
+]
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -114,39 +137,199 @@ class RefreshResult:
         }
 
 
-class RefreshStopped(PatchError):
-    """The refresh stopped at ``patch`` where a person is needed; its state is kept in
-    ``workdir`` for --continue, --skip, --drop and --abort.
+# -- a stop, as a record --------------------------------------------------------------------
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class LeftOut:
+    """A patch left out of this refresh that the stopped one was written on top of."""
+
+    file: str
+    dropped: str | None  # why it was dropped (``Dropped.reason``); None: outside its When range
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class ConflictedFile:
+    """A file with conflict markers: its blocks (lines, the patch's hunk, who last touched
+    them, a short excerpt of each side) as :func:`patchkit.upkeep.conflict.describe_file`
+    tells them."""
+
+    path: str
+    blocks: tuple[str, ...]
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class GoneFile:
+    """A file that did not merge though it holds no markers: one side deleted (renamed,
+    split) it."""
+
+    path: str
+    gone: Gone
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class UnreadableFile:
+    """A conflicted file too big or not text enough to show."""
+
+    path: str
+
+
+FileReport = ConflictedFile | GoneFile | UnreadableFile
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Duplicate:
+    """Lines a clean merge put in a second time."""
+
+    path: str
+    at: tuple[int, ...]  # the first line of each copy (1-based)
+    lines: tuple[str, ...]  # the lines (as the patch adds them)
+    commit: CommitInfo | None  # the upstream commit that added them meanwhile, when known
+
+
+# why a merge stopped, each reason a record (the first line says them in order)
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class FileGone:
+    """Upstream deleted, renamed or split the file (or the patch deletes what upstream
+    changed); ``path`` is None when it is the only file."""
+
+    path: str | None
+    gone: Gone
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class CascadeOf:
+    files: tuple[str, ...]
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class UpstreamTouched:
+    """Upstream commits (short) last touched the conflicting lines."""
+
+    commits: tuple[str, ...]
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class EarlierAdded:
+    """The lines are an earlier patch's of this refresh (as refreshed here)."""
+
+    patches: tuple[str, ...]
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class EarlierRemoved:
+    """An earlier patch of this refresh (as resolved here) removed the lines."""
+
+    patches: tuple[str, ...]
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class OwnContext:
+    """No upstream commit of ``old..new`` and no earlier patch touched the lines."""
+
+    old: str
+    new: str
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class StaleBefore:
+    """The patch does not go in on its own base either: stale before this sync."""
+
+    base: str
+
+
+StopReason = FileGone | CascadeOf | UpstreamTouched | EarlierAdded | EarlierRemoved | OwnContext | StaleBefore
+
+
+def _reason(r: StopReason) -> str:
+    match r:
+        case FileGone(path=path, gone=gone):
+            return gone.summary() if path is None else f"{path}: {gone.summary()}"
+        case CascadeOf(files=files):
+            return f"a cascade of {', '.join(files)}"
+        case UpstreamTouched(commits=commits):
+            return f"upstream {', '.join(commits)}"
+        case EarlierAdded(patches=patches):
+            return f"lines from the earlier patch {', '.join(patches)}"
+        case EarlierRemoved(patches=patches):
+            return f"lines the earlier patch {', '.join(patches)} removed"
+        case OwnContext(old=old, new=new):
+            return (
+                f"no commit of {old[:12] or 'the old base'}..{new[:12]} "
+                "and no earlier patch touched these lines: the patch's own context differs"
+            )
+        case StaleBefore(base=base):
+            return (
+                f"it does not apply on its own base {base[:12]} either, not even with "
+                "reduced context: it was stale before this sync"
+            )
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class RefreshStop(Problem):
+    """Where and why a refresh stopped, as fields; the CLI says it
+    (``patchkit/cli/problems/refresh.py``: the detail lines and the next steps).
 
     ``kind``: ``conflict`` (``files`` hold conflict markers in ``tree``), ``apply`` (it does
-    not apply and cannot be 3-way merged; ``errors``: git's), ``empty`` (merged, it changes
-    nothing), ``duplicate`` (a clean merge adds lines upstream added meanwhile a second
-    time). ``commits``: the upstream commits (short) that last touched the conflicting
-    lines; ``cascade``: the left-out patches it was written on top of; ``upstreamed``:
-    what was found upstream of it."""
+    not apply and cannot be 3-way merged; ``errors``: git's), ``empty`` (merged onto
+    ``onto``, it changes nothing), ``duplicate`` (a clean merge adds lines upstream added
+    meanwhile a second time: ``duplicates``). ``commits``: the upstream commits (short)
+    named; ``cascade``: the left-out patches it was written on top of; ``upstreamed``:
+    what was found upstream of it; ``reports``: each conflicted file; ``reasons``: why, in
+    the order the first line says them; ``review``: what of its cleanly merged files to
+    look at too."""
 
-    def __init__(
-        self,
-        message: str,
-        *,
-        kind: str,
-        patch: str,
-        workdir: Path,
-        detail: str = "",
-        hint: str = "",
-        files: tuple[str, ...] = (),
-        commits: tuple[str, ...] = (),
-        cascade: tuple[str, ...] = (),
-        errors: tuple[str, ...] = (),
-        upstreamed: Upstreamed | None = None,
-    ) -> None:
-        super().__init__(message, detail=detail, hint=hint)
-        self.kind = kind
-        self.patch = patch
+    kind: str
+    patch: str
+    tree: Path
+    onto: str = ""
+    files: tuple[str, ...] = ()
+    commits: tuple[str, ...] = ()
+    cascade: tuple[LeftOut, ...] = ()
+    upstreamed: Upstreamed | None = None
+    reports: tuple[FileReport, ...] = ()
+    reasons: tuple[StopReason, ...] = ()
+    errors: tuple[str, ...] = ()
+    duplicates: tuple[Duplicate, ...] = ()
+    review: tuple[Finding, ...] = ()
+
+    @property
+    def summary(self) -> str:
+        """The stop's one line (bump's summary quotes it; the CLI prints it)."""
+        head = f"refresh stopped at {self.patch}: "
+        if self.kind == "conflict":
+            why = "; ".join(map(_reason, self.reasons))
+            return head + f"conflicts in {', '.join(self.files)}" + (f" ({why})" if why else "")
+        if self.kind == "apply":
+            said = [_reason(r) for r in self.reasons if isinstance(r, StaleBefore)] + list(self.errors[:1])
+            cascade = [r for r in self.reasons if isinstance(r, CascadeOf)]
+            return (
+                head
+                + "it does not apply and cannot be 3-way merged"
+                + (f" ({'; '.join(said)})" if said else "")
+                + (f" ({_reason(cascade[0])})" if cascade else "")
+            )
+        if self.kind == "empty":
+            assert self.upstreamed is not None
+            found = printable(self.upstreamed.describe())
+            return head + f"merged onto {self.onto[:12]} it changes nothing: {found}"
+        return head + "the 3-way merge was clean but adds lines upstream added meanwhile a second time"
+
+
+class RefreshStopped(PatchError):
+    """The refresh stopped at ``patch`` where a person is needed; its state is kept in
+    ``workdir`` for --continue, --skip, --drop and --abort. ``stop``: the stop as a record
+    (:class:`RefreshStop`, also the error's problem); its fields are the error's
+    attributes too (``kind``, ``patch``, ``files``, ``commits``, ``cascade`` as file names,
+    ``errors``, ``upstreamed``, ``tree``)."""
+
+    def __init__(self, stop: RefreshStop, *, workdir: Path) -> None:
+        super().__init__(stop.summary, problem=stop)
+        self.stop = stop
+        self.kind = stop.kind
+        self.patch = stop.patch
         self.workdir = workdir
-        self.tree = workdir / "tree"
-        self.files = files
-        self.commits = commits
-        self.cascade = cascade
-        self.errors = errors
-        self.upstreamed = upstreamed
+        self.tree = stop.tree
+        self.files = stop.files
+        self.commits = stop.commits
+        self.cascade = tuple(c.file for c in stop.cascade)
+        self.errors = stop.errors
+        self.upstreamed = stop.upstreamed

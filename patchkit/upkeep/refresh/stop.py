@@ -1,37 +1,47 @@
-"""Why a merge stopped, as a :class:`~patchkit.upkeep.refresh.options.RefreshStopped`:
-each conflicted file's blocks (lines, the patch's hunk, a short excerpt), the upstream
-commits in ``old..new`` that last touched those lines, the patches of this refresh whose
-lines they are, and for a patch written on top of one that was left out, that it is a
-cascade of it."""
+"""Why a merge stopped, as a :class:`~patchkit.upkeep.refresh.options.RefreshStop` record
+(raised in a :class:`~patchkit.upkeep.refresh.options.RefreshStopped`): each conflicted
+file's blocks (lines, the patch's hunk, a short excerpt), the upstream commits in
+``old..new`` that last touched those lines, the patches of this refresh whose lines they
+are, and for a patch written on top of one that was left out, that it is a cascade of it.
+The CLI says it in words (``patchkit/cli/problems/refresh.py``)."""
 
 from __future__ import annotations
 
 import re
-import shlex
 from collections.abc import Sequence
 from pathlib import Path
 from typing import NoReturn
 
 from patchkit.core.errors import SourceError
 from patchkit.core.proc import RunResult
-from patchkit.core.text import printable
 from patchkit.git.repo import Git
 from patchkit.spec.patchfile import parse_diff
 from patchkit.upkeep.conflict import Block, describe_file, parse_conflicts
-from patchkit.upkeep.refresh.hints import actions, outside_actions
-from patchkit.upkeep.refresh.moved import gone_file
-from patchkit.upkeep.refresh.options import RefreshStopped
+from patchkit.upkeep.refresh.moved import Gone, gone_file
+from patchkit.upkeep.refresh.options import (
+    CascadeOf,
+    ConflictedFile,
+    Duplicate,
+    EarlierAdded,
+    EarlierRemoved,
+    FileGone,
+    FileReport,
+    GoneFile,
+    LeftOut,
+    OwnContext,
+    RefreshStop,
+    RefreshStopped,
+    StaleBefore,
+    StopReason,
+    UnreadableFile,
+    UpstreamTouched,
+)
+from patchkit.upkeep.refresh.review import Finding
 from patchkit.upkeep.refresh.scratch import private_index, read_text, scratch_git, show
 from patchkit.upkeep.refresh.state import RefreshState
 from patchkit.upkeep.upstreamed import Upstreamed
 
 __all__ = ["duplicate_stop", "empty_stop", "merge_stop", "patch_diff", "upstream_git"]
-
-
-def _shown(line: str) -> str:
-    """A line of a stop's detail, safe for a terminal (it quotes upstream's code and commit
-    subjects): tabs kept, every other control or format character escaped."""
-    return outside_actions(line, lambda part: "\t".join(map(printable, part.split("\t"))))
 
 
 def patch_diff(workdir: Path, state: RefreshState, i: int) -> bytes:
@@ -153,177 +163,160 @@ def merge_stop(
     proc: RunResult,
     unmerged: list[str],
     *,
-    review: Sequence[str] = (),
+    review: Sequence[Finding] = (),
 ) -> NoReturn:
     """The stop of a merge that conflicted (``unmerged``) or did not apply; ``review``:
     what of its files that merged cleanly to look at too."""
     tree = workdir / "tree"
     p = state.patches[i]
-    cmd = actions(workdir)
-    quoted_tree = shlex.quote(str(tree))
-    lines: list[str] = []
     upstreamed = state.upstreamed(p.file)
-    if upstreamed is not None:
-        lines.append(f"{p.file} is {upstreamed.describe()}: `{cmd('--skip')}` drops it")
     cascade = _cascade(workdir, state, i)
-    if cascade:
-        why = {d.file: d.reason for d in state.dropped}
-        names = ", ".join(f"{c} ({why.get(c, 'outside its When range')})" for c in cascade)
-        lines.append(
-            f"a cascade: {p.file} was written on top of {names}, left out of this refresh; "
-            "it does not apply without it on the old base either"
-        )
+    why = {d.file: d.reason for d in state.dropped}
+    left_out = tuple(LeftOut(file=c, dropped=why.get(c)) for c in cascade)
     diff = patch_diff(workdir, state, i).decode("utf-8", "replace")
     git = upstream_git(state)
-    named: list[str] = []
-    gone_why: list[str] = []
-    if unmerged:
-        for path in unmerged:
-            text = read_text(tree / path)
-            if (text is None and not (tree / path).exists()) or (
-                text is not None and not any(isinstance(b, Block) for b in parse_conflicts(text))
-            ):
-                # no markers: one side deleted (or renamed, or split) the file
-                gone = gone_file(
-                    git,
-                    state.upstream_base,
-                    state.onto,
-                    path,
-                    diff,
-                    upstream_has=show(tree, f"{state.base}:{path}") is not None,
-                )
-                lines += gone.lines(path)
-                if gone.commit is not None and gone.commit.short not in named:
-                    named.append(gone.commit.short)
-                gone_why.append(gone.summary() if len(unmerged) == 1 else f"{path}: {gone.summary()}")
-                continue
-            if text is None:
-                lines.append(f"{path}: too big or unreadable to show here: see {tree / path}")
-                continue
-            flines, commits = describe_file(
-                git=git,
-                old=state.upstream_base,
-                new=state.onto,
-                path=path,
-                full_path=tree / path,
-                text=text,
-                new_text=show(tree, f"{state.base}:{path}"),
-                patch_diff=diff,
-                head_text=show(tree, f"HEAD:{path}"),
-                blame_head=lambda path, first, count: _blame_head(workdir, state, path, first, count),
-                removed_head=lambda path, gone: _removed_head(workdir, state, path, gone),
-            )
-            lines += flines
-            for c in commits:
-                if c.short not in named:
-                    named.append(c.short)
-        what = f"conflicts in {', '.join(unmerged)}"
-        block_named = [c for c in named if not any(c in g for g in gone_why)]
-        reasons = list(gone_why)
-        if cascade:
-            reasons.insert(0, f"a cascade of {', '.join(cascade)}")
-        elif block_named:
-            reasons.append(f"upstream {', '.join(block_named[:3])}")
-        else:
-            removed = [
-                ln.split("the earlier patch ", 1)[1].split(" removed", 1)[0]
-                for ln in lines
-                if "the earlier patch " in ln and " removed these lines" in ln
-            ]
-            earlier = [
-                ln.split("the earlier patch ", 1)[1].split(" did", 1)[0]
-                for ln in lines
-                if "the earlier patch " in ln and " did too" in ln
-            ]
-            if earlier:
-                reasons.append(f"lines from the earlier patch {earlier[0]}")
-            elif removed:
-                reasons.append(f"lines the earlier patch {removed[0]} removed")
-            elif not gone_why:
-                reasons.append(
-                    f"no commit of {state.upstream_base[:12] or 'the old base'}..{state.onto[:12]} "
-                    "and no earlier patch touched these lines: the patch's own context differs"
-                )
-        if reasons:
-            what += f" ({'; '.join(reasons)})"
-        lines += [f"merged cleanly, review: {r}" for r in review]
-        lines.append(f"the files with conflict markers are in {tree}")
+    if not unmerged:
+        said = proc.stdout + proc.stderr
+        errors = [ln.removeprefix("error: ") for ln in said.splitlines() if ln.startswith("error: ")]
+        # why: a patch that went in on its own base merges 3-way; one that did not was stale
+        # before this sync (or its base is not known)
+        stale = bool(state.old_root and state.upstream_base and not state.old_commits[i])
         raise RefreshStopped(
-            f"refresh stopped at {p.file}: {what}",
+            RefreshStop(
+                kind="apply",
+                patch=p.file,
+                tree=tree,
+                onto=state.onto,
+                cascade=left_out,
+                upstreamed=upstreamed,
+                errors=tuple(errors),
+                reasons=(
+                    *((StaleBefore(base=state.upstream_base),) if stale else ()),
+                    *((CascadeOf(files=tuple(cascade)),) if cascade else ()),
+                ),
+            ),
+            workdir=workdir,
+        )
+    named: list[str] = []
+    gone_shown: set[str] = set()  # the commits the deleted files' reasons name already
+    reports: list[FileReport] = []
+    gones: list[tuple[str, Gone]] = []
+    added: list[tuple[str, ...]] = []  # per block, the earlier patches that added its lines
+    removed: list[tuple[str, ...]] = []  # per block, those that removed them
+
+    def blame_head(path: str, first: int, count: int) -> list[str]:
+        who = _blame_head(workdir, state, path, first, count)
+        if who:
+            added.append(tuple(who[:3]))
+        return who
+
+    def removed_head(path: str, lines: Sequence[str]) -> list[str]:
+        who = _removed_head(workdir, state, path, lines)
+        if who:
+            removed.append(tuple(who[:3]))
+        return who
+
+    for path in unmerged:
+        text = read_text(tree / path)
+        if (text is None and not (tree / path).exists()) or (
+            text is not None and not any(isinstance(b, Block) for b in parse_conflicts(text))
+        ):
+            # no markers: one side deleted (or renamed, or split) the file
+            gone = gone_file(
+                git,
+                state.upstream_base,
+                state.onto,
+                path,
+                diff,
+                upstream_has=show(tree, f"{state.base}:{path}") is not None,
+            )
+            reports.append(GoneFile(path=path, gone=gone))
+            gones.append((path, gone))
+            if gone.commit is not None:
+                if gone.commit.short not in named:
+                    named.append(gone.commit.short)
+                if gone.side != "unknown":
+                    gone_shown.add(gone.commit.short)
+            continue
+        if text is None:
+            reports.append(UnreadableFile(path=path))
+            continue
+        flines, commits = describe_file(
+            git=git,
+            old=state.upstream_base,
+            new=state.onto,
+            path=path,
+            full_path=tree / path,
+            text=text,
+            new_text=show(tree, f"{state.base}:{path}"),
+            patch_diff=diff,
+            head_text=show(tree, f"HEAD:{path}"),
+            blame_head=blame_head,
+            removed_head=removed_head,
+        )
+        reports.append(ConflictedFile(path=path, blocks=tuple(flines)))
+        for c in commits:
+            if c.short not in named:
+                named.append(c.short)
+    block_named = [c for c in named if c not in gone_shown]
+    reasons: list[StopReason] = [
+        FileGone(path=None if len(unmerged) == 1 else path, gone=gone) for path, gone in gones
+    ]
+    if cascade:
+        reasons.insert(0, CascadeOf(files=tuple(cascade)))
+    elif block_named:
+        reasons.append(UpstreamTouched(commits=tuple(block_named[:3])))
+    elif added:
+        reasons.append(EarlierAdded(patches=added[0]))
+    elif removed:
+        reasons.append(EarlierRemoved(patches=removed[0]))
+    elif not gones:
+        reasons.append(OwnContext(old=state.upstream_base, new=state.onto))
+    raise RefreshStopped(
+        RefreshStop(
             kind="conflict",
             patch=p.file,
-            workdir=workdir,
+            tree=tree,
+            onto=state.onto,
             files=tuple(unmerged),
             commits=tuple(named),
-            cascade=tuple(cascade),
+            cascade=left_out,
             upstreamed=upstreamed,
-            detail="\n".join(map(_shown, lines)),
-            hint=f"fix them, `git -C {quoted_tree} add` them, then `{cmd('--continue')}`; "
-            f"`{cmd('--skip')}` drops {p.file}; `{cmd('--abort')}` stops the refresh",
-        )
-    text = proc.stdout + proc.stderr
-    errors = [ln.removeprefix("error: ") for ln in text.splitlines() if ln.startswith("error: ")]
-    # why: a patch that went in on its own base merges 3-way; one that did not was stale
-    # before this sync (or its base is not known)
-    stale = (
-        f"it does not apply on its own base {state.upstream_base[:12]} either, not even with "
-        "reduced context: it was stale before this sync"
-        if state.old_root and state.upstream_base and not state.old_commits[i]
-        else ""
-    )
-    raise RefreshStopped(
-        f"refresh stopped at {p.file}: it does not apply and cannot be 3-way merged"
-        + (f" ({'; '.join(x for x in (stale, errors[0] if errors else '') if x)})" if stale or errors else "")
-        + (f" (a cascade of {', '.join(cascade)})" if cascade else ""),
-        kind="apply",
-        patch=p.file,
+            reports=tuple(reports),
+            reasons=tuple(reasons),
+            review=tuple(review),
+        ),
         workdir=workdir,
-        cascade=tuple(cascade),
-        errors=tuple(errors),
-        upstreamed=upstreamed,
-        detail="\n".join(map(_shown, [*lines, *errors[1:]])),
-        hint=f"apply it by hand in {tree}, `git -C {quoted_tree} add` the files, then "
-        f"`{cmd('--continue')}`; `{cmd('--skip')}` drops {p.file}; `{cmd('--abort')}` stops the refresh",
     )
 
 
 def empty_stop(workdir: Path, state: RefreshState, i: int, upstreamed: Upstreamed) -> NoReturn:
     """The stop of a patch that merged to nothing."""
-    p = state.patches[i]
-    cmd = actions(workdir)
     raise RefreshStopped(
-        f"refresh stopped at {p.file}: merged onto {state.onto[:12]} it changes nothing: "
-        f"{printable(upstreamed.describe())}",
-        kind="empty",
-        patch=p.file,
+        RefreshStop(
+            kind="empty",
+            patch=state.patches[i].file,
+            tree=workdir / "tree",
+            onto=state.onto,
+            upstreamed=upstreamed,
+            commits=(upstreamed.commit.short,) if upstreamed.commit else (),
+        ),
         workdir=workdir,
-        upstreamed=upstreamed,
-        commits=(upstreamed.commit.short,) if upstreamed.commit else (),
-        hint=f"`{cmd('--skip')}` drops it; `{cmd('--continue')}` goes on (an empty patch leaves "
-        f"the series at the end); `{cmd('--abort')}` stops (a refresh started with "
-        "--drop-upstreamed drops such patches without stopping)",
     )
 
 
-def duplicate_stop(
-    workdir: Path, state: RefreshState, i: int, dups: Sequence[str], files: Sequence[str]
-) -> NoReturn:
-    """The stop of a clean merge that adds lines upstream added meanwhile a second time
-    (``dups``: what the lines are and where)."""
-    tree = workdir / "tree"
+def duplicate_stop(workdir: Path, state: RefreshState, i: int, dups: Sequence[Duplicate]) -> NoReturn:
+    """The stop of a clean merge that adds lines upstream added meanwhile a second time."""
     p = state.patches[i]
-    known = state.upstreamed(p.file)
-    cmd = actions(workdir)
-    detail = [*((f"{p.file} is {known.describe()}",) if known else ()), *dups]
     raise RefreshStopped(
-        f"refresh stopped at {p.file}: the 3-way merge was clean but adds lines upstream "
-        "added meanwhile a second time",
-        kind="duplicate",
-        patch=p.file,
+        RefreshStop(
+            kind="duplicate",
+            patch=p.file,
+            tree=workdir / "tree",
+            onto=state.onto,
+            files=tuple(dict.fromkeys(d.path for d in dups)),
+            upstreamed=state.upstreamed(p.file),
+            duplicates=tuple(dups),
+        ),
         workdir=workdir,
-        files=tuple(files),
-        upstreamed=known,
-        detail="\n".join(map(_shown, [*detail, f"the merged files are in {tree} (staged)"])),
-        hint=f"remove the second copy, `git -C {shlex.quote(str(tree))} add` the file, then "
-        f"`{cmd('--continue')}`; `{cmd('--skip')}` drops {p.file}",
     )

@@ -17,6 +17,7 @@ from tests.unit.cli.problems_bench_golden import GOLDEN as BENCH
 from tests.unit.cli.problems_build_golden import GOLDEN as BUILD
 from tests.unit.cli.problems_git_golden import GOLDEN as GIT
 from tests.unit.cli.problems_rebuild_golden import GOLDEN as REBUILD
+from tests.unit.cli.problems_refresh_golden import GOLDEN as REFRESH
 from tests.unit.cli.problems_rpc_golden import GOLDEN as RPC
 from tests.unit.cli.problems_spec_golden import GOLDEN as SPEC
 
@@ -62,7 +63,7 @@ GOLDEN: list[tuple[FatalError, str, str]] = [
 ]
 
 
-GOLDEN += BUILD + REBUILD + RPC + SPEC + GIT + BENCH
+GOLDEN += BUILD + REBUILD + RPC + SPEC + GIT + BENCH + REFRESH
 
 
 @pytest.mark.parametrize(("error", "message", "hint"), GOLDEN)
