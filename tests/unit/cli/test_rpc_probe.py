@@ -87,3 +87,40 @@ def test_cli_build_skew_line_on_stdout_and_its_json(tmp_path: Path) -> None:
     data = json.loads(r.stdout)  # only what was learnt: the verdict
     assert set(data) == {"schema", "skew"} and data["skew"]["ok"] is False
     assert "cannot talk to" in data["skew"]["message"] and "error: " in r.stderr
+
+
+def _skew_words(tmp_path: Path, client: str, server: tuple[int, int, int]) -> tuple[int, str, str, str, str]:
+    """(exit code, the text's verdict line, the --json message, the port, upstream's rule)
+    of one probe."""
+    out = tmp_path / f"out-{client}"
+    out.mkdir(exist_ok=True)
+    (out / "build-info.json").write_text(json.dumps(build_info_json(rpc_protocol=client)))
+    with FakeRpcServer(version=server) as srv:
+        text = _cli(f"127.0.0.1:{srv.port}", "--build", str(out))
+        js = _cli(f"127.0.0.1:{srv.port}", "--build", str(out), "--json")
+    said = text.stdout.splitlines()[0] if text.exit_code == 0 else text.stderr.splitlines()[-1]
+    skew = json.loads(js.stdout)["skew"]
+    return text.exit_code, said, skew["message"], str(srv.port), skew["reason"]
+
+
+def test_golden_skew_lines(tmp_path: Path) -> None:
+    """The verdict lines word for word: what to rebuild, and the command that does it."""
+    commit = build_info_json()["upstream"]["commit"][:12]
+    code, said, message, port, why = _skew_words(tmp_path, "5.0.0", (5, 1, 0))
+    who = f"{tmp_path}/out-5.0.0 (cpu-rpc, upstream {commit}, RPC 5.0.0)"
+    want = (
+        f"{who} cannot talk to 127.0.0.1:{port} (RPC 5.1.0): {why}; rebuild cpu-rpc at an upstream commit with RPC 5.1 or later (`patchkit bump`, "
+        f"then `patchkit build cpu-rpc`), or run a server built from upstream {commit} there"
+    )
+    assert (code, said, message) == (RpcError.exit_code, f"error: {want}", want)
+    code, said, message, port, why = _skew_words(tmp_path, "6.0.0", (5, 1, 0))
+    who = f"{tmp_path}/out-6.0.0 (cpu-rpc, upstream {commit}, RPC 6.0.0)"
+    want = (
+        f"{who} cannot talk to 127.0.0.1:{port} (RPC 5.1.0): {why}; "
+        f"rebuild the server at 127.0.0.1:{port} from upstream {commit} "
+        "(`patchkit build cpu-rpc`, then its bin/ggml-rpc-server there)"
+    )
+    assert (code, said, message) == (RpcError.exit_code, f"error: {want}", want)
+    code, said, _, port, why = _skew_words(tmp_path, "5.1.0", (5, 0, 0))
+    who = f"{tmp_path}/out-5.1.0 (cpu-rpc, upstream {commit}, RPC 5.1.0)"
+    assert (code, said) == (0, f"{who} can talk to 127.0.0.1:{port} (RPC 5.0.0): {why}")
