@@ -41,9 +41,11 @@ to the server it holds ``schema`` and ``skew`` alone, and the exit code is 14.
 - ``skew.client``: the RPC protocol the build's clients speak
 - ``skew.commit``: the build's upstream commit
 - ``skew.endpoint``: HOST:PORT
-- ``skew.message``: the verdict line the text output prints
+- ``skew.message``: the verdict line the text output prints (the CLI words it)
 - ``skew.ok``: the build's clients can talk to the server
 - ``skew.reason``: upstream's rule, as it applies here
+- ``skew.rebuild``: which side to rebuild: "" (none: they can talk), "client" (the build, at an
+  upstream commit with the server's protocol), "server" (from the build's upstream)
 - ``skew.recipe``: the build's recipe
 - ``skew.server``: the RPC protocol the server speaks
 """
@@ -57,6 +59,7 @@ import click
 
 from patchkit.cli._common import out, out_record
 from patchkit.cli._types import FiniteFloatRange
+from patchkit.cli.problems.rpc import with_words
 from patchkit.core.errors import RpcError, SmokeError
 from patchkit.core.log import log
 from patchkit.core.record import meta
@@ -160,13 +163,13 @@ def rpc_probe(
     host, port = parse_endpoint(endpoint)
     skew: SkewReport | None = None
     if build is not None:
-        skew = check_server(host, port, read_build_info(build), build, timeout=timeout)
+        skew = with_words(check_server(host, port, read_build_info(build), build, timeout=timeout))
         if not skew.ok:
             if as_json:
                 out_record(ProbeJson(skew=skew))
-            raise RpcError(skew.line())
+            raise RpcError(skew.message)
         if not as_json:
-            out(skew.line())
+            out(skew.message)
     info = server_info(host, port, timeout=timeout, count=count)
     if not as_json:
         _show_info(info)

@@ -4,7 +4,8 @@ A build records the protocol its clients and server speak (build-info's
 ``rpc_protocol``, read from ggml-rpc.h at build time). The server says its version in
 HELLO. Upstream's rule decides (``patchkit.spec.rpcproto.judge``): same major, server
 minor not higher than the client's. When it says no, the message names both versions,
-the build's upstream commit, and which side to rebuild.
+the build's upstream commit, and which side to rebuild (``SkewReport.rebuild``: the CLI,
+``patchkit/cli/problems/rpc.py``, words it and the commands that do it).
 
 This only reads HELLO: it works for servers of any version, also ones patchkit's own
 client would not talk to (a major it does not know).
@@ -17,7 +18,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import ClassVar
 
-from patchkit.core.errors import ConfigError
+from patchkit.core.errors import ConfigError, Problem
 from patchkit.core.log import log
 from patchkit.core.record import Record, meta
 from patchkit.rpc.client import RpcClient, RpcVersionError
@@ -26,7 +27,7 @@ from patchkit.rpc.problems import NoRpcProtocol
 from patchkit.spec.buildinfo import BuildInfo
 from patchkit.spec.rpcproto import ProtoVersion, SkewVerdict, judge
 
-__all__ = ["SkewReport", "build_protocol", "check_hosts", "check_server"]
+__all__ = ["RpcSkewed", "SkewReport", "build_protocol", "check_hosts", "check_server"]
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -36,7 +37,7 @@ class SkewReport(Record):
         ("server", "server_version"),
         "ok",
         "reason",
-        ("message", "message_line"),
+        "rebuild",
     )
 
     endpoint: str  # HOST:PORT
@@ -44,6 +45,7 @@ class SkewReport(Record):
     recipe: str  # the build's recipe
     commit: str  # the build's upstream commit
     verdict: SkewVerdict = dataclasses.field(metadata=meta(written=False))
+    message: str = ""  # the verdict line the text output prints (the CLI words it)
 
     @property
     def ok(self) -> bool:
@@ -66,29 +68,28 @@ class SkewReport(Record):
         return self.verdict.reason
 
     @property
-    def message_line(self) -> str:
-        """the verdict line the text output prints"""
-        return self.line()
-
-    def line(self) -> str:
-        """One line: the verdict and, when it is no, what to rebuild."""
+    def rebuild(self) -> str:
+        """which side to rebuild: "" (none: they can talk), "client" (the build, at an
+        upstream commit with the server's protocol), "server" (from the build's upstream)"""
         v = self.verdict
-        who = f"{self.build} ({self.recipe}, upstream {self.commit[:12]}, RPC {v.client})"
         if v.ok:
-            return f"{who} can talk to {self.endpoint} (RPC {v.server}): {v.reason}"
-        if v.server > v.client:
-            todo = (
-                f"rebuild {self.recipe} at an upstream commit with RPC "
-                f"{v.server.major}.{v.server.minor} or later (`patchkit bump`, then "
-                f"`patchkit build {self.recipe}`), or run a server built from upstream "
-                f"{self.commit[:12]} there"
-            )
-        else:
-            todo = (
-                f"rebuild the server at {self.endpoint} from upstream {self.commit[:12]} "
-                f"(`patchkit build {self.recipe}`, then its bin/ggml-rpc-server there)"
-            )
-        return f"{who} cannot talk to {self.endpoint} (RPC {v.server}): {v.reason}; {todo}"
+            return ""
+        return "client" if v.server > v.client else "server"
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class RpcSkewed(Problem):
+    """The build's clients cannot talk to a server (``report``: both versions, the rule,
+    which side to rebuild)."""
+
+    report: SkewReport
+
+    def __str__(self) -> str:
+        r, v = self.report, self.report.verdict
+        return (
+            f"{r.build} ({r.recipe}, upstream {r.commit[:12]}, RPC {v.client}) cannot talk to "
+            f"{r.endpoint} (RPC {v.server}): {v.reason}"
+        )
 
 
 def build_protocol(info: BuildInfo, build: Path | str) -> ProtoVersion:
@@ -136,6 +137,6 @@ def check_hosts(
         host, port = parse_endpoint(ep)
         report = check_server(host, port, info, build, timeout=timeout)
         if not report.ok:
-            raise RpcVersionError(report.line())
+            raise RpcVersionError(problem=RpcSkewed(report=report))
         reports.append(report)
     return tuple(reports)

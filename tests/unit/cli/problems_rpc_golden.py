@@ -6,6 +6,16 @@ from pathlib import Path
 
 from patchkit.core.errors import ConfigError, FatalError, RpcError
 from patchkit.rpc.problems import NoRpcProtocol, RpcTimedOut
+from patchkit.rpc.skew import RpcSkewed, SkewReport
+from patchkit.spec.rpcproto import ProtoVersion, judge
+
+_SKEW = SkewReport(
+    endpoint="10.0.0.2:50052",
+    build="out/cpu-rpc",
+    recipe="cpu-rpc",
+    commit="bb4caa7540188872173c44d161602d9271386413",
+    verdict=judge(ProtoVersion(major=5, minor=0, patch=0), ProtoVersion(major=5, minor=1, patch=0)),
+)
 
 __all__ = ["GOLDEN"]
 
@@ -25,5 +35,12 @@ GOLDEN: list[tuple[FatalError, str, str]] = [
         "out/cpu-rpc: build-info.json records no RPC protocol (not an RPC build, or built by a patchkit "
         "before it recorded one)",
         "rebuild it: `patchkit build cpu-rpc`",
+    ),
+    (
+        RpcError(problem=RpcSkewed(report=_SKEW)),
+        "out/cpu-rpc (cpu-rpc, upstream bb4caa754018, RPC 5.0.0) cannot talk to 10.0.0.2:50052 (RPC 5.1.0): "
+        f"{_SKEW.reason}; rebuild cpu-rpc at an upstream commit with RPC 5.1 or later (`patchkit bump`, "
+        "then `patchkit build cpu-rpc`), or run a server built from upstream bb4caa754018 there",
+        "",
     ),
 ]

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from patchkit.core.errors import ConfigError, RpcError
-from patchkit.rpc.skew import check_hosts, check_server
+from patchkit.rpc.skew import RpcSkewed, check_hosts, check_server
 from patchkit.spec.buildinfo import BuildInfo
 from patchkit.spec.rpcproto import ProtoVersion
 from tests.fixtures.buildinfo import COMMIT, build_info_json
@@ -39,10 +39,10 @@ def test_build_info_rpc_protocol_is_typed_and_optional() -> None:
     [
         ("5.1.0", (5, 1, 0), True, ""),
         ("5.1.0", (5, 0, 0), True, ""),  # a newer client uses an older minor
-        ("5.0.0", (5, 1, 0), False, "rebuild cpu-rpc at an upstream commit with RPC 5.1 or later"),
-        ("5.1.0", (6, 0, 0), False, "rebuild cpu-rpc at an upstream commit with RPC 6.0"),
-        ("5.1.0", (4, 0, 3), False, "rebuild the server at 127.0.0.1:"),
-        ("6.0.0", (5, 1, 0), False, "rebuild the server"),
+        ("5.0.0", (5, 1, 0), False, "client"),  # the build, at a commit with the server's protocol
+        ("5.1.0", (6, 0, 0), False, "client"),
+        ("5.1.0", (4, 0, 3), False, "server"),  # the server, from the build's upstream
+        ("6.0.0", (5, 1, 0), False, "server"),
     ],
 )
 def test_skew_verdicts_against_fake_servers(
@@ -51,12 +51,11 @@ def test_skew_verdicts_against_fake_servers(
     with FakeRpcServer(version=server) as srv:
         report = check_server("127.0.0.1", srv.port, info(client), "out/cpu-rpc", timeout=2)
     assert report.ok is ok
-    line = report.line()
-    assert "\n" not in line
-    assert f"RPC {client}" in line and f"RPC {'.'.join(map(str, server))}" in line
-    assert COMMIT[:12] in line
-    assert rebuild in line
-    assert ("cannot talk" in line) is not ok
+    assert (report.rebuild, report.commit, report.recipe) == (rebuild, COMMIT, "cpu-rpc")
+    assert (report.client_version, report.server_version) == (client, ".".join(map(str, server)))
+    assert report.message == ""  # the CLI words it (golden: tests/unit/cli/test_rpc_probe.py)
+    data = report.to_json()
+    assert (data["rebuild"], data["ok"], data["message"]) == (rebuild, ok, "")
 
 
 def test_check_hosts_stops_at_the_first_refusing_server() -> None:
@@ -66,7 +65,10 @@ def test_check_hosts_stops_at_the_first_refusing_server() -> None:
         with pytest.raises(RpcError) as ei:
             check_hosts(info("5.1.0"), "b", eps, timeout=2)
         assert ei.value.exit_code == 14
-        assert f"127.0.0.1:{bad.port} (RPC 5.2.0)" in ei.value.message
+        refused = ei.value.problem
+        assert isinstance(refused, RpcSkewed) and refused.report.rebuild == "client"
+        assert refused.report.endpoint == f"127.0.0.1:{bad.port}"
+        assert f"127.0.0.1:{bad.port} (RPC 5.2.0)" in ei.value.message  # the facts, uncaught
         # a build from before patchkit recorded the protocol: not checked, not stopped
         assert check_hosts(info(None), "b", eps, timeout=2) == ()
 
