@@ -14,11 +14,11 @@ import dataclasses
 import hashlib
 import json
 from pathlib import Path
-from typing import Any
 
 from patchkit.builder.problems import WorktreeNotOurs
 from patchkit.core.errors import SourceError
 from patchkit.core.fs import atomic_write_json
+from patchkit.core.record import Record
 from patchkit.git.cache import own_worktree
 from patchkit.git.runner import git_out, run_git
 
@@ -31,7 +31,7 @@ def digest(obj: object) -> str:
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class BuildState:
+class BuildState(Record):
     source_id: str = ""
     tree: str = ""  # `git write-tree` of the patched worktree
     results: tuple[str, ...] = ()  # each patch's ApplyResult value, in order
@@ -41,17 +41,6 @@ class BuildState:
     # shallow clone), -1: not counted yet
     build_number: int = -1
     config_id: str | None = None  # None: configure has not succeeded with these inputs
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "source_id": self.source_id,
-            "tree": self.tree,
-            "results": list(self.results),
-            "commit_date": self.commit_date,
-            "subject": self.subject,
-            "build_number": self.build_number,
-            "config_id": self.config_id,
-        }
 
 
 _RESULTS = ("applied", "already-present")

@@ -8,6 +8,8 @@ import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from patchkit.core.record import Record
+
 if TYPE_CHECKING:
     from patchkit.spec.patchfile import Hunk
 
@@ -22,18 +24,15 @@ class Offset:
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class Conflict:
-    file: str
+class Conflict(Record):
+    file: str  # the file, as the patch names it
     hunk: int | None  # None: the whole file (missing, already exists, ...)
-    header: str
-    reason: str
+    header: str  # the hunk's @@ line ("" for a whole file)
+    reason: str  # what git apply said
 
     @property
     def where(self) -> str:
         return f"{self.file}:{self.hunk}" if self.hunk is not None else f"{self.file} ({self.reason})"
-
-    def to_json(self) -> dict[str, object]:
-        return {"file": self.file, "hunk": self.hunk, "header": self.header, "reason": self.reason}
 
 
 _CHECKING = re.compile(r"^Checking patch (.+)\.\.\.$")

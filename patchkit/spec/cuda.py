@@ -12,6 +12,7 @@ import re
 from collections.abc import Mapping, Sequence
 
 from patchkit.core.errors import RecipeError
+from patchkit.core.record import Record
 from patchkit.core.text import did_you_mean
 
 __all__ = [
@@ -58,7 +59,7 @@ def sm_label(sm: int) -> str:
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class CudaArchs:
+class CudaArchs(Record):
     sms: tuple[int, ...]  # sorted, unique: each gets real SASS
     ptx: int  # the SM whose PTX is embedded too (the highest)
     cmake: str  # CMAKE_CUDA_ARCHITECTURES, e.g. "60-real;61-real;75-real;86-real;86-virtual"
@@ -70,14 +71,6 @@ class CudaArchs:
 
     def describe(self, sms: Sequence[int] | None = None) -> str:
         return ", ".join(sm_label(s) for s in (self.sms if sms is None else sms))
-
-    def to_json(self) -> dict[str, object]:
-        return {
-            "sms": list(self.sms),
-            "ptx": self.ptx,
-            "cmake": self.cmake,
-            "requested": list(self.requested),
-        }
 
 
 def resolve_archs(archs: Sequence[str | int], *, source: str = "recipe") -> CudaArchs:
