@@ -22,7 +22,7 @@ from patchkit.cli._common import (
     resolve_repo,
     select_patches,
 )
-from patchkit.cli.problems.refresh import stop_words
+from patchkit.cli.problems.refresh import refresh_words
 from patchkit.core.errors import ConfigError, FatalError
 from patchkit.core.log import log
 from patchkit.core.paths import cache_layout
@@ -35,7 +35,6 @@ from patchkit.upkeep.refresh import (
     refresh_start,
 )
 from patchkit.upkeep.refresh.hints import render
-from patchkit.upkeep.refresh.options import RefreshStop
 
 __all__ = ["COMMANDS", "naming_refresh"]
 
@@ -49,8 +48,10 @@ def naming_refresh(recipe: str | None, workdir: Path | None) -> Iterator[None]:
     try:
         yield
     except FatalError as e:
-        if isinstance(e.problem, RefreshStop):  # a stop: its words are the CLI's
-            e.message, e.detail, e.hint = stop_words(e.problem)
+        said = refresh_words(e.problem) if e.problem is not None else None
+        if said is not None:  # a refresh problem: its words are the CLI's
+            e.message, detail, hint = said
+            e.detail, e.hint = detail or e.detail, e.hint or hint
         e.message, e.detail, e.hint = (
             render(t, prefix=prefix, workdir=workdir) for t in (e.message, e.detail, e.hint)
         )

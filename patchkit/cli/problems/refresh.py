@@ -8,14 +8,32 @@ from __future__ import annotations
 
 import shlex
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from patchkit.core.errors import Problem
 from patchkit.core.text import printable
 from patchkit.upkeep.refresh.hints import action, outside_actions
 from patchkit.upkeep.refresh.options import ConflictedFile, Duplicate, GoneFile, RefreshStop
+from patchkit.upkeep.refresh.problems import (
+    DropAloneLater,
+    DropRefreshedAlready,
+    ForeignInWorkdir,
+    MarkersLeft,
+    NoRefreshHere,
+    NotStaged,
+    RefreshBusy,
+    RefreshInProgress,
+    RefreshJustFinished,
+    ResolutionRefused,
+    SourceChanged,
+    StateUnusable,
+    StillUnmerged,
+    TreeMoved,
+    WorkdirNotEmpty,
+)
 
-__all__ = ["RENDERERS", "stop_detail", "stop_words"]
+__all__ = ["RENDERERS", "refresh_words", "stop_detail", "stop_words"]
 
 
 def _shown(line: str) -> str:
@@ -102,3 +120,119 @@ def stop_words(p: RefreshStop) -> tuple[str, str, str]:
 RENDERERS: dict[type[Problem], Callable[[Any], tuple[str, str]]] = {
     RefreshStop: _stop,
 }
+
+
+def _resolve_steps(tree: Path) -> str:
+    return f"git -C {shlex.quote(str(tree))}"
+
+
+def _words(p: Problem) -> tuple[str, str]:
+    cont, skip, abort = action("--continue"), action("--skip"), action("--abort")
+    abort_hint = f"run `{abort}` and start again"
+    match p:
+        case RefreshJustFinished(workdir=w):
+            return f"another refresh just finished in {w}", "run the command again"
+        case RefreshBusy(workdir=w):
+            return (
+                f"another patchkit refresh is working in {w}",
+                "wait for it to finish, or use another --workdir",
+            )
+        case RefreshInProgress(workdir=w):
+            return (
+                f"a refresh is already in progress in {w}",
+                f"finish it with `{cont}` or drop it with `{abort}`",
+            )
+        case WorkdirNotEmpty(workdir=w):
+            return f"work folder {w} is not empty", "remove it, or pass --workdir with an empty or new folder"
+        case DropAloneLater(current=current, name=name):
+            return (
+                f"the refresh stands at {current}: --drop alone drops that one; "
+                "a later patch goes with --continue or --skip",
+                f"e.g. `{action('--continue --drop ' + shlex.quote(name))}`",
+            )
+        case DropRefreshedAlready(file=file, name=name, current=current):
+            return (
+                f"--drop {file}: it is refreshed already (the refresh stands at {current})",
+                f"`{abort}`, then start again with --drop {name}",
+            )
+        case StillUnmerged(patch=patch, files=files, tree=tree):
+            return (
+                f"{patch}: still unmerged: {', '.join(files)}",
+                f"fix them in {tree}, `{_resolve_steps(tree)} add` them, then `{cont}` "
+                f"(or `{skip}` to drop {patch})",
+            )
+        case NotStaged(patch=patch, files=files, tree=tree):
+            g = _resolve_steps(tree)
+            return (
+                f"{patch}: changes not staged: {', '.join(files)}",
+                f"`{g} add` them (or `{g} checkout` them away), then `{cont}`",
+            )
+        case MarkersLeft(patch=patch, file=file, tree=tree):
+            return (
+                f"{patch}: conflict markers left: {file}",
+                f"edit the file in {tree}, `git add` it, then `{cont}`",
+            )
+        case TreeMoved(workdir=w, patch=patch):
+            return (
+                f"{w}: the scratch tree moved since the refresh stopped at {patch}",
+                f"drop the refresh with `{abort}` and start again",
+            )
+        case ResolutionRefused(patch=patch, refusal=refusal, more=more, tree=tree):
+            extra = f" (and {more} more)" if more else ""
+            return (
+                f"{patch}: the staged resolution would be refused as a patch: {printable(refusal)}{extra}",
+                f"unstage it in {tree} (`{_resolve_steps(tree)} reset -q -- PATH`), then `{cont}`",
+            )
+        case ForeignInWorkdir(workdir=w, name=name, link=link):
+            return (
+                f"{w} holds {name}{' (a link)' if link else ''}, which a refresh did not write: "
+                "not removing it",
+                "remove the folder by hand",
+            )
+        case StateUnusable(path=path, why=why):
+            return f"{path} {why}", abort_hint
+        case NoRefreshHere(workdir=w):
+            return (
+                f"no refresh in progress in {w}",
+                "start one with `patchkit refresh --onto COMMIT` (a refresh started with "
+                "--workdir DIR is found with the same --workdir)",
+            )
+        case SourceChanged(path=path):
+            return f"{path} changed since the refresh started", abort_hint
+    raise TypeError(type(p).__name__)
+
+
+RENDERERS.update(
+    dict.fromkeys(
+        (
+            RefreshJustFinished,
+            RefreshBusy,
+            RefreshInProgress,
+            WorkdirNotEmpty,
+            DropAloneLater,
+            DropRefreshedAlready,
+            StillUnmerged,
+            NotStaged,
+            MarkersLeft,
+            TreeMoved,
+            ResolutionRefused,
+            ForeignInWorkdir,
+            StateUnusable,
+            NoRefreshHere,
+            SourceChanged,
+        ),
+        _words,
+    )
+)
+
+
+def refresh_words(p: Problem) -> tuple[str, str, str] | None:
+    """(message, detail, hint) of a refresh problem, the next steps as placeholders; None
+    for another area's problem."""
+    if isinstance(p, RefreshStop):
+        return stop_words(p)
+    renderer = RENDERERS.get(type(p))
+    if renderer is None:
+        return None
+    message, hint = renderer(p)
+    return message, "", hint

@@ -39,8 +39,7 @@ asked) the recipe's ``upstream.commit`` moves. All files are written together or
 from __future__ import annotations
 
 import contextlib
-import shlex
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from patchkit.core.errors import ConfigError, LockBusy, PatchError, SourceError
@@ -55,9 +54,22 @@ from patchkit.spec.series import Patch
 from patchkit.upkeep.check import in_when_range
 from patchkit.upkeep.refresh import recorded
 from patchkit.upkeep.refresh.finish import check_sources_unchanged, finish, move_recipe_pin
-from patchkit.upkeep.refresh.hints import actions
 from patchkit.upkeep.refresh.merge import run
 from patchkit.upkeep.refresh.options import Dropped, RefreshOptions, RefreshResult, RefreshStopped, Review
+from patchkit.upkeep.refresh.problems import (
+    DropAloneLater,
+    DropRefreshedAlready,
+    ForeignInWorkdir,
+    MarkersLeft,
+    NotStaged,
+    RefreshBusy,
+    RefreshInProgress,
+    RefreshJustFinished,
+    ResolutionRefused,
+    StillUnmerged,
+    TreeMoved,
+    WorkdirNotEmpty,
+)
 from patchkit.upkeep.refresh.scratch import (
     OWNED_DIRS,
     OWNED_FILES,
@@ -110,15 +122,12 @@ def _locked(workdir: Path) -> Iterator[None]:
         with cache_lock(workdir, f"patchkit refresh in {workdir}"):
             held = True
             if not (workdir / _LOCK).exists():  # the one holding it finished and removed it
-                raise LockBusy(f"another refresh just finished in {workdir}", hint="run the command again")
+                raise LockBusy(problem=RefreshJustFinished(workdir=workdir))
             yield
     except LockBusy as e:
         if held:
             raise
-        raise LockBusy(
-            f"another patchkit refresh is working in {workdir}",
-            hint="wait for it to finish, or use another --workdir",
-        ) from e
+        raise LockBusy(problem=RefreshBusy(workdir=workdir)) from e
     finally:
         if (
             held
@@ -153,20 +162,13 @@ def refresh_in_progress(workdir: Path) -> bool:
 
 def refresh_start(opts: RefreshOptions) -> RefreshResult:
     """Apply the series onto ``opts.onto``; RefreshStopped (state kept) at the first stop."""
-    cmd = actions(opts.workdir)
     if (opts.workdir / STATE_FILE).exists():
-        raise PatchError(
-            f"a refresh is already in progress in {opts.workdir}",
-            hint=f"finish it with `{cmd('--continue')}` or drop it with `{cmd('--abort')}`",
-        )
+        raise PatchError(problem=RefreshInProgress(workdir=opts.workdir))
     if not opts.patches:
         raise PatchError("no patches to refresh")
     with _locked(opts.workdir):
         if (opts.workdir / STATE_FILE).exists():
-            raise PatchError(
-                f"a refresh is already in progress in {opts.workdir}",
-                hint=f"finish it with `{cmd('--continue')}` or drop it with `{cmd('--abort')}`",
-            )
+            raise PatchError(problem=RefreshInProgress(workdir=opts.workdir))
         return _start(opts)
 
 
@@ -187,10 +189,7 @@ def _start(opts: RefreshOptions) -> RefreshResult:
             paths.extend(f for f in files if f not in paths)
 
     if any(p.name not in (_LOCK, "lock.owner") for p in opts.workdir.iterdir()):
-        raise PatchError(
-            f"work folder {opts.workdir} is not empty",
-            hint="remove it, or pass --workdir with an empty or new folder",
-        )
+        raise PatchError(problem=WorkdirNotEmpty(workdir=opts.workdir))
     base_sha = git.resolve(opts.base) if opts.base else None
     found: dict[str, Upstreamed] = {}
     if base_sha:
@@ -289,7 +288,6 @@ def _continue(
     workdir: Path, *, drop_stopped: bool, drop: Sequence[str], drop_only: bool, rerere: Path | None
 ) -> RefreshResult:
     state = RefreshState.load(workdir)
-    cmd = actions(workdir)
     if state.done:  # only a run killed while writing the result leaves such a state
         log.warning(f"{workdir}: every patch was done; writing the refreshed series (again)")
         return finish(workdir, state, again=True)
@@ -309,17 +307,13 @@ def _continue(
     idxs = _resolve_names(state.patches, drop)
     named_current = state.next_index in idxs
     if drop_only and not named_current:
-        raise ConfigError(
-            f"the refresh stands at {state.current.file}: --drop alone drops that one; "
-            "a later patch goes with --continue or --skip",
-            hint=f"e.g. `{cmd('--continue --drop ' + shlex.quote(drop[0]))}`",
-        )
+        raise ConfigError(problem=DropAloneLater(current=state.current.file, name=drop[0]))
     for i in idxs:
         if i < state.next_index:
             raise ConfigError(
-                f"--drop {state.patches[i].file}: it is refreshed already (the refresh stands at "
-                f"{state.current.file})",
-                hint=f"`{cmd('--abort')}`, then start again with --drop {state.patches[i].name}",
+                problem=DropRefreshedAlready(
+                    file=state.patches[i].file, name=state.patches[i].name, current=state.current.file
+                )
             )
         if i == state.next_index:
             drop_stopped = True
@@ -335,31 +329,19 @@ def _continue(
         state.save(workdir)
         return run(workdir, state, rerere, finish)
     left = unmerged(tree)
-    quoted_tree = shlex.quote(str(tree))
     if left:
-        raise PatchError(
-            f"{patch.file}: still unmerged: {', '.join(left)}",
-            hint=f"fix them in {tree}, `git -C {quoted_tree} add` them, then "
-            f"`{cmd('--continue')}` (or `{cmd('--skip')}` to drop {patch.file})",
-        )
+        raise PatchError(problem=StillUnmerged(patch=patch.file, files=tuple(left), tree=tree))
     unstaged = out(tree, "diff", "--name-only").split()
     if unstaged:
-        raise PatchError(
-            f"{patch.file}: changes not staged: {', '.join(unstaged)}",
-            hint=f"`git -C {quoted_tree} add` them (or `git -C {quoted_tree} checkout` "
-            f"them away), then `{cmd('--continue')}`",
-        )
+        raise PatchError(problem=NotStaged(patch=patch.file, files=tuple(unstaged), tree=tree))
     markers = [
         ln
         for ln in scratch_git(tree, "diff", "--cached", "--check", check=False).stdout.splitlines()
         if "conflict marker" in ln
     ]
     if markers:
-        raise PatchError(
-            f"{patch.file}: conflict markers left: {markers[0].split(':')[0]}",
-            hint=f"edit the file in {tree}, `git add` it, then `{cmd('--continue')}`",
-        )
-    _check_staged(tree, patch.file, cmd)
+        raise PatchError(problem=MarkersLeft(patch=patch.file, file=markers[0].split(":")[0], tree=tree))
+    _check_staged(tree, patch.file)
     _graft(workdir, state)
     recorded.learn(state, workdir, rerere)
     commit_staged(tree, patch.name)
@@ -376,10 +358,7 @@ def _committed_already(workdir: Path, state: RefreshState, tip: str, rerere: Pat
     tree = workdir / "tree"
     now = head(tree)
     if out(tree, "rev-parse", f"{now}^").strip() != tip or out(tree, "diff", "--name-only", "HEAD").strip():
-        raise PatchError(
-            f"{workdir}: the scratch tree moved since the refresh stopped at {state.current.file}",
-            hint=f"drop the refresh with `{actions(workdir)('--abort')}` and start again",
-        )
+        raise PatchError(problem=TreeMoved(workdir=workdir, patch=state.current.file))
     log.warning(f"{workdir}: {state.current.file} was committed by a --continue that was cut off; going on")
     state.advance(now)
     state.stop_kind, state.conflicts = "", []
@@ -388,7 +367,7 @@ def _committed_already(workdir: Path, state: RefreshState, tip: str, rerere: Pat
     return run(workdir, state, rerere, finish)
 
 
-def _check_staged(tree: Path, file: str, cmd: Callable[[str], str]) -> None:
+def _check_staged(tree: Path, file: str) -> None:
     """What the person staged becomes the patch: refuse it as the series loader would
     (a path outside the worktree, a symlink leading out of it), before anything is
     committed; the stop stays where it is."""
@@ -405,11 +384,8 @@ def _check_staged(tree: Path, file: str, cmd: Callable[[str], str]) -> None:
     ).data
     refused = refusals(parse_diff(diff.decode("utf-8", "replace")))
     if refused:
-        more = f" (and {len(refused) - 1} more)" if len(refused) > 1 else ""
         raise PatchError(
-            f"{file}: the staged resolution would be refused as a patch: {printable(refused[0])}{more}",
-            hint=f"unstage it in {tree} (`git -C {shlex.quote(str(tree))} reset -q -- PATH`), then "
-            f"`{cmd('--continue')}`",
+            problem=ResolutionRefused(patch=file, refusal=refused[0], more=len(refused) - 1, tree=tree)
         )
 
 
@@ -471,9 +447,5 @@ def refresh_abort(workdir: Path) -> None:
             dirs=dict.fromkeys(OWNED_DIRS),
         )
         if foreign is not None:
-            raise PatchError(
-                f"{workdir} holds {foreign.name}{' (a link)' if foreign.link else ''}, "
-                "which a refresh did not write: not removing it",
-                hint="remove the folder by hand",
-            )
+            raise PatchError(problem=ForeignInWorkdir(workdir=workdir, name=foreign.name, link=foreign.link))
         rmtree(workdir)

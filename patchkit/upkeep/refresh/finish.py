@@ -15,8 +15,8 @@ from patchkit.core.fs import atomic_write_many, sha256_bytes, sha256_file
 from patchkit.spec.diffstat import diffstat
 from patchkit.spec.patchdoc import replace_diff, split_parts
 from patchkit.spec.series import parse_patch, rewrite_series
-from patchkit.upkeep.refresh.hints import abort_hint
 from patchkit.upkeep.refresh.options import RefreshResult
+from patchkit.upkeep.refresh.problems import SourceChanged
 from patchkit.upkeep.refresh.scratch import rmtree, scratch_git
 from patchkit.upkeep.refresh.state import DropRecord, RefreshState
 from patchkit.upkeep.upstreamed import Upstreamed
@@ -42,7 +42,7 @@ def check_sources_unchanged(state: RefreshState, workdir: Path) -> None:
             continue  # it leaves the series: its bytes do not matter
         path = Path(state.patches_dir) / p.file
         if not path.is_file() or sha256_file(path) != p.sha256:
-            raise PatchError(f"{path} changed since the refresh started", hint=abort_hint(workdir))
+            raise PatchError(problem=SourceChanged(path=path, workdir=workdir))
 
 
 def _remove(workdir: Path) -> None:

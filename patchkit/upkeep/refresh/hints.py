@@ -13,7 +13,7 @@ import shlex
 from collections.abc import Callable
 from pathlib import Path
 
-__all__ = ["abort_hint", "action", "actions", "outside_actions", "render"]
+__all__ = ["action", "outside_actions", "render"]
 
 _MARK = "\0"
 _PLACEHOLDER = re.compile(_MARK + "refresh ([^" + _MARK + "]*)" + _MARK)
@@ -22,15 +22,6 @@ _PLACEHOLDER = re.compile(_MARK + "refresh ([^" + _MARK + "]*)" + _MARK)
 def action(what: str) -> str:
     """A placeholder for the refresh command that does ``what`` (e.g. ``--continue``)."""
     return f"{_MARK}refresh {what.replace(_MARK, '')}{_MARK}"
-
-
-def actions(_workdir: Path | None = None) -> Callable[[str], str]:
-    """:func:`action`, as the engine's sites use it (``cmd('--continue')``)."""
-    return action
-
-
-def abort_hint(_workdir: Path) -> str:
-    return f"run `{action('--abort')}` and start again"
 
 
 def outside_actions(text: str, f: Callable[[str], str]) -> str:

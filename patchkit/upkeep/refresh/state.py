@@ -20,8 +20,8 @@ from patchkit.core.errors import PatchError
 from patchkit.core.fs import atomic_write_json
 from patchkit.core.record import RecordError, decode, encode, meta
 from patchkit.git.repo import CommitInfo
-from patchkit.upkeep.refresh.hints import abort_hint
 from patchkit.upkeep.refresh.options import Dropped, Review
+from patchkit.upkeep.refresh.problems import NoRefreshHere, StateUnusable
 from patchkit.upkeep.refresh.review import Finding
 from patchkit.upkeep.upstreamed import Upstreamed
 
@@ -147,7 +147,8 @@ class StateDamaged(PatchError):
     ``path`` and ``workdir`` say where. The refresh can only be aborted."""
 
     def __init__(self, path: Path, workdir: Path, why: str) -> None:
-        super().__init__(f"{path} {why}", hint=abort_hint(workdir))
+        problem = StateUnusable(path=path, workdir=workdir, why=why)
+        super().__init__(f"{path} {why}", problem=problem)
         self.path = path
         self.workdir = workdir
         self.why = why
@@ -157,11 +158,7 @@ class NoRefresh(PatchError):
     """No refresh is in progress in ``workdir``."""
 
     def __init__(self, workdir: Path) -> None:
-        super().__init__(
-            f"no refresh in progress in {workdir}",
-            hint="start one with `patchkit refresh --onto COMMIT` (a refresh started with "
-            "--workdir DIR is found with the same --workdir)",
-        )
+        super().__init__(f"no refresh in progress in {workdir}", problem=NoRefreshHere(workdir=workdir))
         self.workdir = workdir
 
 

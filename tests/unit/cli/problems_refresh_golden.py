@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from patchkit.core.errors import FatalError
+from patchkit.core.errors import ConfigError, FatalError, LockBusy, PatchError
 from patchkit.git.repo import CommitInfo
 from patchkit.upkeep.refresh.hints import action
 from patchkit.upkeep.refresh.moved import Gone
@@ -20,6 +20,22 @@ from patchkit.upkeep.refresh.options import (
     StaleBefore,
     UpstreamTouched,
 )
+from patchkit.upkeep.refresh.problems import (
+    DropAloneLater,
+    DropRefreshedAlready,
+    ForeignInWorkdir,
+    MarkersLeft,
+    NotStaged,
+    RefreshBusy,
+    RefreshInProgress,
+    RefreshJustFinished,
+    ResolutionRefused,
+    SourceChanged,
+    StillUnmerged,
+    TreeMoved,
+    WorkdirNotEmpty,
+)
+from patchkit.upkeep.refresh.state import NoRefresh, StateDamaged
 from patchkit.upkeep.upstreamed import Upstreamed
 
 __all__ = ["GOLDEN", "U1"]
@@ -91,5 +107,85 @@ GOLDEN: list[tuple[FatalError, str, str]] = [
         _stop(kind="duplicate", files=("t.c",)),
         "refresh stopped at 01.patch: the 3-way merge was clean but adds lines upstream added meanwhile a second time",
         f"remove the second copy, `git -C /w/tree add` the file, then `{CONT}`; `{SKIP}` drops 01.patch",
+    ),
+]
+
+T = Path("/w/my tree")
+GOLDEN += [
+    (
+        LockBusy(problem=RefreshJustFinished(workdir=W)),
+        "another refresh just finished in /w",
+        "run the command again",
+    ),
+    (
+        LockBusy(problem=RefreshBusy(workdir=W)),
+        "another patchkit refresh is working in /w",
+        "wait for it to finish, or use another --workdir",
+    ),
+    (
+        PatchError(problem=RefreshInProgress(workdir=W)),
+        "a refresh is already in progress in /w",
+        f"finish it with `{CONT}` or drop it with `{ABORT}`",
+    ),
+    (
+        PatchError(problem=WorkdirNotEmpty(workdir=W)),
+        "work folder /w is not empty",
+        "remove it, or pass --workdir with an empty or new folder",
+    ),
+    (
+        ConfigError(problem=DropAloneLater(current="01.patch", name="my patch")),
+        "the refresh stands at 01.patch: --drop alone drops that one; a later patch goes with --continue or --skip",
+        "e.g. `" + action("--continue --drop 'my patch'") + "`",
+    ),
+    (
+        ConfigError(problem=DropRefreshedAlready(file="00-x.patch", name="x", current="01.patch")),
+        "--drop 00-x.patch: it is refreshed already (the refresh stands at 01.patch)",
+        f"`{ABORT}`, then start again with --drop x",
+    ),
+    (
+        PatchError(problem=StillUnmerged(patch="01.patch", files=("a.c", "b.c"), tree=T)),
+        "01.patch: still unmerged: a.c, b.c",
+        f"fix them in /w/my tree, `git -C '/w/my tree' add` them, then `{CONT}` (or `{SKIP}` to drop 01.patch)",
+    ),
+    (
+        PatchError(problem=NotStaged(patch="01.patch", files=("a.c",), tree=T)),
+        "01.patch: changes not staged: a.c",
+        f"`git -C '/w/my tree' add` them (or `git -C '/w/my tree' checkout` them away), then `{CONT}`",
+    ),
+    (
+        PatchError(problem=MarkersLeft(patch="01.patch", file="a.c", tree=T)),
+        "01.patch: conflict markers left: a.c",
+        f"edit the file in /w/my tree, `git add` it, then `{CONT}`",
+    ),
+    (
+        PatchError(problem=TreeMoved(workdir=W, patch="01.patch")),
+        "/w: the scratch tree moved since the refresh stopped at 01.patch",
+        f"drop the refresh with `{ABORT}` and start again",
+    ),
+    (
+        PatchError(problem=ResolutionRefused(patch="01.patch", refusal="../x: outside\x1b", more=2, tree=T)),
+        "01.patch: the staged resolution would be refused as a patch: ../x: outside\\x1b (and 2 more)",
+        f"unstage it in /w/my tree (`git -C '/w/my tree' reset -q -- PATH`), then `{CONT}`",
+    ),
+    (
+        PatchError(problem=ForeignInWorkdir(workdir=W, name="notes", link=True)),
+        "/w holds notes (a link), which a refresh did not write: not removing it",
+        "remove the folder by hand",
+    ),
+    (
+        StateDamaged(W / "refresh-state.json", W, "is damaged: no patches"),
+        "/w/refresh-state.json is damaged: no patches",
+        f"run `{ABORT}` and start again",
+    ),
+    (
+        NoRefresh(W),
+        "no refresh in progress in /w",
+        "start one with `patchkit refresh --onto COMMIT` (a refresh started with --workdir DIR is found "
+        "with the same --workdir)",
+    ),
+    (
+        PatchError(problem=SourceChanged(path=Path("/p/01.patch"), workdir=W)),
+        "/p/01.patch changed since the refresh started",
+        f"run `{ABORT}` and start again",
     ),
 ]

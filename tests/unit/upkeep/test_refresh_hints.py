@@ -6,8 +6,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from patchkit.cli.problems import words
 from patchkit.core.text import printable
-from patchkit.upkeep.refresh.hints import abort_hint, action, outside_actions, render
+from patchkit.upkeep.refresh.hints import action, outside_actions, render
+from patchkit.upkeep.refresh.problems import SourceChanged
 
 
 def test_placeholders_become_the_command_lines_the_user_types() -> None:
@@ -20,7 +22,9 @@ def test_placeholders_become_the_command_lines_the_user_types() -> None:
         "fix them, then `patchkit refresh ollama --continue --workdir '/w/my dir'`; "
         "`patchkit refresh ollama --skip --workdir '/w/my dir'` drops 0001-x.patch"
     )
-    assert render(abort_hint(Path("/w")), prefix="patchkit refresh q") == (
+    said = words(SourceChanged(path=Path("/p/0001-x.patch"), workdir=Path("/w")))
+    assert said is not None
+    assert render(said[1], prefix="patchkit refresh q") == (
         "run `patchkit refresh q --abort` and start again"
     )
     # an action holding a NUL cannot end its placeholder early
