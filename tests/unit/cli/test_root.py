@@ -41,3 +41,26 @@ def test_a_record_that_is_not_patchkits_is_not_a_prepared_root(tmp_path: Path) -
         assert r.stdout.splitlines()[0].endswith("not prepared (`patchkit root prepare debian11`)"), r.stdout
         assert "\x1b" not in r.output
         shutil.rmtree(cache)
+
+
+def test_root_list_json_golden(tmp_path: Path) -> None:
+    """`root list --json`, byte for byte: one row per root, its record or null."""
+    cache = tmp_path / "c"
+    fake_root(cache)
+    record = json.loads((cache / "roots/debian11/root.json").read_text())
+    r = CliRunner().invoke(main, ["root", "list", "--json"], env={"PATCHKIT_CACHE": str(cache)})
+    assert r.exit_code == 0, r.output
+    want = {
+        "schema": 1,
+        "roots": [
+            {
+                "name": "debian11",
+                "suite": "bullseye",
+                "glibc": "2.31",
+                "glibcxx": "3.4.28",
+                "prepared": record,
+            },
+            {"name": "debian12", "suite": "bookworm", "glibc": "2.36", "glibcxx": "3.4.30", "prepared": None},
+        ],
+    }
+    assert r.stdout == json.dumps(want, indent=2, sort_keys=True) + "\n"
