@@ -112,16 +112,16 @@ KINDS: Mapping[str, RootKind] = {
 class RootRecord(Record):
     """``root.json``: what a prepared root is."""
 
-    name: str
-    suite: str
-    mirror: str
+    name: str  # the root's name (debian11)
+    suite: str  # the Debian suite it was made from (bullseye)
+    mirror: str  # the Debian archive it was made from
     prepared: str  # ISO time it was made
     glibc: str  # libc6's upstream version in the root (2.31)
     gcc: str  # gcc's version in the root (10.2.1-6)
-    cmake: str
+    cmake: str  # cmake's version in the root
     packages: int  # installed packages
     packages_sha256: str  # of the sorted "name=version" lines: the root's id
-    debootstrap: str | None = None
+    debootstrap: str | None = None  # the debootstrap version that made it; null: not known
 
     @property
     def id(self) -> str:

@@ -3,24 +3,76 @@ prepares once in the cache and builds in for a glibc floor (a recipe's ``[build]
 
 Results on stdout: `root prepare` prints the root's label (``debian11@<id>``); `root list`
 one line per known root. ``--json``: `root prepare` prints the root's record
-(``root.json``), `root list` ``{"schema": 1, "roots": [{"name", "suite", "glibc",
-"glibcxx", "prepared": record or null}]}``.
+(``root.json``), `root list` one row per known root.
+
+``root prepare --json`` keys:
+
+- ``cmake``: cmake's version in the root
+- ``debootstrap``: the debootstrap version that made it; null: not known
+- ``gcc``: gcc's version in the root (10.2.1-6)
+- ``glibc``: libc6's upstream version in the root (2.31)
+- ``mirror``: the Debian archive it was made from
+- ``name``: the root's name (debian11)
+- ``packages``: installed packages
+- ``packages_sha256``: of the sorted "name=version" lines: the root's id
+- ``prepared``: ISO time it was made
+- ``suite``: the Debian suite it was made from (bullseye)
+
+``root list --json`` keys:
+
+- ``roots``: one per root patchkit knows
+- ``roots[].glibc``: the GLIBC floor it gives
+- ``roots[].glibcxx``: the newest GLIBCXX_ version its libstdc++ gives
+- ``roots[].name``: the root's name (debian11)
+- ``roots[].prepared``: its root.json; null: not prepared
+- ``roots[].prepared.cmake``: cmake's version in the root
+- ``roots[].prepared.debootstrap``: the debootstrap version that made it; null: not known
+- ``roots[].prepared.gcc``: gcc's version in the root (10.2.1-6)
+- ``roots[].prepared.glibc``: libc6's upstream version in the root (2.31)
+- ``roots[].prepared.mirror``: the Debian archive it was made from
+- ``roots[].prepared.name``: the root's name (debian11)
+- ``roots[].prepared.packages``: installed packages
+- ``roots[].prepared.packages_sha256``: of the sorted "name=version" lines: the root's id
+- ``roots[].prepared.prepared``: ISO time it was made
+- ``roots[].prepared.suite``: the Debian suite it was made from (bullseye)
+- ``roots[].suite``: the Debian suite it is made from
+- ``schema``: the JSON format's version: 1
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
 
 import click
 
-from patchkit.builder.sysroot import KINDS, find_root, prepare_root, root_dir
-from patchkit.cli._common import out, out_json
+from patchkit.builder.sysroot import KINDS, RootRecord, find_root, prepare_root, root_dir
+from patchkit.cli._common import out, out_record
 from patchkit.core.log import log
 from patchkit.core.paths import cache_dir
-from patchkit.core.record import encode
+from patchkit.core.record import Record
 from patchkit.core.text import printable
 
-__all__ = ["COMMANDS"]
+__all__ = ["COMMANDS", "RootRecord", "RootRow", "RootsJson"]
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class RootRow(Record):
+    """One root patchkit knows (builder.sysroot.KINDS) and its record when prepared."""
+
+    name: str  # the root's name (debian11)
+    suite: str  # the Debian suite it is made from
+    glibc: str  # the GLIBC floor it gives
+    glibcxx: str  # the newest GLIBCXX_ version its libstdc++ gives
+    prepared: RootRecord | None  # its root.json; null: not prepared
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class RootsJson(Record):
+    """``root list --json``."""
+
+    schema: int = 1  # the JSON format's version: 1
+    roots: tuple[RootRow, ...]  # one per root patchkit knows
 
 
 @click.group("root")
@@ -46,7 +98,7 @@ def prepare_cmd(name: str, again: bool, as_json: bool) -> None:
         f"{record.packages} packages"
     )
     if as_json:
-        out_json(encode(record))
+        out_record(record)
     else:
         out(printable(record.label))
 
@@ -60,13 +112,7 @@ def list_cmd(as_json: bool) -> None:
     for name, kind in KINDS.items():
         found = find_root(cache, name)
         rows.append(
-            {
-                "name": name,
-                "suite": kind.suite,
-                "glibc": kind.glibc,
-                "glibcxx": kind.glibcxx,
-                "prepared": encode(found) if found is not None else None,
-            }
+            RootRow(name=name, suite=kind.suite, glibc=kind.glibc, glibcxx=kind.glibcxx, prepared=found)
         )
         if not as_json:
             state = (
@@ -76,7 +122,7 @@ def list_cmd(as_json: bool) -> None:
             )
             out(f"{name}: Debian {kind.suite}, floor GLIBC_{kind.glibc} GLIBCXX_{kind.glibcxx}: {state}")
     if as_json:
-        out_json({"schema": 1, "roots": rows})
+        out_record(RootsJson(roots=tuple(rows)))
 
 
 COMMANDS = [root_cmd]

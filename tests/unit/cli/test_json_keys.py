@@ -27,6 +27,8 @@ KEY_LISTS = [
     ("patchkit.cli.model", "``model path --json`` keys:", "PathJson"),
     ("patchkit.cli.model", "``model list --json`` keys:", "ModelsJson"),
     ("patchkit.cli.list", "``list --json`` keys:", "ListJson"),
+    ("patchkit.cli.root", "``root prepare --json`` keys:", "RootRecord"),
+    ("patchkit.cli.root", "``root list --json`` keys:", "RootsJson"),
 ]
 
 
