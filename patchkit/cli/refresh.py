@@ -3,6 +3,27 @@
 At a stop: ``--continue`` (the resolution is recorded and replayed when the same conflict
 comes again), ``--skip`` / ``--drop PATCH`` (like ``git am --skip``), ``--abort``; every
 hint names the exact command (the recipe as given, ``--workdir`` when it was given).
+
+``refresh --json`` keys:
+
+- ``dropped``: left the series (upstream, --skip, --drop, empty)
+- ``dropped[].commit``: the upstream commit (full sha) that has it, when known; else null
+- ``dropped[].patch``: the patch file
+- ``dropped[].reason``: "already upstream (subject): abc123 ...", "--drop", "skipped at a stop",
+  ...
+- ``onto``: the commit (full sha) the series was refreshed onto
+- ``outside_when``: outside their When range at onto: left as they were
+- ``pin_moved``: whether the recipe's upstream.commit moved to onto
+- ``proposed_for_dropping``: found upstream but kept, proposed for dropping: each with its
+  ``patch``, ``why`` and ``commit`` (full sha, or null)
+- ``reused``: conflict blocks resolved from recorded resolutions
+- ``review``: merged cleanly, to review (series order)
+- ``review[].findings``: what to look at, each with its ``kind`` (nearby, inside, api), ``path``
+  and ``text``
+- ``review[].names``: The functions it calls whose declaration upstream changed.
+- ``review[].patch``: the patch file
+- ``unchanged``: patch files refreshed to the same bytes
+- ``updated``: patch files whose bytes changed
 """
 
 from __future__ import annotations
@@ -17,7 +38,7 @@ import click
 from patchkit.cli._common import (
     DEFAULT_RECIPE,
     load_optional_recipe,
-    out_json,
+    out_record,
     repo_options,
     resolve_repo,
     select_patches,
@@ -179,7 +200,7 @@ def refresh_cmd(
                 )
     report(result)
     if as_json:
-        out_json(result.to_json())
+        out_record(result)
 
 
 def report(result: RefreshResult) -> None:

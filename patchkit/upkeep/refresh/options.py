@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
+from typing import ClassVar
 
 from patchkit.core.errors import PatchError, Problem
+from patchkit.core.record import JsonValue, Record, meta
 from patchkit.core.text import printable
 from patchkit.git.repo import CommitInfo
 from patchkit.spec.series import Patch
@@ -66,52 +68,66 @@ class RefreshOptions:
         assert all(r.is_absolute() for r in self.more_recipes), "RefreshOptions.more_recipes must be absolute"
 
 
+def _sha(commit: CommitInfo) -> str:
+    return commit.sha
+
+
+def _findings(findings: tuple[Finding, ...]) -> JsonValue:
+    out: list[JsonValue] = [{"kind": f.kind, "path": f.path, "text": f.text} for f in findings]
+    return out
+
+
+def _proposed(found: tuple[Upstreamed, ...]) -> JsonValue:
+    out: list[JsonValue] = [
+        {"patch": u.file, "why": u.describe(), "commit": u.commit.sha if u.commit else None} for u in found
+    ]
+    return out
+
+
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class Dropped:
+class Dropped(Record):
     """A patch that left the series."""
 
-    file: str
+    file: str = dataclasses.field(metadata=meta(key="patch"))
+    """the patch file"""
     reason: str  # "already upstream (subject): abc123 ...", "--drop", "skipped at a stop", ...
-    commit: CommitInfo | None = None  # the upstream commit that has it, when known
-
-    def to_json(self) -> dict[str, object]:
-        return {
-            "patch": self.file,
-            "reason": self.reason,
-            "commit": None if self.commit is None else self.commit.sha,
-        }
+    commit: CommitInfo | None = dataclasses.field(default=None, metadata=meta(encode=_sha))
+    """the upstream commit (full sha) that has it, when known; else null"""
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class Review:
+class Review(Record):
     """A patch that merged cleanly but is to be reviewed (:mod:`~patchkit.upkeep.refresh.review`):
     what of it upstream's change may have made wrong."""
 
-    file: str
-    findings: tuple[Finding, ...]
+    json_derived: ClassVar[tuple[str | tuple[str, str], ...]] = ("names",)
+
+    file: str = dataclasses.field(metadata=meta(key="patch"))
+    """the patch file"""
+    findings: tuple[Finding, ...] = dataclasses.field(metadata=meta(encode=_findings))
+    """what to look at, each with its ``kind`` (nearby, inside, api), ``path`` and ``text``"""
 
     @property
     def names(self) -> tuple[str, ...]:
         """The functions it calls whose declaration upstream changed."""
         return tuple(dict.fromkeys(f.name for f in self.findings if f.name))
 
-    def to_json(self) -> dict[str, object]:
-        return {
-            "patch": self.file,
-            "names": list(self.names),
-            "findings": [{"kind": f.kind, "path": f.path, "text": f.text} for f in self.findings],
-        }
-
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class RefreshResult:
-    onto: str
+class RefreshResult(Record):
+    """``refresh --json``: what a finished refresh did."""
+
+    onto: str  # the commit (full sha) the series was refreshed onto
     updated: tuple[str, ...]  # patch files whose bytes changed
-    unchanged: tuple[str, ...]
+    unchanged: tuple[str, ...]  # patch files refreshed to the same bytes
     outside_when: tuple[str, ...]  # outside their When range at onto: left as they were
-    pin_moved: bool
+    pin_moved: bool  # whether the recipe's upstream.commit moved to onto
     dropped: tuple[Dropped, ...] = ()  # left the series (upstream, --skip, --drop, empty)
-    upstream: tuple[Upstreamed, ...] = ()  # found upstream but kept: proposed for dropping
+    upstream: tuple[Upstreamed, ...] = dataclasses.field(
+        default=(), metadata=meta(key="proposed_for_dropping", encode=_proposed)
+    )
+    """found upstream but kept, proposed for dropping: each with its ``patch``, ``why`` and
+    ``commit`` (full sha, or null)"""
     reused: int = 0  # conflict blocks resolved from recorded resolutions
     review: tuple[Review, ...] = ()  # merged cleanly, to review (series order)
 
@@ -119,22 +135,6 @@ class RefreshResult:
     def skipped(self) -> tuple[str, ...]:
         """:attr:`outside_when` under its former name (bump's summary reads it)."""
         return self.outside_when
-
-    def to_json(self) -> dict[str, object]:
-        return {
-            "onto": self.onto,
-            "updated": list(self.updated),
-            "unchanged": list(self.unchanged),
-            "outside_when": list(self.outside_when),
-            "pin_moved": self.pin_moved,
-            "dropped": [d.to_json() for d in self.dropped],
-            "proposed_for_dropping": [
-                {"patch": u.file, "why": u.describe(), "commit": u.commit.sha if u.commit else None}
-                for u in self.upstream
-            ],
-            "reused": self.reused,
-            "review": [r.to_json() for r in self.review],
-        }
 
 
 # -- a stop, as a record --------------------------------------------------------------------

@@ -29,6 +29,7 @@ KEY_LISTS = [
     ("patchkit.cli.list", "``list --json`` keys:", "ListJson"),
     ("patchkit.cli.root", "``root prepare --json`` keys:", "RootRecord"),
     ("patchkit.cli.root", "``root list --json`` keys:", "RootsJson"),
+    ("patchkit.cli.refresh", "``refresh --json`` keys:", "RefreshResult"),
 ]
 
 
