@@ -8,8 +8,70 @@ Hugging Face ``config.json`` with ``--quant``. Devices: ``-d rtx3070 -d p100-16g
 CPU (``--cpu``), ``--link box2=1gbe`` for each remote host, ``--rpc HOST:PORT`` (asked).
 Output on stdout: the ranked table, the ``llama-server`` command line of the best one and
 its predicted numbers; ``--png FILE`` draws memory per device against capacity and tok/s.
-``--json`` prints ``{"schema": 1, "model": {...}, "ctx": N, "arrangements": [...]}`` (the
-keys are in ``patchkit/plan/report.py``), ranked best first.
+``--json`` prints the plan (``patchkit/plan/report.py``'s ``PlanReport``), ranked best first.
+
+``plan --json`` keys:
+
+- ``arrangements``: each arrangement, best first
+- ``arrangements[].bottleneck``: the device or link that takes the largest share of a token
+- ``arrangements[].cache_type``: the KV cache type (f16, q8_0)
+- ``arrangements[].calibrated``: every device used has a measured bandwidth
+- ``arrangements[].command``: the llama-server command line ("" when refused before it was
+  estimated)
+- ``arrangements[].cpu_layers``: the first layers kept on the host CPU
+- ``arrangements[].decode_tps``: predicted generation speed, tokens/s
+- ``arrangements[].description``: the arrangement in words (the table's row)
+- ``arrangements[].devices``: the devices in -dev order
+- ``arrangements[].devices[].calibrated``: its bandwidth was measured (--calibrate), not the
+  table's
+- ``arrangements[].devices[].host``: the host it is on ("" for this machine)
+- ``arrangements[].devices[].memory``: what it holds; null: not estimated (refused before)
+- ``arrangements[].devices[].memory.capacity``: bytes it has for buffers (memory minus the
+  driver's overhead)
+- ``arrangements[].devices[].memory.compute``: llama.cpp's compute buffers on it, bytes
+- ``arrangements[].devices[].memory.context``: the KV cache and recurrent state on it, bytes
+- ``arrangements[].devices[].memory.model``: the model's weights on it, bytes
+- ``arrangements[].devices[].memory.total``: all of it, bytes
+- ``arrangements[].devices[].name``: the device's name (the table's, or what was asked)
+- ``arrangements[].devices[].share``: its share of the split (-ts, normalised)
+- ``arrangements[].fits``: it fits in every device's memory
+- ``arrangements[].host_memory``: what the host CPU holds; null: not estimated
+- ``arrangements[].host_memory.capacity``: bytes it has for buffers (memory minus the driver's
+  overhead)
+- ``arrangements[].host_memory.compute``: llama.cpp's compute buffers on it, bytes
+- ``arrangements[].host_memory.context``: the KV cache and recurrent state on it, bytes
+- ``arrangements[].host_memory.model``: the model's weights on it, bytes
+- ``arrangements[].host_memory.total``: all of it, bytes
+- ``arrangements[].link_mb_per_token``: MB per token over all links
+- ``arrangements[].links``: per remote host
+- ``arrangements[].links[].host``: the remote host
+- ``arrangements[].links[].mb_per_token``: MB per generated token over the link
+- ``arrangements[].links[].ms_per_token``: milliseconds per token the link takes
+- ``arrangements[].links[].round_trips_per_token``: round trips per generated token
+- ``arrangements[].max_ctx``: the longest context that fits
+- ``arrangements[].needs_experimental``: it needs the experimental scheduling patch (-ot beside
+  -sm tensor)
+- ``arrangements[].ot``: whole layers on a device outside the tensor split (-ot); null: none
+- ``arrangements[].ot.device``: the device (-ot) holding whole layers outside the tensor split
+- ``arrangements[].ot.host``: its host
+- ``arrangements[].ot.layers``: [start, end) of those layers
+- ``arrangements[].prompt_tps``: predicted prompt speed, tokens/s
+- ``arrangements[].round_trips_per_token``: round trips per token over all links
+- ``arrangements[].split_mode``: layer, tensor, or none (everything on the host CPU)
+- ``arrangements[].ts_rule``: how the shares were chosen: memory, bandwidth, best, even
+- ``arrangements[].why_not``: why it does not fit or was refused ("" when it fits)
+- ``ctx``: the context asked for
+- ``model``: the model planned
+- ``model.arch``: its architecture (general.architecture)
+- ``model.attention_layers``: layers with a KV cache
+- ``model.n_embd``: its embedding width
+- ``model.n_expert``: experts per MoE layer (0: dense)
+- ``model.n_layer``: its layers
+- ``model.n_vocab``: its vocabulary size
+- ``model.name``: the model's name
+- ``model.recurrent_layers``: layers with recurrent state
+- ``model.weight_bytes``: its weights, bytes
+- ``schema``: the JSON format's version: 1
 """
 
 from __future__ import annotations
@@ -32,6 +94,17 @@ if TYPE_CHECKING:
     from patchkit.plan.planner import Candidate, Rig
 
 __all__ = ["COMMANDS", "plan"]
+
+
+def __getattr__(name: str) -> object:
+    """``PlanReport``, the record ``--json`` prints, imported when asked (the CLI loads the
+    plan engine only when the command runs)."""
+    if name == "PlanReport":
+        from patchkit.plan.report import PlanReport
+
+        return PlanReport
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 GIB = 1 << 30
 

@@ -23,80 +23,80 @@ __all__ = ["PlanArrangement", "PlanDevice", "PlanMemory", "PlanReport", "report"
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class PlanMemory(Record):
-    model: int
-    context: int
-    compute: int
-    total: int
-    capacity: int
+    model: int  # the model's weights on it, bytes
+    context: int  # the KV cache and recurrent state on it, bytes
+    compute: int  # llama.cpp's compute buffers on it, bytes
+    total: int  # all of it, bytes
+    capacity: int  # bytes it has for buffers (memory minus the driver's overhead)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class PlanDevice(Record):
-    name: str
-    host: str
-    share: float
-    memory: PlanMemory | None = None
-    calibrated: bool = False
+    name: str  # the device's name (the table's, or what was asked)
+    host: str  # the host it is on ("" for this machine)
+    share: float  # its share of the split (-ts, normalised)
+    memory: PlanMemory | None = None  # what it holds; null: not estimated (refused before)
+    calibrated: bool = False  # its bandwidth was measured (--calibrate), not the table's
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class PlanLink(Record):
-    host: str
-    mb_per_token: float
-    round_trips_per_token: float
-    ms_per_token: float
+    host: str  # the remote host
+    mb_per_token: float  # MB per generated token over the link
+    round_trips_per_token: float  # round trips per generated token
+    ms_per_token: float  # milliseconds per token the link takes
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class PlanOt(Record):
-    device: str
-    host: str
-    layers: tuple[int, int]
+    device: str  # the device (-ot) holding whole layers outside the tensor split
+    host: str  # its host
+    layers: tuple[int, int]  # [start, end) of those layers
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class PlanArrangement(Record):
-    split_mode: str
-    devices: tuple[PlanDevice, ...]
-    host_memory: PlanMemory | None
-    fits: bool
-    why_not: str
-    max_ctx: int
-    decode_tps: float
-    prompt_tps: float
-    link_mb_per_token: float
-    round_trips_per_token: float
-    links: tuple[PlanLink, ...]
-    bottleneck: str
-    calibrated: bool
-    command: str
-    ts_rule: str
-    cache_type: str
-    cpu_layers: int
-    ot: PlanOt | None
-    needs_experimental: bool
-    description: str
+    split_mode: str  # layer, tensor, or none (everything on the host CPU)
+    devices: tuple[PlanDevice, ...]  # the devices in -dev order
+    host_memory: PlanMemory | None  # what the host CPU holds; null: not estimated
+    fits: bool  # it fits in every device's memory
+    why_not: str  # why it does not fit or was refused ("" when it fits)
+    max_ctx: int  # the longest context that fits
+    decode_tps: float  # predicted generation speed, tokens/s
+    prompt_tps: float  # predicted prompt speed, tokens/s
+    link_mb_per_token: float  # MB per token over all links
+    round_trips_per_token: float  # round trips per token over all links
+    links: tuple[PlanLink, ...]  # per remote host
+    bottleneck: str  # the device or link that takes the largest share of a token
+    calibrated: bool  # every device used has a measured bandwidth
+    command: str  # the llama-server command line ("" when refused before it was estimated)
+    ts_rule: str  # how the shares were chosen: memory, bandwidth, best, even
+    cache_type: str  # the KV cache type (f16, q8_0)
+    cpu_layers: int  # the first layers kept on the host CPU
+    ot: PlanOt | None  # whole layers on a device outside the tensor split (-ot); null: none
+    needs_experimental: bool  # it needs the experimental scheduling patch (-ot beside -sm tensor)
+    description: str  # the arrangement in words (the table's row)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class PlanModel(Record):
-    name: str
-    arch: str
-    n_layer: int
-    n_embd: int
-    n_vocab: int
-    weight_bytes: int
-    recurrent_layers: int
-    attention_layers: int
-    n_expert: int
+    name: str  # the model's name
+    arch: str  # its architecture (general.architecture)
+    n_layer: int  # its layers
+    n_embd: int  # its embedding width
+    n_vocab: int  # its vocabulary size
+    weight_bytes: int  # its weights, bytes
+    recurrent_layers: int  # layers with recurrent state
+    attention_layers: int  # layers with a KV cache
+    n_expert: int  # experts per MoE layer (0: dense)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class PlanReport(Record):
-    schema: int
-    model: PlanModel
-    ctx: int
-    arrangements: tuple[PlanArrangement, ...]
+    schema: int  # the JSON format's version: 1
+    model: PlanModel  # the model planned
+    ctx: int  # the context asked for
+    arrangements: tuple[PlanArrangement, ...]  # each arrangement, best first
 
 
 def _mem(m: DeviceMemory | None) -> PlanMemory | None:

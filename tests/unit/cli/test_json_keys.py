@@ -30,6 +30,7 @@ KEY_LISTS = [
     ("patchkit.cli.root", "``root prepare --json`` keys:", "RootRecord"),
     ("patchkit.cli.root", "``root list --json`` keys:", "RootsJson"),
     ("patchkit.cli.refresh", "``refresh --json`` keys:", "RefreshResult"),
+    ("patchkit.cli.plan", "``plan --json`` keys:", "PlanReport"),
 ]
 
 
