@@ -16,6 +16,7 @@ import pytest
 
 from patchkit.spec.series import load_series
 from patchkit.upkeep.refresh import RefreshOptions, RefreshStopped, refresh_start
+from patchkit.upkeep.refresh.options import CascadeOf, ConflictedFile, LeftOut, UpstreamTouched
 from tests.fixtures.drift import make_project, patch_header
 from tests.fixtures.project import assert_error, invoke, run_cli
 from tests.fixtures.refreshq import B_U5, GAMMA_CASE, make_refresh_queue, patches_for
@@ -280,6 +281,10 @@ def test_a_cascade_is_named_as_such(rq: RefreshQueue, tmp_path: Path) -> None:
         ("src/a.c",),
         ("0001-base.patch",),
     )
+    # the record: why each left-out patch was left out, and the reason, typed
+    assert stop.stop.cascade == (LeftOut(file="0001-base.patch", dropped="--drop"),)
+    assert stop.stop.reasons == (CascadeOf(files=("0001-base.patch",)),)
+    assert [type(r) for r in stop.stop.reports] == [ConflictedFile]
     # its own conflict is not called a cascade
     proj2 = make_project(tmp_path / "own", rq, pin=rq.c["r1"], patches=patches_for(rq, "pid", "conflict"))
     stop = _stop(rq, proj2, tmp_path / "w2", drop=("pid",))
@@ -290,12 +295,16 @@ def test_a_cascade_is_named_as_such(rq: RefreshQueue, tmp_path: Path) -> None:
         (),
     )
     assert stop.commits == (rq.c["u5"][:12],) and stop.tree == tmp_path / "w2" / "tree"
+    assert stop.stop.reasons == (UpstreamTouched(commits=(rq.c["u5"][:12],)),)
 
 
 def test_each_kind_of_stop_says_what_it_is_in_fields(rq: RefreshQueue, tmp_path: Path) -> None:
     dup = make_project(tmp_path / "dup", rq, pin=rq.c["r1"], patches=patches_for(rq, "dup"))
     stop = _stop(rq, dup, tmp_path / "w-dup")
     assert (stop.kind, stop.patch, stop.files) == ("duplicate", "0001-dup.patch", ("tests/t.c",))
+    (dup_lines,) = stop.stop.duplicates
+    assert (dup_lines.path, len(dup_lines.lines)) == ("tests/t.c", 3) and len(dup_lines.at) == 2
+    assert dup_lines.commit is not None and dup_lines.commit.sha == rq.c["u3"]
     empty = make_project(tmp_path / "empty", rq, pin=rq.c["r1"], patches=patches_for(rq, "pid"))
     stop = _stop(rq, empty, tmp_path / "w-empty")
     assert (stop.kind, stop.patch, stop.files) == ("empty", "0001-pid.patch", ())
