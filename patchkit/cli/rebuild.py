@@ -4,12 +4,22 @@ The result goes to stdout: per archive ``identical: ARCHIVE (...)`` or ``differs
 (...)`` and the lines under it (the differing files, the manifest's reason when it expected
 that, tool and configuration differences, where the rebuild was kept); the progress (what
 it rebuilds, the build's steps) and the error (exit 15) go to stderr. ``--json`` prints a
-list with one object per archive (``archive``, ``identical``, ``files``, ``differs``,
-``tools``, ``config``, ``expected``) instead, and the lines go to stderr.
+list with one object per archive instead, and the lines go to stderr.
+
+``rebuild --json`` keys (of each archive's object):
+
+- ``archive``: the archive rebuilt
+- ``config``: define / target differences
+- ``differs``: one line per differing / missing / extra file
+- ``expected``: the manifest says a rebuild elsewhere differs, and why ("": it does not)
+- ``files``: files compared
+- ``identical``: every file rebuilt with the release's bytes
+- ``tools``: tool version differences ("cmake: 4.1.2 in the manifest, 4.2.0 here")
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 from pathlib import Path
@@ -21,9 +31,35 @@ from patchkit.cli._build_opts import MAX_JOBS
 from patchkit.cli._common import out as out_line
 from patchkit.core.errors import RebuildDiffers
 from patchkit.core.log import log
+from patchkit.core.record import Record, encode
 from patchkit.rebuild.rebuild import ArchiveRebuild, RebuildOptions, archives_of, rebuild_archive
 
-__all__ = ["COMMANDS"]
+__all__ = ["COMMANDS", "RebuildJson"]
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class RebuildJson(Record):
+    """One archive's object in ``rebuild --json``."""
+
+    archive: str  # the archive rebuilt
+    identical: bool  # every file rebuilt with the release's bytes
+    files: int  # files compared
+    differs: tuple[str, ...]  # one line per differing / missing / extra file
+    tools: tuple[str, ...]  # tool version differences ("cmake: 4.1.2 in the manifest, 4.2.0 here")
+    config: tuple[str, ...]  # define / target differences
+    expected: str  # the manifest says a rebuild elsewhere differs, and why ("": it does not)
+
+    @classmethod
+    def of(cls, r: ArchiveRebuild) -> RebuildJson:
+        return cls(
+            archive=r.archive,
+            identical=r.identical,
+            files=r.files,
+            differs=r.differs,
+            tools=r.tools,
+            config=r.config,
+            expected=r.expected,
+        )
 
 
 @click.command("rebuild")
@@ -125,18 +161,7 @@ def rebuild_cmd(
     if as_json:
         click.echo(
             json.dumps(
-                [
-                    {
-                        "archive": r.archive,
-                        "identical": r.identical,
-                        "files": r.files,
-                        "differs": list(r.differs),
-                        "tools": list(r.tools),
-                        "config": list(r.config),
-                        "expected": r.expected,
-                    }
-                    for r in results
-                ],
+                [encode(RebuildJson.of(r)) for r in results],
                 indent=2,
             )
         )

@@ -31,6 +31,7 @@ KEY_LISTS = [
     ("patchkit.cli.root", "``root list --json`` keys:", "RootsJson"),
     ("patchkit.cli.refresh", "``refresh --json`` keys:", "RefreshResult"),
     ("patchkit.cli.plan", "``plan --json`` keys:", "PlanReport"),
+    ("patchkit.cli.rebuild", "``rebuild --json`` keys (of each archive's object):", "RebuildJson"),
 ]
 
 
